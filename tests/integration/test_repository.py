@@ -1,0 +1,113 @@
+"""The repository's own shape: five distributions, one version, a PEP 420 namespace, the layer contract."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DISTRIBUTIONS = {
+    "fxgraph": ("dynajit-fxgraph", ["fxgraph"]),
+    "guards": ("dynajit-guards", ["guards"]),
+    "capture": ("dynajit-capture", ["capture"]),
+    "inductor-lite": ("dynajit-inductor-lite", ["inductor_lite"]),
+    "api": ("dynajit-api", ["compiler", "_dynamo"]),
+}
+LAYERS = {
+    "fxgraph": set(),
+    "guards": set(),
+    "capture": {"dynajit-fxgraph", "dynajit-guards"},
+    "inductor-lite": {"dynajit-fxgraph"},
+    "api": {"dynajit-fxgraph", "dynajit-guards", "dynajit-capture", "dynajit-inductor-lite"},
+}
+
+sys.path.insert(0, str(ROOT / "tools"))
+import check_versions  # noqa: E402
+
+
+def _project(folder: str) -> dict:
+    return tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_each_distribution_has_its_own_build_readme_and_typed_src_layout(folder: str) -> None:
+    config = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+    assert config["build-system"]["build-backend"] == "hatchling.build"
+    name, import_names = DISTRIBUTIONS[folder]
+    assert config["project"]["name"] == name
+    assert (ROOT / "packages" / folder / "README.md").read_text().strip()
+    src = ROOT / "packages" / folder / "src" / "dynajit"
+    assert not (src / "__init__.py").exists(), "dynajit is a PEP 420 namespace: no distribution ships its __init__.py"
+    for import_name in import_names:
+        assert (src / import_name / "py.typed").exists()
+        assert (src / import_name / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_dependencies_follow_the_layer_graph(folder: str) -> None:
+    requirements = _project(folder)["project"]["dependencies"]
+    internal = {r.split("==")[0].split("[")[0] for r in requirements if r.startswith("dynajit-")}
+    assert internal == LAYERS[folder]
+
+
+def test_triton_is_an_optional_extra_of_inductor_lite() -> None:
+    project = _project("inductor-lite")["project"]
+    assert not any(r.startswith("triton") for r in project["dependencies"])
+    assert any(r.startswith("triton") for r in project["optional-dependencies"]["triton"])
+
+
+def test_backends_are_declared_through_entry_points() -> None:
+    assert _project("inductor-lite")["project"]["entry-points"]["dynajit.backends"]["inductor"]
+    assert "eager" in _project("api")["project"]["entry-points"]["dynajit.backends"]
+
+
+def test_versions_agree_and_internal_pins_are_exact() -> None:
+    version = (ROOT / "VERSION").read_text().strip()
+    assert check_versions.problems(version) == []
+
+
+def test_version_drift_is_detected(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies = []
+    for folder in DISTRIBUTIONS:
+        target = tmp_path / folder / "pyproject.toml"
+        target.parent.mkdir()
+        text = (ROOT / "packages" / folder / "pyproject.toml").read_text()
+        if folder == "capture":
+            version = (ROOT / "VERSION").read_text().strip()
+            text = text.replace(f'"dynajit-guards=={version}"', '"dynajit-guards==9.9.9"')
+        target.write_text(text)
+        copies.append(target)
+    monkeypatch.setattr(check_versions, "PYPROJECTS", copies)
+    monkeypatch.setattr(check_versions, "ROOT", tmp_path)
+    found = check_versions.problems((ROOT / "VERSION").read_text().strip())
+    assert len(found) == 1 and "dynajit-guards" in found[0]
+
+
+def _lint_imports() -> str | None:
+    return shutil.which("lint-imports") or shutil.which("lint-imports", path=str(pathlib.Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(_lint_imports() is None, reason="import-linter is not installed in this environment")
+def test_layer_contract_rejects_an_upward_import(tmp_path: pathlib.Path) -> None:
+    """A copy of the sources with one deliberate bad import makes import-linter fail; the real sources pass."""
+    sources = []
+    for folder in DISTRIBUTIONS:
+        copy = tmp_path / folder
+        shutil.copytree(ROOT / "packages" / folder / "src", copy, ignore=shutil.ignore_patterns("__pycache__"))
+        sources.append(str(copy))
+    bad = tmp_path / "guards" / "dynajit" / "guards" / "_deliberately_bad.py"
+    bad.write_text("import dynajit.capture\n")
+    run = subprocess.run(
+        [_lint_imports(), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": ":".join(sources), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode != 0, run.stdout
+    assert "dynajit.guards._deliberately_bad" in run.stdout
