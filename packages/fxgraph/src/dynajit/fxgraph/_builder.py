@@ -1,0 +1,332 @@
+"""GraphBuilder: how capture records placeholders, calls, attribute reads and outputs into an FX graph.
+
+Every node gets dynajit's metadata: an ``example_value`` (a fake tensor,
+computed by running the target on the arguments' fake example values unless
+given), and the source keys (``stack_trace``, ``nn_module_stack``,
+``source_fn_stack``) from the enclosing :meth:`GraphBuilder.node_meta` blocks
+or the ``meta=`` keyword. :meth:`GraphBuilder.build` attaches the real
+parameters, buffers, constants and submodules (the same objects, never
+copies) and returns a ``torch.fx.GraphModule``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import keyword
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
+
+__all__ = ["GraphBuilder"]
+
+_MISSING: Any = object()
+_NON_IDENTIFIER = re.compile(r"\W|^(?=\d)")
+
+
+def _identifier(name: str) -> str:
+    """Turn ``name`` (for example ``L['x']``) into a valid Python identifier."""
+    cleaned = _NON_IDENTIFIER.sub("_", name).strip("_") or "arg"
+    if cleaned[0].isdigit():
+        cleaned = "_" + cleaned
+    if keyword.iskeyword(cleaned) or hasattr(builtins, cleaned) or cleaned == "self":
+        cleaned += "_1"
+    return cleaned
+
+
+def _map_nodes(value: Any, fn: Callable[[torch.fx.Node], Any]) -> Any:
+    """Apply ``fn`` to every node in nested tuples, lists, dicts and slices; keep other leaves."""
+    if isinstance(value, torch.fx.Node):
+        return fn(value)
+    if isinstance(value, tuple):
+        mapped = [_map_nodes(item, fn) for item in value]
+        return type(value)(*mapped) if hasattr(value, "_fields") else tuple(mapped)
+    if isinstance(value, list):
+        return [_map_nodes(item, fn) for item in value]
+    if isinstance(value, dict):
+        return {key: _map_nodes(item, fn) for key, item in value.items()}
+    if isinstance(value, slice):
+        return slice(_map_nodes(value.start, fn), _map_nodes(value.stop, fn), _map_nodes(value.step, fn))
+    return value
+
+
+def _iter_leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, tuple | list):
+        for item in value:
+            yield from _iter_leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _iter_leaves(item)
+    else:
+        yield value
+
+
+class GraphBuilder:
+    """Build a ``torch.fx.GraphModule`` node by node, filling dynajit's node metadata.
+
+    ``fake_mode`` is the :class:`FakeTensorMode` example values live in. When
+    omitted, the builder adopts the mode of the first fake tensor it is given,
+    or creates one when it first needs to fake a real tensor.
+    """
+
+    def __init__(self, fake_mode: FakeTensorMode | None = None) -> None:
+        self.graph = torch.fx.Graph()
+        self.fake_mode = fake_mode
+        self._attrs: dict[str, Any] = {}
+        self._meta_stack: list[dict[str, Any]] = [{}]
+        self._output: torch.fx.Node | None = None
+
+    # ----------------------------------------------------------------- metadata
+
+    @contextlib.contextmanager
+    def node_meta(self, **defaults: Any) -> Iterator[None]:
+        """Give every node created inside the block these metadata defaults (inner blocks win).
+
+        A ``source_fn_stack`` default is the prefix of the created nodes'
+        stacks: each node appends its own ``(node_name, target)`` entry.
+        """
+        self._meta_stack.append({**self._meta_stack[-1], **defaults})
+        try:
+            yield
+        finally:
+            self._meta_stack.pop()
+
+    @property
+    def current_meta(self) -> dict[str, Any]:
+        """The metadata defaults in force for the next node (a copy)."""
+        return {key: copy_meta_value(key, value) for key, value in self._meta_stack[-1].items()}
+
+    def _fill_meta(
+        self, node: torch.fx.Node, meta: Mapping[str, Any] | None, example_value: Any, source_fn: Any
+    ) -> torch.fx.Node:
+        node.meta.update(self.current_meta)
+        if source_fn is not None and SOURCE_FN_STACK not in (meta or {}):
+            node.meta[SOURCE_FN_STACK] = [*node.meta.get(SOURCE_FN_STACK, []), (node.name, source_fn)]
+        for key, value in (meta or {}).items():
+            node.meta[key] = copy_meta_value(key, value)
+        if example_value is not _MISSING:
+            node.meta[EXAMPLE_VALUE] = example_value
+        return node
+
+    # ----------------------------------------------------------------- fake values
+
+    def _mode(self) -> FakeTensorMode:
+        if self.fake_mode is None:
+            self.fake_mode = FakeTensorMode()
+        return self.fake_mode
+
+    def _adopt(self, value: Any) -> Any:
+        """Make ``value``'s tensors fake tensors of this builder's mode (adopting the first mode seen)."""
+        for leaf in _iter_leaves(value):
+            if isinstance(leaf, FakeTensor):
+                if self.fake_mode is None:
+                    self.fake_mode = leaf.fake_mode
+                elif leaf.fake_mode is not self.fake_mode:
+                    raise ValueError(
+                        "example_value is a fake tensor of another FakeTensorMode than this GraphBuilder's; "
+                        "create every example value with the builder's fake_mode"
+                    )
+        if not any(isinstance(leaf, torch.Tensor) and not isinstance(leaf, FakeTensor) for leaf in _iter_leaves(value)):
+            return value
+        mode = self._mode()
+        return torch.utils._pytree.tree_map_only(
+            torch.Tensor, lambda t: t if isinstance(t, FakeTensor) else mode.from_tensor(t), value
+        )
+
+    def _fake_args(self, args: Any) -> Any:
+        def example(node: torch.fx.Node) -> Any:
+            if EXAMPLE_VALUE not in node.meta:
+                raise ValueError(
+                    f"node {node.name!r} has no example_value, so the builder cannot run the next op on it; "
+                    "pass example_value= when creating it"
+                )
+            return node.meta[EXAMPLE_VALUE]
+
+        return _map_nodes(args, example)
+
+    def _run_fake(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        fake_args, fake_kwargs = self._fake_args((args, kwargs))
+        with self._mode():
+            return fn(*fake_args, **fake_kwargs)
+
+    # ----------------------------------------------------------------- nodes
+
+    def placeholder(
+        self, name: str, example_value: Any = _MISSING, *, meta: Mapping[str, Any] | None = None
+    ) -> torch.fx.Node:
+        """Add a graph input called ``name`` (made a unique identifier); real tensors are faked."""
+        node = self.graph.placeholder(_identifier(name))
+        if node.name != node.target:
+            node.target = node.name
+        value = example_value if example_value is _MISSING else self._adopt(example_value)
+        return self._fill_meta(node, meta, value, None)
+
+    def get_attr(
+        self, qualname: str, value: Any, *, meta: Mapping[str, Any] | None = None, example_value: Any = _MISSING
+    ) -> torch.fx.Node:
+        """Read attribute ``qualname`` (dotted for submodules); ``value`` is attached on :meth:`build`."""
+        self._register_attr(qualname, value)
+        node = self.graph.get_attr(qualname)
+        if example_value is _MISSING:
+            example_value = self._adopt(value) if isinstance(value, torch.Tensor) else value
+        return self._fill_meta(node, meta, example_value, None)
+
+    def call_function(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        example_value: Any = _MISSING,
+        name: str | None = None,
+    ) -> torch.fx.Node:
+        """Call ``target(*args, **kwargs)``; args may nest nodes and constants in tuples, lists and dicts."""
+        return self._add_call("call_function", target, target, args, kwargs, meta, example_value, name, target)
+
+    def call_method(
+        self,
+        method: str,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        example_value: Any = _MISSING,
+        name: str | None = None,
+    ) -> torch.fx.Node:
+        """Call ``args[0].<method>(*args[1:], **kwargs)``."""
+        if not args:
+            raise ValueError(f"call_method({method!r}) needs the object the method is called on as args[0]")
+
+        def call(obj: Any, *rest: Any, **kw: Any) -> Any:
+            return getattr(obj, method)(*rest, **kw)
+
+        return self._add_call("call_method", method, call, args, kwargs, meta, example_value, name, method)
+
+    def call_module(
+        self,
+        qualname: str,
+        module: torch.nn.Module,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        example_value: Any = _MISSING,
+    ) -> torch.fx.Node:
+        """Call submodule ``module``, attached at ``qualname`` on :meth:`build`; it runs on fake copies of its state."""
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"call_module({qualname!r}) takes an nn.Module, got {type(module).__name__}")
+        self._register_attr(qualname, module)
+        run = self._fake_module_call(module)
+        return self._add_call("call_module", qualname, run, args, kwargs, meta, example_value, None, type(module))
+
+    def _add_call(
+        self,
+        op: str,
+        target: Any,
+        run: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        example_value: Any,
+        name: str | None,
+        source_fn: Any,
+    ) -> torch.fx.Node:
+        kwargs = dict(kwargs or {})
+        if example_value is _MISSING:
+            example_value = self._run_fake(run, tuple(args), kwargs)
+        node = self.graph.create_node(op, target, tuple(args), kwargs, name=name and _identifier(name))
+        return self._fill_meta(node, meta, example_value, source_fn)
+
+    def _fake_module_call(self, module: torch.nn.Module) -> Callable[..., Any]:
+        mode = self._mode()
+        state = {
+            **dict(module.named_parameters(remove_duplicate=False)),
+            **dict(module.named_buffers(remove_duplicate=False)),
+        }
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            fake_state = {name: mode.from_tensor(t) for name, t in state.items()}
+            return torch.func.functional_call(module, fake_state, args, kwargs)
+
+        return call
+
+    def output(self, value: Any, *, meta: Mapping[str, Any] | None = None) -> torch.fx.Node:
+        """Set the graph's result: a node, or a tuple/list (possibly nested) of nodes and constants."""
+        if self._output is not None:
+            raise ValueError("output() was already called on this GraphBuilder; a graph has one output")
+        node = self.graph.output(value)
+        self._output = node
+        example = _map_nodes(value, lambda n: n.meta.get(EXAMPLE_VALUE))
+        return self._fill_meta(node, meta, example, None)
+
+    # ----------------------------------------------------------------- attributes
+
+    def _register_attr(self, qualname: str, value: Any) -> None:
+        parts = qualname.split(".")
+        if not all(part.isidentifier() for part in parts):
+            raise ValueError(f"attribute name {qualname!r} must be dotted Python identifiers, like 'linear.weight'")
+        existing = self._attrs.get(qualname, _MISSING)
+        if existing is not _MISSING:
+            if existing is not value:
+                raise ValueError(f"attribute {qualname!r} is already bound to a different object")
+            return
+        for other, obj in self._attrs.items():
+            if qualname.startswith(other + "."):
+                self._check_nested(other, obj, qualname[len(other) + 1 :], value)
+            elif other.startswith(qualname + "."):
+                self._check_nested(qualname, value, other[len(qualname) + 1 :], obj)
+        self._attrs[qualname] = value
+
+    @staticmethod
+    def _check_nested(outer_name: str, outer: Any, rest: str, inner: Any) -> None:
+        found: Any = outer
+        for part in rest.split("."):
+            found = getattr(found, part, _MISSING)
+            if found is _MISSING:
+                break
+        if found is not inner:
+            raise ValueError(
+                f"attribute {outer_name + '.' + rest!r} conflicts with {outer_name!r}: "
+                f"{type(outer).__name__} {outer_name!r} does not hold that object at {rest!r}; use another name"
+            )
+
+    # ----------------------------------------------------------------- build
+
+    def build(self, class_name: str = "GraphModule") -> torch.fx.GraphModule:
+        """Return a ``GraphModule`` over the graph, with every attribute attached (same objects, not copies)."""
+        if self._output is None:
+            raise ValueError("call output() before build(): the graph has no result yet")
+        root = torch.nn.Module()
+        # Shorter names first, so a submodule is in place before anything read through it.
+        for qualname in sorted(self._attrs, key=lambda q: q.count(".")):
+            _install(root, qualname, self._attrs[qualname])
+        self.graph.lint()
+        return torch.fx.GraphModule(root, self.graph, class_name=class_name)
+
+
+def _install(root: torch.nn.Module, qualname: str, value: Any) -> None:
+    *path, field = qualname.split(".")
+    owner: Any = root
+    for part in path:
+        child = getattr(owner, part, None)
+        if child is None:
+            child = torch.nn.Module()
+            owner.add_module(part, child)
+        owner = child
+    if getattr(owner, field, None) is value:
+        return
+    if isinstance(value, torch.nn.Parameter):
+        owner.register_parameter(field, value)
+    elif isinstance(value, torch.Tensor):
+        owner.register_buffer(field, value)
+    elif isinstance(value, torch.nn.Module):
+        owner.add_module(field, value)
+    else:
+        setattr(owner, field, value)
