@@ -1,31 +1,150 @@
-"""``OptimizedModule``: an ``nn.Module`` whose calls run the compiled ``forward`` of the module it wraps."""
+"""``OptimizedModule``: an ``nn.Module`` whose calls run the compiled ``forward`` of the module it wraps.
+
+The wrapper is transparent: attributes, methods and parameters are the original
+module's, ``state_dict()`` has the original's keys, and pickling stores the
+original module plus the compile settings, so unpickling compiles afresh.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import torch
 
+from dynajit.compiler._compile import CompileSettings
+
 __all__ = ["OptimizedModule"]
+
+# The wrapper's own attributes; everything else is looked up on the original module.
+_OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compile_settings", "_decorate", "_compiled_forward", "_compiled_for"})
+
+
+def _rebuild(module: torch.nn.Module, settings: CompileSettings) -> OptimizedModule:
+    return OptimizedModule(module, settings)
 
 
 class OptimizedModule(torch.nn.Module):
-    """Wraps ``_orig_mod``; attribute access reaches the original, calls run the compiled forward."""
+    """A compiled ``nn.Module``: calls run ``_orig_mod.forward`` through dynajit.
 
-    def __init__(self, mod: torch.nn.Module, decorate: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    Returned by ``dynajit.compiler.compile(module)``. Attribute and method access
+    reach the original module (``_orig_mod``); ``parameters()`` are the original
+    parameter objects; ``state_dict()`` and ``load_state_dict()`` use the original
+    keys; ``.to()``, ``.train()`` and ``.eval()`` change the original module, and
+    capture's guards recompile when that changes what the graph relied on. The
+    original module's forward hooks run around the compiled forward, in Python.
+    """
+
+    _orig_mod: torch.nn.Module
+
+    def __init__(
+        self,
+        mod: torch.nn.Module,
+        settings: CompileSettings,
+        decorate: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    ) -> None:
+        if not isinstance(mod, torch.nn.Module):
+            raise TypeError(f"OptimizedModule wraps an nn.Module, got {type(mod).__name__}")
         super().__init__()
         self._orig_mod = mod
-        self._decorate = decorate
-        self._compiled_forward = decorate(mod.forward)
+        object.__setattr__(self, "_compile_settings", settings)
+        object.__setattr__(self, "_decorate", decorate or settings.decorator())
+        object.__setattr__(self, "_compiled_for", None)
+        object.__setattr__(self, "_compiled_forward", None)
+        self.training = mod.training
+        self.register_state_dict_post_hook(_drop_wrapper_prefix)
+        self.register_load_state_dict_pre_hook(_add_wrapper_prefix)
+
+    def _forward_function(self) -> Callable[..., Any]:
+        # Compiled per forward function, so replacing ``forward`` on the original is honoured.
+        forward = self._orig_mod.forward
+        target = getattr(forward, "__func__", forward)
+        if self._compiled_for is not target:
+            object.__setattr__(self, "_compiled_forward", self._decorate(forward))
+            object.__setattr__(self, "_compiled_for", target)
+        return self._compiled_forward  # type: ignore[return-value]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._compiled_forward(*args, **kwargs)
+        module = self._orig_mod
+        if module._backward_hooks or module._backward_pre_hooks:
+            raise NotImplementedError(
+                "OptimizedModule does not run module backward hooks yet; register them on a tensor "
+                "(tensor.register_hook) or call the module without compiling it"
+            )
+        args, kwargs = _run_pre_hooks(module, args, kwargs)
+        result = self._forward_function()(*args, **kwargs)
+        return _run_forward_hooks(module, args, kwargs, result)
 
     def __getattr__(self, name: str) -> Any:
-        if name == "_orig_mod":
-            return self._modules["_orig_mod"]
-        return getattr(self._orig_mod, name)
+        if name in _OWN_ATTRIBUTES:
+            if name == "_orig_mod":
+                return self._modules["_orig_mod"]
+            raise AttributeError(name)
+        return getattr(self._modules["_orig_mod"], name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
 
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
+
+    def train(self, mode: bool = True) -> OptimizedModule:
+        self._orig_mod.train(mode)
+        self.training = mode
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._orig_mod, self._compile_settings))
+
+
+def _run_pre_hooks(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    for hook_id, hook in list(module._forward_pre_hooks.items()):
+        if hook_id in module._forward_pre_hooks_with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    return args, kwargs
+
+
+def _run_forward_hooks(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
+    for hook_id, hook in list(module._forward_hooks.items()):
+        if hook_id in module._forward_hooks_with_kwargs:
+            result = hook(module, args, kwargs, output)
+        else:
+            result = hook(module, args, output)
+        if result is not None:
+            output = result
+    return output
+
+
+_WRAPPED = "_orig_mod"
+
+
+def _drop_wrapper_prefix(
+    module: torch.nn.Module, state_dict: MutableMapping[str, Any], prefix: str, _meta: Any
+) -> None:
+    """State-dict post hook: ``<prefix>_orig_mod.<key>`` becomes ``<prefix><key>``, order kept."""
+    wrapped = prefix + _WRAPPED + "."
+    for key in [key for key in state_dict if key.startswith(wrapped)]:
+        state_dict[prefix + key[len(wrapped) :]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        for key in [key for key in metadata if key == prefix + _WRAPPED or key.startswith(wrapped)]:
+            renamed = prefix + key[len(wrapped) :] if key.startswith(wrapped) else prefix.rstrip(".")
+            metadata[renamed] = metadata.pop(key)
+
+
+def _add_wrapper_prefix(module: torch.nn.Module, state_dict: MutableMapping[str, Any], prefix: str, *_: Any) -> None:
+    """Load-state-dict pre hook: accept the original module's keys by moving them under ``_orig_mod.``."""
+    wrapped = prefix + _WRAPPED + "."
+    for key in [key for key in state_dict if key.startswith(prefix) and not key.startswith(wrapped)]:
+        state_dict[wrapped + key[len(prefix) :]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None and prefix.rstrip(".") in metadata:
+        metadata.setdefault(prefix + _WRAPPED, metadata[prefix.rstrip(".")])

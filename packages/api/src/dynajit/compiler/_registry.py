@@ -35,13 +35,12 @@ class BackendNotFound(KeyError, LookupError):
         return str(self.args[0])
 
 
-def register_backend(
-    compiler_fn: _B | None = None, name: str | None = None, tags: Sequence[str] = ()
-) -> Any:
+def register_backend(compiler_fn: _B | None = None, name: str | None = None, tags: Sequence[str] = ()) -> Any:
     """Register ``compiler_fn`` as a backend under ``name`` (default: its ``__name__``).
 
-    Usable as a call, ``register_backend(my_backend, "mine")``, or as a
-    decorator, ``@register_backend`` / ``@register_backend(name="mine")``.
+    Usable as a call, ``register_backend(my_backend, "mine")`` (or
+    ``register_backend("mine", my_backend)``), or as a decorator,
+    ``@register_backend`` / ``@register_backend(name="mine", tags=("debug",))``.
 
     Args:
         compiler_fn: a callable ``(gm: torch.fx.GraphModule, example_inputs) -> callable``.
@@ -54,7 +53,16 @@ def register_backend(
 
     Raises:
         ValueError: the name is already taken by another backend.
+
+    Example:
+        >>> import dynajit._dynamo
+        >>> @dynajit._dynamo.register_backend(name="print_graph", tags=("debug",))
+        ... def print_graph(gm, example_inputs):
+        ...     print(gm.code)
+        ...     return gm.forward
     """
+    if isinstance(compiler_fn, str) and (name is None or callable(name)):
+        compiler_fn, name = name, compiler_fn  # the (name, fn) order
     if compiler_fn is None:
         return functools.partial(register_backend, name=name, tags=tags)
     if not callable(compiler_fn):
@@ -71,7 +79,9 @@ def register_backend(
     return compiler_fn
 
 
-def _read_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+def _read_entry_points(refresh: bool) -> dict[str, importlib.metadata.EntryPoint]:
+    if refresh:
+        importlib.invalidate_caches()  # see distributions installed since the last read
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
@@ -79,7 +89,7 @@ def _known_entry_points(refresh: bool = False) -> dict[str, importlib.metadata.E
     global _entry_points
     with _lock:
         if _entry_points is None or refresh:
-            _entry_points = _read_entry_points()
+            _entry_points = _read_entry_points(refresh)
         return _entry_points
 
 
@@ -111,6 +121,11 @@ def lookup_backend(backend: str | Backend) -> Backend:
     Raises:
         BackendNotFound: no registration or entry point provides the name; the
             message lists the known backends and the closest matches.
+
+    Example:
+        >>> import dynajit._dynamo
+        >>> dynajit._dynamo.lookup_backend("eager").__name__
+        'eager'
     """
     if callable(backend):
         return backend
@@ -144,6 +159,13 @@ def list_backends(exclude_tags: Iterable[str] | None = ("debug", "experimental")
 
     Returns:
         Backend names usable as ``compile(backend=name)``.
+
+    Example:
+        >>> import dynajit.compiler
+        >>> "inductor" in dynajit.compiler.list_backends()
+        True
+        >>> "eager" in dynajit.compiler.list_backends(exclude_tags=None)
+        True
     """
     excluded = set(exclude_tags or ())
     names = _all_names()

@@ -1,0 +1,149 @@
+"""``OptimizedModule``'s transparency, checked with a recording decorator in place of capture.
+
+The decorator records which forward functions were compiled and every call made
+through them, so these tests see exactly when the wrapper goes through the
+compiled path. Whole-flow tests with capture live in test_module_compiled.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynajit.compiler._compile import CompileSettings
+from dynajit.compiler._module import OptimizedModule
+
+
+class Recorder:
+    def __init__(self):
+        self.compiled = []
+        self.calls = 0
+
+    def __call__(self, forward):
+        self.compiled.append(forward)
+
+        def run(*args, **kwargs):
+            self.calls += 1
+            return forward(*args, **kwargs)
+
+        return run
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+        self.norm = torch.nn.BatchNorm1d(2)
+        self.register_buffer("offset", torch.ones(2))
+        self.scale = 2.0
+
+    def forward(self, x, *, shift=0.0):
+        return self.norm(self.linear(x)) * self.scale + self.offset + shift
+
+    def describe(self):
+        return f"Net(scale={self.scale})"
+
+
+def wrap(module):
+    recorder = Recorder()
+    return OptimizedModule(module, CompileSettings(backend="eager"), recorder), recorder
+
+
+def test_calls_run_the_compiled_forward_with_args_and_kwargs():
+    net = Net().eval()
+    wrapped, recorder = wrap(net)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(wrapped(x, shift=1.0), net(x, shift=1.0))
+    assert recorder.calls == 1 and len(recorder.compiled) == 1
+    wrapped(x)
+    assert len(recorder.compiled) == 1  # compiled once, reused
+
+
+def test_attributes_methods_and_parameters_are_the_originals():
+    net = Net()
+    wrapped, _ = wrap(net)
+    assert isinstance(wrapped, torch.nn.Module)
+    assert wrapped._orig_mod is net
+    assert wrapped.linear is net.linear
+    assert wrapped.scale == 2.0
+    assert wrapped.describe() == "Net(scale=2.0)"
+    assert [id(p) for p in wrapped.parameters()] == [id(p) for p in net.parameters()]
+    assert "describe" in dir(wrapped)
+    with pytest.raises(AttributeError):
+        wrapped.no_such_attribute
+
+
+def test_repr_shows_the_original():
+    net = Net()
+    wrapped, _ = wrap(net)
+    assert repr(net) in repr(wrapped)
+    assert repr(wrapped).startswith("OptimizedModule(")
+
+
+def test_state_dict_keys_are_exactly_the_originals_and_load_back():
+    net = Net()
+    wrapped, _ = wrap(net)
+    assert list(wrapped.state_dict()) == list(net.state_dict())
+    other = Net()
+    with torch.no_grad():
+        other.linear.weight.fill_(0.5)
+    wrapped.load_state_dict(other.state_dict())
+    torch.testing.assert_close(net.linear.weight, other.linear.weight)
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        wrapped.load_state_dict({**other.state_dict(), "extra": torch.zeros(1)})
+
+
+def test_state_dict_of_a_parent_holding_a_wrapped_child_round_trips():
+    parent = torch.nn.Sequential(Net())
+    parent[0] = wrap(parent[0])[0]
+    plain = torch.nn.Sequential(Net())
+    assert list(parent.state_dict()) == list(plain.state_dict())
+    parent.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(parent[0].linear.bias, plain[0].linear.bias)
+
+
+def test_train_eval_and_to_reach_the_original():
+    net = Net()
+    wrapped, _ = wrap(net)
+    assert wrapped.eval() is wrapped
+    assert not net.training and not net.norm.training and not wrapped.training
+    wrapped.train()
+    assert net.training and net.norm.training
+    wrapped.to(torch.float64)
+    assert net.linear.weight.dtype == torch.float64
+
+
+def test_replacing_forward_on_the_original_compiles_the_new_forward():
+    net = Net().eval()
+    wrapped, recorder = wrap(net)
+    x = torch.randn(2, 3)
+    wrapped(x)
+    net.forward = lambda x, **kwargs: x * 3
+    torch.testing.assert_close(wrapped(x), x * 3)
+    assert len(recorder.compiled) == 2
+
+
+def test_forward_hooks_of_the_original_run_around_the_compiled_forward():
+    net = Net().eval()
+    wrapped, recorder = wrap(net)
+    seen = []
+    net.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+    net.register_forward_pre_hook(lambda module, args, kwargs: seen.append(dict(kwargs)), with_kwargs=True)
+    net.register_forward_hook(lambda module, args, output: output + 100)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(wrapped(x, shift=1.0), net(x, shift=1.0))
+    assert recorder.calls == 1
+    assert seen == [{"shift": 1.0}, {"shift": 1.0}]
+
+
+def test_backward_hooks_are_refused_with_a_clear_error():
+    net = Net()
+    wrapped, _ = wrap(net)
+    net.register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    with pytest.raises(NotImplementedError, match="backward hooks"):
+        wrapped(torch.randn(2, 3))
+
+
+def test_wrapping_a_non_module_is_an_error():
+    with pytest.raises(TypeError, match=r"wraps an nn\.Module"):
+        OptimizedModule(lambda x: x, CompileSettings(), Recorder())
