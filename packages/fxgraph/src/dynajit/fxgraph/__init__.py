@@ -16,6 +16,16 @@ from dynajit.fxgraph._meta import (
     format_stack_trace,
     source_meta,
 )
+from dynajit.fxgraph._passes import (
+    GraphStats,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    fold_constants,
+    graph_stats,
+)
+from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
+from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
+from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
 
 __all__ = [
     "ARTIFACTS",
@@ -27,10 +37,24 @@ __all__ = [
     "Config",
     "ConfigError",
     "GraphBuilder",
+    "GraphStats",
     "artifact_enabled",
     "artifact_logger",
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+    "fold_constants",
+    "format_readable",
     "format_stack_trace",
+    "format_tabular",
+    "graph_stats",
+    "has_side_effects",
+    "is_generated_forward",
+    "is_random",
+    "line_node_map",
     "option",
+    "recapture_meta",
     "set_logs",
     "source_meta",
+    "target_name",
+    "user_source_line",
 ]

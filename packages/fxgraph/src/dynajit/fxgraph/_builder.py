@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
 
-__all__ = ["GraphBuilder"]
+__all__ = ["GraphBuilder", "map_nodes"]
 
 _MISSING: Any = object()
 _NON_IDENTIFIER = re.compile(r"\W|^(?=\d)")
@@ -40,19 +40,19 @@ def _identifier(name: str) -> str:
     return cleaned
 
 
-def _map_nodes(value: Any, fn: Callable[[torch.fx.Node], Any]) -> Any:
+def map_nodes(value: Any, fn: Callable[[torch.fx.Node], Any]) -> Any:
     """Apply ``fn`` to every node in nested tuples, lists, dicts and slices; keep other leaves."""
     if isinstance(value, torch.fx.Node):
         return fn(value)
     if isinstance(value, tuple):
-        mapped = [_map_nodes(item, fn) for item in value]
+        mapped = [map_nodes(item, fn) for item in value]
         return type(value)(*mapped) if hasattr(value, "_fields") else tuple(mapped)
     if isinstance(value, list):
-        return [_map_nodes(item, fn) for item in value]
+        return [map_nodes(item, fn) for item in value]
     if isinstance(value, dict):
-        return {key: _map_nodes(item, fn) for key, item in value.items()}
+        return {key: map_nodes(item, fn) for key, item in value.items()}
     if isinstance(value, slice):
-        return slice(_map_nodes(value.start, fn), _map_nodes(value.stop, fn), _map_nodes(value.step, fn))
+        return slice(map_nodes(value.start, fn), map_nodes(value.stop, fn), map_nodes(value.step, fn))
     return value
 
 
@@ -148,7 +148,7 @@ class GraphBuilder:
                 )
             return node.meta[EXAMPLE_VALUE]
 
-        return _map_nodes(args, example)
+        return map_nodes(args, example)
 
     def _run_fake(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         fake_args, fake_kwargs = self._fake_args((args, kwargs))
@@ -263,7 +263,7 @@ class GraphBuilder:
             raise ValueError("output() was already called on this GraphBuilder; a graph has one output")
         node = self.graph.output(value)
         self._output = node
-        example = _map_nodes(value, lambda n: n.meta.get(EXAMPLE_VALUE))
+        example = map_nodes(value, lambda n: n.meta.get(EXAMPLE_VALUE))
         return self._fill_meta(node, meta, example, None)
 
     # ----------------------------------------------------------------- attributes
