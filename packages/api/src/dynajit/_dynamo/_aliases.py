@@ -42,8 +42,8 @@ def reset() -> None:
 
 
 @deprecated(_message("disable"), category=None)
-def disable(fn: Callable[..., Any] | None = None, recursive: bool = True, *, reason: str | None = None) -> Any:
-    return _public.disable(fn, recursive, reason=reason)
+def disable(fn: Callable[..., Any] | None = None, *, recursive: bool = True) -> Any:
+    return _public.disable(fn, recursive=recursive)
 
 
 @deprecated(_message("allow_in_graph"), category=None)
@@ -67,8 +67,8 @@ def is_compiling() -> bool:
 
 
 @deprecated(_message("set_stance"), category=None)
-def set_stance(stance: str = "default", *, force_backend: str | Callable[..., Any] | None = None) -> Any:
-    return _public.set_stance(stance, force_backend=force_backend)
+def set_stance(stance: str = "default") -> Any:
+    return _public.set_stance(stance)
 
 
 def _document() -> None:

@@ -128,8 +128,11 @@ def disallow_in_graph(fn: Any) -> Any:
     return _capture.disallow_in_graph(fn)
 
 
-def graph_break() -> None:
+def graph_break(msg: str = "") -> None:
     """Force a graph break at this point of compiled code; a no-op when run eagerly.
+
+    Args:
+        msg: a reason shown in the ``graph_breaks`` log and in ``explain``.
 
     Returns:
         None.
@@ -138,7 +141,7 @@ def graph_break() -> None:
         >>> import dynajit._dynamo
         >>> dynajit._dynamo.graph_break()
     """
-    _capture.graph_break()
+    _capture.graph_break(msg)
 
 
 def nonstrict_trace(fn: Callable[..., Any]) -> Callable[..., Any]:

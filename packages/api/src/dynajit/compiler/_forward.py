@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import dynajit.capture as _capture
 import dynajit.inductor_lite as _inductor
 from dynajit import fxgraph as _fxgraph
-from dynajit.compiler._registry import lookup_backend
 
 __all__ = [
     "allow_in_graph",
@@ -127,7 +126,7 @@ def assume_constant_result(fn: _F) -> _F:
     return _capture.assume_constant_result(fn)
 
 
-def disable(fn: Callable[..., Any] | None = None, recursive: bool = True, *, reason: str | None = None) -> Any:
+def disable(fn: Callable[..., Any] | None = None, *, recursive: bool = True) -> Any:
     """Run ``fn`` without dynajit.
 
     With ``recursive=True`` (the default) ``fn`` and everything it calls run eagerly:
@@ -138,7 +137,6 @@ def disable(fn: Callable[..., Any] | None = None, recursive: bool = True, *, rea
     Args:
         fn: the function to disable. When omitted, returns a decorator.
         recursive: whether ``fn``'s callees are left alone too.
-        reason: a note shown in graph-break logs and ``explain``.
 
     Returns:
         The wrapped function (or a decorator).
@@ -152,16 +150,11 @@ def disable(fn: Callable[..., Any] | None = None, recursive: bool = True, *, rea
         ... def driver(x):
         ...     return x + 1
     """
-    kwargs: dict[str, Any] = {"recursive": recursive}
-    if reason is not None:
-        kwargs["reason"] = reason
-    if fn is None:
-        return lambda inner: _capture.disable(inner, **kwargs)
-    return _capture.disable(fn, **kwargs)
+    return _capture.disable(fn, recursive=recursive)
 
 
-def set_stance(stance: str = "default", *, force_backend: str | Callable[..., Any] | None = None) -> Any:
-    """Change how compiled functions behave, globally, as a call or as a context manager.
+def set_stance(stance: str = "default") -> Any:
+    """Change how compiled functions behave: as a call, a context manager or a decorator.
 
     Stances:
         ``"default"``: compile on a cache miss, run compiled code on a hit.
@@ -170,23 +163,25 @@ def set_stance(stance: str = "default", *, force_backend: str | Callable[..., An
             instead of recompiling.
         ``"fail_on_recompile"``: raise instead of recompiling (asserts no recompiles).
 
+    ``set_stance(s)`` takes effect at once for the whole process; ``with set_stance(s):``
+    restores the previous stance when the block ends; ``@set_stance(s)`` applies it
+    only while the decorated function runs.
+
     Args:
         stance: one of the stances above.
-        force_backend: with ``"default"``, compile with this backend (a name or a callable)
-            instead of each ``compile`` call's own.
 
     Returns:
-        An object that restores the previous stance when used with ``with``; as a plain
-        call the new stance stays in effect.
+        The setting, already in effect: a context manager and decorator.
+
+    Raises:
+        ValueError: an unknown stance (the message lists the stances).
 
     Example:
         >>> import dynajit.compiler
-        >>> with dynajit.compiler.set_stance("force_eager"):
+        >>> with dynajit.compiler.set_stance("force_eager"):  # doctest: +SKIP
         ...     pass  # compiled functions run eagerly here
     """
-    if force_backend is None:
-        return _capture.set_stance(stance)
-    return _capture.set_stance(stance, force_backend=lookup_backend(force_backend))
+    return _capture.set_stance(stance)
 
 
 def is_compiling() -> bool:
