@@ -7,8 +7,11 @@ decorator that also accepts ``nn.Module``s (giving an ``OptimizedModule``).
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 import dynajit.capture as _capture
 from dynajit.compiler._compile import CompileSettings
@@ -121,11 +124,36 @@ def disallow_in_graph(fn: Any) -> Any:
     Returns:
         ``fn`` itself.
 
+    Raises:
+        ValueError: ``fn`` is a user function (capture traces into those instead of
+            putting them in the graph); the message suggests ``disable`` or ``graph_break``.
+
     Example:
         >>> import torch, dynajit._dynamo
         >>> dynajit._dynamo.disallow_in_graph(torch.sub)  # doctest: +SKIP
     """
+    for each in fn if isinstance(fn, (list, tuple)) else (fn,):
+        if not _is_graph_callable(each):
+            raise ValueError(
+                f"disallow_in_graph expects a torch-level op that capture puts in the graph (torch.*, "
+                f"torch.ops.*, or a function passed to allow_in_graph), but {getattr(each, '__qualname__', each)!r} "
+                f"is a user function, which capture traces into. To run it eagerly use "
+                f"dynajit.compiler.disable(fn); to cut the graph at a point call dynajit._dynamo.graph_break()."
+            )
     return _capture.disallow_in_graph(fn)
+
+
+def _is_graph_callable(fn: Any) -> bool:
+    """True for callables capture records as graph nodes rather than tracing into them."""
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        return callable(fn)  # builtins, C functions and method descriptors are never traced into
+    is_allowed = getattr(_capture, "is_allowed_in_graph", None)
+    if is_allowed is not None and is_allowed(fn):
+        return True
+    module = getattr(fn, "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def graph_break(msg: str = "") -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -90,8 +91,10 @@ def _op_name(target: Any) -> str:
     if isinstance(target, str):
         return target
     module = getattr(target, "__module__", None)
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
-    return f"{module}.{name}" if module and module not in ("builtins", "_operator") else str(name)
+    name = getattr(target, "__name__", None)
+    if module and name and getattr(sys.modules.get(module), name, None) is target:
+        return name if module in ("builtins", "_operator", "operator") else f"{module}.{name}"
+    return getattr(target, "__qualname__", None) or name or repr(target)
 
 
 def _graph_ops(gm: torch.fx.GraphModule) -> list[Any]:
