@@ -3,9 +3,9 @@
 It relies only on what capture exposes: the backend contract (a recording
 wrapper around the real backend sees every graph), the ``graph_breaks`` log
 artifact (every break with its reason and user stack) and the ``guards`` log
-artifact (each compiled entry's guards). The recording backend is a new
-callable per ``explain`` call, so the per-backend cache makes capture convert
-the frames afresh without clearing anything else.
+artifact (each compiled entry's guards). It starts from an empty code cache
+(it calls ``reset()``), so every frame is converted afresh and an earlier
+compile's entries (which count towards ``cache_size_limit``) cannot hide graphs.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+import dynajit.capture as _capture
 from dynajit.compiler._compile import CompileSettings, resolve_backend
 from dynajit.fxgraph import artifact_logger
 
@@ -148,6 +149,7 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
     ``explain(fn)(*args, **kwargs)`` compiles and runs ``fn`` once on the given
     arguments (its side effects happen once) and returns an :class:`ExplainOutput`
     whose ``str()`` is a readable report. Use it to find graph breaks to remove.
+    Like ``reset()``, it first forgets everything compiled so far.
 
     Args:
         fn: a function or an ``nn.Module``.
@@ -182,6 +184,7 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
             output.graphs.append(gm)
             return compiled
 
+        _capture.reset()
         compiled_fn = CompileSettings(backend=recording_backend).apply(fn)
         with _collect("graph_breaks") as breaks, _collect("guards") as guards:
             compiled_fn(*args, **kwargs)
