@@ -252,7 +252,7 @@ class GraphBuilder:
         }
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            fake_state = {name: mode.from_tensor(t) for name, t in state.items()}
+            fake_state: dict[str, torch.Tensor] = {name: mode.from_tensor(t) for name, t in state.items()}
             return torch.func.functional_call(module, fake_state, args, kwargs)
 
         return call
