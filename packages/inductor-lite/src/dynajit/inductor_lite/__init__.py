@@ -1,3 +1,18 @@
-"""dynajit's default backend: lowering, fusion, and C++/OpenMP and Triton code generation."""
+"""dynajit's default backend: lowering, fusion, and C++/OpenMP and Triton code generation.
 
-__all__: list[str] = []
+``compile_fx(gm, example_inputs, *, mode=None, options=None)`` is the backend callable (declared
+as the ``inductor`` entry point of ``dynajit.backends``); ``config`` holds its settings.
+"""
+
+from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, decomposition_table
+from dynajit.inductor_lite._config import InductorConfig, config, list_mode_options, list_options
+
+__all__ = [
+    "CompiledGraph",
+    "InductorConfig",
+    "compile_fx",
+    "config",
+    "decomposition_table",
+    "list_mode_options",
+    "list_options",
+]

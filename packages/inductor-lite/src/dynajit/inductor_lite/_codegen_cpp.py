@@ -1,0 +1,429 @@
+"""C++/OpenMP code generation: one translation unit per graph, one ``extern "C"`` function per kernel.
+
+Loops are plain counted loops over int64 indices with ``__restrict__`` pointers and no calls in
+the innermost loop beyond inlinable math, so g++ vectorises them; reductions over a contiguous
+row accumulate into a small array of lanes (independent partial results), which vectorises
+without fast-math. The outer loops carry ``#pragma omp parallel for`` when the work pays for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from dynajit.inductor_lite._index import Index
+from dynajit.inductor_lite._ir import Expr
+from dynajit.inductor_lite._scheduler import Kernel, Placed
+
+__all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype"]
+
+_STORAGE = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.float16: "_Float16",
+    torch.bfloat16: "uint16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.bool: "bool",
+}
+
+
+def storage_ctype(dtype: torch.dtype) -> str:
+    try:
+        return _STORAGE[dtype]
+    except KeyError:
+        raise NotImplementedError(f"inductor-lite C++ codegen: dtype {dtype} is not supported") from None
+
+
+def compute_ctype(dtype: torch.dtype) -> str:
+    return "float" if dtype in (torch.float16, torch.bfloat16) else storage_ctype(dtype)
+
+
+PRELUDE = r"""
+#include <cstdint>
+#include <cmath>
+#include <limits>
+#define DJ_INLINE static inline __attribute__((always_inline))
+template <typename T> DJ_INLINE T dj_max(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> DJ_INLINE T dj_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
+  else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+}
+template <typename T> DJ_INLINE T dj_truncdiv(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::trunc(a / b); } else { return a / b; }
+}
+template <typename T> DJ_INLINE T dj_remainder(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) {
+    T r = std::fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+}
+template <typename T> DJ_INLINE T dj_fmod(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::fmod(a, b); } else { return a % b; }
+}
+template <typename T> DJ_INLINE T dj_pow(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::pow(a, b); }
+  else { if (b < 0) return a == 1 ? 1 : 0; T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
+}
+template <typename T> DJ_INLINE T dj_sign(T a) { return a != a ? a : (T)((a > T(0)) - (a < T(0))); }
+template <typename T> DJ_INLINE T dj_abs(T a) { return a < T(0) ? -a : a; }
+template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (std::is_same<T, bool>::value) { return !a; } else { return ~a; } }
+DJ_INLINE float dj_bf16_to_float(uint16_t v) { uint32_t u = ((uint32_t)v) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+DJ_INLINE uint16_t dj_float_to_bf16(float f) {
+  uint32_t u; __builtin_memcpy(&u, &f, 4);
+  if (f != f) return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1); return (uint16_t)(u >> 16);
+}
+DJ_INLINE float dj_round_bf16(float f) { return dj_bf16_to_float(dj_float_to_bf16(f)); }
+DJ_INLINE float dj_round_f16(float f) { return (float)(_Float16)f; }
+"""
+
+# op -> C++ template over arguments {0}, {1}, {2} and the compute type {T}.
+_OPS = {
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "truediv": "({0} / {1})",
+    "floordiv": "dj_floordiv<{T}>({0}, {1})",
+    "truncdiv": "dj_truncdiv<{T}>({0}, {1})",
+    "remainder": "dj_remainder<{T}>({0}, {1})",
+    "fmod": "dj_fmod<{T}>({0}, {1})",
+    "pow": "dj_pow<{T}>({0}, {1})",
+    "atan2": "std::atan2({0}, {1})",
+    "copysign": "std::copysign({0}, {1})",
+    "hypot": "std::hypot({0}, {1})",
+    "maximum": "dj_max<{T}>({0}, {1})",
+    "minimum": "dj_min<{T}>({0}, {1})",
+    "clamp_min": "({0} < {1} ? {1} : {0})",
+    "clamp_max": "({0} > {1} ? {1} : {0})",
+    "neg": "(-{0})",
+    "abs": "dj_abs<{T}>({0})",
+    "reciprocal": "({T}(1) / {0})",
+    "rsqrt": "({T}(1) / std::sqrt({0}))",
+    "sigmoid": "({T}(1) / ({T}(1) + std::exp(-{0})))",
+    "relu": "({0} < {T}(0) ? {T}(0) : {0})",
+    "sign": "dj_sign<{T}>({0})",
+    "round": "std::nearbyint({0})",
+    "frac": "({0} - std::trunc({0}))",
+    "bitwise_not": "dj_not<{T}>({0})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "logical_and": "({0} && {1})",
+    "logical_or": "({0} || {1})",
+    "logical_xor": "(bool({0}) != bool({1}))",
+    "logical_not": "(!{0})",
+    "bitwise_and": "({0} & {1})",
+    "bitwise_or": "({0} | {1})",
+    "bitwise_xor": "({0} ^ {1})",
+    "lshift": "({0} << {1})",
+    "rshift": "({0} >> {1})",
+    "isnan": "({0} != {0})",
+    "isinf": "std::isinf({0})",
+    "signbit": "std::signbit({0})",
+    "where": "({0} ? {1} : {2})",
+}
+for _fn in "exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc floor ceil trunc lgamma".split():
+    _OPS[_fn] = f"std::{_fn}({{0}})"
+
+# reduction type -> (initial value template, combine template over accumulator {a} and value {v}).
+_REDUCE = {
+    "sum": ("0", "{a} + {v}"),
+    "prod": ("1", "{a} * {v}"),
+    "max": ("LOWEST", "dj_max<{T}>({a}, {v})"),
+    "min": ("HIGHEST", "dj_min<{T}>({a}, {v})"),
+    "any": ("false", "{a} || {v}"),
+    "all": ("true", "{a} && {v}"),
+}
+LANES = 16
+
+
+@dataclass(frozen=True)
+class CppOptions:
+    parallel_threshold: int = 32768
+    num_threads: int = 0  # 0: OpenMP's default
+    vector_lanes: int = LANES
+
+
+def _index_text(index: Index) -> str:
+    def atom(base: str, div: int, mod: int | None) -> str:
+        text = f"(({base}) / {div})" if div != 1 else f"({base})"
+        return f"({text} % {mod})" if mod is not None else text
+
+    return index.render(atom)
+
+
+def _literal(value: object, dtype: torch.dtype) -> str:
+    ctype = compute_ctype(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        if math.isinf(value):
+            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
+        return f"{ctype}({value!r})"
+    return f"{ctype}({int(value)}LL)" if ctype != "int64_t" else f"INT64_C({int(value)})"
+
+
+def _extreme(which: str, dtype: torch.dtype) -> str:
+    ctype = compute_ctype(dtype)
+    if dtype.is_floating_point:
+        return f"{'-' if which == 'LOWEST' else ''}std::numeric_limits<{ctype}>::infinity()"
+    if dtype == torch.bool:
+        return "false" if which == "LOWEST" else "true"
+    return f"std::numeric_limits<{ctype}>::{'lowest' if which == 'LOWEST' else 'max'}()"
+
+
+class _Scope:
+    """Named temporaries of one C++ block, with common-subexpression reuse through parent blocks."""
+
+    def __init__(self, parent: _Scope | None = None) -> None:
+        self.parent = parent
+        self.cse: dict[Expr, str] = {}
+        self.locals: dict[str, str] = {}  # buffer name -> variable holding the element this block owns
+
+    def lookup(self, expr: Expr) -> str | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if expr in scope.cse:
+                return scope.cse[expr]
+            scope = scope.parent
+        return None
+
+    def local(self, name: str) -> str | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.locals:
+                return scope.locals[name]
+            scope = scope.parent
+        return None
+
+
+class _KernelWriter:
+    def __init__(self, kernel: Kernel, options: CppOptions) -> None:
+        self.kernel = kernel
+        self.options = options
+        self.lines: list[str] = []
+        self.counter = 0
+        self.ptr: dict[str, str] = {}
+        self.store_index = {p.buf.name: p.store for p in kernel.nodes}
+
+    def tmp(self) -> str:
+        self.counter += 1
+        return f"t{self.counter}"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    def value(self, expr: Expr, scope: _Scope, depth: int) -> str:
+        hit = scope.lookup(expr)
+        if hit is not None:
+            return hit
+        if expr.op == "const":
+            return _literal(expr.args[0], expr.dtype)
+        if expr.op == "index":
+            text = f"static_cast<int64_t>({_index_text(expr.args[0])})"
+        elif expr.op == "load":
+            name, index = expr.args
+            local = scope.local(name)
+            if local is not None and index == self.store_index.get(name):
+                return local
+            raw = f"{self.ptr[name]}[{_index_text(index)}]"
+            text = f"dj_bf16_to_float({raw})" if expr.dtype == torch.bfloat16 else raw
+        elif expr.op == "cast":
+            text = self._cast(self.value(expr.args[0], scope, depth), expr.args[0].dtype, expr.dtype)
+        else:
+            args = [self.value(a, scope, depth) for a in expr.args]
+            template = _OPS.get(expr.op)
+            if template is None:
+                raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
+            text = template.format(*args, T=compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype))
+        name = self.tmp()
+        self.emit(depth, f"const {compute_ctype(expr.dtype)} {name} = {text};")
+        scope.cse[expr] = name
+        return name
+
+    @staticmethod
+    def _cast(text: str, src: torch.dtype, dst: torch.dtype) -> str:
+        if dst == torch.bool:
+            return f"({text} != 0)"
+        if dst == torch.float16:
+            return f"dj_round_f16(static_cast<float>({text}))"
+        if dst == torch.bfloat16:
+            return f"dj_round_bf16(static_cast<float>({text}))"
+        return f"static_cast<{compute_ctype(dst)}>({text})"
+
+    def store(self, placed: Placed, value: str, depth: int) -> None:
+        dtype = placed.buf.dtype
+        target = f"{self.ptr[placed.buf.name]}[{_index_text(placed.store)}]"
+        if dtype == torch.bfloat16:
+            value = f"dj_float_to_bf16({value})"
+        elif dtype == torch.float16:
+            value = f"static_cast<_Float16>({value})"
+        elif dtype == torch.bool:
+            value = f"static_cast<bool>({value})"
+        self.emit(depth, f"{target} = {value};")
+
+    # ---------------------------------------------------------------- structure
+    def write(self) -> str:
+        k = self.kernel
+        names = sorted(k.memory_reads | {b.name for b in k.stored_buffers()})
+        params = []
+        for i, name in enumerate(names):
+            self.ptr[name] = f"p{i}"
+        written = {b.name for b in k.stored_buffers()}
+        buffers = {p.buf.name: p.buf for p in k.nodes}
+        self.param_names = names
+        for i, name in enumerate(names):
+            dtype = self.dtypes[name] if name not in buffers else buffers[name].dtype
+            qual = "" if name in written else "const "
+            params.append(f"{qual}{storage_ctype(dtype)}* __restrict__ p{i}")
+        self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')
+        depth = 1
+        parallel = k.work() >= self.options.parallel_threshold and bool(k.outer)
+        threads = f" num_threads({self.options.num_threads})" if self.options.num_threads else ""
+        row_scope = _Scope()
+        outer = list(k.outer)
+        if not k.inner and outer:
+            vector_loop = outer.pop()  # the innermost loop of a pointwise kernel stays serial and vectorised
+        else:
+            vector_loop = None
+        if parallel and (outer or vector_loop):
+            n = len(outer)
+            if n == 0:
+                self.emit(depth, f"#pragma omp parallel for{threads}")
+            else:
+                collapse = f" collapse({n})" if n > 1 else ""
+                self.emit(depth, f"#pragma omp parallel for{collapse}{threads}")
+        for var in outer:
+            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {var.size}; {var.name}++) {{")
+            depth += 1
+        if vector_loop is not None:
+            self.emit(
+                depth,
+                f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {vector_loop.size}; {vector_loop.name}++) {{",
+            )
+            depth += 1
+        for kind, nodes in k.steps:
+            if kind == "row":
+                self._row(nodes[0], row_scope, depth)
+            elif k.inner:
+                self._group(nodes, row_scope, depth)
+            else:
+                for p in nodes:
+                    self._full(p, row_scope, depth)
+        while depth > 1:
+            depth -= 1
+            self.emit(depth, "}")
+        self.emit(0, "}")
+        return "\n".join(self.lines)
+
+    def _row(self, p: Placed, scope: _Scope, depth: int) -> None:
+        v = self.value(p.expr, scope, depth)
+        scope.locals[p.buf.name] = v
+        if p.stored:
+            self.store(p, v, depth)
+
+    def _full(self, p: Placed, scope: _Scope, depth: int) -> None:
+        v = self.value(p.expr, scope, depth)
+        scope.locals[p.buf.name] = v
+        if p.stored:
+            self.store(p, v, depth)
+
+    def _group(self, nodes: list[Placed], row_scope: _Scope, depth: int) -> None:
+        k = self.kernel
+        reductions = [p for p in nodes if p.role == "reduce"]
+        accs = {}
+        for p in reductions:
+            acc = f"acc_{p.buf.name}"
+            accs[p.buf.name] = acc
+            ctype = compute_ctype(p.expr.dtype)
+            if p.buf.reduction_type in ("argmax", "argmin"):
+                init = _extreme("LOWEST" if p.buf.reduction_type == "argmax" else "HIGHEST", p.expr.dtype)
+                self.emit(depth, f"{ctype} {acc}_v = {init}; int64_t {acc} = 0;")
+            else:
+                init = _REDUCE[p.buf.reduction_type][0]
+                init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
+                self.emit(depth, f"{ctype} {acc} = {init};")
+        lanes = self.options.vector_lanes
+        use_lanes = (
+            len(k.inner) == 1
+            and reductions
+            and all(p.buf.reduction_type in _REDUCE for p in reductions)
+            and k.inner[0].size >= 2 * lanes
+        )
+        var = k.inner
+        if use_lanes:
+            r = var[0]
+            for p in reductions:
+                self.emit(depth, f"{compute_ctype(p.expr.dtype)} {accs[p.buf.name]}_l[{lanes}];")
+                self.emit(depth, f"for (int l = 0; l < {lanes}; l++) {accs[p.buf.name]}_l[l] = {accs[p.buf.name]};")
+            self.emit(depth, f"const int64_t {r.name}_end = {r.size} - {r.size} % {lanes};")
+            self.emit(depth, f"for (int64_t {r.name}_b = 0; {r.name}_b < {r.name}_end; {r.name}_b += {lanes}) {{")
+            self.emit(depth + 1, f"for (int64_t {r.name}_l = 0; {r.name}_l < {lanes}; {r.name}_l++) {{")
+            self.emit(depth + 2, f"const int64_t {r.name} = {r.name}_b + {r.name}_l;")
+            self._body(nodes, row_scope, depth + 2, accs, lane=f"{r.name}_l")
+            self.emit(depth + 1, "}")
+            self.emit(depth, "}")
+            for p in reductions:
+                acc = accs[p.buf.name]
+                combine = _REDUCE[p.buf.reduction_type][1]
+                t = compute_ctype(p.expr.dtype)
+                self.emit(
+                    depth, f"for (int l = 0; l < {lanes}; l++) {acc} = {combine.format(a=acc, v=acc + '_l[l]', T=t)};"
+                )
+            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {r.size}; {r.name}++) {{")
+            self._body(nodes, row_scope, depth + 1, accs, lane=None)
+            self.emit(depth, "}")
+        else:
+            d = depth
+            for v in var:
+                self.emit(d, f"for (int64_t {v.name} = 0; {v.name} < {v.size}; {v.name}++) {{")
+                d += 1
+            self._body(nodes, row_scope, d, accs, lane=None)
+            for _ in var:
+                d -= 1
+                self.emit(d, "}")
+        for p in reductions:
+            acc = accs[p.buf.name]
+            row_scope.locals[p.buf.name] = acc
+            if p.stored:
+                self.store(p, acc, depth)
+
+    def _body(self, nodes: list[Placed], row_scope: _Scope, depth: int, accs: dict[str, str], lane: str | None) -> None:
+        scope = _Scope(row_scope)
+        for p in nodes:
+            if p.role == "full":
+                self._full(p, scope, depth)
+                continue
+            v = self.value(p.expr, scope, depth)
+            acc = accs[p.buf.name]
+            rtype = p.buf.reduction_type
+            t = compute_ctype(p.expr.dtype)
+            if rtype in ("argmax", "argmin"):
+                cmp = ">" if rtype == "argmax" else "<"
+                pos = _index_text(p.rindex_flat)
+                self.emit(
+                    depth,
+                    f"if ({v} {cmp} {acc}_v || ({v} != {v} && {acc}_v == {acc}_v)) {{ {acc}_v = {v}; {acc} = {pos}; }}",
+                )
+                continue
+            target = f"{acc}_l[{lane}]" if lane else acc
+            self.emit(depth, f"{target} = {_REDUCE[rtype][1].format(a=target, v=v, T=t)};")
+
+
+def kernel_source(kernel: Kernel, dtypes: dict[str, torch.dtype], options: CppOptions) -> tuple[str, list[str]]:
+    """The C++ function for ``kernel`` and the buffer names of its pointer parameters, in order."""
+    writer = _KernelWriter(kernel, options)
+    writer.dtypes = dtypes
+    text = writer.write()
+    return text, writer.param_names

@@ -1,0 +1,219 @@
+"""``compile_fx``: the backend entry point.
+
+Every graph goes through AOT autograd (``functorch.compile.aot_module_simplified``) with a
+decomposition table, so parameters are lifted to inputs and inference and training graphs take
+one road; each forward / backward aten graph is lowered, scheduled, code-generated (C++ for CPU,
+Triton for CUDA or when ``cpu_backend="triton"``), built, and wrapped. The compiled function is
+specialised to the example inputs' shapes, strides and dtypes; a call with others compiles again.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from functorch.compile import aot_module_simplified
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+from dynajit.fxgraph import artifact_enabled, artifact_logger
+from dynajit.inductor_lite import _autotune
+from dynajit.inductor_lite._build import load_library
+from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source
+from dynajit.inductor_lite._config import config, resolve_settings
+from dynajit.inductor_lite._graph import lower_graph
+from dynajit.inductor_lite._ir import Buffer
+from dynajit.inductor_lite._scheduler import Kernel, schedule
+from dynajit.inductor_lite._wrapper import WrapperBuilder
+
+__all__ = ["CompiledGraph", "compile_fx", "decomposition_table"]
+
+aten = torch.ops.aten
+output_code_log = artifact_logger("output_code")
+
+# Composite ops rewritten into ops the lowering table handles (on top of the core aten set).
+_EXTRA_DECOMPOSITIONS = [
+    aten._softmax,
+    aten._log_softmax,
+    aten.native_layer_norm,
+    aten.gelu,
+    aten.var_mean,
+    aten.hardtanh,
+    aten.leaky_relu,
+    aten.elu,
+    aten.silu,
+    aten.hardswish,
+    aten.hardsigmoid,
+    aten.mish,
+    aten.softplus,
+    aten.logsumexp,
+    aten.std,
+    aten.std_mean,
+    aten.linalg_vector_norm,
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten.native_group_norm,
+    aten.gelu_backward,
+    aten.clamp_min,
+    aten.clamp_max,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+]
+# Ops kept whole: the lowering table (or an aten extern call) handles them better than their decomposition.
+_KEEP = {aten.addmm.default, aten.mm.default, aten.bmm.default}
+
+
+@functools.cache
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """The aten decompositions applied before lowering."""
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    for op in _KEEP:
+        table.pop(op, None)
+    return table
+
+
+class CompiledGraph:
+    """One compiled aten graph: the generated wrapper plus its sources (for logs and tests)."""
+
+    _boxed_call = True
+
+    def __init__(self, call: Callable[[list[Any]], Any], wrapper_source: str, kernel_source: str, info: dict) -> None:
+        self.call = call
+        self.wrapper_source = wrapper_source
+        self.kernel_source = kernel_source
+        self.info = info
+
+    def __call__(self, args: list[Any]) -> Any:
+        return self.call(args)
+
+
+def _use_triton(device: torch.device, settings: dict[str, Any]) -> bool:
+    return device.type == "cuda" or settings["cpu_backend"] == "triton"
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any]) -> CompiledGraph:
+    """Lower, schedule, generate code for and build one aten-level graph."""
+    start = time.perf_counter()
+    lowered, fallbacks = lower_graph(gm, example_inputs)
+    items = schedule(lowered)
+    kernels = [i for i in items if isinstance(i, Kernel)]
+    dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
+    if _use_triton(lowered.device, settings):
+        from dynajit.inductor_lite import codegen_triton
+
+        calls, source = codegen_triton.build_kernels(kernels, dtypes, settings)
+    else:
+        calls, source = _build_cpp(kernels, dtypes, settings, example_inputs, lowered)
+    call, wrapper_source = WrapperBuilder(lowered, items).build(calls)
+    info = {
+        "kernels": len(kernels),
+        "externs": len(items) - len(kernels),
+        "fallbacks": fallbacks,
+        "compile_seconds": time.perf_counter() - start,
+    }
+    if artifact_enabled("output_code"):
+        output_code_log.info("inductor-lite kernels:\n%s\n\ninductor-lite wrapper:\n%s", source, wrapper_source)
+    compiled = CompiledGraph(call, wrapper_source, source, info)
+    if settings["cudagraphs"] and lowered.device.type == "cuda":
+        compiled = _autotune.wrap_cudagraphs(compiled, example_inputs)
+    return compiled
+
+
+def _build_cpp(
+    kernels: list[Kernel],
+    dtypes: dict[str, torch.dtype],
+    settings: dict[str, Any],
+    example_inputs: Sequence[Any],
+    lowered,
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str]]], str]:
+    options = CppOptions(settings["parallel_threshold"], settings["num_threads"], settings["vector_lanes"])
+    if settings["max_autotune"] and kernels:
+        options = _autotune.tune_cpp(kernels, dtypes, settings, options, lowered, example_inputs)
+    import ctypes
+
+    parts = [PRELUDE]
+    params: dict[str, list[str]] = {}
+    for kernel in kernels:
+        text, names = kernel_source(kernel, dtypes, options)
+        parts.append(text)
+        params[kernel.name] = names
+    source = "\n\n".join(parts) + "\n"
+    if not kernels:
+        return {}, ""
+    lib, _ = load_library(source, settings["cxx"], settings["cxx_flags"], settings["cache_dir"])
+    calls = {}
+    for kernel in kernels:
+        fn = getattr(lib, kernel.name)
+        fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name])
+        fn.restype = None
+        calls[kernel.name] = (fn, params[kernel.name])
+    return calls, source
+
+
+def _signature(args: Sequence[Any]) -> tuple:
+    return tuple(
+        (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a)
+        for a in args
+    )
+
+
+class _Specialized:
+    """Calls the AOT-compiled function for the inputs' signature; a new signature compiles again."""
+
+    def __init__(self, gm: torch.fx.GraphModule, settings: dict[str, Any]) -> None:
+        self.gm = gm
+        self.settings = settings
+        self.compiled: dict[tuple, Callable[..., Any]] = {}
+        self.last_key: tuple | None = None
+        self.last_fn: Callable[..., Any] | None = None
+
+    def compile_for(self, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        settings = self.settings
+
+        def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> CompiledGraph:
+            with config.patch(settings):
+                return compile_graph(graph, inputs, settings)
+
+        fn = aot_module_simplified(
+            self.gm, list(example_inputs), fw_compiler=compiler, bw_compiler=compiler,
+            decompositions=decomposition_table(), keep_inference_input_mutations=False,
+        )  # fmt: skip
+        key = _signature(example_inputs)
+        self.compiled[key] = fn
+        self.last_key, self.last_fn = key, fn
+        return fn
+
+    def __call__(self, *args: Any) -> Any:
+        key = _signature(args)
+        if key == self.last_key:
+            return self.last_fn(*args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self.compile_for(args)
+        self.last_key, self.last_fn = key, fn
+        return fn(*args)
+
+
+def compile_fx(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """Compile ``gm`` into fused kernels; returns a callable taking the graph's inputs positionally.
+
+    ``mode`` is one of :func:`list_mode_options`; ``options`` patches :data:`config` for this compile
+    only (unknown names raise :class:`~dynajit.fxgraph.ConfigError` listing close matches).
+    """
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise TypeError(f"compile_fx expects a torch.fx.GraphModule, got {type(gm).__name__}")
+    settings = resolve_settings(mode, options)
+    specialized = _Specialized(gm, settings)
+    specialized.compile_for(example_inputs)
+    return specialized

@@ -1,0 +1,95 @@
+"""inductor-lite's configuration (one typed object) and its compile modes.
+
+Every field can be set in code, patched for a block, overridden by ``DYNAJIT_<FIELD>``, or passed
+as ``compile_fx(..., options={...})`` for one compile. A mode is a named set of option values.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from dynajit.fxgraph import Config, ConfigError, option
+
+__all__ = ["MODES", "InductorConfig", "config", "list_mode_options", "list_options", "resolve_settings"]
+
+
+class InductorConfig(Config):
+    """Settings of the inductor-lite backend."""
+
+    cpu_backend: str = option(
+        "cpp", "code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run under TRITON_INTERPRET=1)",
+        choices=("cpp", "triton"),
+    )  # fmt: skip
+    cxx: str = option("g++", "the C++ compiler used to build CPU kernels")
+    cxx_flags: str = option(
+        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math",
+        "flags for the C++ compiler (no fast-math: results must match eager)",
+    )
+    cache_dir: str = option(
+        "", "kernel cache directory; empty means $DYNAJIT_CACHE_DIR or ~/.cache/dynajit/inductor_lite"
+    )
+    parallel_threshold: int = option(32768, "minimum elements of work before a kernel's loops use OpenMP threads")
+    num_threads: int = option(0, "OpenMP threads per kernel; 0 uses OpenMP's default")
+    vector_lanes: int = option(16, "independent accumulators per reduction row, so g++ vectorises reductions")
+    max_autotune: bool = option(
+        False, "time candidate thread counts / block sizes on the example inputs, keep the fastest"
+    )
+    cudagraphs: bool = option(False, "replay CUDA graphs for CUDA inputs (no-op on CPU)")
+    triton_block: int = option(1024, "Triton block size along the flattened (or reduction) dimension")
+    fallback_random: bool = option(True, "random ops call aten (same random stream as eager)")
+
+
+config = InductorConfig()
+
+# mode -> the option values it sets.
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"max_autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+}
+
+_MODE_DOCS = {
+    "default": "fused kernels with the configured settings",
+    "reduce-overhead": "also records CUDA graphs for CUDA inputs to cut launch overhead; a no-op on CPU",
+    "max-autotune": "also times thread counts (C++) or block sizes (Triton) on the example inputs and keeps the fastest",
+    "max-autotune-no-cudagraphs": "max-autotune without CUDA graphs",
+}
+
+
+def list_mode_options(mode: str | None = None) -> dict[str, Any]:
+    """The option values each mode sets (all modes, or the one named), with a description under ``"doc"``."""
+    if mode is None:
+        return {name: {**values, "doc": _MODE_DOCS[name]} for name, values in MODES.items()}
+    _check_mode(mode)
+    return {**MODES[mode], "doc": _MODE_DOCS[mode]}
+
+
+def list_options() -> dict[str, str]:
+    """Every option name with its documentation."""
+    return config.describe()
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        close = difflib.get_close_matches(str(mode), MODES, n=2)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ValueError(f"inductor-lite: unknown mode {mode!r}{hint}; known modes: {', '.join(MODES)}")
+
+
+def resolve_settings(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The option values for one compile: the config, then the mode's values, then ``options``."""
+    if mode is not None:
+        _check_mode(mode)
+    options = dict(options or {})
+    try:
+        config.check_names(options)
+    except ConfigError as err:
+        raise ConfigError(f"inductor-lite options: {err}") from None
+    settings = config.to_dict()
+    settings.update(MODES.get(mode or "default", {}))
+    settings.update(options)
+    with config.patch(settings):  # validates types and choices
+        pass
+    return settings

@@ -1,0 +1,355 @@
+"""Graph lowering: walk an aten-level FX graph and build buffers through the lowering table.
+
+The result is a :class:`LoweredGraph`: graph inputs, buffers in a valid execution order
+(kernels' ComputedBuffers and ExternBuffers called through aten), and the outputs as strided
+views of buffers. Ops without a lowering become extern calls with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+
+from dynajit.inductor_lite import _lower_reduce  # noqa: F401  (registers the reduction lowerings)
+from dynajit.inductor_lite._index import Index
+from dynajit.inductor_lite._ir import (
+    Buffer,
+    ComputedBuffer,
+    ConstantBuffer,
+    Expr,
+    ExternBuffer,
+    InputBuffer,
+    TensorValue,
+    contiguous_strides,
+    load,
+    op,
+)
+from dynajit.inductor_lite._lowering import LOWERINGS
+
+__all__ = ["ExternArg", "LoweredGraph", "OutputRef", "lower_graph"]
+
+log = logging.getLogger("dynajit.inductor_lite")
+aten = torch.ops.aten
+
+# Heavy ops that are always aten calls by design (no log line): BLAS, convolution, indexing, RNG.
+EXTERN_BY_DESIGN = {
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.baddbmm.default,
+    aten.convolution.default,
+    aten.convolution_backward.default,
+    aten.cat.default,
+    aten.embedding.default,
+    aten.embedding_dense_backward.default,
+    aten.index.Tensor,
+    aten.gather.default,
+    aten.scatter_add.default,
+    aten.native_dropout.default,
+    aten.rand.default,
+    aten.randn.default,
+}
+
+# Realize a lazy value whose expression grew past this many ops, so loaders stay small.
+MAX_INLINE_COST = 48
+
+
+@dataclass(frozen=True)
+class ExternArg:
+    """A tensor argument of an extern call: a buffer read through a layout."""
+
+    buffer: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    natural: bool  # the buffer's own layout: pass the buffer itself
+
+
+@dataclass(frozen=True)
+class OutputRef:
+    """One graph output: a buffer view, a graph input, or a Python constant."""
+
+    arg: ExternArg | None
+    constant: Any = None
+
+
+@dataclass
+class LoweredGraph:
+    inputs: list[InputBuffer | None]
+    constants: dict[str, torch.Tensor]
+    buffers: list[Buffer]
+    outputs: list[OutputRef]
+    device: torch.device
+    all_buffers: dict[str, Buffer] = field(default_factory=dict)
+
+
+class GraphLowering:
+    """Lowers one FX graph; lowering functions receive it as ``ctx``."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.buffers: dict[str, Buffer] = {}
+        self.order: list[Buffer] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.current_node: torch.fx.Node | None = None
+        self.device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        self.fallbacks: list[str] = []
+
+    # ------------------------------------------------------------ helpers for lowerings
+    def current_val(self) -> Any:
+        return self.current_node.meta["val"]
+
+    def current_val_at(self, k: int) -> Any:
+        val = self.current_val()
+        return val[k] if isinstance(val, (tuple, list)) else val
+
+    def _new_name(self) -> str:
+        return f"buf{len(self.buffers)}"
+
+    def _add(self, buf: Buffer) -> Buffer:
+        self.buffers[buf.name] = buf
+        self.order.append(buf)
+        return buf
+
+    def storage_value(
+        self, buf: Buffer, stride: Sequence[int] | None = None, offset: int = 0, size: Sequence[int] | None = None
+    ) -> TensorValue:
+        stride = tuple(buf.stride if stride is None else stride)
+        size = tuple(buf.size if size is None else size)
+
+        def loader(indices: Sequence[Index]) -> Expr:
+            addr = Index((), offset)
+            for idx, st in zip(indices, stride):
+                addr = addr + idx * st
+            return load(buf.name, addr, buf.dtype)
+
+        natural = stride == buf.stride and offset == 0 and size == buf.size
+        return TensorValue(size, buf.dtype, loader, buf.device, buffer=buf if natural else None)
+
+    def strided_view(self, value: TensorValue) -> tuple[Buffer, tuple[int, ...], int] | None:
+        """(buffer, strides, offset) when every element of ``value`` is a plain strided load of one buffer."""
+        if value.buffer is not None:
+            return value.buffer, value.buffer.stride, 0
+        variables = value.fresh_vars("v")
+        expr = value.loader([Index.of(v) for v in variables])
+        if expr.op != "load" or expr.args[1].has_divmod():
+            return None
+        name, index = expr.args
+        strides = tuple(index.coefficient(v.name) if v.size != 1 else 0 for v in variables)
+        return self.buffers[name], strides, index.const
+
+    def realize(self, value: TensorValue, stride: Sequence[int] | None = None) -> TensorValue:
+        if value.buffer is not None and (stride is None or tuple(stride) == value.buffer.stride):
+            return value
+        stride = tuple(contiguous_strides(value.size) if stride is None else stride)
+        buf = ComputedBuffer(self._new_name(), value.dtype, value.size, stride, value.device, fn=value.loader)
+        self._add(buf)
+        return self.storage_value(buf)
+
+    def reduction(
+        self,
+        size: tuple[int, ...],
+        red_ranges: tuple[int, ...],
+        rtype: str,
+        fn: Callable[..., Expr],
+        dtype: torch.dtype,
+    ) -> TensorValue:
+        buf = ComputedBuffer(
+            self._new_name(),
+            dtype,
+            size,
+            contiguous_strides(size),
+            self.device,
+            fn=fn,
+            reduction_ranges=red_ranges,
+            reduction_type=rtype,
+        )
+        self._add(buf)
+        return self.storage_value(buf)
+
+    def cast_value(self, value: TensorValue, dtype: torch.dtype) -> TensorValue:
+        if value.dtype == dtype:
+            return value
+        return TensorValue(value.size, dtype, lambda idx: op("cast", dtype, value.loader(idx)), value.device, cost=1)
+
+    def extern_arg(self, value: TensorValue) -> ExternArg:
+        view = self.strided_view(value)
+        if view is None:
+            value = self.realize(value)
+            view = (value.buffer, value.buffer.stride, 0)
+        buf, stride, offset = view
+        natural = stride == buf.stride and offset == 0 and value.size == buf.size
+        return ExternArg(buf.name, value.size, stride, offset, natural)
+
+    def fallback(self) -> Any:
+        """Call the current node's op through aten from the wrapper."""
+        node = self.current_node
+        if node.target not in EXTERN_BY_DESIGN:
+            log.info("inductor-lite: no lowering for %s; calling aten", node.target)
+            self.fallbacks.append(str(node.target))
+
+        def convert(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                a = self.env[a]
+            if isinstance(a, TensorValue):
+                return self.extern_arg(a)
+            if isinstance(a, (list, tuple)):
+                return type(a)(convert(x) for x in a)
+            return a
+
+        args = tuple(convert(a) for a in node.args)
+        kwargs = {k: convert(v) for k, v in node.kwargs.items()}
+        reads = _arg_buffers((args, kwargs))
+        val = node.meta["val"]
+        if isinstance(val, torch.Tensor):
+            buf = ExternBuffer(
+                self._new_name(), val.dtype, tuple(val.shape), tuple(val.stride()), val.device,
+                target=node.target, args=args, kwargs=kwargs, reads=reads,
+            )  # fmt: skip
+            self._add(buf)
+            return self.storage_value(buf)
+        holder = ExternBuffer(
+            self._new_name(), torch.float32, (), (), self.device, target=node.target, args=args, kwargs=kwargs,
+            reads=reads,
+        )  # fmt: skip
+        self._add(holder)
+        results: list[Any] = []
+        for k, item in enumerate(val if isinstance(val, (list, tuple)) else [val]):
+            if not isinstance(item, torch.Tensor):
+                results.append(None)
+                continue
+            part = ExternBuffer(
+                self._new_name(), item.dtype, tuple(item.shape), tuple(item.stride()), item.device,
+                target=None, args=(holder.name,), tuple_index=k, reads={holder.name},
+            )  # fmt: skip
+            self._add(part)
+            results.append(self.storage_value(part))
+        return tuple(results)
+
+    # ------------------------------------------------------------ the walk
+    def run(self) -> LoweredGraph:
+        inputs: list[InputBuffer | None] = []
+        constants: dict[str, torch.Tensor] = {}
+        outputs: list[OutputRef] = []
+        position = 0
+        for node in self.gm.graph.nodes:
+            self.current_node = node
+            if node.op == "placeholder":
+                example = self.example_inputs[position]
+                if isinstance(example, torch.Tensor):
+                    buf = InputBuffer(
+                        f"arg{position}", example.dtype, tuple(example.shape), tuple(example.stride()),
+                        example.device, position=position,
+                    )  # fmt: skip
+                    self.buffers[buf.name] = buf
+                    inputs.append(buf)
+                    self.env[node] = self.storage_value(buf)
+                else:
+                    inputs.append(None)
+                    self.env[node] = example
+                position += 1
+            elif node.op == "get_attr":
+                value = getattr(self.gm, node.target)
+                name = f"const{len(constants)}"
+                constants[name] = value
+                buf = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
+                buf.value = value
+                self.buffers[name] = buf
+                self.env[node] = self.storage_value(buf)
+            elif node.op == "call_function":
+                self.env[node] = self._lower_call(node)
+            elif node.op == "output":
+                outputs = [self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a) for a in node.args[0]]
+            else:
+                raise NotImplementedError(f"inductor-lite: FX op {node.op!r} is not supported in an aten graph")
+        return LoweredGraph(inputs, constants, self.order, outputs, self.device, self.buffers)
+
+    def _lower_call(self, node: torch.fx.Node) -> Any:
+        if node.target is operator.getitem:
+            return self.env[node.args[0]][node.args[1]]
+        args = [self._arg(a) for a in node.args]
+        kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+        lower = LOWERINGS.get(node.target)
+        val = node.meta.get("val")
+        tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
+        if lower is None or any(t.device.type != self.device.type for t in tensors) or _has_symbolic(val):
+            return self.fallback()
+        result = lower(self, *args, **kwargs)
+        if isinstance(result, TensorValue):
+            result = self._maybe_realize(node, result)
+        return result
+
+    def _arg(self, a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg(x) for x in a)
+        return a
+
+    def _maybe_realize(self, node: torch.fx.Node, value: TensorValue) -> TensorValue:
+        if value.buffer is not None:
+            return value
+        if value.cost > MAX_INLINE_COST or (value.cost > 0 and len(node.users) > 1):
+            return self.realize(value, _dense_strides(node.meta["val"]))
+        return value
+
+    def _output(self, value: Any, node: Any) -> OutputRef:
+        if not isinstance(value, TensorValue):
+            return OutputRef(None, value)
+        view = self.strided_view(value)
+        if view is None:
+            val = node.meta["val"]
+            value = self.realize(value, _dense_strides(val))
+        return OutputRef(self.extern_arg(value))
+
+
+def _dense_strides(val: Any) -> tuple[int, ...] | None:
+    if isinstance(val, torch.Tensor) and val.numel() > 0 and is_non_overlapping_and_dense(val):
+        return tuple(val.stride())
+    return None
+
+
+def _has_symbolic(val: Any) -> bool:
+    if isinstance(val, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in val.shape)
+    if isinstance(val, (list, tuple)):
+        return any(_has_symbolic(v) for v in val)
+    return isinstance(val, (torch.SymInt, torch.SymFloat))
+
+
+def _flat(items: Any) -> list[Any]:
+    out: list[Any] = []
+    for x in items:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flat(x))
+        else:
+            out.append(x)
+    return out
+
+
+def _arg_buffers(tree: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(tree, ExternArg):
+        found.add(tree.buffer)
+    elif isinstance(tree, (list, tuple)):
+        for x in tree:
+            found |= _arg_buffers(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            found |= _arg_buffers(x)
+    return found
+
+
+def lower_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[LoweredGraph, list[str]]:
+    """Lower ``gm`` (an aten-level graph) and return it with the names of ops that fell back to aten."""
+    lowering = GraphLowering(gm, example_inputs)
+    lowered = lowering.run()
+    return lowered, lowering.fallbacks

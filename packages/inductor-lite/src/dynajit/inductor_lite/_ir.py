@@ -1,0 +1,153 @@
+"""The loop-level IR: value expressions over index variables, buffers, and lazily computed tensors.
+
+A lowered tensor is a :class:`TensorValue`: a size, a dtype and a *loader* mapping a multi-index
+(one :class:`Index` per dimension) to an :class:`Expr`. Pointwise ops compose loaders, so a chain of
+pointwise ops is one expression until something *realizes* it into a :class:`ComputedBuffer`.
+Reductions are always realized; extern calls (aten) produce :class:`ExternBuffer`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from dynajit.inductor_lite._index import Index, Var
+
+__all__ = [
+    "Buffer",
+    "ComputedBuffer",
+    "ConstantBuffer",
+    "Expr",
+    "ExternBuffer",
+    "InputBuffer",
+    "TensorValue",
+    "const",
+    "contiguous_strides",
+    "load",
+    "op",
+]
+
+Loader = Callable[[Sequence[Index]], "Expr"]
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One value computed per index point. ``dtype`` is the logical (storage) dtype of the value."""
+
+    op: str
+    args: tuple[Any, ...]
+    dtype: torch.dtype
+
+    def size(self) -> int:
+        return 1 + sum(a.size() for a in self.args if isinstance(a, Expr))
+
+
+def op(name: str, dtype: torch.dtype, *args: Any) -> Expr:
+    """Build an expression node, folding casts that change nothing."""
+    if name == "cast" and args[0].dtype == dtype:
+        return args[0]
+    return Expr(name, tuple(args), dtype)
+
+
+def const(value: Any, dtype: torch.dtype) -> Expr:
+    if dtype == torch.bool:
+        value = bool(value)
+    elif not dtype.is_floating_point and not dtype.is_complex and not (isinstance(value, float) and math.isinf(value)):
+        value = int(value)
+    else:
+        value = float(value)
+    return Expr("const", (value,), dtype)
+
+
+def load(name: str, index: Index, dtype: torch.dtype) -> Expr:
+    return Expr("load", (name, index), dtype)
+
+
+def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+@dataclass(eq=False)
+class Buffer:
+    """Storage with a fixed layout that kernels read and write."""
+
+    name: str
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    device: torch.device
+
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+    def store_index(self, indices: Sequence[Index]) -> Index:
+        out = Index()
+        for idx, st in zip(indices, self.stride):
+            out = out + idx * st
+        return out
+
+
+@dataclass(eq=False)
+class InputBuffer(Buffer):
+    position: int = 0
+
+
+@dataclass(eq=False)
+class ConstantBuffer(Buffer):
+    value: torch.Tensor | None = None
+
+
+@dataclass(eq=False)
+class ComputedBuffer(Buffer):
+    """A buffer written by a kernel: pointwise over ``size``, or a reduction over ``reduction_ranges``.
+
+    ``fn(index)`` gives the value (pointwise); ``fn(index, rindex)`` gives the reduced value and
+    ``reduction_type`` names the combine (sum, prod, max, min, argmax, argmin, any, all).
+    """
+
+    fn: Callable[..., Expr] | None = None
+    reduction_ranges: tuple[int, ...] = ()
+    reduction_type: str | None = None
+    reads: set[str] = field(default_factory=set)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduction_type is not None
+
+
+@dataclass(eq=False)
+class ExternBuffer(Buffer):
+    """The result of calling an aten op from the wrapper; ``args`` hold TensorValues and constants."""
+
+    target: Any = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    tuple_index: int | None = None
+    reads: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class TensorValue:
+    """A lowered tensor: lazily a loader, or backed by a buffer (``buffer`` set)."""
+
+    size: tuple[int, ...]
+    dtype: torch.dtype
+    loader: Loader
+    device: torch.device
+    buffer: Buffer | None = None
+    cost: int = 0
+
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+    def fresh_vars(self, prefix: str = "i") -> list[Var]:
+        return [Var(f"{prefix}{k}", s) for k, s in enumerate(self.size)]

@@ -1,0 +1,199 @@
+"""Lowerings of reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, any/all, var, var_mean.
+
+A reduction is a ComputedBuffer over the kept dims whose ``fn(index, rindex)`` reads the input at
+the merged index. Its accumulator dtype is float32 for 16-bit floats and int64 for integer sums;
+mean and var are built from sums plus pointwise arithmetic on the (per-row) results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from dynajit.inductor_lite._index import Index
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op
+from dynajit.inductor_lite._lowering import lowering
+
+__all__: list[str] = []
+
+aten = torch.ops.aten
+
+
+def _dims(x: TensorValue, dims: Any) -> list[int]:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(len(x.size)))
+    if isinstance(dims, int):
+        dims = [dims]
+    n = max(len(x.size), 1)
+    return sorted({d % n for d in dims}) if x.size else []
+
+
+def _acc_dtype(rtype: str, dtype: torch.dtype) -> torch.dtype:
+    if rtype in ("any", "all"):
+        return torch.bool
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if rtype in ("sum", "prod") and not dtype.is_floating_point:
+        return torch.int64
+    return dtype
+
+
+def reduce(
+    ctx: Any,
+    x: TensorValue,
+    dims: Any,
+    keepdim: bool,
+    rtype: str,
+    *,
+    value_dtype: torch.dtype | None = None,
+    transform: Any = None,
+) -> TensorValue:
+    """Realize a reduction of ``x`` over ``dims``; the result keeps the accumulator dtype."""
+    rdims = _dims(x, dims)
+    kept = [d for d in range(len(x.size)) if d not in rdims]
+    red_ranges = tuple(x.size[d] for d in rdims)
+    out_size = (
+        tuple(1 if d in rdims else s for d, s in enumerate(x.size)) if keepdim else tuple(x.size[d] for d in kept)
+    )
+    value_dtype = value_dtype or x.dtype
+    acc = _acc_dtype(rtype, value_dtype)
+    if rtype in ("argmax", "argmin"):
+        acc = value_dtype if value_dtype not in (torch.float16, torch.bfloat16) else torch.float32
+
+    def fn(index: Sequence[Index], rindex: Sequence[Index]) -> Expr:
+        full: list[Index] = [Index()] * len(x.size)
+        kept_idx = [index[d] for d in kept] if keepdim else list(index)
+        for d, i in zip(kept, kept_idx):
+            full[d] = i
+        for d, r in zip(rdims, rindex):
+            full[d] = r
+        value = x.loader(full)
+        if transform is not None:
+            value = transform(value, index)
+        return op("cast", acc, value)
+
+    out_dtype = torch.int64 if rtype in ("argmax", "argmin") else acc
+    return ctx.reduction(out_size, red_ranges, rtype, fn, out_dtype)
+
+
+def _finish(ctx: Any, value: TensorValue, scale: float | None = None) -> TensorValue:
+    """Pointwise epilogue: optional scaling, then the node's dtype."""
+    dtype = ctx.current_val().dtype
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        v = value.loader(idx)
+        if scale is not None:
+            v = op("mul", v.dtype, v, const(scale, v.dtype))
+        return op("cast", dtype, v)
+
+    if scale is None and dtype == value.dtype:
+        return value
+    return TensorValue(value.size, dtype, loader, value.device, cost=1)
+
+
+def _count(x: TensorValue, dims: Any) -> int:
+    return math.prod(x.size[d] for d in _dims(x, dims))
+
+
+@lowering(aten.sum.dim_IntList, aten.sum.default, aten.prod.dim_int, aten.prod.default)
+def _sum(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> TensorValue:
+    rtype = "sum" if ctx.current_node.target in (aten.sum.dim_IntList, aten.sum.default) else "prod"
+    if isinstance(dims, bool):
+        dims, keepdim = None, dims
+    out = ctx.current_val().dtype
+    return _finish(ctx, reduce(ctx, x, dims, keepdim, rtype, value_dtype=out if dtype is not None else x.dtype))
+
+
+@lowering(aten.mean.dim, aten.mean.default)
+def _mean(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> TensorValue:
+    n = _count(x, dims)
+    total = reduce(ctx, x, dims, keepdim, "sum", value_dtype=ctx.current_val().dtype)
+    return _finish(ctx, total, 1.0 / n if n else math.nan)
+
+
+@lowering(aten.amax, aten.amin, aten.max.default, aten.min.default)
+def _amax(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> TensorValue:
+    target = ctx.current_node.target
+    rtype = "max" if target in (aten.amax.default, aten.max.default) else "min"
+    return _finish(ctx, reduce(ctx, x, dims, keepdim, rtype))
+
+
+@lowering(aten.argmax, aten.argmin)
+def _argmax(ctx: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> TensorValue:
+    rtype = "argmax" if ctx.current_node.target is aten.argmax.default else "argmin"
+    if dim is None and keepdim:
+        return ctx.fallback()
+    return reduce(ctx, x, dim, keepdim, rtype)
+
+
+@lowering(aten.max.dim, aten.min.dim)
+def _max_dim(ctx: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[TensorValue, TensorValue]:
+    is_max = ctx.current_node.target is aten.max.dim
+    values = reduce(ctx, x, dim, keepdim, "max" if is_max else "min")
+    indices = reduce(ctx, x, dim, keepdim, "argmax" if is_max else "argmin")
+    return ctx.cast_value(values, x.dtype), indices
+
+
+@lowering(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)
+def _any_all(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> TensorValue:
+    rtype = "any" if "any" in str(ctx.current_node.target) else "all"
+    return _finish(ctx, reduce(ctx, x, dims, keepdim, rtype))
+
+
+def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) -> tuple[TensorValue, TensorValue]:
+    n = _count(x, dims)
+    correction = 1 if correction is None else correction
+    acc_in = x.dtype if x.dtype.is_floating_point else torch.float32
+    total = reduce(ctx, x, dims, True, "sum", value_dtype=acc_in)
+    acc = total.dtype
+    inv_n = 1.0 / n if n else math.nan
+
+    def deviation_sq(value: Expr, index: Sequence[Index]) -> Expr:
+        kept_index = list(index) if keepdim else _expand_index(x, dims, index)
+        mean = op("mul", acc, total.loader(kept_index), const(inv_n, acc))
+        d = op("sub", acc, op("cast", acc, value), mean)
+        return op("mul", acc, d, d)
+
+    sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
+    denom = max(n - correction, 0)
+    scale = 1.0 / denom if denom else math.inf
+    var = _scaled(sq, scale, ctx.current_val_at(0).dtype)
+    mean_size = sq.size
+    mean = _scaled(_reshape_keep(total, mean_size), inv_n, ctx.current_val_at(1).dtype)
+    return var, mean
+
+
+def _expand_index(x: TensorValue, dims: Any, index: Sequence[Index]) -> list[Index]:
+    rdims = _dims(x, dims)
+    it = iter(index)
+    return [Index() if d in rdims else next(it) for d in range(len(x.size))]
+
+
+def _reshape_keep(total: TensorValue, size: tuple[int, ...]) -> TensorValue:
+    real = [k for k, s in enumerate(total.size) if s != 1]
+    new_real = [k for k, s in enumerate(size) if s != 1]
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        out = [Index()] * len(total.size)
+        for o, nr in zip(real, new_real):
+            out[o] = idx[nr]
+        return total.loader(out)
+
+    return TensorValue(size, total.dtype, loader, total.device, cost=1)
+
+
+def _scaled(value: TensorValue, scale: float, dtype: torch.dtype) -> TensorValue:
+    def loader(idx: Sequence[Index]) -> Expr:
+        v = value.loader(idx)
+        return op("cast", dtype, op("mul", v.dtype, v, const(scale, v.dtype)))
+
+    return TensorValue(value.size, dtype, loader, value.device, cost=1)
+
+
+@lowering(aten.var.correction, aten.var_mean.correction)
+def _var_lower(ctx: Any, x: TensorValue, dims: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+    var, mean = _var(ctx, x, dims, correction, keepdim)
+    return (var, mean) if ctx.current_node.target is aten.var_mean.correction else var

@@ -1,0 +1,411 @@
+"""The lowering table: aten op -> function building a TensorValue of the loop-level IR.
+
+Pointwise ops compose loaders (with broadcasting and type promotion); views remap indices;
+reductions live in ``_lower_reduce``. Ops missing from :data:`LOWERINGS` are called through aten
+by the graph lowering (an extern call), never an error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from dynajit.inductor_lite._index import Index, flatten, unflatten
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op
+
+__all__ = ["LOWERINGS", "broadcast_loader", "lowering", "to_value"]
+
+aten = torch.ops.aten
+LOWERINGS: dict[Any, Callable[..., Any]] = {}
+
+
+def lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a lowering for aten overloads (an overload packet registers all its overloads)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for target in targets:
+            if isinstance(target, torch._ops.OpOverloadPacket):
+                for name in target.overloads():
+                    LOWERINGS.setdefault(getattr(target, name), fn)
+            else:
+                LOWERINGS[target] = fn
+        return fn
+
+    return register
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return dtype
+
+
+def to_value(ctx: Any, x: Any, dtype: torch.dtype) -> TensorValue:
+    """A TensorValue for a tensor or a Python scalar (a 0-d constant)."""
+    if isinstance(x, TensorValue):
+        return x
+    expr = const(x, dtype)
+    return TensorValue((), dtype, lambda idx: expr, ctx.device)
+
+
+def broadcast_loader(value: TensorValue, size: Sequence[int]) -> Callable[[Sequence[Index]], Expr]:
+    """Loader of ``value`` broadcast (numpy rules, aligned right) to ``size``."""
+    lead = len(size) - len(value.size)
+    own = value.size
+
+    def loader(indices: Sequence[Index]) -> Expr:
+        mine = [Index() if own[k] == 1 else indices[lead + k] for k in range(len(own))]
+        return value.loader(mine)
+
+    return loader
+
+
+def make_pointwise(
+    ctx: Any,
+    inputs: Sequence[Any],
+    fn: Callable[..., Expr],
+    *,
+    compute: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> TensorValue:
+    """Apply ``fn`` elementwise to broadcast ``inputs`` cast to ``compute``; cast the result to the node's dtype."""
+    val = ctx.current_val()
+    size = tuple(val.shape)
+    out_dtype = out_dtype or val.dtype
+    compute = compute or out_dtype
+    values = [to_value(ctx, x, compute) for x in inputs]
+    loaders = [broadcast_loader(v, size) for v in values]
+
+    def loader(indices: Sequence[Index]) -> Expr:
+        args = [op("cast", compute, ld(indices)) for ld in loaders]
+        return op("cast", out_dtype, fn(*args))
+
+    cost = 1 + sum(v.cost for v in values if v.buffer is None)
+    return TensorValue(size, out_dtype, loader, ctx.device, cost=cost)
+
+
+def _promoted(ctx: Any) -> torch.dtype:
+    """The type-promotion result of the current node's first two arguments."""
+    node = ctx.current_node
+    vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in node.args[:2]]
+    return torch.result_type(*vals)
+
+
+def _unary(name: str) -> Callable[..., TensorValue]:
+    def lower(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
+        return make_pointwise(ctx, [x], lambda a: op(name, a.dtype, a))
+
+    return lower
+
+
+def _binary(name: str) -> Callable[..., TensorValue]:
+    def lower(ctx: Any, a: Any, b: Any, **_: Any) -> TensorValue:
+        return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y))
+
+    return lower
+
+
+def _compare(name: str) -> Callable[..., TensorValue]:
+    def lower(ctx: Any, a: Any, b: Any) -> TensorValue:
+        return make_pointwise(ctx, [a, b], lambda x, y: op(name, torch.bool, x, y), compute=_promoted(ctx))
+
+    return lower
+
+
+def _logical(name: str) -> Callable[..., TensorValue]:
+    def lower(ctx: Any, a: Any, b: Any = None) -> TensorValue:
+        inputs = [a] if b is None else [a, b]
+        return make_pointwise(ctx, inputs, lambda *xs: op(name, torch.bool, *xs), compute=torch.bool)
+
+    return lower
+
+
+def _predicate(name: str) -> Callable[..., TensorValue]:
+    def lower(ctx: Any, x: TensorValue) -> TensorValue:
+        return make_pointwise(ctx, [x], lambda a: op(name, torch.bool, a), compute=x.dtype)
+
+    return lower
+
+
+_UNARY = """neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh asinh
+acosh atanh sigmoid erf erfc floor ceil round trunc sign reciprocal relu bitwise_not lgamma frac""".split()
+_BINARY = {
+    "mul": "mul",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "pow": "pow",
+    "atan2": "atan2",
+    "fmod": "fmod",
+    "remainder": "remainder",
+    "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor",
+    "copysign": "copysign",
+    "hypot": "hypot",
+    "bitwise_left_shift": "lshift",
+    "bitwise_right_shift": "rshift",
+}
+for _name in _UNARY:
+    lowering(getattr(aten, _name))(_unary(_name))
+for _aten_name, _name in _BINARY.items():
+    lowering(getattr(aten, _aten_name))(_binary(_name))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    lowering(getattr(aten, _name))(_compare(_name))
+for _name in ("logical_and", "logical_or", "logical_xor", "logical_not"):
+    lowering(getattr(aten, _name))(_logical(_name))
+for _name in ("isnan", "isinf", "signbit"):
+    lowering(getattr(aten, _name))(_predicate(_name))
+
+
+@lowering(aten.add, aten.sub)
+def _add_sub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
+    name = "add" if ctx.current_node.target in (aten.add.Tensor, aten.add.Scalar) else "sub"
+
+    def fn(x: Expr, y: Expr) -> Expr:
+        if alpha != 1:
+            y = op("mul", y.dtype, y, const(alpha, y.dtype))
+        return op(name, x.dtype, x, y)
+
+    return make_pointwise(ctx, [a, b], fn)
+
+
+@lowering(aten.rsub)
+def _rsub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
+    return make_pointwise(ctx, [a, b], lambda x, y: op("sub", x.dtype, y, op("mul", x.dtype, x, const(alpha, x.dtype))))
+
+
+@lowering(aten.div)
+def _div(ctx: Any, a: Any, b: Any, *, rounding_mode: str | None = None) -> TensorValue:
+    val = ctx.current_val()
+    if rounding_mode is None:
+        return make_pointwise(ctx, [a, b], lambda x, y: op("truediv", x.dtype, x, y))
+    name = "floordiv" if rounding_mode == "floor" else "truncdiv"
+    return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y), compute=val.dtype)
+
+
+@lowering(aten.where)
+def _where(ctx: Any, cond: Any, a: Any, b: Any) -> TensorValue:
+    val = ctx.current_val()
+    dt = val.dtype
+    size = tuple(val.shape)
+    c = broadcast_loader(to_value(ctx, cond, torch.bool), size)
+    la = broadcast_loader(to_value(ctx, a, dt), size)
+    lb = broadcast_loader(to_value(ctx, b, dt), size)
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        return op("where", dt, op("cast", torch.bool, c(idx)), op("cast", dt, la(idx)), op("cast", dt, lb(idx)))
+
+    return TensorValue(size, dt, loader, ctx.device, cost=3)
+
+
+@lowering(aten.masked_fill)
+def _masked_fill(ctx: Any, x: TensorValue, mask: TensorValue, value: Any) -> TensorValue:
+    return make_pointwise(ctx, [mask, x, value], lambda m, a, v: op("where", a.dtype, op("cast", torch.bool, m), v, a))
+
+
+@lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+def _clamp(ctx: Any, x: TensorValue, lo: Any = None, hi: Any = None) -> TensorValue:
+    target = ctx.current_node.target
+    if target in (aten.clamp_max.default, aten.clamp_max.Tensor):
+        lo, hi = None, lo
+    inputs = [x] + [b for b in (lo, hi) if b is not None]
+
+    def fn(a: Expr, *bounds: Expr) -> Expr:
+        it = iter(bounds)
+        if lo is not None:
+            a = op("clamp_min", a.dtype, a, next(it))
+        if hi is not None:
+            a = op("clamp_max", a.dtype, a, next(it))
+        return a
+
+    return make_pointwise(ctx, inputs, fn)
+
+
+@lowering(aten._to_copy, aten.clone, aten.alias, aten.lift_fresh_copy, aten.contiguous, aten._assert_tensor_metadata)
+def _copy(ctx: Any, x: TensorValue, *_: Any, **kwargs: Any) -> Any:
+    if ctx.current_node.target is aten._assert_tensor_metadata.default:
+        return None
+    val = ctx.current_val()
+    if val.device != x.device:
+        return ctx.fallback()
+    return make_pointwise(ctx, [x], lambda a: a, compute=x.dtype)
+
+
+@lowering(aten.copy)
+def _copy_into(ctx: Any, dst: TensorValue, src: TensorValue, non_blocking: bool = False) -> TensorValue:
+    return make_pointwise(ctx, [src], lambda a: a, compute=src.dtype)
+
+
+@lowering(aten.fill, aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like)
+def _fill_like(ctx: Any, x: TensorValue, value: Any = 0, **_: Any) -> TensorValue:
+    target = ctx.current_node.target
+    value = {aten.zeros_like.default: 0, aten.ones_like.default: 1, aten.empty_like.default: 0}.get(target, value)
+    return _constant_tensor(ctx, value)
+
+
+@lowering(
+    aten.full, aten.scalar_tensor, aten.zeros, aten.ones, aten.empty, aten.new_zeros, aten.new_ones, aten.new_full
+)
+def _full(ctx: Any, *args: Any, **_: Any) -> TensorValue:
+    target = ctx.current_node.target
+    if target in (aten.zeros.default, aten.new_zeros.default):
+        value: Any = 0
+    elif target in (aten.ones.default, aten.new_ones.default):
+        value = 1
+    elif target is aten.scalar_tensor.default:
+        value = args[0]
+    elif target in (aten.empty.memory_format,):
+        value = 0
+    else:
+        value = args[-1]
+    return _constant_tensor(ctx, value)
+
+
+def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
+    val = ctx.current_val()
+    if isinstance(value, TensorValue):
+        return make_pointwise(ctx, [value], lambda a: a, compute=value.dtype)
+    expr = const(value, val.dtype)
+    return TensorValue(tuple(val.shape), val.dtype, lambda idx: expr, ctx.device)
+
+
+@lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
+def _arange(ctx: Any, *args: Any, **_: Any) -> TensorValue:
+    val = ctx.current_val()
+    numbers = [a for a in args if isinstance(a, (int, float))]
+    start, step = (0, 1) if len(numbers) == 1 else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
+    dt = val.dtype
+    compute = dt if (dt.is_floating_point or not any(isinstance(n, float) for n in numbers)) else torch.float64
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        i = op("cast", compute, Expr("index", (idx[0],), torch.int64))
+        scaled = op("add", compute, op("mul", compute, i, const(step, compute)), const(start, compute))
+        return op("cast", dt, scaled)
+
+    return TensorValue(tuple(val.shape), dt, loader, ctx.device)
+
+
+@lowering(torch.ops.prims.iota.default)
+def _iota(ctx: Any, length: int, *, start: int = 0, step: int = 1, **_: Any) -> TensorValue:
+    val = ctx.current_val()
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        return op("cast", val.dtype, Expr("index", (idx[0] * step + start,), torch.int64))
+
+    return TensorValue(tuple(val.shape), val.dtype, loader, ctx.device)
+
+
+# ---------------------------------------------------------------- views: index arithmetic
+
+
+def _view_of(ctx: Any, x: TensorValue, remap: Callable[[Sequence[Index]], Sequence[Index]]) -> TensorValue:
+    size = tuple(ctx.current_val().shape)
+    return TensorValue(size, x.dtype, lambda idx: x.loader(remap(idx)), x.device, buffer=None, cost=x.cost)
+
+
+@lowering(aten.view, aten._unsafe_view, aten.reshape, aten.view.dtype)
+def _reshape(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
+    val = ctx.current_val()
+    if val.dtype != x.dtype:
+        return ctx.fallback()
+    old, new = x.size, tuple(val.shape)
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        return unflatten(flatten(idx, new), old)
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.permute)
+def _permute(ctx: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    dims = [d % max(len(x.size), 1) for d in dims]
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        out = [Index()] * len(dims)
+        for new_pos, old_pos in enumerate(dims):
+            out[old_pos] = idx[new_pos]
+        return out
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.t, aten.transpose.int)
+def _transpose(ctx: Any, x: TensorValue, d0: int = 0, d1: int = 1) -> TensorValue:
+    if len(x.size) < 2:
+        return _view_of(ctx, x, lambda idx: list(idx))
+    n = len(x.size)
+    d0, d1 = d0 % n, d1 % n
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        out = list(idx)
+        out[d0], out[d1] = idx[d1], idx[d0]
+        return out
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.expand)
+def _expand(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
+    size = tuple(ctx.current_val().shape)
+    loader = broadcast_loader(x, size)
+    return TensorValue(size, x.dtype, loader, x.device, cost=x.cost)
+
+
+@lowering(aten.unsqueeze, aten.squeeze)
+def _squeeze_unsqueeze(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
+    # Both only add or drop size-1 dims: match the non-1 dims in order.
+    new = tuple(ctx.current_val().shape)
+    old_real = [k for k, s in enumerate(x.size) if s != 1]
+    new_real = [k for k, s in enumerate(new) if s != 1]
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        out = [Index()] * len(x.size)
+        for o, n in zip(old_real, new_real):
+            out[o] = idx[n]
+        return out
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.slice.Tensor)
+def _slice(ctx: Any, x: TensorValue, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> TensorValue:
+    dim = dim % len(x.size)
+    length = x.size[dim]
+    start = 0 if start is None else start
+    start = max(0, min(length, start + length if start < 0 else start))
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        out = list(idx)
+        out[dim] = idx[dim] * step + start
+        return out
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.select.int)
+def _select(ctx: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
+    dim = dim % len(x.size)
+    index = index % x.size[dim] if x.size[dim] else index
+
+    def remap(idx: Sequence[Index]) -> list[Index]:
+        return [*idx[:dim], Index.of(index), *idx[dim:]]
+
+    return _view_of(ctx, x, remap)
+
+
+@lowering(aten.as_strided, aten.diagonal)
+def _as_strided(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
+    # Views defined by strides over the base storage: read the base's storage through the node's strides.
+    val = ctx.current_val()
+    base = ctx.strided_view(x)
+    base_val = ctx.current_node.args[0].meta["val"]
+    if base is None or base[1] != tuple(base_val.stride()):
+        return ctx.fallback()
+    buf, _, offset = base
+    offset += val.storage_offset() - base_val.storage_offset()
+    return ctx.storage_value(buf, tuple(val.stride()), offset, tuple(val.shape))
+
+
+def numel(size: Sequence[int]) -> int:
+    return math.prod(size)

@@ -1,0 +1,286 @@
+"""The scheduler: group buffers into fused kernels, order their loops, decide what reaches memory.
+
+A kernel iterates *outer* loops (parallel) and, for reductions, *inner* loops over the reduced
+elements of one row. Its nodes are *full* (pointwise over outer x inner), *reduce* (one value per
+row) or *row* (pointwise over the outer loops only). Nodes run in *steps*: a group of full and
+reduce nodes sharing one inner loop, or a row node between loops. A softmax is one kernel:
+max in loop 1, exp and sum in loop 2, the division in loop 3.
+
+A buffer is written to memory only when something outside its kernel (or a later loop of the
+same kernel) reads it; otherwise it lives in a local variable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from dynajit.inductor_lite._graph import LoweredGraph
+from dynajit.inductor_lite._index import Index, Var, flatten, unflatten
+from dynajit.inductor_lite._ir import Buffer, ComputedBuffer, Expr, ExternBuffer
+
+__all__ = ["Kernel", "Placed", "schedule"]
+
+
+@dataclass
+class Placed:
+    """A buffer computed in a kernel: its value expression and store index over the kernel's variables."""
+
+    buf: ComputedBuffer
+    role: str  # "full" | "reduce" | "row"
+    expr: Expr
+    store: Index
+    rindex_flat: Index | None = None  # reductions: flat position within the row (for argmax/argmin)
+    step: int = 0
+    stored: bool = False
+
+
+@dataclass
+class Kernel:
+    name: str
+    outer: list[Var]
+    inner: list[Var]
+    nodes: list[Placed]
+    steps: list[tuple[str, list[Placed]]] = field(default_factory=list)
+    memory_reads: set[str] = field(default_factory=set)
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(p.role == "reduce" for p in self.nodes)
+
+    def work(self) -> int:
+        return math.prod(v.size for v in self.outer) * max(math.prod(v.size for v in self.inner), 1)
+
+    def stored_buffers(self) -> list[Buffer]:
+        return [p.buf for p in self.nodes if p.stored]
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        stack.extend(a for a in e.args if isinstance(a, Expr))
+
+
+def loads(expr: Expr) -> list[tuple[str, Index]]:
+    return [(e.args[0], e.args[1]) for e in walk(expr) if e.op == "load"]
+
+
+def subs_expr(expr: Expr, mapping: dict[str, Index], memo: dict[int, Expr] | None = None) -> Expr:
+    memo = {} if memo is None else memo
+    hit = memo.get(id(expr))
+    if hit is not None:
+        return hit
+    if expr.op == "load":
+        out = Expr("load", (expr.args[0], expr.args[1].subs(mapping)), expr.dtype)
+    elif expr.op == "index":
+        out = Expr("index", (expr.args[0].subs(mapping),), expr.dtype)
+    else:
+        args = tuple(subs_expr(a, mapping, memo) if isinstance(a, Expr) else a for a in expr.args)
+        out = Expr(expr.op, args, expr.dtype)
+    memo[id(expr)] = out
+    return out
+
+
+def _nontrivial(size: tuple[int, ...]) -> list[int]:
+    return [s for s in size if s != 1]
+
+
+class _Geometry:
+    """Loop ranges of a kernel and how a buffer's multi-index maps onto its loop variables."""
+
+    def __init__(self, outer: list[int], inner: list[int], perm: list[int] | None = None, size: tuple = ()) -> None:
+        self.outer = [Var(f"x{k}", s) for k, s in enumerate(outer)]
+        self.inner = [Var(f"r{k}", s) for k, s in enumerate(inner)]
+        self.perm = perm
+        self.size = size
+        self.flat_outer = flatten([Index.of(v) for v in self.outer], outer)
+        self.flat_inner = flatten([Index.of(v) for v in self.inner], inner)
+        self.outer_numel = math.prod(outer)
+        self.inner_numel = math.prod(inner)
+
+    @staticmethod
+    def for_pointwise(buf: ComputedBuffer) -> _Geometry:
+        # Loop over dims from largest to smallest stride so the innermost loop walks the output contiguously.
+        dims = sorted(range(len(buf.size)), key=lambda d: -buf.stride[d])
+        return _Geometry([buf.size[d] for d in dims], [], dims, buf.size)
+
+    @staticmethod
+    def for_reduction(buf: ComputedBuffer) -> _Geometry:
+        return _Geometry(_nontrivial(buf.size), _nontrivial(buf.reduction_ranges))
+
+    def place(self, buf: ComputedBuffer) -> Placed | None:
+        if buf.is_reduction:
+            if self.inner_numel != math.prod(buf.reduction_ranges) or self.outer_numel != buf.numel() or not self.inner:
+                return None
+            index = unflatten(self.flat_outer, buf.size)
+            rindex = unflatten(self.flat_inner, buf.reduction_ranges)
+            expr = buf.fn(index, rindex)
+            return Placed(buf, "reduce", expr, buf.store_index(index), flatten(rindex, buf.reduction_ranges))
+        numel = buf.numel()
+        if not self.inner:
+            if buf.size == self.size and self.perm is not None:
+                index: list[Index] = [Index()] * len(buf.size)
+                for var, d in zip(self.outer, self.perm):
+                    index[d] = Index.of(var)
+            elif _nontrivial(buf.size) == _nontrivial(self.size) and self.perm == sorted(self.perm or []):
+                index = unflatten(self.flat_outer, buf.size)
+            else:
+                return None
+            return Placed(buf, "full", buf.fn(index), buf.store_index(index))
+        if numel == self.outer_numel:
+            index = unflatten(self.flat_outer, buf.size)
+            return Placed(buf, "row", buf.fn(index), buf.store_index(index))
+        if numel != self.outer_numel * self.inner_numel:
+            return None
+        for k in range(len(buf.size) + 1):
+            if math.prod(buf.size[:k]) == self.outer_numel and math.prod(buf.size[k:]) == self.inner_numel:
+                index = unflatten(self.flat_outer, buf.size[:k]) + unflatten(self.flat_inner, buf.size[k:])
+                return Placed(buf, "full", buf.fn(index), buf.store_index(index))
+        return None
+
+
+def _arrange(placed: list[Placed]) -> list[tuple[str, list[Placed]]] | None:
+    """Assign nodes to steps; None when some in-kernel read is not of the element the reader owns."""
+    steps: list[tuple[str, list[Placed]]] = []
+    by_name = {p.buf.name: p for p in placed}
+    for node in placed:
+        bound = 0
+        for name, index in loads(node.expr):
+            dep = by_name.get(name)
+            if dep is None or dep is node:
+                continue
+            if index != dep.store:
+                return None
+            if dep.role == "full":
+                if node.role == "row":
+                    return None
+                bound = max(bound, dep.step)
+            else:
+                bound = max(bound, dep.step + 1)
+        if node.role == "row":
+            node.step = len(steps)
+            steps.append(("row", [node]))
+            continue
+        for s in range(bound, len(steps)):
+            if steps[s][0] == "group":
+                node.step = s
+                steps[s][1].append(node)
+                break
+        else:
+            node.step = len(steps)
+            steps.append(("group", [node]))
+    return steps
+
+
+class _KernelBuilder:
+    def __init__(self, first: ComputedBuffer) -> None:
+        self.bufs = [first]
+        self.geometry = _Geometry.for_reduction(first) if first.is_reduction else _Geometry.for_pointwise(first)
+        placed = self._place_all(self.geometry, self.bufs)
+        assert placed is not None
+        self.placed, self.steps = placed
+
+    @staticmethod
+    def _place_all(geometry: _Geometry, bufs: list[ComputedBuffer]):
+        placed = []
+        for buf in bufs:
+            p = geometry.place(buf)
+            if p is None:
+                return None
+            placed.append(p)
+        steps = _arrange(placed)
+        return None if steps is None else (placed, steps)
+
+    def try_add(self, buf: ComputedBuffer) -> bool:
+        geometry = self.geometry
+        if buf.is_reduction and not geometry.inner:
+            geometry = _Geometry.for_reduction(buf)
+        result = self._place_all(geometry, [*self.bufs, buf])
+        if result is None:
+            return False
+        self.bufs.append(buf)
+        self.geometry = geometry
+        self.placed, self.steps = result
+        return True
+
+    def build(self, name: str) -> Kernel:
+        return Kernel(name, self.geometry.outer, self.geometry.inner, self.placed, self.steps)
+
+
+def _merge_loops(kernel: Kernel) -> None:
+    """Collapse adjacent loops that every access walks as one contiguous range (fewer, longer loops)."""
+    for attr in ("outer", "inner"):
+        loops: list[Var] = getattr(kernel, attr)
+        k = len(loops) - 2
+        while k >= 0:
+            a, b = loops[k], loops[k + 1]
+            merged = Var(a.name, a.size * b.size)
+            mapping = {a.name: Index.of(merged).floordiv(b.size), b.name: Index.of(merged).mod(b.size)}
+            exprs = [subs_expr(p.expr, mapping) for p in kernel.nodes]
+            stores = [p.store.subs(mapping) for p in kernel.nodes]
+            indices = [i for e in exprs for _, i in loads(e)] + stores
+            indices += [e.args[0] for x in exprs for e in walk(x) if e.op == "index"]
+            if not any(i.has_divmod({merged.name}) for i in indices):
+                for p, e, s in zip(kernel.nodes, exprs, stores):
+                    p.expr, p.store = e, s
+                    if p.rindex_flat is not None:
+                        p.rindex_flat = p.rindex_flat.subs(mapping)
+                loops[k : k + 2] = [merged]
+            k -= 1
+        # Size-1 loops carry no work.
+        setattr(kernel, attr, [v for v in loops if v.size != 1])
+
+
+def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
+    """Fuse the graph's ComputedBuffers into kernels, in execution order with the extern calls."""
+    items: list[Kernel | ExternBuffer] = []
+    builder: _KernelBuilder | None = None
+
+    def flush() -> None:
+        nonlocal builder
+        if builder is not None:
+            items.append(builder.build(f"kernel{sum(isinstance(i, Kernel) for i in items)}"))
+            builder = None
+
+    for buf in graph.buffers:
+        if isinstance(buf, ExternBuffer):
+            flush()
+            items.append(buf)
+        elif builder is None or not builder.try_add(buf):
+            flush()
+            builder = _KernelBuilder(buf)
+    flush()
+    _decide_stores(items, graph)
+    for item in items:
+        if isinstance(item, Kernel):
+            _merge_loops(item)
+    return items
+
+
+def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
+    needed = {o.arg.buffer for o in graph.outputs if o.arg is not None}
+    for item in items:
+        if isinstance(item, ExternBuffer):
+            needed |= item.reads
+            continue
+        own = {p.buf.name: p for p in item.nodes}
+        for p in item.nodes:
+            for name, _ in loads(p.expr):
+                dep = own.get(name)
+                if dep is None:
+                    item.memory_reads.add(name)
+                    needed.add(name)
+                elif dep.role == "full" and dep.step < p.step:
+                    dep.stored = True
+                    item.memory_reads.add(name)
+    for item in items:
+        if isinstance(item, Kernel):
+            for p in item.nodes:
+                p.stored = p.stored or p.buf.name in needed
