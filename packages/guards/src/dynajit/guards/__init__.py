@@ -1,3 +1,79 @@
-"""dynajit's guards: sources, guard kinds, and guard sets compiled into fast check functions."""
+"""dynajit's guards: sources, guard kinds, and guard sets compiled into fast check functions.
 
-__all__: list[str] = []
+A :class:`Source` says how a value is reached from a call (``L['x']``,
+``G['torch']``, ``L['self'].linear.weight``). A guard factory makes one guard
+of one kind over sources (``tensor_match``, ``constant_match``, ...). A
+:class:`GuardSet` collects guards, prints them one per line, and compiles them
+into one generated function (:class:`CompiledGuards`) whose ``check(*args)``
+says whether a compiled entry may be reused and whose ``failure_reason(*args)``
+says, in a sentence, why not.
+"""
+
+from ._compile import CompiledGuards, GuardCompileError
+from ._expression import expression
+from ._guard import Check, Cost, Guard
+from ._guard_set import GuardSet
+from ._kinds import (
+    constant_match,
+    dict_keys,
+    equals_match,
+    function_match,
+    hasattr_match,
+    id_match,
+    is_none,
+    length_check,
+    nn_module,
+    not_none,
+    type_match,
+)
+from ._sources import (
+    AttrSource,
+    BufferSource,
+    ClosureSource,
+    DefaultArgSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    ParamSource,
+    Source,
+    SubmoduleSource,
+    TypeSource,
+)
+from ._state import backend_match, global_state
+from ._tensor import tensor_aliasing, tensor_match
+
+__all__ = [
+    "AttrSource",
+    "BufferSource",
+    "Check",
+    "ClosureSource",
+    "CompiledGuards",
+    "Cost",
+    "DefaultArgSource",
+    "GlobalSource",
+    "Guard",
+    "GuardCompileError",
+    "GuardSet",
+    "ItemSource",
+    "LocalSource",
+    "ParamSource",
+    "Source",
+    "SubmoduleSource",
+    "TypeSource",
+    "backend_match",
+    "constant_match",
+    "dict_keys",
+    "equals_match",
+    "expression",
+    "function_match",
+    "global_state",
+    "hasattr_match",
+    "id_match",
+    "is_none",
+    "length_check",
+    "nn_module",
+    "not_none",
+    "tensor_aliasing",
+    "tensor_match",
+    "type_match",
+]

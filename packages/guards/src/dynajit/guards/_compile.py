@@ -1,0 +1,224 @@
+"""Compile guards into one generated Python check function, plus a twin that explains the first failure.
+
+The check function takes the guarded function's arguments positionally. Its
+body is a flat list of ``if not (<check>): return False`` statements sorted by
+cost class (stable, so each guard's own order is kept), with every source's
+access expression assigned to a local right before its first use, so each
+attribute chain or item lookup runs once. Constants live in the function's
+globals under generated names. The whole body sits in one ``try``: a source
+that cannot be reached (attribute gone, key missing, empty cell) makes the
+check return ``False``, never raise.
+
+The explaining twin runs the same expressions in the same order, one at a
+time, and turns the first failure into the failing check's sentence.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import CellType
+from typing import Any
+
+from ._guard import Check, Guard
+from ._sources import Source
+
+__all__ = ["CompiledGuards", "GuardCompileError", "compile_guards"]
+
+_CHECK_NAME = "___guard_check"
+_EXPLAIN_NAME = "___guard_explain"
+
+
+class GuardCompileError(ValueError):
+    """A guard set cannot be compiled for the given function (a source it needs is not there)."""
+
+
+class _Context:
+    """Names for everything the generated code refers to: parameters, locals, bound constants."""
+
+    def __init__(self, arg_names: Sequence[str], f_globals: Mapping[str, Any], closure: Mapping[str, CellType]) -> None:
+        reserved = set(dir(builtins))
+        self.params = {
+            name: (f"___a{index}" if name in reserved or name.startswith("___") or not name.isidentifier() else name)
+            for index, name in enumerate(arg_names)
+        }
+        self.f_globals = f_globals
+        self.closure = closure
+        self.namespace: dict[str, Any] = {"__builtins__": builtins}
+        self._bound: dict[int, str] = {}
+        self._counter = itertools.count()
+
+    def bind(self, value: Any) -> str:
+        name = self._bound.get(id(value))
+        if name is None:
+            name = f"___k{next(self._counter)}"
+            self._bound[id(value)] = name
+            self.namespace[name] = value
+        return name
+
+    def argument(self, name: str) -> str:
+        if name not in self.params:
+            raise GuardCompileError(
+                f"a guard reads L[{name!r}], but the guarded function's arguments are {tuple(self.params)}; "
+                "guards can only read arguments, globals and closure cells"
+            )
+        return self.params[name]
+
+    def global_access(self, name: str) -> str:
+        globals_name = self.bind(self.f_globals)
+        if name in self.f_globals:
+            return f"{globals_name}[{name!r}]"
+        # Not a global now (a builtin, or not defined yet): read it the way Python would.
+        builtins_dict = self.f_globals.get("__builtins__", builtins)
+        builtins_dict = builtins_dict if isinstance(builtins_dict, dict) else vars(builtins_dict)
+        return f"({globals_name}[{name!r}] if {name!r} in {globals_name} else {self.bind(builtins_dict)}[{name!r}])"
+
+    def closure_cell(self, name: str) -> str:
+        cell = self.closure.get(name)
+        if cell is None:
+            raise GuardCompileError(
+                f"a guard reads closure variable {name!r}, but no cell for it was given; "
+                f"pass closure={{name: cell}} built from fn.__code__.co_freevars and fn.__closure__"
+            )
+        return self.bind(cell)
+
+
+class _Emitter:
+    """Writes statements, computing each source's value into a local once, right before its first use."""
+
+    def __init__(self, ctx: _Context, on_unreachable: Callable[[int], list[str]] | None) -> None:
+        self.ctx = ctx
+        self.locals: dict[Source, str] = {}
+        self.lines: list[str] = []
+        self.on_unreachable = on_unreachable
+        self.sources: list[Source] = []
+
+    def value(self, source: Source) -> str:
+        known = self.locals.get(source)
+        if known is not None:
+            return known
+        base = self.value(source.base) if source.base is not None else None
+        expr = source.access(self.ctx, base)
+        if expr.isidentifier():  # an argument: already a local
+            self.locals[source] = expr
+            return expr
+        name = f"___v{len(self.locals)}"
+        if self.on_unreachable is None:
+            self.lines.append(f"{name} = {expr}")
+        else:
+            self.lines.append("try:")
+            self.lines.append(f"    {name} = {expr}")
+            self.lines.append("except Exception as ___e:")
+            self.lines.extend(f"    {line}" for line in self.on_unreachable(len(self.sources)))
+        self.sources.append(source)
+        self.locals[source] = name
+        return name
+
+    def expression(self, check: Check) -> str:
+        values = [self.value(source) for source in check.sources]
+        return check.render(values, {key: self.ctx.bind(value) for key, value in check.constants.items()})
+
+
+def _ordered_checks(guards: Iterable[Guard]) -> list[Check]:
+    """All checks, cheapest first; a guard's checks never move before its earlier, cheaper ones."""
+    keyed = []
+    for guard_index, guard in enumerate(guards):
+        floor = 0
+        for check_index, check in enumerate(guard.checks):
+            floor = max(floor, check.cost)
+            keyed.append(((floor, guard_index, check_index), check))
+    keyed.sort(key=lambda item: item[0])
+    return [check for _, check in keyed]
+
+
+def _function(name: str, params: Iterable[str], body: list[str], ending: str) -> str:
+    header = f"def {name}({', '.join(params)}):"
+    inner = "\n".join(f"        {line}" for line in body) or "        pass"
+    return f"{header}\n    try:\n{inner}\n    except Exception:\n        return False\n    {ending}\n"
+
+
+class CompiledGuards:
+    """A guard set compiled for one function: ``check(*args)`` -> bool, ``failure_reason(*args)`` -> str | None."""
+
+    def __init__(
+        self,
+        guards: Sequence[Guard],
+        arg_names: Sequence[str],
+        f_globals: Mapping[str, Any],
+        closure: Mapping[str, CellType],
+    ) -> None:
+        self.guards = tuple(guards)
+        self.arg_names = tuple(arg_names)
+        checks = _ordered_checks(self.guards)
+        ctx = _Context(arg_names, f_globals, closure)
+        emitter = _Emitter(ctx, None)
+        for check in checks:
+            emitter.lines.append(f"if not ({emitter.expression(check)}): return False")
+        self.code = _function(_CHECK_NAME, ctx.params.values(), emitter.lines, "return True")
+        namespace = ctx.namespace
+        exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), namespace)
+        self.check: Callable[..., bool] = namespace[_CHECK_NAME]
+        self._checks = checks
+        self._explain = self._build_explainer(checks, arg_names, f_globals, closure)
+
+    @staticmethod
+    def _build_explainer(
+        checks: Sequence[Check], arg_names: Sequence[str], f_globals: Mapping[str, Any], closure: Mapping[str, CellType]
+    ) -> Callable[..., tuple[str, int, Any] | None]:
+        ctx = _Context(arg_names, f_globals, closure)
+        emitter = _Emitter(ctx, lambda index: [f"return ('unreachable', {index}, ___e)"])
+        for index, check in enumerate(checks):
+            expr = emitter.expression(check)
+            values = "".join(f"{emitter.locals[source]}, " for source in check.sources)
+            emitter.lines += [
+                "try:",
+                f"    ___ok = {expr}",
+                "except Exception as ___e:",
+                f"    return ('raised', {index}, ___e)",
+                f"if not ___ok: return ('failed', {index}, ({values}))",
+            ]
+        body = "\n".join(f"    {line}" for line in emitter.lines)
+        code = f"def {_EXPLAIN_NAME}({', '.join(ctx.params.values())}):\n{body}\n    return None\n"
+        namespace = ctx.namespace
+        exec(compile(code, "<dynajit guard explanation>", "exec"), namespace)
+        explainer = namespace[_EXPLAIN_NAME]
+        explainer.sources = emitter.sources
+        return explainer
+
+    def failure_reason(self, *args: Any) -> str | None:
+        """The first failing guard as a sentence (``L['x'] dtype: expected float32, got float64``), or None."""
+        outcome = self._explain(*args)
+        if outcome is None:
+            return None
+        what, index, payload = outcome
+        if what == "unreachable":
+            source = self._explain.sources[index]
+            return f"{source.name()} cannot be reached: {type(payload).__name__}: {payload}"
+        check = self._checks[index]
+        if what == "raised":
+            return f"{check.readable()} raised {type(payload).__name__}: {payload}"
+        try:
+            return check.explain(payload)
+        except Exception as error:  # the value is too odd for the sentence: say which check failed
+            return f"{check.readable()} is false ({type(error).__name__} while describing it)"
+
+    def __call__(self, *args: Any) -> bool:
+        return self.check(*args)
+
+    def __repr__(self) -> str:
+        return f"<CompiledGuards of {len(self.guards)} guards over {self.arg_names}>"
+
+
+def compile_guards(
+    guards: Sequence[Guard],
+    arg_names: Sequence[str],
+    f_globals: Mapping[str, Any],
+    closure: Mapping[str, CellType] | None = None,
+) -> CompiledGuards:
+    """Compile ``guards`` for a function with arguments ``arg_names`` (positional, in order)."""
+    if isinstance(arg_names, str):
+        raise TypeError(
+            f"arg_names must be a sequence of names, got the string {arg_names!r}; wrap it: ({arg_names!r},)"
+        )
+    return CompiledGuards(guards, arg_names, f_globals, dict(closure or {}))

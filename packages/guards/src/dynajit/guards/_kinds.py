@@ -1,0 +1,251 @@
+"""Guard kinds on Python values: types, identities, constants, containers, attributes, modules."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ._guard import Check, Cost, Guard, hashable_value, short_repr
+from ._sources import Source
+
+__all__ = [
+    "constant_match",
+    "dict_keys",
+    "equals_match",
+    "function_match",
+    "hasattr_match",
+    "id_match",
+    "is_none",
+    "length_check",
+    "nn_module",
+    "not_none",
+    "type_name",
+    "type_match",
+]
+
+# Python scalars CONSTANT_MATCH accepts; anything else equality-comparable goes through EQUALS_MATCH.
+_CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented))
+
+
+def type_name(cls: type) -> str:
+    """A short readable name of a class: ``int``, ``torch.Tensor``, ``mymod.MyModule``."""
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__qualname__
+    if module.startswith("torch.") and getattr(torch, cls.__qualname__, None) is cls:
+        module = "torch"
+    return f"{module}.{cls.__qualname__}"
+
+
+def _require_source(source: Any, factory: str) -> Source:
+    if not isinstance(source, Source):
+        raise TypeError(f"{factory}() needs a Source as its first argument (e.g. LocalSource('x')), got {source!r}")
+    return source
+
+
+def _type_check(source: Source, cls: type) -> Check:
+    return Check(
+        "type({0}) is {cls}",
+        (source,),
+        Cost.IDENTITY,
+        lambda values: f"{source.name()} type: expected {type_name(cls)}, got {type_name(type(values[0]))}",
+        {"cls": cls},
+    )
+
+
+def type_match(source: Source, example: Any) -> Guard:
+    """TYPE_MATCH: the value's exact class is ``type(example)``."""
+    _require_source(source, "type_match")
+    cls = type(example)
+    return Guard(
+        "TYPE_MATCH", (source,), (_type_check(source, cls),), f"type is {type_name(cls)}", ("TYPE", source, cls)
+    )
+
+
+def _identity_guard(kind: str, source: Source, obj: Any) -> Guard:
+    """The value is ``obj`` itself. The guard keeps ``obj`` alive, so its id cannot be reused."""
+    check = Check(
+        "{0} is {obj}",
+        (source,),
+        Cost.IDENTITY,
+        lambda values: f"{source.label()} changed: expected {short_repr(obj)}, got {short_repr(values[0])}",
+        {"obj": obj},
+    )
+    return Guard(kind, (source,), (check,), f"is {short_repr(obj)} (id {id(obj):#x})", (kind, source, id(obj)))
+
+
+def id_match(source: Source, obj: Any) -> Guard:
+    """ID_MATCH: the value is the very object ``obj`` (identity)."""
+    _require_source(source, "id_match")
+    return _identity_guard("ID_MATCH", source, obj)
+
+
+def function_match(source: Source, fn: Any) -> Guard:
+    """FUNCTION_MATCH: the value is the function ``fn``; replacing it (e.g. a global helper) recompiles."""
+    _require_source(source, "function_match")
+    if not callable(fn):
+        raise TypeError(f"function_match() expects a callable for {source.name()}, got {short_repr(fn)}")
+    return _identity_guard("FUNCTION_MATCH", source, fn)
+
+
+def _describe_value(value: Any) -> str:
+    return f"{short_repr(value)} ({type_name(type(value))})"
+
+
+def _value_checks(source: Source, value: Any) -> tuple[Check, ...]:
+    """Checks that the source's value has ``value``'s exact type and equals it (NaN and -0.0 included)."""
+    cls = type(value)
+
+    def changed(values: tuple[Any, ...]) -> str:
+        got = values[0]
+        if type(got) is not cls:
+            return f"{source.label()} changed: expected {_describe_value(value)}, got {_describe_value(got)}"
+        return f"{source.label()} changed: expected {short_repr(value)}, got {short_repr(got)}"
+
+    if value is None or cls is bool or value is Ellipsis or value is NotImplemented:
+        return (Check("{0} is {value}", (source,), Cost.IDENTITY, changed, {"value": value}),)
+    type_check = Check("type({0}) is {cls}", (source,), Cost.IDENTITY, changed, {"cls": cls})
+    if cls is float and math.isnan(value):
+        return type_check, Check("{0} != {0}", (source,), Cost.CHEAP, changed)
+    if cls is float and value == 0.0:
+        sign = math.copysign(1.0, value)
+        zero = Check(
+            "{0} == 0.0 and {copysign}(1.0, {0}) == {sign}",
+            (source,),
+            Cost.CHEAP,
+            changed,
+            {"copysign": math.copysign, "sign": sign},
+        )
+        return type_check, zero
+    return type_check, Check("{0} == {value}", (source,), Cost.CHEAP, changed, {"value": value})
+
+
+def constant_match(source: Source, value: Any) -> Guard:
+    """CONSTANT_MATCH: a Python scalar or string (None, bool, int, float, complex, str, bytes) of that exact type.
+
+    ``1``, ``1.0`` and ``True`` are told apart (a graph specialised on an int
+    must not run for a bool).
+    """
+    _require_source(source, "constant_match")
+    if type(value) not in _CONSTANT_TYPES:
+        raise TypeError(
+            f"constant_match() takes a Python scalar or string, got {type_name(type(value))} for {source.name()}; "
+            "use equals_match() for other equality-comparable values or id_match() for objects"
+        )
+    return Guard(
+        "CONSTANT_MATCH",
+        (source,),
+        _value_checks(source, value),
+        f"== {value!r}",
+        ("CONSTANT", source, hashable_value(value)),
+    )
+
+
+def equals_match(source: Source, value: Any) -> Guard:
+    """EQUALS_MATCH: same exact type and ``==`` to a copy of ``value`` taken now (tuples, lists, dtypes, ...)."""
+    _require_source(source, "equals_match")
+    expected = copy.deepcopy(value)
+    return Guard(
+        "EQUALS_MATCH",
+        (source,),
+        _value_checks(source, expected),
+        f"== {short_repr(expected)}",
+        ("EQUALS", source, hashable_value(expected)),
+    )
+
+
+def length_check(source: Source, example: Sequence[Any] | dict[Any, Any]) -> Guard:
+    """LENGTH_CHECK: the value has ``type(example)`` exactly and ``len(example)`` items (lists, tuples, dicts)."""
+    _require_source(source, "length_check")
+    cls, length = type(example), len(example)
+
+    def wrong_length(values: tuple[Any, ...]) -> str:
+        return f"{source.name()} length: expected {length}, got {len(values[0])}"
+
+    checks = (
+        _type_check(source, cls),
+        Check("len({0}) == {length}", (source,), Cost.CHEAP, wrong_length, {"length": length}),
+    )
+    return Guard(
+        "LENGTH_CHECK", (source,), checks, f"{type_name(cls)} of length {length}", ("LEN", source, cls, length)
+    )
+
+
+def dict_keys(source: Source, example: dict[Any, Any]) -> Guard:
+    """DICT_KEYS: the value is a dict (of ``type(example)``) with exactly ``example``'s keys, in the same order."""
+    _require_source(source, "dict_keys")
+    if not isinstance(example, dict):
+        raise TypeError(f"dict_keys() needs a dict example for {source.name()}, got {type_name(type(example))}")
+    cls, keys = type(example), tuple(example)
+
+    def wrong_keys(values: tuple[Any, ...]) -> str:
+        return f"{source.name()} keys: expected {short_repr(list(keys))}, got {short_repr(list(values[0]))}"
+
+    checks = (
+        _type_check(source, cls),
+        Check("tuple({0}) == {keys}", (source,), Cost.CHEAP, wrong_keys, {"keys": keys}),
+    )
+    return Guard("DICT_KEYS", (source,), checks, f"keys {short_repr(list(keys))}", ("KEYS", source, cls, keys))
+
+
+def not_none(source: Source) -> Guard:
+    """NOT_NONE: the value is not ``None``."""
+    _require_source(source, "not_none")
+    check = Check(
+        "{0} is not None", (source,), Cost.IDENTITY, lambda values: f"{source.name()}: expected not None, got None"
+    )
+    return Guard("NOT_NONE", (source,), (check,), "is not None", ("NOT_NONE", source))
+
+
+def is_none(source: Source) -> Guard:
+    """IS_NONE: the value is ``None``."""
+    _require_source(source, "is_none")
+    check = Check(
+        "{0} is None",
+        (source,),
+        Cost.IDENTITY,
+        lambda values: f"{source.name()}: expected None, got {short_repr(values[0])}",
+    )
+    return Guard("IS_NONE", (source,), (check,), "is None", ("IS_NONE", source))
+
+
+def hasattr_match(source: Source, attr: str, expected: bool = True) -> Guard:
+    """HASATTR: ``hasattr(value, attr)`` is ``expected``."""
+    _require_source(source, "hasattr_match")
+    expected = bool(expected)
+    state = "have" if expected else "not have"
+
+    def wrong(values: tuple[Any, ...]) -> str:
+        return f"{source.name()}: expected to {state} attribute {attr!r}"
+
+    template = "hasattr({0}, {attr})" if expected else "not hasattr({0}, {attr})"
+    check = Check(template, (source,), Cost.CHEAP, wrong, {"attr": attr})
+    return Guard("HASATTR", (source,), (check,), f"hasattr {attr!r} is {expected}", ("HASATTR", source, attr, expected))
+
+
+def nn_module(source: Source, module: Any) -> Guard:
+    """NN_MODULE: the value is ``module`` itself and its ``training`` flag is unchanged."""
+    _require_source(source, "nn_module")
+    training = getattr(module, "training", None)
+    if not isinstance(training, bool):
+        raise TypeError(f"nn_module() needs a torch.nn.Module for {source.name()}, got {type_name(type(module))}")
+    identity = Check(
+        "{0} is {module}",
+        (source,),
+        Cost.IDENTITY,
+        lambda values: f"{source.label()} changed: expected {short_repr(module)}, got {short_repr(values[0])}",
+        {"module": module},
+    )
+    mode = Check(
+        "{0}.training is {training}",
+        (source,),
+        Cost.CHEAP,
+        lambda values: f"{source.name()}.training: expected {training}, got {values[0].training}",
+        {"training": training},
+    )
+    detail = f"is {type_name(type(module))} (id {id(module):#x}), training={training}"
+    return Guard("NN_MODULE", (source,), (identity, mode), detail, ("NN_MODULE", source, id(module), training))

@@ -1,0 +1,108 @@
+"""Guards on process-wide state: torch's global modes (GLOBAL_STATE) and the running backend (BACKEND_MATCH)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._guard import Check, Cost, Guard, short_repr
+
+__all__ = ["GLOBAL_STATE_READERS", "backend_match", "global_state"]
+
+# What GLOBAL_STATE snapshots: name -> function reading it. The C functions are called directly
+# (the public wrappers add a Python frame on every guard evaluation).
+GLOBAL_STATE_READERS: dict[str, Callable[[], Any]] = {
+    "grad mode": torch._C.is_grad_enabled,
+    "default dtype": torch.get_default_dtype,
+    "deterministic algorithms": torch._C._get_deterministic_algorithms,
+    "deterministic algorithms warn_only": torch._C._get_deterministic_algorithms_warn_only,
+    "functorch transforms active": torch._C._are_functorch_transforms_active,
+    "torch function modes": torch._C._len_torch_function_stack,
+}
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def _show(value: Any) -> str:
+    return str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else repr(value)
+
+
+def _state_check(what: str, template: str, constants: dict[str, Any], read: Callable[[], Any], expected: Any) -> Check:
+    def explain(values: tuple[Any, ...]) -> str:
+        return f"global state {what}: expected {_show(expected)}, got {_show(read())}"
+
+    return Check(template, (), Cost.CHEAP, explain, constants)
+
+
+def _reader_check(what: str, read: Callable[[], Any]) -> tuple[Check, Any]:
+    value = read()
+    op = "==" if type(value) is int else "is"  # bools, dtypes and None are singletons
+    check = _state_check(what, f"{{read}}() {op} {{expected}}", {"read": read, "expected": value}, read, value)
+    return check, value
+
+
+# Per-device autocast state, read only when some autocast is on: (what, reader taking the device type).
+_AUTOCAST_READERS: dict[str, Callable[[str], Any]] = {
+    "enabled": torch._C.is_autocast_enabled,
+    "dtype": torch._C.get_autocast_dtype,
+}
+
+
+def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
+    any_enabled = torch._C._is_any_autocast_enabled
+    if not any_enabled():
+        return [_state_check("autocast", "not {any_enabled}()", {"any_enabled": any_enabled}, any_enabled, False)], ()
+    checks, snapshot = [], []
+    for device in _AUTOCAST_DEVICES:
+        for what, read in _AUTOCAST_READERS.items():
+            value = read(device)
+            checks.append(
+                _state_check(
+                    f"autocast({device}) {what}",
+                    f"{{read}}({device!r}) is {{expected}}",
+                    {"read": read, "expected": value},
+                    lambda read=read, device=device: read(device),
+                    value,
+                )
+            )
+            snapshot.append(value)
+            if value is False:  # the dtype of a disabled autocast does not matter
+                break
+    return checks, tuple(snapshot)
+
+
+def global_state() -> Guard:
+    """GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
+    transforms and torch-function modes are as they are now."""
+    checks, snapshot = [], []
+    for what, read in GLOBAL_STATE_READERS.items():
+        check, value = _reader_check(what, read)
+        checks.append(check)
+        snapshot.append(value)
+    autocast, autocast_snapshot = _autocast_checks()
+    checks.extend(autocast)
+    detail = ", ".join(f"{what}={_show(value)}" for what, value in zip(GLOBAL_STATE_READERS, snapshot))
+    detail += f", autocast={'off' if not autocast_snapshot else autocast_snapshot}"
+    return Guard("GLOBAL_STATE", (), tuple(checks), detail, ("GLOBAL_STATE", tuple(snapshot), autocast_snapshot))
+
+
+def _backend_name(backend: Any) -> str:
+    return getattr(backend, "__name__", None) or short_repr(backend)
+
+
+def backend_match(get_current: Callable[[], Any], backend: Any) -> Guard:
+    """BACKEND_MATCH: ``get_current()`` (the backend currently running, kept by capture) is ``backend``."""
+    if not callable(get_current):
+        raise TypeError(f"backend_match() needs a function returning the current backend, got {get_current!r}")
+
+    def explain(values: tuple[Any, ...]) -> str:
+        return f"backend changed: expected {_backend_name(backend)}, got {_backend_name(get_current())}"
+
+    check = Check(
+        "{get_current}() is {backend}", (), Cost.CHEAP, explain, {"get_current": get_current, "backend": backend}
+    )
+    return Guard(
+        "BACKEND_MATCH", (), (check,), f"backend is {_backend_name(backend)}", ("BACKEND", id(get_current), id(backend))
+    )

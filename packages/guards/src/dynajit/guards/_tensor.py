@@ -1,0 +1,251 @@
+"""Tensor guards: TENSOR_MATCH (class, dtype, device, layout, requires_grad, dispatch keys, sizes, strides)
+and TENSOR_ALIASING (which inputs are, or are not, the same tensor).
+
+Cheapness drives the expressions chosen (measured in ``benchmarks/guards_bench.py``
+and noted in the package README): ``type(x) is C``, ``x.dtype is torch.float32``
+(dtypes are singletons), ``x.is_cpu`` rather than building a ``torch.device``,
+``x.shape == (8,)`` (one tuple comparison covers ndim and every size), and
+``x.stride() == (1,)``. Reading the full dispatch key set
+(``torch._C._dispatch_keys``) costs several times the rest of the guard, so it
+is only checked when the example tensor carries unusual keys; for ordinary
+tensors, the keys that can differ between two tensors of the same class, dtype,
+device and layout are covered by ``is_inference()``, ``is_neg()``/``is_conj()``
+(math views) and, for functorch wrappers, the global-state guard (transforms
+active or not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+
+from ._guard import Check, Cost, Guard
+from ._kinds import type_name
+from ._sources import Source
+
+__all__ = ["dtype_name", "tensor_aliasing", "tensor_match"]
+
+_dispatch_keys = torch._C._dispatch_keys
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _reference_keys(example: torch.Tensor) -> Any:
+    """The dispatch keys an ordinary tensor like ``example`` (same dtype/device/layout/modes) would have."""
+    with torch.inference_mode(example.is_inference()):
+        reference = torch.empty(0, dtype=example.dtype, device=example.device, layout=example.layout)
+    if example.is_conj():
+        reference = reference.conj()
+    if example.is_neg():
+        reference = torch._neg_view(reference)
+    return _dispatch_keys(reference)
+
+
+def _has_unusual_keys(example: torch.Tensor) -> bool:
+    try:
+        return _dispatch_keys(example) != _reference_keys(example)
+    except Exception:  # a layout or device torch.empty cannot build: compare the full key set
+        return True
+
+
+def _property_check(
+    source: Source, what: str, template: str, expected: Any, show: Callable[[Any], str], read: Callable[[Any], Any]
+) -> Check:
+    """A check that one property of the tensor equals ``expected``; ``read`` gets the property for messages."""
+    name = source.name()
+
+    def explain(values: tuple[Any, ...]) -> str:
+        return f"{name} {what}: expected {show(expected)}, got {show(read(values[0]))}"
+
+    return Check(template, (source,), Cost.TENSOR, explain, {"expected": expected})
+
+
+def _dims_explain(name: str, method: str, expected: Sequence[int], skip: frozenset[int]) -> Callable[[tuple], str]:
+    def explain(values: tuple[Any, ...]) -> str:
+        got = tuple(getattr(values[0], method)())
+        if len(got) != len(expected):
+            return f"{name} ndim: expected {len(expected)}, got {len(got)}"
+        for dim, (want, have) in enumerate(zip(expected, got)):
+            if dim not in skip and want != have:
+                return f"{name} {method}()[{dim}]: expected {want}, got {have}"
+        return f"{name} {method}(): expected {tuple(expected)}, got {got}"
+
+    return explain
+
+
+def _dims_check(source: Source, method: str, expected: tuple[int, ...], dynamic: frozenset[int]) -> Check:
+    """Sizes or strides equal ``expected`` except on dynamic dims (the ndim check precedes it when any are dynamic)."""
+    explain = _dims_explain(source.name(), method, expected, dynamic)
+    if not dynamic:
+        reader = "{0}.shape" if method == "size" else "{0}.stride()"
+        return Check(f"{reader} == {{expected}}", (source,), Cost.TENSOR, explain, {"expected": expected})
+    static = [dim for dim in range(len(expected)) if dim not in dynamic]
+    if not static:
+        return Check("True", (source,), Cost.TENSOR, explain)
+    template = " and ".join(f"{{0}}.{method}({dim}) == {expected[dim]}" for dim in static)
+    return Check(template, (source,), Cost.TENSOR, explain)
+
+
+def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[int] = ()) -> Guard:
+    """TENSOR_MATCH: the value is a tensor like ``example``.
+
+    Checks the Python class, dtype, device, layout, requires_grad, dispatch keys
+    (inference tensors, conjugate/negative views, and the full key set when
+    ``example`` has unusual keys), ndim, sizes and strides. Sizes and strides of
+    the dimensions in ``dynamic_dims`` are not checked; relations between
+    dynamic sizes belong in :func:`~dynajit.guards.expression` guards.
+
+    ``example`` must be the real value the frame saw (not a fake tensor).
+    """
+    if not isinstance(source, Source):
+        raise TypeError(f"tensor_match() needs a Source as its first argument, got {source!r}")
+    if not isinstance(example, torch.Tensor):
+        raise TypeError(f"tensor_match() needs a tensor example for {source.name()}, got {type_name(type(example))}")
+    if type(example).__name__ == "FakeTensor":
+        raise TypeError(
+            f"tensor_match() got a FakeTensor for {source.name()}: guards check the real inputs, "
+            "so pass the frame's real argument value"
+        )
+    ndim = example.dim()
+    dynamic = frozenset(_normalize_dim(dim, ndim, source) for dim in dynamic_dims)
+    name = source.name()
+    cls, dtype, device, layout = type(example), example.dtype, example.device, example.layout
+
+    def wrong_class(values: tuple[Any, ...]) -> str:
+        return f"{name} type: expected {type_name(cls)}, got {type_name(type(values[0]))}"
+
+    checks = [
+        Check("type({0}) is {cls}", (source,), Cost.IDENTITY, wrong_class, {"cls": cls}),
+        _property_check(source, "dtype", "{0}.dtype is {expected}", dtype, dtype_name, lambda t: t.dtype),
+        _property_check(
+            source,
+            "device",
+            "{0}.is_cpu" if device.type == "cpu" else "{0}.device == {expected}",
+            device,
+            str,
+            lambda t: t.device,
+        ),
+        _property_check(source, "layout", "{0}.layout is {expected}", layout, str, lambda t: t.layout),
+        _property_check(
+            source,
+            "requires_grad",
+            "{0}.requires_grad is {expected}",
+            example.requires_grad,
+            str,
+            lambda t: t.requires_grad,
+        ),
+        _property_check(
+            source,
+            "inference tensor",
+            "{0}.is_inference() is {expected}",
+            example.is_inference(),
+            str,
+            lambda t: t.is_inference(),
+        ),
+    ]
+    if dtype.is_floating_point or dtype.is_complex:
+        checks.append(
+            _property_check(
+                source, "negative bit", "{0}.is_neg() is {expected}", example.is_neg(), str, lambda t: t.is_neg()
+            )
+        )
+    if dtype.is_complex:
+        checks.append(
+            _property_check(
+                source, "conjugate bit", "{0}.is_conj() is {expected}", example.is_conj(), str, lambda t: t.is_conj()
+            )
+        )
+    if _has_unusual_keys(example):
+        keys = _dispatch_keys(example)
+        checks.append(
+            Check(
+                "{dispatch_keys}({0}) == {keys}",
+                (source,),
+                Cost.TENSOR,
+                lambda values: f"{name} dispatch keys: expected {keys}, got {_dispatch_keys(values[0])}",
+                {"dispatch_keys": _dispatch_keys, "keys": keys},
+            )
+        )
+    sizes = tuple(example.shape)
+    if dynamic:
+        checks.append(_property_check(source, "ndim", "{0}.dim() == {expected}", ndim, str, lambda t: t.dim()))
+    checks.append(_dims_check(source, "size", sizes, dynamic))
+    strides: tuple[int, ...] | None = None
+    if layout == torch.strided:
+        strides = tuple(example.stride())
+        checks.append(_dims_check(source, "stride", strides, dynamic))
+    detail = (
+        f"{type_name(cls)} {dtype_name(dtype)} {device} requires_grad={example.requires_grad}"
+        f" size={list(sizes)} stride={list(strides) if strides is not None else layout}"
+        + (f" dynamic_dims={sorted(dynamic)}" if dynamic else "")
+    )
+    key = ("TENSOR", source, cls, dtype, str(device), str(layout), example.requires_grad, sizes, strides, dynamic)
+    key += (example.is_inference(), example.is_neg(), example.is_conj(), str(_dispatch_keys(example)))
+    return Guard("TENSOR_MATCH", (source,), tuple(checks), detail, key)
+
+
+def _normalize_dim(dim: int, ndim: int, source: Source) -> int:
+    if not isinstance(dim, int) or not -ndim <= dim < ndim:
+        raise ValueError(f"dynamic dim {dim!r} is out of range for {source.name()}, which has {ndim} dimensions")
+    return dim % ndim
+
+
+def tensor_aliasing(sources_same: Sequence[Source], sources_distinct: Sequence[Source]) -> Guard:
+    """TENSOR_ALIASING: every source in ``sources_same`` is one and the same object, and the sources in
+    ``sources_distinct`` are pairwise different objects.
+
+    Use one guard per group of aliased inputs; pass one representative of each
+    group in ``sources_distinct``. Either sequence may be empty.
+    """
+    same, distinct = tuple(sources_same), tuple(sources_distinct)
+    for source in same + distinct:
+        if not isinstance(source, Source):
+            raise TypeError(f"tensor_aliasing() takes sequences of Sources, got {source!r}")
+    if len(same) < 2 and len(distinct) < 2:
+        raise ValueError("tensor_aliasing() needs two or more sources in sources_same or in sources_distinct")
+    checks: list[Check] = []
+    for other in same[1:]:
+        first = same[0]
+        checks.append(
+            Check(
+                "{0} is {1}",
+                (first, other),
+                Cost.RELATION,
+                lambda values, a=first, b=other: (
+                    f"{b.name()} must be the same tensor as {a.name()}, got a different one"
+                ),
+            )
+        )
+    if len(distinct) >= 2:
+        checks.append(_distinct_check(distinct))
+    parts = []
+    if len(same) >= 2:
+        parts.append(" is ".join(source.name() for source in same))
+    if len(distinct) >= 2:
+        parts.append("distinct: " + ", ".join(source.name() for source in distinct))
+    subject = ", ".join(source.label() for source in dict.fromkeys(same + distinct))
+    return Guard(
+        "TENSOR_ALIASING", same + distinct, tuple(checks), "; ".join(parts), ("ALIAS", same, distinct), subject
+    )
+
+
+def _distinct_check(sources: tuple[Source, ...]) -> Check:
+    def explain(values: tuple[Any, ...]) -> str:
+        for i in range(len(values)):
+            for j in range(i + 1, len(values)):
+                if values[i] is values[j]:
+                    return f"{sources[i].name()} and {sources[j].name()} must be different tensors, got the same one"
+        return "inputs " + ", ".join(s.name() for s in sources) + " must be different tensors"
+
+    count = len(sources)
+    if count <= 3:
+        template = " and ".join(f"{{{i}}} is not {{{j}}}" for i in range(count) for j in range(i + 1, count))
+    else:
+        ids = ", ".join(f"{{id}}({{{i}}})" for i in range(count))
+        template = f"len({{{{{ids}}}}}) == {count}"
+    return Check(template, sources, Cost.RELATION, explain, {"id": id} if count > 3 else {})

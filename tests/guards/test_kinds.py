@@ -1,0 +1,181 @@
+"""Guard kinds on Python values: each shows a hit and a miss, and the miss's sentence."""
+
+import pytest
+import torch
+
+from dynajit.guards import (
+    AttrSource,
+    GlobalSource,
+    GuardSet,
+    LocalSource,
+    constant_match,
+    dict_keys,
+    equals_match,
+    function_match,
+    hasattr_match,
+    id_match,
+    is_none,
+    length_check,
+    nn_module,
+    not_none,
+    type_match,
+)
+
+X = LocalSource("x")
+
+
+def compiled(*guards, arg_names=("x",), f_globals=None):
+    return GuardSet(guards).compile(arg_names, f_globals if f_globals is not None else {})
+
+
+def test_type_match():
+    c = compiled(type_match(X, 3))
+    assert c.check(7)
+    assert not c.check(True)
+    assert c.failure_reason(2.0) == "L['x'] type: expected int, got float"
+
+
+def test_id_match():
+    obj = object()
+    c = compiled(id_match(X, obj))
+    assert c.check(obj)
+    assert not c.check(object())
+
+
+def helper(x):
+    return x + 1
+
+
+def other_helper(x):
+    return x + 2
+
+
+def test_function_match_recompiles_when_a_global_function_is_replaced():
+    f_globals = {"helper": helper}
+    c = compiled(function_match(GlobalSource("helper"), helper), arg_names=(), f_globals=f_globals)
+    assert c.check()
+    f_globals["helper"] = other_helper
+    assert not c.check()
+    assert c.failure_reason().startswith("global 'helper' changed: expected <function helper")
+
+
+def test_function_match_rejects_non_callables():
+    with pytest.raises(TypeError, match="expects a callable"):
+        function_match(X, 3)
+
+
+@pytest.mark.parametrize(
+    ("value", "hit", "misses"),
+    [
+        (2, 2, [3, 2.0, True, "2"]),
+        (1, 1, [True, 1.0]),
+        (True, True, [1, False]),
+        (None, None, [0, False]),
+        (2.5, 2.5, [2.4, "2.5"]),
+        (0.0, 0.0, [-0.0, 0, False]),
+        (float("nan"), float("nan"), [1.0]),
+        ("relu", "relu", ["gelu", b"relu"]),
+    ],
+)
+def test_constant_match(value, hit, misses):
+    c = compiled(constant_match(X, value))
+    assert c.check(hit)
+    for miss in misses:
+        assert not c.check(miss), miss
+        assert c.failure_reason(miss).startswith("local 'x' changed: expected")
+
+
+def test_constant_match_sentence_for_a_global():
+    f_globals = {"scale": 2}
+    c = compiled(constant_match(GlobalSource("scale"), 2), arg_names=(), f_globals=f_globals)
+    f_globals["scale"] = 3
+    assert c.failure_reason() == "global 'scale' changed: expected 2, got 3"
+    f_globals["scale"] = 2.0
+    assert c.failure_reason() == "global 'scale' changed: expected 2 (int), got 2.0 (float)"
+
+
+def test_constant_match_rejects_objects():
+    with pytest.raises(TypeError, match="equals_match"):
+        constant_match(X, [1, 2])
+
+
+def test_equals_match_compares_to_a_copy():
+    value = [1, (2, 3)]
+    guard = equals_match(X, value)
+    value.append(4)  # mutating the original after guarding does not move the guard
+    c = compiled(guard)
+    assert c.check([1, (2, 3)])
+    assert not c.check([1, (2, 3), 4])
+    assert not c.check((1, (2, 3)))
+    c = compiled(equals_match(X, torch.float16))
+    assert c.check(torch.float16)
+    assert not c.check(torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    ("example", "hit", "miss"),
+    [([1, 2], [5, 6], [1, 2, 3]), ((1,), (9,), [9]), ({"a": 1}, {"b": 2}, {})],
+)
+def test_length_check(example, hit, miss):
+    c = compiled(length_check(X, example))
+    assert c.check(hit)
+    assert not c.check(miss)
+    assert c.failure_reason(miss)
+
+
+def test_length_check_sentence():
+    c = compiled(length_check(X, [1, 2]))
+    assert c.failure_reason([1, 2, 3]) == "L['x'] length: expected 2, got 3"
+    assert c.failure_reason((1, 2)) == "L['x'] type: expected list, got tuple"
+
+
+def test_dict_keys_in_order():
+    c = compiled(dict_keys(X, {"a": 1, "b": 2}))
+    assert c.check({"a": 0, "b": None})
+    assert not c.check({"b": 0, "a": 0})
+    assert c.failure_reason({"a": 1}) == "L['x'] keys: expected ['a', 'b'], got ['a']"
+
+
+def test_none_guards():
+    assert compiled(is_none(X)).check(None)
+    assert not compiled(is_none(X)).check(0)
+    assert compiled(not_none(X)).check(0)
+    assert compiled(not_none(X)).failure_reason(None) == "L['x']: expected not None, got None"
+
+
+class Thing:
+    pass
+
+
+def test_hasattr_match():
+    thing = Thing()
+    has = compiled(hasattr_match(X, "flag"))
+    lacks = compiled(hasattr_match(X, "flag", expected=False))
+    assert lacks.check(thing) and not has.check(thing)
+    thing.flag = 1
+    assert has.check(thing) and not lacks.check(thing)
+    assert lacks.failure_reason(thing) == "L['x']: expected to not have attribute 'flag'"
+
+
+def test_nn_module_identity_and_training_flag():
+    module = torch.nn.Linear(2, 2)
+    c = compiled(nn_module(AttrSource(X, "m"), module))
+    holder = Thing()
+    holder.m = module
+    assert c.check(holder)
+    module.eval()
+    assert not c.check(holder)
+    assert c.failure_reason(holder) == "L['x'].m.training: expected True, got False"
+    module.train()
+    holder.m = torch.nn.Linear(2, 2)
+    assert c.failure_reason(holder).startswith("local 'x.m' changed")
+
+
+def test_nn_module_rejects_non_modules():
+    with pytest.raises(TypeError, match=r"torch.nn.Module"):
+        nn_module(X, object())
+
+
+def test_factories_reject_non_sources():
+    with pytest.raises(TypeError, match="Source"):
+        type_match("x", 1)

@@ -1,0 +1,93 @@
+"""GLOBAL_STATE and BACKEND_MATCH: a hit in the state they were made in, a miss after each change."""
+
+import contextlib
+
+import pytest
+import torch
+
+from dynajit.guards import GuardSet, backend_match, global_state
+
+
+def compiled(*guards):
+    return GuardSet(guards).compile((), {})
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@contextlib.contextmanager
+def deterministic():
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (torch.no_grad, "global state grad mode: expected True, got False"),
+        (lambda: default_dtype(torch.float64), "global state default dtype: expected float32, got float64"),
+        (deterministic, "global state deterministic algorithms: expected False, got True"),
+        (lambda: torch.autocast("cpu"), "global state autocast: expected False, got True"),
+    ],
+)
+def test_global_state_misses_after_each_change(change, reason):
+    c = compiled(global_state())
+    assert c.check()
+    with change():
+        assert not c.check()
+        assert c.failure_reason() == reason
+    assert c.check()
+
+
+def test_global_state_made_under_autocast_checks_device_and_dtype():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        c = compiled(global_state())
+        assert c.check()
+    assert c.failure_reason() == "global state autocast(cpu) enabled: expected True, got False"
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert c.failure_reason() == "global state autocast(cpu) dtype: expected bfloat16, got float16"
+
+
+def test_global_state_made_under_no_grad_hits_only_there():
+    with torch.no_grad():
+        c = compiled(global_state())
+        assert c.check()
+    assert not c.check()
+
+
+def test_global_state_sees_functorch_transforms():
+    c = compiled(global_state())
+    results = []
+    torch.vmap(lambda t: results.append(c.check()) or t)(torch.zeros(2, 1))
+    assert results == [False]
+
+
+def test_backend_match_checks_identity_of_the_running_backend():
+    def eager(gm, example_inputs):
+        return gm
+
+    def other(gm, example_inputs):
+        return gm
+
+    running = [eager]
+    c = compiled(backend_match(lambda: running[0], eager))
+    assert c.check()
+    running[0] = other
+    assert not c.check()
+    assert c.failure_reason() == "backend changed: expected eager, got other"
+
+
+def test_backend_match_needs_a_function():
+    with pytest.raises(TypeError, match="current backend"):
+        backend_match(None, print)
