@@ -1,0 +1,123 @@
+"""Compile a small transformer block with dynajit and show what a new user wants to see.
+
+    python benchmarks/demo.py                  # nox -s demo
+    python benchmarks/demo.py --backend eager  # capture only, graphs run as they are
+
+Prints the graphs dynajit captured and why it broke any, the compile time, a
+check against eager, and eager vs compiled speed (interleaved, with the noise
+floor). When dynajit cannot compile the block, it prints the error and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+import traceback
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from harness.environment import ensure_bench_env  # noqa: E402  (no torch import yet)
+
+COMPILE_LIMIT_SECONDS = 150.0
+
+
+def fail(what: str, exc: BaseException) -> int:
+    print(f"\n{what}:\n  {type(exc).__name__}: {exc}".rstrip())
+    print("".join(traceback.format_exception(exc)[-4:]).rstrip(), file=sys.stderr)
+    print("\nNo speed figures: dynajit did not produce a compiled model.")
+    return 1
+
+
+def explain_summary(model: object, inputs: tuple) -> str | None:
+    """``dynajit.compiler.explain`` output when that function exists, else None."""
+    import dynajit.compiler
+
+    explain = getattr(dynajit.compiler, "explain", None)
+    if explain is None:
+        return None
+    try:
+        return str(explain(model)(*inputs)).rstrip()
+    except Exception as exc:
+        return f"(explain failed: {type(exc).__name__}: {exc})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="inductor", help="dynajit backend name (default: inductor)")
+    parser.add_argument("--seconds", type=float, default=6.0, help="time budget for the speed comparison")
+    args = parser.parse_args(argv)
+    ensure_bench_env()
+
+    import torch
+
+    import dynajit.compiler
+    from dynajit.compiler._registry import lookup_backend
+    from harness.implementations import CountingBackend, LogCollector
+    from harness.timing import interleaved, time_limit, timed_call
+    from harness.workloads import make_transformer_case
+
+    torch.set_num_threads(2)
+    case = make_transformer_case()
+    block, (x,) = case.target, case.inputs
+    print(f"dynajit demo: a pre-norm transformer block, {sum(p.numel() for p in block.parameters()):,} parameters,")
+    print(
+        f"input {tuple(x.shape)}, torch {torch.__version__}, {torch.get_num_threads()} threads, backend {args.backend!r}"
+    )
+
+    logs = LogCollector()
+    logs.install()
+    try:
+        counter = CountingBackend(lookup_backend(args.backend))
+    except Exception as exc:
+        return fail(f"backend {args.backend!r} is not available", exc)
+
+    expected = case.run(block)
+    try:
+        with time_limit(COMPILE_LIMIT_SECONDS, "compiling the block"):
+            compiled = dynajit.compiler.compile(block, backend=counter)
+            compile_seconds, actual = timed_call(lambda: case.run(compiled))
+    except Exception as exc:
+        return fail("dynajit cannot compile the transformer block yet", exc)
+
+    print(f"\ncompile time (first call): {compile_seconds:.2f}s")
+    print(f"graphs: {counter.graphs}, ops in them: {counter.ops}")
+    breaks = logs.messages["graph_breaks"]
+    print(f"graph breaks: {len(breaks)}")
+    for message in dict.fromkeys(breaks):
+        print(f"  - {message}")
+    summary = explain_summary(block, (x,))
+    if summary:
+        print("\nexplain:\n" + "\n".join(f"  {line}" for line in summary.splitlines()))
+    try:
+        torch.testing.assert_close(actual, expected, rtol=case.rtol, atol=case.atol)
+    except AssertionError as exc:
+        return fail("the compiled block does not match eager", exc)
+    print("\noutput matches eager: yes")
+
+    started = time.perf_counter()
+    steps = {
+        "eager": lambda: case.run(block),
+        "eager (again)": lambda: case.run(block),
+        "dynajit": lambda: case.run(compiled),
+    }
+    stats, errors = interleaved(steps, 3, budget_seconds=args.seconds, min_rounds=5, max_rounds=200)
+    if errors:
+        return fail("the compiled block failed while being timed", RuntimeError("; ".join(errors.values())))
+    print(f"\nspeed ({stats['eager'].samples} interleaved samples each, {time.perf_counter() - started:.0f}s):")
+    for name, stat in stats.items():
+        print(f"  {name:14s} median {stat.median * 1e3:8.3f} ms   (min {stat.min * 1e3:.3f}, max {stat.max * 1e3:.3f})")
+    noise = abs(stats["eager (again)"].median / stats["eager"].median - 1)
+    speedup = stats["eager"].median / stats["dynajit"].median
+    print(f"speedup over eager: {speedup:.2f}x (noise floor, eager vs itself: {noise:.1%})")
+    recompiles = logs.messages["recompiles"]
+    if recompiles:
+        print(f"recompiles while timing: {len(recompiles)} (first: {recompiles[0]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The reports: a Markdown table, the JSON of every figure, and a PNG bar chart of speedups."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+__all__ = ["write_chart", "write_json", "write_markdown"]
+
+OVERHEAD_WORKLOAD = "tiny_call"
+NOT_APPLICABLE = "—"
+
+
+def _ms(seconds: float | None) -> str:
+    return NOT_APPLICABLE if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def _s(seconds: float | None) -> str:
+    return NOT_APPLICABLE if seconds is None else f"{seconds:.2f}"
+
+
+def _mb(nbytes: int | None) -> str:
+    return NOT_APPLICABLE if nbytes is None else f"{nbytes / 2**20:.1f}"
+
+
+def _count(value: int | None) -> str:
+    return NOT_APPLICABLE if value is None else str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _result_rows(workload: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, rec in workload["impls"].items():
+        status = rec.get("error") or rec.get("correct", "")
+        if rec.get("error") and rec.get("correct"):
+            status = f"{rec['correct']}; {rec['error']}"
+        spread = f"{_ms(rec['min_s'])}-{_ms(rec['max_s'])}" if "min_s" in rec else NOT_APPLICABLE
+        speedup = f"{rec['speedup']:.2f}x" if "speedup" in rec else NOT_APPLICABLE
+        rows.append(
+            f"| {workload['name']} | {name} | {_cell(status)} | {_s(rec.get('cold_compile_s'))} "
+            f"| {_s(rec.get('warm_compile_s'))} | {_ms(rec.get('median_s'))} | {spread} | {speedup} "
+            f"| {_count(rec.get('graphs'))} | {_count(rec.get('ops'))} | {_count(rec.get('breaks'))} "
+            f"| {_mb(rec.get('peak_bytes'))} |"
+        )
+    return rows
+
+
+def _noise_rows(workloads: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for workload in workloads:
+        eager, again = workload["impls"].get("eager", {}), workload["impls"].get("eager (again)", {})
+        if "median_s" not in eager or "median_s" not in again:
+            continue
+        rows.append(
+            f"| {workload['name']} | {_ms(eager['median_s'])} | {_ms(again['median_s'])} "
+            f"| {workload['noise_floor_pct']:.1f}% | {eager['max_s'] / eager['min_s']:.2f} "
+            f"| {eager.get('page_faults_per_call', float('nan')):.1f} |"
+        )
+    return rows
+
+
+def _overhead_lines(workloads: list[dict[str, Any]]) -> list[str]:
+    tiny = next((w for w in workloads if w["name"] == OVERHEAD_WORKLOAD and w.get("status") == "ok"), None)
+    if tiny is None or "median_s" not in tiny["impls"].get("eager", {}):
+        return ["Not measured."]
+    eager = tiny["impls"]["eager"]["median_s"]
+    lines = ["| implementation | median per call (µs) | over eager (µs) |", "|---|---|---|"]
+    for name, rec in tiny["impls"].items():
+        if "median_s" in rec:
+            lines.append(f"| {name} | {rec['median_s'] * 1e6:.1f} | {(rec['median_s'] - eager) * 1e6:+.1f} |")
+        else:
+            lines.append(f"| {name} | {_cell(rec.get('error', 'not timed'))} | {NOT_APPLICABLE} |")
+    return lines
+
+
+def _break_lines(workloads: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for workload in workloads:
+        for name, rec in workload["impls"].items():
+            for reason in rec.get("break_reasons") or []:
+                lines.append(f"- {workload['name']} / {name}: {reason}")
+    return lines or ["None."]
+
+
+def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
+    """Write the human report: machine and date, the results table, noise floor, overhead, breaks, skips."""
+    machine = results["machine"]
+    env = ", ".join(f"`{k}={v}`" for k, v in machine["env"].items())
+    workloads = [w for w in results["workloads"] if w.get("status") == "ok"]
+    skipped = [w for w in results["workloads"] if w.get("status") == "skipped"]
+    lines = [
+        "# dynajit benchmarks: eager vs torch.compile vs dynajit",
+        "",
+        f"Measured {results['date']} on {machine['cpu']} ({machine['cores_usable']} usable cores), {machine['os']}, "
+        f"{machine['libc']}, Python {machine['python']}, torch {machine['torch']} "
+        f"({machine['torch_threads']} threads). Mode: {results['mode']}, "
+        f"whole run {results['total_seconds']:.0f}s. Command: `{results['command']}`.",
+        "",
+        f"Environment of the benchmark process: {env}. The malloc thresholds keep freed tensors' pages mapped, so "
+        "eager does not fault its buffers back in on every call (see `benchmarks/README.md`).",
+        "",
+        "Times are per call: median of interleaved samples, with min-max. Speedup is eager's median over the "
+        "implementation's median. Cold compile is the first call with empty on-disk caches; warm compile is the "
+        "first call after clearing in-memory caches (on-disk caches kept). Both include that one call's run. "
+        "Peak MB is the most the CPU allocator held above its starting level during one call.",
+        "",
+        "![speedups](speedups.png)",
+        "",
+        "## Results",
+        "",
+        "| workload | implementation | correct | cold compile (s) | warm compile (s) | median (ms) | min-max (ms) "
+        "| speedup | graphs | ops | breaks | peak MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workload in workloads:
+        lines += _result_rows(workload)
+    lines += [
+        "",
+        "## Noise floor: eager timed against itself",
+        "",
+        "| workload | eager median (ms) | eager (again) median (ms) | difference | eager max/min "
+        "| eager page faults/call |",
+        "|---|---|---|---|---|---|",
+        *_noise_rows(workloads),
+        "",
+        "Speedups within the difference column of their workload are noise.",
+        "",
+        "## Per-call overhead of a tiny compiled function (`x + 1` on one element)",
+        "",
+        *_overhead_lines(workloads),
+        "",
+        "## Start-up: the first compile in the process (imports, worker pools; kept out of the table)",
+        "",
+        *[f"- {name}: {value}" for name, value in results["startup"].items()],
+        "",
+        "## Graph break reasons",
+        "",
+        *_break_lines(workloads),
+        "",
+        "## Skipped workloads",
+        "",
+        *([f"- {w['name']}: {w['skip_reason']}" for w in skipped] or ["None."]),
+    ]
+    notes = results.get("notes") or []
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
+    for name, extra in (results.get("extra") or {}).items():
+        lines += ["", f"## {name}", ""]
+        if extra.get("error"):
+            lines.append(f"{extra['error']}")
+            lines.append("")
+        if extra.get("output"):
+            lines += ["```", extra["output"].rstrip(), "```"]
+        if extra.get("returned") is not None:
+            lines += ["```json", json.dumps(extra["returned"], indent=2, default=str), "```"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_json(results: dict[str, Any], path: pathlib.Path) -> None:
+    path.write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_chart(results: dict[str, Any], path: pathlib.Path) -> str | None:
+    """Grouped bars of each compiler's speedup per workload (log scale), whiskers from min/max samples,
+    and each workload's noise floor shaded around 1.
+
+    Returns None on success, or why no chart was drawn (matplotlib missing).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError as exc:
+        return f"no chart: matplotlib is not installed ({exc})"
+    workloads = [w for w in results["workloads"] if w.get("status") == "ok"]
+    compilers = [name for name in results["implementations"] if name not in ("eager", "eager (again)")]
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.4 * len(workloads) + 2), 4.6))
+    width = 0.8 / max(1, len(compilers))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    handles = [Patch(color="grey", alpha=0.3, label="noise floor (eager vs eager)")]
+    for index, name in enumerate(compilers):
+        color = colors[index % len(colors)]
+        xs, heights, low, high = [], [], [], []
+        for position, workload in enumerate(workloads):
+            rec, eager = workload["impls"].get(name, {}), workload["impls"]["eager"]
+            x = position + (index - (len(compilers) - 1) / 2) * width
+            if "speedup" not in rec:
+                ax.text(x, 1.0, " failed", rotation=90, ha="center", va="bottom", fontsize=7, color=color)
+                continue
+            xs.append(x)
+            heights.append(rec["speedup"])
+            low.append(rec["speedup"] - eager["median_s"] / rec["max_s"])
+            high.append(eager["median_s"] / rec["min_s"] - rec["speedup"])
+        ax.bar(xs, heights, width, color=color, yerr=[low, high], capsize=2, error_kw={"linewidth": 0.8})
+        handles.append(Patch(color=color, label=name))
+    for position, workload in enumerate(workloads):
+        noise = workload.get("noise_floor_pct", 0.0) / 100
+        ax.fill_between(
+            [position - 0.45, position + 0.45],
+            1 - noise,
+            1 + noise,
+            color="grey",
+            alpha=0.3,
+            linewidth=0,
+            label="noise floor (eager vs eager)" if position == 0 else None,
+        )
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)), [w["name"] for w in workloads], rotation=20, ha="right")
+    ax.set_ylabel("speedup over eager (median, log scale)")
+    machine = results["machine"]
+    ax.set_title(
+        f"{results['date']}: {machine['cpu']}, {machine['cores_usable']} cores, torch {machine['torch']}", fontsize=9
+    )
+    ax.legend(handles=handles, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None

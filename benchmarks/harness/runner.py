@@ -1,0 +1,217 @@
+"""Runs the suite: for each workload, compile and check every implementation, then time them interleaved.
+
+Nothing a compiler does can stop the run: an exception (or a compile past the
+time limit) becomes "failed: <first line>" in that workload's cell and the run
+goes on, so the table shows whatever works today.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from harness.implementations import Implementation
+from harness.timing import calls_per_sample, interleaved, peak_bytes, time_limit, timed_call
+from harness.workloads import Case, Workload
+
+__all__ = ["EAGER", "EAGER_AGAIN", "Settings", "bench_workload", "compare", "describe_error", "startup_seconds"]
+
+EAGER = "eager"
+EAGER_AGAIN = "eager (again)"
+
+
+@dataclass
+class Settings:
+    """How long to spend: per-sample length, per-workload timing budget, round bounds, compile time limit."""
+
+    sample_seconds: float = 0.01
+    budget_seconds: float = 6.0
+    min_rounds: int = 15
+    max_rounds: int = 200
+    compile_limit_seconds: float = 240.0
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(sample_seconds=0.005, budget_seconds=1.2, min_rounds=5, max_rounds=40, compile_limit_seconds=90.0)
+
+
+def describe_error(exc: BaseException, stage: str = "") -> str:
+    """``failed[ at <stage>]: <Type>: <first line>`` (the first line is what a table cell can hold)."""
+    lines = str(exc).strip().splitlines()
+    where = f" at {stage}" if stage else ""
+    return f"failed{where}: {type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def compare(actual: Any, expected: Any, case: Case) -> str:
+    """ "ok", or "MISMATCH: <why>" when ``actual`` differs from eager's ``expected`` (values, dtypes, shapes)."""
+    actual_leaves, _ = pytree.tree_flatten(actual)
+    expected_leaves, _ = pytree.tree_flatten(expected)
+    if len(actual_leaves) != len(expected_leaves):
+        return f"MISMATCH: {len(actual_leaves)} outputs, eager has {len(expected_leaves)}"
+    for index, (got, want) in enumerate(zip(actual_leaves, expected_leaves)):
+        try:
+            if isinstance(want, torch.Tensor) or isinstance(got, torch.Tensor):
+                torch.testing.assert_close(got, want, rtol=case.rtol, atol=case.atol)
+            elif got != want:
+                return f"MISMATCH: output {index}: {got!r} != {want!r}"
+        except AssertionError as exc:
+            detail = " ".join(str(exc).split())
+            return f"MISMATCH: output {index}: {detail[:160]}"
+    return "ok"
+
+
+def _detach(value: Any) -> Any:
+    return pytree.tree_map(lambda leaf: leaf.detach().clone() if isinstance(leaf, torch.Tensor) else leaf, value)
+
+
+def startup_probe(x: torch.Tensor) -> torch.Tensor:
+    """Compiled once per implementation before any workload, so one-off start-up costs stay out of them."""
+    return torch.relu(x) * 2 + 1
+
+
+def startup_seconds(impl: Implementation) -> float:
+    """Seconds for ``impl`` to compile and run :func:`startup_probe` the first time (imports, worker pools)."""
+    x = torch.randn(8)
+    seconds, out = timed_call(lambda: impl.wrap(startup_probe)(x))
+    torch.testing.assert_close(out, startup_probe(x))
+    impl.reset()
+    return seconds
+
+
+def _compile_and_check(impl: Implementation, case: Case, reference: Any, limit: float) -> tuple[dict, Callable | None]:
+    """Cold compile, correctness, counts, then warm compile; returns the record and the callable to time."""
+    record: dict[str, Any] = {}
+    stage = "cold compile"
+    try:
+        with time_limit(limit, f"{impl.name} {stage}"):
+            impl.reset()
+            cold_fn = impl.wrap(case.target)
+            record["cold_compile_s"], out = timed_call(lambda: case.run(cold_fn))
+        record["correct"] = compare(out, reference, case)
+        record.update(dataclasses.asdict(impl.counts()))
+        stage = "warm compile"
+        with time_limit(limit, f"{impl.name} {stage}"):
+            impl.reset()
+            warm_fn = impl.wrap(case.target)
+            record["warm_compile_s"], out = timed_call(lambda: case.run(warm_fn))
+        if record["correct"] == "ok":
+            record["correct"] = compare(out, reference, case)
+        return record, warm_fn
+    except Exception as exc:
+        record["error"] = describe_error(exc, stage)
+        return record, None
+
+
+def bench_workload(
+    workload: Workload, impls: list[Implementation], settings: Settings, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Measure one workload with every implementation; the result is JSON-ready."""
+    result: dict[str, Any] = {"name": workload.name, "description": workload.description, "impls": {}}
+    reason = workload.unavailable()
+    if reason:
+        result.update(status="skipped", skip_reason=reason)
+        log(f"  skipped: {reason}")
+        return result
+    try:
+        case = workload.build()
+        reference = _detach(case.run(case.target))
+    except Exception as exc:
+        result.update(status="skipped", skip_reason=describe_error(exc, "building the workload"))
+        return result
+    result["status"] = "ok"
+    records: dict[str, dict[str, Any]] = {EAGER: {"correct": "ok"}, EAGER_AGAIN: {"correct": "ok"}}
+    callables: dict[str, Callable[..., Any]] = {EAGER: case.target, EAGER_AGAIN: case.target}
+    for impl in impls:
+        started = time.perf_counter()
+        records[impl.name], fn = _compile_and_check(impl, case, reference, settings.compile_limit_seconds)
+        if fn is not None:
+            callables[impl.name] = fn
+        summary = records[impl.name].get("error") or records[impl.name].get("correct")
+        log(f"  {impl.name}: compiled in {time.perf_counter() - started:.1f}s, {summary}")
+
+    steps = {name: (lambda fn=fn: case.run(fn)) for name, fn in callables.items()}
+    calls = calls_per_sample(steps[EAGER], settings.sample_seconds)
+    stats, errors = interleaved(
+        steps,
+        calls,
+        budget_seconds=settings.budget_seconds,
+        min_rounds=settings.min_rounds,
+        max_rounds=settings.max_rounds,
+    )
+    result["calls_per_sample"] = calls
+    eager_median = stats[EAGER].median
+    for name, record in records.items():
+        if name in errors:
+            record["error"] = errors[name]
+        if name in stats:
+            record.update(
+                min_s=stats[name].min,
+                median_s=stats[name].median,
+                max_s=stats[name].max,
+                samples=stats[name].samples,
+                speedup=eager_median / stats[name].median,
+                page_faults_per_call=stats[name].page_faults_per_call,
+            )
+            try:
+                record["peak_bytes"] = peak_bytes(steps[name])
+            except Exception as exc:
+                record["memory_error"] = describe_error(exc)
+    again = stats.get(EAGER_AGAIN)
+    if again:
+        result["noise_floor_pct"] = 100.0 * abs(again.median / eager_median - 1.0)
+    result["impls"] = records
+    timed = ", ".join(
+        f"{name} {record['median_s'] * 1e3:.3f}ms" for name, record in records.items() if "median_s" in record
+    )
+    log(f"  steady state ({calls} calls/sample): {timed}")
+    return result
+
+
+def run_extra(module_name: str, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """Run another benchmark module's ``main()`` in this process; None when the module is not there.
+
+    Its printed output and return value go into the report as they are.
+    """
+    import contextlib
+    import importlib
+    import io
+
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        return {"error": describe_error(exc, "import")}
+    except Exception as exc:
+        return {"error": describe_error(exc, "import")}
+    main = getattr(module, "main", None)
+    if not callable(main):
+        return {"error": f"{module_name} has no main()"}
+    buffer = io.StringIO()
+    started = time.perf_counter()
+    saved_argv = sys.argv
+    sys.argv = [module_name]
+    try:
+        with contextlib.redirect_stdout(buffer):
+            returned = main()
+        record: dict[str, Any] = {"output": buffer.getvalue()}
+        if returned is not None and not isinstance(returned, int):
+            record["returned"] = returned if isinstance(returned, (dict, list, str, float)) else repr(returned)
+    except SystemExit as exc:
+        record = {"output": buffer.getvalue()}
+        if exc.code not in (0, None):
+            record["error"] = f"exited with {exc.code}"
+    except Exception as exc:
+        record = {"output": buffer.getvalue(), "error": describe_error(exc)}
+    finally:
+        sys.argv = saved_argv
+    record["seconds"] = time.perf_counter() - started
+    log(f"  {module_name}: {record.get('error', 'done')} in {record['seconds']:.1f}s")
+    return record

@@ -1,0 +1,155 @@
+"""Benchmark eager, torch.compile and dynajit side by side in one process and write the reports.
+
+    python benchmarks/run.py            # the full suite (nox -s bench)
+    python benchmarks/run.py --quick    # a short run (nox -s bench -- --quick)
+
+Writes ``results/latest.md``, ``results/latest.json`` and ``results/speedups.png``
+(``--out`` elsewhere). What is measured and how: ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import pathlib
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from harness.environment import ensure_bench_env, isolate_compile_caches  # noqa: E402  (no torch import yet)
+
+EXTRA_BENCHMARKS = ("guards_bench", "overhead_bench")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer samples and no real models (under 3 minutes)")
+    parser.add_argument("--only", default="", help="comma-separated workload names to run (default: the suite)")
+    parser.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="directory for the reports")
+    parser.add_argument(
+        "--dynajit-backends",
+        default="inductor",
+        help="comma-separated dynajit backends to measure; 'eager' joins automatically when inductor cannot compile",
+    )
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--no-extra", action="store_true", help="skip guards_bench / overhead_bench")
+    parser.add_argument("--keep-caches", action="store_true", help="reuse the usual on-disk compile caches")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    ensure_bench_env()
+    cache_root = None if args.keep_caches else isolate_compile_caches()
+    started = time.perf_counter()
+
+    import torch
+
+    from harness import report
+    from harness.environment import machine_facts, point_dynajit_cache_at
+    from harness.implementations import DynajitImpl, Implementation, LogCollector, TorchCompileImpl
+    from harness.real_models import REAL_MODELS
+    from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload, describe_error, run_extra, startup_seconds
+    from harness.timing import time_limit
+    from harness.workloads import SUITE
+
+    settings = Settings.quick() if args.quick else Settings()
+    notes: list[str] = []
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    torch.set_num_threads(int(machine_facts()["env"]["OMP_NUM_THREADS"]))
+    log_collector = LogCollector()
+    log_collector.install()
+    impls: list[Implementation] = [] if args.no_torch_compile else [TorchCompileImpl()]
+    backends = [name.strip() for name in args.dynajit_backends.split(",") if name.strip()]
+    impls += [DynajitImpl(name, log_collector) for name in backends]
+    if cache_root:
+        changed = point_dynajit_cache_at(cache_root)
+        notes.append(f"compile caches isolated in a fresh directory; dynajit config fields set: {changed or 'none'}")
+
+    log("start-up compiles:")
+    startup: dict[str, str] = {}
+    for impl in list(impls):
+        try:
+            with time_limit(settings.compile_limit_seconds, f"{impl.name} start-up"):
+                startup[impl.name] = f"{startup_seconds(impl):.2f}s"
+        except Exception as exc:
+            startup[impl.name] = describe_error(exc)
+        log(f"  {impl.name}: {startup[impl.name]}")
+        if impl.name == "dynajit[inductor]" and startup[impl.name].startswith("failed") and "eager" not in backends:
+            fallback = DynajitImpl("eager", log_collector)
+            impls.append(fallback)
+            notes.append(
+                "dynajit[inductor] could not compile a trivial function, so dynajit[eager] (captured graphs run "
+                "as they are) is measured too, to show capture's own cost"
+            )
+            try:
+                startup[fallback.name] = f"{startup_seconds(fallback):.2f}s"
+            except Exception as exc:
+                startup[fallback.name] = describe_error(exc)
+            log(f"  {fallback.name}: {startup[fallback.name]}")
+
+    wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    suite = [w for w in [*SUITE, *REAL_MODELS] if (w.name in wanted if wanted else (w.in_quick or not args.quick))]
+    unknown = wanted - {w.name for w in [*SUITE, *REAL_MODELS]}
+    if unknown:
+        print(f"unknown workload(s) {sorted(unknown)}; known: {[w.name for w in [*SUITE, *REAL_MODELS]]}")
+        return 2
+    if args.quick and not wanted:
+        notes += [f"{w.name}: left out of --quick runs" for w in REAL_MODELS]
+
+    workloads = []
+    active = list(impls)
+    for workload in suite:
+        log(f"{workload.name}: {workload.description}")
+        result = bench_workload(workload, active, settings, log)
+        workloads.append(result)
+        for impl in list(active):
+            error = result["impls"].get(impl.name, {}).get("error", "")
+            if "TimeoutError" in error:
+                active.remove(impl)
+                notes.append(f"{impl.name} left out after {workload.name}: {error}")
+
+    extra = {}
+    if not args.no_extra:
+        for name in EXTRA_BENCHMARKS:
+            if (HERE / f"{name}.py").exists():
+                log(f"{name}:")
+                try:
+                    with time_limit(settings.compile_limit_seconds * 2, name):
+                        record = run_extra(name, log)
+                except TimeoutError as exc:
+                    record = {"error": describe_error(exc)}
+                if record is not None:
+                    extra[name] = record
+
+    results = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick" if args.quick else "full",
+        "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine_facts(),
+        "settings": vars(settings),
+        "implementations": [EAGER, EAGER_AGAIN, *(impl.name for impl in impls)],
+        "startup": startup,
+        "workloads": workloads,
+        "extra": extra,
+        "notes": notes,
+        "total_seconds": time.perf_counter() - started,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    chart_problem = report.write_chart(results, args.out / "speedups.png")
+    if chart_problem:
+        notes.append(chart_problem)
+    report.write_json(results, args.out / "latest.json")
+    report.write_markdown(results, args.out / "latest.md")
+    log(f"done in {results['total_seconds']:.0f}s: {args.out / 'latest.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The harness's own checks: failures become table cells, timing and memory figures are sane, reports render."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from harness import report
+from harness.implementations import CountingBackend, Implementation
+from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload, compare
+from harness.timing import interleaved, peak_bytes, time_limit
+from harness.workloads import Case, Workload
+
+TINY = Settings(sample_seconds=0.0005, budget_seconds=0.05, min_rounds=3, max_rounds=5, compile_limit_seconds=30)
+
+
+class FxTraced(Implementation):
+    """Compiles by tracing with torch.fx and running the traced graph through a counting backend."""
+
+    compiles = True
+
+    def __init__(self) -> None:
+        super().__init__("fx")
+        self.counter: CountingBackend | None = None
+
+    def wrap(self, target):
+        self.counter = CountingBackend(lambda gm, inputs: gm.forward)
+        gm = torch.fx.symbolic_trace(target)
+        return self.counter(gm, [])
+
+
+class Broken(Implementation):
+    compiles = True
+
+    def wrap(self, target):
+        raise NotImplementedError("capture of this opcode is missing\nsecond line")
+
+
+class WrongAnswer(Implementation):
+    compiles = True
+
+    def wrap(self, target):
+        return lambda *args: target(*args) + 1
+
+
+def _workload() -> Workload:
+    def fn(x, y):
+        return torch.relu(x) * y
+
+    def build() -> Case:
+        x, y = torch.randn(64), torch.randn(64)
+        return Case(fn, lambda f: f(x, y), inputs=(x, y))
+
+    return Workload("relu_mul", "relu then multiply", build)
+
+
+def test_failures_become_cells_and_the_rest_is_timed():
+    result = bench_workload(
+        _workload(), [FxTraced(), Broken("broken"), WrongAnswer("wrong")], TINY, log=lambda message: None
+    )
+    impls = result["impls"]
+    assert impls["broken"]["error"] == "failed at cold compile: NotImplementedError: capture of this opcode is missing"
+    assert "median_s" not in impls["broken"]
+    assert impls["wrong"]["correct"].startswith("MISMATCH")
+    assert impls["fx"]["correct"] == "ok"
+    for name in (EAGER, EAGER_AGAIN, "fx", "wrong"):
+        record = impls[name]
+        assert 0 < record["min_s"] <= record["median_s"] <= record["max_s"]
+        assert record["samples"] >= TINY.min_rounds
+    assert impls[EAGER]["speedup"] == 1.0
+    assert result["noise_floor_pct"] >= 0
+    assert impls["fx"]["cold_compile_s"] > 0 and impls["fx"]["warm_compile_s"] > 0
+
+
+def test_unavailable_workload_is_skipped_with_its_reason():
+    workload = _workload()
+    workload.unavailable = lambda: "torchvision not installed"
+    result = bench_workload(workload, [FxTraced()], TINY, log=lambda message: None)
+    assert result == {
+        "name": "relu_mul",
+        "description": "relu then multiply",
+        "impls": {},
+        "status": "skipped",
+        "skip_reason": "torchvision not installed",
+    }
+
+
+def test_compare_checks_values_shapes_and_counts():
+    case = Case(lambda: None, lambda f: None)
+    assert compare((torch.ones(2), 3), (torch.ones(2), 3), case) == "ok"
+    assert compare(torch.ones(2), torch.ones(3), case).startswith("MISMATCH: output 0")
+    assert compare(torch.ones(2, dtype=torch.float64), torch.ones(2), case).startswith("MISMATCH")
+    assert compare((torch.ones(2),), (torch.ones(2), torch.ones(2)), case) == "MISMATCH: 1 outputs, eager has 2"
+
+
+def test_interleaved_drops_a_step_that_raises():
+    calls = {"n": 0}
+
+    def flaky():
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise RuntimeError("guard failed")
+
+    stats, errors = interleaved(
+        {"ok": lambda: None, "flaky": flaky}, 1, budget_seconds=0.01, min_rounds=4, max_rounds=4
+    )
+    assert stats["ok"].samples == 4
+    assert "flaky" not in stats
+    assert errors["flaky"] == "failed while timing: RuntimeError: guard failed"
+
+
+def test_peak_bytes_counts_live_temporaries():
+    x = torch.randn(1 << 16)  # 256 KiB
+
+    def two_live_temporaries():
+        a = x * 2
+        b = a + 1
+        return b
+
+    peak = peak_bytes(two_live_temporaries)
+    assert 2 * x.nbytes <= peak < 2 * x.nbytes + 1024  # plus the two scalars wrapped as 0-d tensors
+
+
+def test_time_limit_interrupts_python_code():
+    with pytest.raises(TimeoutError, match="spin took more than"), time_limit(0.05, "spin"):
+        while True:
+            pass
+
+
+def test_reports_render(tmp_path):
+    result = bench_workload(_workload(), [FxTraced(), Broken("broken")], TINY, log=lambda message: None)
+    results = {
+        "date": "2026-01-01 00:00 UTC",
+        "mode": "quick",
+        "command": "python benchmarks/run.py --quick",
+        "machine": {
+            "cpu": "test cpu",
+            "cores_usable": 2,
+            "os": "Linux",
+            "python": "3.11",
+            "torch": torch.__version__,
+            "torch_threads": 2,
+            "libc": "glibc 2.36",
+            "env": {"OMP_NUM_THREADS": "2"},
+        },
+        "settings": {},
+        "implementations": [EAGER, EAGER_AGAIN, "fx", "broken"],
+        "startup": {"fx": "0.01s"},
+        "workloads": [result, {"name": "resnet18", "status": "skipped", "skip_reason": "not installed", "impls": {}}],
+        "extra": {},
+        "notes": [],
+        "total_seconds": 1.0,
+    }
+    report.write_markdown(results, tmp_path / "latest.md")
+    report.write_json(results, tmp_path / "latest.json")
+    text = (tmp_path / "latest.md").read_text()
+    assert "| relu_mul | broken | failed at cold compile: NotImplementedError" in text
+    assert "- resnet18: not installed" in text
+    assert json.loads((tmp_path / "latest.json").read_text())["workloads"][0]["name"] == "relu_mul"
+    pytest.importorskip("matplotlib")
+    assert report.write_chart(results, tmp_path / "speedups.png") is None
+    assert (tmp_path / "speedups.png").read_bytes()[:4] == b"\x89PNG"
