@@ -1,0 +1,111 @@
+"""The code cache: per code object, the converted entries shared by every wrapper of that code.
+
+An entry records what one conversion produced, independently of any
+function object: the backend it was compiled for (BACKEND_MATCH), its guard
+set, the code to run and the globals that code needs. Each wrapper turns the
+entries into callables bound to its own function's globals and closure.
+Caches are held weakly by code object, and cleared in place by ``reset()``
+so wrappers that hold one see the change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["CacheEntry", "CodeCache", "all_caches", "cache_for"]
+
+_compile_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """One conversion's result.
+
+    ``kind`` is ``"compiled"`` (``code`` is the transformed code), ``"skip"``
+    (nothing to compile: ``code`` is the original) or ``"eager"`` (conversion
+    failed: the original runs, unguarded, and ``reason`` says why).
+    """
+
+    backend: Callable[..., Any]
+    kind: str
+    code: types.CodeType
+    guards: Any = None
+    graphs: list[Any] = field(default_factory=list)
+    graph_breaks: list[Any] = field(default_factory=list)
+    new_globals: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    compile_id: int = field(default_factory=lambda: next(_compile_ids))
+    installed_in: dict[str, Any] | None = None
+
+    def install_globals(self, f_globals: dict[str, Any]) -> None:
+        """Put the names the transformed code reads into the function's globals."""
+        f_globals.update(self.new_globals)
+        self.installed_in = f_globals
+
+    def uninstall_globals(self) -> None:
+        """Remove the installed names that still hold this entry's values."""
+        target = self.installed_in
+        for name, value in self.new_globals.items() if target is not None else ():
+            if target.get(name) is value:
+                del target[name]
+        self.installed_in = None
+
+
+class CodeCache:
+    """The entries of one code object, most recent first, and what recompilations learned about its inputs."""
+
+    def __init__(self) -> None:
+        self.entries: list[CacheEntry] = []
+        self.version = 0
+        self.limit_warned = False
+        self.sizes_seen: dict[str, tuple[int, ...]] = {}
+        self.dynamic_hints: dict[str, set[int]] = {}
+
+    def add(self, entry: CacheEntry) -> None:
+        self.entries.insert(0, entry)
+        self.version += 1
+
+    def clear(self) -> None:
+        for entry in self.entries:
+            entry.uninstall_globals()
+        self.entries = []
+        self.version += 1
+        self.limit_warned = False
+        self.sizes_seen.clear()
+        self.dynamic_hints.clear()
+
+    def note_sizes(self, names: Sequence[str], values: Sequence[Any]) -> dict[str, set[int]]:
+        """Record the sizes of tensor arguments; dimensions whose size changed since an earlier compile are hints."""
+        for name, value in zip(names, values):
+            if not isinstance(value, torch.Tensor):
+                continue
+            size = tuple(value.shape)
+            seen = self.sizes_seen.setdefault(name, size)
+            if len(seen) == len(size):
+                changed = {d for d, (old, new) in enumerate(zip(seen, size)) if old != new}
+                if changed:
+                    self.dynamic_hints.setdefault(name, set()).update(changed)
+        return self.dynamic_hints
+
+
+_caches: weakref.WeakKeyDictionary[types.CodeType, CodeCache] = weakref.WeakKeyDictionary()
+
+
+def cache_for(code: types.CodeType) -> CodeCache:
+    """The cache of ``code`` (created empty on first use)."""
+    cache = _caches.get(code)
+    if cache is None:
+        cache = _caches[code] = CodeCache()
+    return cache
+
+
+def all_caches() -> list[CodeCache]:
+    """Every live code cache."""
+    return list(_caches.values())

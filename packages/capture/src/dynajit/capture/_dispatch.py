@@ -1,0 +1,150 @@
+"""Generated dispatchers: Python source with the compiled function's own signature, so Python binds the arguments.
+
+A dispatcher tries each cache entry's compiled guard, most recent first, as
+an unrolled chain (``if g0(a, b): return f0(a, b)``) and falls through to the
+miss handler. Its code is regenerated (and swapped into the same function
+object) whenever the entries change, so the hot path holds no loop, no dict
+and no re-binding of keyword arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ArgumentLayout", "Branch", "binder", "call_with_values", "dispatcher_source", "layout_of"]
+
+
+@dataclass(frozen=True)
+class ArgumentLayout:
+    """How a code object takes its arguments, rendered as source fragments.
+
+    ``values`` lists the arguments in ``co_varnames`` order (positional,
+    keyword-only, the ``*args`` tuple, the ``**kwargs`` dict): the order guard
+    checks and ``convert_frame`` receive them in. ``call`` re-passes them to a
+    function with the same layout.
+    """
+
+    names: tuple[str, ...]
+    n_positional: int
+    kwonly: tuple[str, ...]
+    varargs: str | None
+    varkw: str | None
+    params: str
+    values: str
+    call: str
+
+
+def layout_of(code: types.CodeType) -> ArgumentLayout:
+    """The argument layout of ``code``."""
+    n_pos, n_kwonly = code.co_argcount, code.co_kwonlyargcount
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    n_args = n_pos + n_kwonly + has_varargs + has_varkw
+    names = tuple(code.co_varnames[:n_args])
+    positional, kwonly = names[:n_pos], names[n_pos : n_pos + n_kwonly]
+    varargs = names[n_pos + n_kwonly] if has_varargs else None
+    varkw = names[-1] if has_varkw else None
+
+    params = list(positional)
+    if code.co_posonlyargcount:
+        params.insert(code.co_posonlyargcount, "/")
+    if varargs:
+        params.append(f"*{varargs}")
+    elif kwonly:
+        params.append("*")
+    params += kwonly
+    if varkw:
+        params.append(f"**{varkw}")
+
+    call = list(positional) + ([f"*{varargs}"] if varargs else []) + [f"{k}={k}" for k in kwonly]
+    call += [f"**{varkw}"] if varkw else []
+    return ArgumentLayout(
+        names=names,
+        n_positional=n_pos,
+        kwonly=kwonly,
+        varargs=varargs,
+        varkw=varkw,
+        params=", ".join(params),
+        values=", ".join(names) + ("," if len(names) == 1 else ""),
+        call=", ".join(call),
+    )
+
+
+def call_with_values(fn: Callable[..., Any], layout: ArgumentLayout, values: Sequence[Any]) -> Any:
+    """Call ``fn`` with argument values given in ``co_varnames`` order (the slow path's re-binding)."""
+    n = layout.n_positional
+    positional = tuple(values[:n])
+    kwargs = dict(zip(layout.kwonly, values[n : n + len(layout.kwonly)]))
+    index = n + len(layout.kwonly)
+    if layout.varargs:
+        positional += tuple(values[index])
+        index += 1
+    if layout.varkw:
+        kwargs.update(values[index])
+    return fn(*positional, **kwargs)
+
+
+def internal_prefix(layout: ArgumentLayout) -> str:
+    """A prefix for the dispatcher's own names that no argument name starts with."""
+    prefix = "__dj_"
+    while any(name.startswith(prefix) for name in layout.names):
+        prefix = prefix[:-1] + "x_"
+    return prefix
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One rung of the chain: call ``run`` when ``check`` (a global name, or None for always) passes."""
+
+    check: str | None
+    run: str
+
+
+def dispatcher_source(name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch]) -> str:
+    """Source of ``def <name>(<signature>)`` that sets the running settings and walks ``branches`` in order.
+
+    The globals it reads: ``<prefix>enter`` / ``<prefix>leave`` (set and
+    restore the running settings, e.g. a context variable's ``set`` and
+    ``reset``), ``<prefix>settings``, ``<prefix>miss`` (called with the values
+    when no branch applies) and each branch's names.
+    """
+    lines = [
+        f"def {name}({layout.params}):",
+        f"    {prefix}token = {prefix}enter({prefix}settings)",
+        "    try:",
+    ]
+    for branch in branches:
+        if branch.check is None:
+            lines.append(f"        return {branch.run}({layout.call})")
+            break
+        lines.append(f"        if {branch.check}({layout.values}):")
+        lines.append(f"            return {branch.run}({layout.call})")
+    else:
+        lines.append(f"        return {prefix}miss({layout.values})")
+    lines += ["    finally:", f"        {prefix}leave({prefix}token)", ""]
+    return "\n".join(lines)
+
+
+def passthrough_source(name: str, layout: ArgumentLayout, target: str) -> str:
+    """Source of ``def <name>(<signature>)`` that only calls ``target`` (the ``force_eager`` stance)."""
+    return f"def {name}({layout.params}):\n    return {target}({layout.call})\n"
+
+
+def compile_function(source: str, name: str, namespace: dict[str, Any], filename: str) -> types.FunctionType:
+    """Execute ``source`` (defining ``name``) in ``namespace`` and return the function, leaving ``namespace`` as it was."""
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace.pop(name)
+
+
+def binder(fn: types.FunctionType) -> Callable[..., tuple[Any, ...]]:
+    """A function with ``fn``'s signature and defaults returning the argument values in ``co_varnames`` order."""
+    layout = layout_of(fn.__code__)
+    source = f"def bind({layout.params}):\n    return ({layout.values})\n"
+    bind = compile_function(source, "bind", {}, f"<dynajit binder of {fn.__qualname__}>")
+    bind.__defaults__ = fn.__defaults__
+    bind.__kwdefaults__ = fn.__kwdefaults__
+    return bind

@@ -1,0 +1,107 @@
+"""``export``: capture a function as one whole graph, with the guards that keep it valid.
+
+Export converts the frame with fullgraph semantics and ``ctx.export`` set,
+through a backend that only records the graph (no backend compiler runs), so
+it works with dynajit-capture and its lower layers alone.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dynajit.capture import _dispatch, _marks
+
+__all__ = ["ExportError", "ExportResult", "export"]
+
+
+class ExportError(RuntimeError):
+    """The function cannot be exported as one graph; the message gives the reason and the user's line."""
+
+
+@dataclass
+class ExportResult:
+    """What ``export`` captured.
+
+    Attributes:
+        graph_module: the whole function as one ``torch.fx.GraphModule``,
+            callable with the same inputs as the function and giving equal results.
+        guards: the ``GuardSet`` under which the graph is valid (input
+            dtypes, shapes, globals the trace relied on).
+    """
+
+    graph_module: torch.fx.GraphModule
+    guards: Any
+
+
+def _function_and_bound_self(fn: Any) -> tuple[types.FunctionType, tuple[Any, ...]]:
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.forward
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return fn.__func__, (fn.__self__,)
+    if isinstance(fn, types.FunctionType):
+        compiled = fn.__dict__.get("_dynajit_compiled")
+        return (fn if compiled is None else compiled.fn), ()
+    raise TypeError(
+        f"export expects a Python function, method or nn.Module, got {type(fn).__name__} {fn!r}; "
+        "wrap other callables in a Python function"
+    )
+
+
+def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
+    """Return a function that captures ``fn`` on the given arguments as one graph.
+
+    ``export(fn)(*args, **kwargs)`` traces ``fn`` on those arguments with
+    every graph break turned into an error, and returns an
+    :class:`ExportResult` holding the graph module and its guards.
+
+    Args:
+        fn: a Python function, a bound method or an ``nn.Module`` (its ``forward``).
+
+    Returns:
+        A function taking ``fn``'s arguments and returning an ``ExportResult``.
+
+    Raises:
+        ExportError: (when called) the function graph-breaks, has nothing to
+            capture, or does not become exactly one graph; the message names
+            the reason and the user's file and line.
+        TypeError: ``fn`` is not a Python function, method or module.
+    """
+    function, bound = _function_and_bound_self(fn)
+    bind = _dispatch.binder(function)
+
+    def run_export(*args: Any, **kwargs: Any) -> ExportResult:
+        from dynajit.capture import _convert
+        from dynajit.capture._frame import FrameContext, SkipFrame, Unsupported
+
+        values = bind(*bound, *args, **kwargs)
+        recorded: list[torch.fx.GraphModule] = []
+
+        def record(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+            recorded.append(gm)
+            return gm.forward
+
+        ctx = FrameContext(backend=record, fullgraph=True, export=True)
+        where = f"{function.__qualname__!r} ({function.__code__.co_filename}:{function.__code__.co_firstlineno})"
+        try:
+            with _marks.compiling(exporting=True):
+                converted = _convert.convert_frame(function, values, ctx)
+        except Unsupported as unsupported:
+            error = ExportError(f"cannot export {where} as one graph: {unsupported}")
+            error.reason = unsupported.reason  # type: ignore[attr-defined]
+            error.user_stack = unsupported.user_stack  # type: ignore[attr-defined]
+            raise error from unsupported
+        except SkipFrame as skip:
+            raise ExportError(f"nothing to export in {where}: {skip.reason}") from skip
+        graph_module = getattr(converted, "export_graph_module", None)
+        if graph_module is None:
+            if len(converted.graphs) != 1:
+                raise ExportError(f"exporting {where} produced {len(converted.graphs)} graphs; expected exactly one")
+            graph_module = converted.graphs[0].graph_module
+        return ExportResult(graph_module=graph_module, guards=converted.guards)
+
+    return run_export

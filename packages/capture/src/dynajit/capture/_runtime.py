@@ -1,0 +1,525 @@
+"""The runtime: ``optimize`` wrappers, their generated dispatchers, recompilation, interception and ``reset``.
+
+A wrapper is a generated function with the compiled function's own
+signature (see ``_dispatch``). It records which compile settings are running
+(for BACKEND_MATCH guards and for interception), tries the cached entries'
+guards most recent first and calls the hit. On a miss it converts the frame
+(``_convert.convert_frame``), caches the entry in the code object's cache
+(``_cache``), regenerates its chain and runs the new entry.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import logging
+import threading
+import types
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from dynajit.capture import _cache, _dispatch, _marks, _stance
+from dynajit.capture._skipfiles import is_library_code, is_untraceable_code
+from dynajit.capture.config import config
+from dynajit.fxgraph import artifact_enabled, artifact_logger
+
+__all__ = [
+    "CompiledFunction",
+    "InternalCompilerError",
+    "RecompileError",
+    "RecompileLimitWarning",
+    "current_backend",
+    "intercept",
+    "optimize",
+    "optimize_assert",
+    "reset",
+]
+
+_guards_log = artifact_logger("guards")
+_recompiles_log = artifact_logger("recompiles")
+_log = logging.getLogger("dynajit.capture")
+
+
+class RecompileLimitWarning(UserWarning):
+    """A function reached ``config.cache_size_limit`` compiled entries and now runs eagerly on new inputs."""
+
+
+class InternalCompilerError(RuntimeError):
+    """Converting a frame failed inside dynajit (raised under ``fullgraph=True``; otherwise a warning)."""
+
+
+class RecompileError(RuntimeError):
+    """A recompilation was needed while the stance is ``fail_on_recompile``."""
+
+
+# The settings of the compiled function running in this thread (or asyncio task): a context variable,
+# the cheapest per-thread state to set and restore around every call.
+_running: contextvars.ContextVar[_Settings | None] = contextvars.ContextVar("dynajit_running", default=None)
+_running_settings = _running.get
+_lock = threading.RLock()
+_live: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+
+
+def current_backend() -> Callable[..., Any] | None:
+    """The backend of the compiled function running on this thread (None outside compiled code).
+
+    The BACKEND_MATCH guard compares it with the backend an entry was compiled for.
+    """
+    settings = _running_settings()
+    return None if settings is None else settings.backend
+
+
+def _where(code: types.CodeType) -> str:
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+class _Settings:
+    """One combination of compile settings; the interceptor of the frames compiled with it."""
+
+    def __init__(self, backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None) -> None:
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        # user function -> its compiled wrapper (None: leave it alone); weak, so dropped closures do not pile up
+        self.intercepted: weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction | None] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def wrapper_of(self, fn: types.FunctionType) -> Callable[..., Any]:
+        """``fn``'s compiled wrapper under these settings, or ``fn`` when interception leaves it alone."""
+        try:
+            compiled = self.intercepted[fn]
+        except KeyError:
+            compiled = self.intercepted[fn] = self._decide(fn)
+        return fn if compiled is None else compiled.wrapper
+
+    def _decide(self, fn: types.FunctionType) -> CompiledFunction | None:
+        code = fn.__code__
+        if (
+            _marks.is_disabled(fn)
+            or "_dynajit_compiled" in fn.__dict__
+            or is_library_code(code)
+            or is_untraceable_code(code)
+        ):
+            return None
+        return CompiledFunction(_detached_copy(fn), self)
+
+    def intercept(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is types.FunctionType:
+            return self.wrapper_of(obj)
+        if kind is types.MethodType:
+            func = obj.__func__
+            if type(func) is not types.FunctionType:
+                return obj
+            wrapper = self.wrapper_of(func)
+            return obj if wrapper is func else types.MethodType(wrapper, obj.__self__)
+        if isinstance(obj, torch.nn.Module):
+            return self._intercept_module(obj)
+        return obj
+
+    def _intercept_module(self, module: torch.nn.Module) -> Any:
+        if _marks.is_disabled(module) or _has_hooks(module):
+            return module
+        forward = module.forward
+        compiled = self.intercept(forward)
+        return module if compiled is forward else compiled
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    from torch.nn.modules import module as module_globals
+
+    own = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    shared = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks")
+    shared += ("_global_backward_pre_hooks",)
+    return any(getattr(module, name, None) for name in own) or any(
+        getattr(module_globals, name, None) for name in shared
+    )
+
+
+def _detached_copy(fn: types.FunctionType) -> types.FunctionType:
+    """A function equal to ``fn`` (same code, globals, closure, defaults) that does not keep ``fn`` alive."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__dict__.update(fn.__dict__)
+    return copy
+
+
+# Settings are shared while some wrapper uses them; _all_settings tells which backends can still run entries.
+_settings_table: weakref.WeakValueDictionary[tuple[Any, bool, bool | None], _Settings] = weakref.WeakValueDictionary()
+_all_settings: weakref.WeakSet[_Settings] = weakref.WeakSet()
+
+
+def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None) -> _Settings:
+    key = (backend, fullgraph, dynamic)
+    try:
+        settings = _settings_table.get(key)
+    except TypeError:  # an unhashable backend object: its settings are not shared
+        key, settings = None, None
+    if settings is None:
+        settings = _Settings(backend, fullgraph, dynamic)
+        _all_settings.add(settings)
+        if key is not None:
+            _settings_table[key] = settings
+    return settings
+
+
+def _drop_unreachable_entries(cache: _cache.CodeCache, collect: bool) -> bool:
+    """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went."""
+    for attempt in range(1 + collect):
+        live = {id(settings.backend) for settings in _all_settings}
+        kept = [entry for entry in cache.entries if id(entry.backend) in live]
+        if len(kept) < len(cache.entries):
+            for entry in cache.entries:
+                if id(entry.backend) not in live:
+                    entry.uninstall_globals()
+            cache.entries = kept
+            cache.version += 1
+            return True
+        if attempt == 0:
+            gc.collect()  # wrappers form reference cycles: collect them before concluding nothing is dead
+    return False
+
+
+def intercept(obj: Any) -> Any:
+    """Route a call made by compiled code: ``obj``'s compiled wrapper, or ``obj`` itself.
+
+    Under the settings (backend, fullgraph, dynamic) of the compiled function
+    running on this thread, a user Python function or bound method gets its
+    compiled wrapper (cached, so repeated interception is cheap). Builtins, C
+    functions, torch / dynajit / standard-library functions, generators and
+    coroutines, disabled functions, classes and other callables are returned
+    unchanged. An ``nn.Module`` instance without hooks gets its compiled
+    ``forward``; a module with hooks (its own or global ones) is returned
+    unchanged, so the hooks run and its ``forward`` runs eagerly. Outside
+    compiled code, every object is returned unchanged.
+    """
+    settings = _running_settings()
+    return obj if settings is None else settings.intercept(obj)
+
+
+class _Instance:
+    """A cache entry bound to one function: its compiled guard check and the function to run."""
+
+    __slots__ = ("check", "guards", "run")
+
+    def __init__(self, check: Callable[..., bool] | None, guards: Any, run: Callable[..., Any]) -> None:
+        self.check = check
+        self.guards = guards
+        self.run = run
+
+
+class CompiledFunction:
+    """The runtime state behind one wrapper: its function, settings, code cache and generated dispatcher."""
+
+    def __init__(self, fn: types.FunctionType, settings: _Settings) -> None:
+        self.fn = fn
+        self.code = fn.__code__
+        self.settings = settings
+        self.cache = _cache.cache_for(self.code)
+        self.layout = _dispatch.layout_of(self.code)
+        self.prefix = _dispatch.internal_prefix(self.layout)
+        self.instances: dict[_cache.CacheEntry, _Instance] = {}
+        self.ordered: list[tuple[_cache.CacheEntry, _Instance]] = []
+        self.version = -1
+        self.namespace: dict[str, Any] = {
+            "__builtins__": __builtins__,
+            self.prefix + "enter": _running.set,
+            self.prefix + "leave": _running.reset,
+            self.prefix + "settings": settings,
+            self.prefix + "miss": self.miss,
+            self.prefix + "orig": fn,
+        }
+        self.filename = f"<dynajit dispatcher of {fn.__qualname__}>"
+        self.wrapper = self._compile(_dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig"))
+        self.wrapper.__defaults__ = fn.__defaults__
+        self.wrapper.__kwdefaults__ = fn.__kwdefaults__
+        self.wrapper._dynajit_compiled = self  # type: ignore[attr-defined]
+        _live.add(self)
+        self.regenerate()
+
+    def _compile(self, source: str) -> types.FunctionType:
+        function = _dispatch.compile_function(source, "dispatch", self.namespace, self.filename)
+        function.__code__ = function.__code__.replace(co_name=self.fn.__name__)
+        return function
+
+    def _instantiate(self, entry: _cache.CacheEntry) -> _Instance:
+        fn = self.fn
+        if entry.kind == "compiled":
+            run: Callable[..., Any] = types.FunctionType(
+                entry.code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+            )
+            run.__kwdefaults__ = fn.__kwdefaults__
+            run.__qualname__ = fn.__qualname__
+        else:
+            run = fn
+        if entry.guards is None:
+            return _Instance(None, None, run)
+        closure = dict(zip(self.code.co_freevars, (cell for cell in fn.__closure__ or ())))
+        compiled = entry.guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
+        return _Instance(compiled.check, compiled, run)
+
+    def regenerate(self) -> None:
+        """Rebuild the dispatcher's chain from the code cache (and the stance) into the same function object."""
+        with _lock:
+            self.version = self.cache.version
+            backend = self.settings.backend
+            mine = [entry for entry in self.cache.entries if entry.backend is backend]
+            self.instances = {entry: self.instances.get(entry) or self._instantiate(entry) for entry in mine}
+            self.ordered = list(self.instances.items())
+            for name in [name for name in self.namespace if name.startswith((self.prefix + "g", self.prefix + "f"))]:
+                del self.namespace[name]
+            if _stance.current_stance() == "force_eager":
+                source = _dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig")
+            else:
+                branches = []
+                for index, (_, instance) in enumerate(self.ordered):
+                    check = None if instance.check is None else f"{self.prefix}g{index}"
+                    if check is not None:
+                        self.namespace[check] = instance.check
+                    self.namespace[f"{self.prefix}f{index}"] = instance.run
+                    branches.append(_dispatch.Branch(check, f"{self.prefix}f{index}"))
+                source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches)
+            self.wrapper.__code__ = self._compile(source).__code__
+            self.source = source
+
+    # ------------------------------------------------------------ the miss path
+
+    def miss(self, *values: Any) -> Any:
+        """No entry's guards passed: reuse entries added by other wrappers, else recompile (or run eagerly)."""
+        if self.version != self.cache.version:
+            self.regenerate()
+            for _, instance in self.ordered:
+                if instance.check is None or instance.check(*values):
+                    return _dispatch.call_with_values(instance.run, self.layout, values)
+        run = self._recompile(values)
+        return _dispatch.call_with_values(run, self.layout, values)
+
+    def _recompile(self, values: Sequence[Any]) -> Callable[..., Any]:
+        stance = _stance.current_stance()
+        if self.ordered and stance == "eager_on_recompile":
+            return self.fn
+        if self.ordered and stance == "fail_on_recompile":
+            raise RecompileError(
+                f"function {self.fn.__qualname__!r} ({_where(self.code)}) needs a recompile while the stance is "
+                f"'fail_on_recompile': {self._failure_reasons(values)[0]}. Use set_stance('default') to allow it."
+            )
+        with _lock:
+            limit = config.cache_size_limit
+            if len(self.cache.entries) >= limit and not (
+                _drop_unreachable_entries(self.cache, not self.cache.limit_warned) and len(self.cache.entries) < limit
+            ):
+                self._warn_limit(values)
+                return self.fn
+            if self.ordered and artifact_enabled("recompiles"):
+                reasons = "\n".join(f"    - {reason}" for reason in self._failure_reasons(values))
+                _recompiles_log.info(
+                    "Recompiling function %s in %s\n    triggered by the following guard failure(s):\n%s",
+                    self.fn.__qualname__,
+                    _where(self.code),
+                    reasons,
+                )
+            entry, instance = self._convert(values)
+            self.cache.add(entry)
+            self.instances[entry] = instance
+            self.regenerate()
+            return instance.run
+
+    def _failure_reasons(self, values: Sequence[Any]) -> list[str]:
+        reasons = []
+        for entry, instance in self.ordered:
+            reason = None if instance.guards is None else instance.guards.failure_reason(*values)
+            reasons.append(f"{entry.compile_id}: {reason or 'guards failed'}")
+        return reasons or ["no compiled entry"]
+
+    def _warn_limit(self, values: Sequence[Any]) -> None:
+        if self.cache.limit_warned:
+            return
+        self.cache.limit_warned = True
+        last = self._failure_reasons(values)[0]
+        warnings.warn(
+            f"dynajit: function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
+            f"config.cache_size_limit ({config.cache_size_limit}) compiled entries; inputs that match none of them "
+            f"now run eagerly, without compiling. Last guard failure: {last}. To allow more entries, raise the limit: "
+            f"dynajit.capture.config.cache_size_limit = N (or DYNAJIT_CACHE_SIZE_LIMIT=N); to see why each "
+            f"recompile happened, enable the 'recompiles' log (DYNAJIT_LOGS=recompiles).",
+            RecompileLimitWarning,
+            stacklevel=5,
+        )
+
+    def _context(self) -> Any:
+        from dynajit.capture._frame import FrameContext
+
+        settings = self.settings
+        hints: dict[str, set[int]] = {}
+        if config.automatic_dynamic_shapes and settings.dynamic is not False:
+            hints = {name: set(dims) for name, dims in self.cache.dynamic_hints.items()}
+        return FrameContext(
+            backend=settings.backend,
+            fullgraph=settings.fullgraph,
+            dynamic=settings.dynamic,
+            intercept=intercept,
+            dynamic_hints=hints,
+        )
+
+    def _convert(self, values: Sequence[Any]) -> tuple[_cache.CacheEntry, _Instance]:
+        from dynajit.capture import _convert
+        from dynajit.capture._frame import SkipFrame, Unsupported
+
+        backend = self.settings.backend
+        self.cache.note_sizes(self.layout.names, values)
+        try:
+            with _marks.compiling():
+                converted = _convert.convert_frame(self.fn, tuple(values), self._context())
+            entry = _cache.CacheEntry(
+                backend,
+                "compiled",
+                converted.code,
+                converted.guards,
+                list(converted.graphs),
+                list(converted.graph_breaks),
+                dict(converted.new_globals),
+            )
+            instance = self._instantiate(entry)
+            entry.install_globals(self.fn.__globals__)
+            self._log_guards(entry)
+        except SkipFrame as skip:
+            entry = _cache.CacheEntry(backend, "skip", self.code, skip.guards, reason=skip.reason)
+            instance = self._instantiate(entry)
+        except Unsupported as unsupported:
+            if self.settings.fullgraph:
+                raise
+            # without fullgraph the converter handles graph breaks itself: reaching here is a dynajit bug
+            entry = self._eager_entry(unsupported)
+            instance = self._instantiate(entry)
+        except Exception as error:
+            if self.settings.fullgraph and not config.suppress_errors:
+                raise InternalCompilerError(
+                    f"dynajit failed to convert {self.fn.__qualname__!r} ({_where(self.code)}): "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+            entry = self._eager_entry(error)
+            instance = self._instantiate(entry)
+        return entry, instance
+
+    def _eager_entry(self, error: Exception) -> _cache.CacheEntry:
+        reason = f"{type(error).__name__}: {error}"
+        warnings.warn(
+            f"dynajit: converting {self.fn.__qualname__!r} ({_where(self.code)}) failed with an internal error "
+            f"({reason}); it runs eagerly from now on for this backend. Please report this bug; "
+            "set dynajit.capture.config.verbose = True for the traceback.",
+            RuntimeWarning,
+            stacklevel=6,
+        )
+        if config.verbose:
+            _log.warning("conversion of %s failed", self.fn.__qualname__, exc_info=error)
+        return _cache.CacheEntry(self.settings.backend, "eager", self.code, reason=reason)
+
+    def _log_guards(self, entry: _cache.CacheEntry) -> None:
+        if artifact_enabled("guards"):
+            _guards_log.info("GUARDS:\n%s", entry.guards, extra={"guards": entry.guards})
+
+    def entries(self) -> list[_cache.CacheEntry]:
+        """The cached entries this wrapper can run (its backend's), most recent first."""
+        return [entry for entry, _ in self.ordered]
+
+
+def _on_stance_change(old: str, new: str) -> None:
+    if "force_eager" in (old, new):
+        for compiled in list(_live):
+            compiled.regenerate()
+
+
+_stance.on_stance_change(_on_stance_change)
+
+
+def _compile_target(obj: Any, settings: _Settings) -> Any:
+    if isinstance(obj, torch.nn.Module):
+        return _compile_target(obj.forward, settings)
+    if isinstance(obj, types.MethodType):
+        wrapper = _compile_target(obj.__func__, settings)
+        return types.MethodType(wrapper, obj.__self__)
+    if not isinstance(obj, types.FunctionType):
+        raise TypeError(
+            f"optimize expects a Python function, method or nn.Module, got {type(obj).__name__} {obj!r}; "
+            "wrap other callables in a Python function, e.g. optimize(backend)(lambda x: torch.sin(x))"
+        )
+    compiled = obj.__dict__.get("_dynajit_compiled")
+    if compiled is not None:  # compiling a compiled function again: compile its original with the new settings
+        obj = compiled.fn
+    if _marks.is_disabled(obj):
+        return obj
+    compiled = CompiledFunction(obj, settings)
+    wrapper = compiled.wrapper
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(wrapper, attribute, getattr(obj, attribute))
+    wrapper.__dict__.update(obj.__dict__)
+    wrapper.__wrapped__ = obj  # type: ignore[attr-defined]
+    wrapper._dynajit_compiled = compiled  # type: ignore[attr-defined]
+    return wrapper
+
+
+def optimize(
+    backend: Callable[..., Any], *, fullgraph: bool = False, dynamic: bool | None = None
+) -> Callable[[Any], Any]:
+    """Return a decorator that compiles functions and methods with ``backend``.
+
+    The compiled wrapper keeps the function's signature. Each call tries the
+    cached entries (guards, most recent first) and runs the hit; a miss
+    converts the frame: tensor operations are captured into FX graphs handed
+    to ``backend(gm, example_inputs)``, and the rest runs as rewritten Python.
+
+    Args:
+        backend: a callable ``(gm: torch.fx.GraphModule, example_inputs) -> callable``.
+        fullgraph: when True, a graph break is an error naming its reason and line.
+        dynamic: None compiles static shapes and turns dimensions seen to change dynamic;
+            True starts dynamic; False never does.
+
+    Returns:
+        A decorator. Applied to a function it returns the compiled function; to a
+        bound method, the compiled method bound to the same object; to an
+        ``nn.Module``, its compiled ``forward`` bound to the module (module hooks
+        are not run; ``dynajit.compiler.compile`` wraps modules properly).
+        A function marked with ``disable`` is returned unchanged.
+
+    Raises:
+        TypeError: ``backend`` is not callable, or the decorated object is not a
+            Python function, method or module.
+    """
+    if not callable(backend):
+        raise TypeError(f"optimize expects a backend callable (gm, example_inputs) -> callable, got {backend!r}")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic takes None, True or False, got {dynamic!r}")
+    settings = _settings(backend, bool(fullgraph), dynamic)
+
+    def decorate(fn: Any) -> Any:
+        return _compile_target(fn, settings)
+
+    return decorate
+
+
+def optimize_assert(backend: Callable[..., Any], *, dynamic: bool | None = None) -> Callable[[Any], Any]:
+    """``optimize(backend, fullgraph=True)``: every graph break is an error."""
+    return optimize(backend, fullgraph=True, dynamic=dynamic)
+
+
+def reset() -> None:
+    """Forget every compiled entry: the next call of each compiled function compiles again.
+
+    Also clears the interception caches and recompile warnings; marks
+    (``disable``, ``allow_in_graph``, ...) and the stance are kept.
+    """
+    with _lock:
+        for cache in _cache.all_caches():
+            cache.clear()
+        for settings in list(_settings_table.values()):
+            settings.intercepted.clear()
+        _settings_table.clear()
+        for compiled in list(_live):
+            compiled.instances.clear()
+            compiled.regenerate()

@@ -1,0 +1,39 @@
+"""Capture's configuration: the one source of truth for the code cache, tracing limits and error handling.
+
+Set a field in code (``config.cache_size_limit = 16``), for a block
+(``with config.patch(cache_size_limit=16): ...``) or from the environment
+(``DYNAJIT_CACHE_SIZE_LIMIT=16``).
+"""
+
+from __future__ import annotations
+
+from dynajit.fxgraph import Config, option
+
+__all__ = ["CaptureConfig", "config"]
+
+
+class CaptureConfig(Config):
+    """Settings read by the capture runtime and the symbolic interpreter."""
+
+    cache_size_limit: int = option(
+        8,
+        "Compiled entries kept per code object (all backends together). Past it, inputs that match no "
+        "entry run eagerly and a one-time warning says so.",
+    )
+    inline_depth_limit: int = option(24, "How deep the interpreter inlines nested user function calls.")
+    automatic_dynamic_shapes: bool = option(
+        True, "When a tensor argument's size changes between compilations, recompile with that dimension dynamic."
+    )
+    assume_static_by_default: bool = option(
+        True, "Compile every dimension static first; only sizes seen to change (or marked) become dynamic."
+    )
+    specialize_int: bool = option(True, "Guard on the value of int arguments instead of tracing them symbolically.")
+    suppress_errors: bool = option(
+        False,
+        "An internal error while converting a frame is always reported with a warning and the frame runs "
+        "eagerly; when True, this also happens under fullgraph=True instead of raising.",
+    )
+    verbose: bool = option(False, "Attach full tracebacks to internal-error warnings.")
+
+
+config = CaptureConfig()

@@ -1,0 +1,58 @@
+"""``export``: one whole graph plus guards, or an error naming the graph break."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_rt_support import converter_fixture  # noqa: F401  (the converter fixture)
+
+import dynajit.capture as capture
+
+
+def test_export_returns_the_graph_and_guards_and_converts_in_export_mode(converter) -> None:
+    def f(x, y):
+        return torch.sin(x) + y
+
+    x, y = torch.randn(3), torch.randn(3)
+    result = capture.export(f)(x, y=y)
+    assert isinstance(result, capture.ExportResult)
+    torch.testing.assert_close(result.graph_module(x, y), f(x, y))
+    assert "TENSOR_MATCH" in str(result.guards)
+    (conversion,) = converter.conversions
+    assert conversion.ctx.export and conversion.ctx.fullgraph
+    assert conversion.values == (x, y)
+
+
+def test_export_of_a_module_binds_self(converter) -> None:
+    class M(torch.nn.Module):
+        def forward(self, x, scale=2.0):
+            return x * scale
+
+    m = M()
+    capture.export(m)(torch.ones(2))
+    (conversion,) = converter.conversions
+    assert conversion.values[0] is m and conversion.values[2] == 2.0
+
+
+def test_export_graph_break_is_an_error_with_the_reason(converter) -> None:
+    def g(x):
+        return x
+
+    converter.unsupported["g"] = "Tensor.item() needs the tensor's value"
+    with pytest.raises(capture.ExportError, match=r"cannot export .*g' .*Tensor.item\(\)") as info:
+        capture.export(g)(torch.ones(1))
+    assert info.value.reason == "Tensor.item() needs the tensor's value"
+
+
+def test_export_with_nothing_to_capture_is_an_error(converter) -> None:
+    def h(x):
+        return x
+
+    converter.skip["h"] = "no tensor operations"
+    with pytest.raises(capture.ExportError, match=r"nothing to export.*no tensor operations"):
+        capture.export(h)(1)
+
+
+def test_export_rejects_non_python_callables() -> None:
+    with pytest.raises(TypeError, match="export expects a Python function"):
+        capture.export(torch.sin)
