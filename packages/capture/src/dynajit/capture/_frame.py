@@ -111,3 +111,6 @@ class ConvertedFrame:
     # Names the transformed code reads as globals (compiled graphs, resume functions, helpers).
     # The runtime installs them in the function's globals before the first run.
     new_globals: dict[str, Any]
+    # Under ``FrameContext.export``: a GraphModule taking the function's arguments (signature order)
+    # and returning the function's output structure.
+    export_graph_module: torch.fx.GraphModule | None = None

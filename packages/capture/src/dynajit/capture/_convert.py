@@ -1,0 +1,102 @@
+"""Frame conversion: trace a frame symbolically, compile its graph, and generate the transformed code.
+
+``convert_frame`` traces the frame with a :class:`RootTracer`. If tracing stops
+on something it cannot trace, it records the graph break and traces again,
+stopping just before that step (tracing is deterministic, so the state there is
+the same); the transformed code then runs that step in Python and continues in
+a resume function. Under ``fullgraph`` or ``export`` a break is an error.
+"""
+
+from __future__ import annotations
+
+import dis
+import io
+import types
+from typing import Any
+
+from dynajit.capture._frame import ConvertedFrame, FrameContext, GraphBreak, SkipFrame, Unsupported
+from dynajit.capture._symbolic.export import export_graph
+from dynajit.capture._symbolic.guarding import build_guards
+from dynajit.capture._symbolic.opcodes_control import TensorBranch
+from dynajit.capture._symbolic.output import OutputGraph
+from dynajit.capture._symbolic.tracer import GENERATOR_FLAGS, RootTracer
+from dynajit.capture._symbolic.transform import Transformed, transform_branch, transform_break, transform_return
+from dynajit.fxgraph import artifact_enabled, artifact_logger
+
+__all__ = ["convert_frame"]
+
+
+def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
+    """Convert one call of ``fn`` (its argument values in ``co_varnames`` order) into guarded, compiled code."""
+    code = fn.__code__
+    if code.co_flags & GENERATOR_FLAGS:
+        raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")
+    break_at: int | None = None
+    graph_break: GraphBreak | None = None
+    at_branch = False
+    while True:
+        output = OutputGraph(ctx)
+        tracer = RootTracer(fn, args, output, break_at)
+        try:
+            tracer.run()
+            break
+        except Unsupported as exc:
+            innermost = output.current_tx or tracer
+            stack = innermost.user_stack()
+            if ctx.fullgraph or ctx.export:
+                raise Unsupported(exc.reason, user_stack=stack) from None
+            if break_at is not None:
+                raise SkipFrame(f"tracing is not repeatable up to the graph break ({exc.reason})") from None
+            break_at = tracer.steps - 1
+            at_branch = isinstance(exc, TensorBranch) and innermost is tracer
+            graph_break = GraphBreak(exc.reason, tuple(stack))
+            _log_break(graph_break)
+    if graph_break is None and not output.has_ops():
+        guards = build_guards(output, ctx) if ctx.export else None
+        if not ctx.export:
+            raise SkipFrame(f"{code.co_name} has no tensor operations", guards)
+    try:
+        if graph_break is None:
+            transformed = transform_return(tracer, output)
+        elif at_branch:
+            transformed = transform_branch(tracer, output)
+        else:
+            transformed = transform_break(tracer, output)
+    except Unsupported as exc:
+        raise SkipFrame(f"{exc.reason}; {code.co_name} runs in Python") from None
+    converted = _converted(fn, ctx, output, transformed, graph_break)
+    if ctx.export:
+        converted.export_graph_module = export_graph(fn, tracer, output, transformed)
+    return converted
+
+
+def _converted(
+    fn: types.FunctionType, ctx: FrameContext, output: OutputGraph, transformed: Transformed, brk: GraphBreak | None
+) -> ConvertedFrame:
+    if artifact_enabled("bytecode"):
+        artifact_logger("bytecode").info(
+            "ORIGINAL BYTECODE %s %s line %d\n%s\nMODIFIED BYTECODE %s %s line %d\n%s",
+            fn.__code__.co_name, fn.__code__.co_filename, fn.__code__.co_firstlineno, _dis(fn.__code__),
+            fn.__code__.co_name, fn.__code__.co_filename, fn.__code__.co_firstlineno, _dis(transformed.code),
+        )  # fmt: skip
+    return ConvertedFrame(
+        original_code=fn.__code__,
+        code=transformed.code,
+        guards=build_guards(output, ctx),
+        graphs=transformed.graphs,
+        graph_breaks=[brk] if brk is not None else [],
+        new_globals=transformed.new_globals,
+    )
+
+
+def _dis(code: types.CodeType) -> str:
+    out = io.StringIO()
+    dis.dis(code, file=out, depth=0)
+    return out.getvalue()
+
+
+def _log_break(brk: GraphBreak) -> None:
+    if artifact_enabled("graph_breaks"):
+        where = brk.user_stack[-1] if brk.user_stack else None
+        line = f"\n    {where.line}" if where is not None and where.line else ""
+        artifact_logger("graph_breaks").info("Graph break: %s at %s%s", brk.reason, brk.location, line)

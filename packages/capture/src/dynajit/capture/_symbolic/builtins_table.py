@@ -1,0 +1,276 @@
+"""Builtins while tracing: one handler per builtin (len, isinstance, range, zip, min, ...) in a table."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.variables import (
+    VT,
+    ConstVar,
+    DictVar,
+    IteratorVar,
+    ListVar,
+    NNModuleVar,
+    SetVar,
+    SliceVar,
+    TensorVar,
+    TupleVar,
+    unsupported,
+)
+from dynajit.capture._symbolic.variables.constant import fold
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["BUILTINS", "call_builtin"]
+
+Handler = Callable[["Tracer", list[VT], dict[str, VT]], VT]
+BUILTINS: dict[Any, Handler] = {}
+
+# Builtins that are pure functions of constant arguments: run them at trace time.
+_PURE = {
+    abs, all, any, bin, bool, chr, complex, divmod, float, format, hash, hex, int, len, max, min, oct, ord, pow,
+    repr, round, sorted, str, sum, tuple, frozenset, range, slice, reversed, isinstance, issubclass, type,
+    math.sqrt, math.floor, math.ceil, math.log, math.exp, math.pi.__class__, math.prod, math.isclose,
+    math.gcd, math.isfinite, math.isinf, math.isnan, math.cos, math.sin, math.tan, math.log2, math.log10,
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.neg,
+    operator.getitem, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+    operator.not_, operator.index, torch.device, torch.Size,
+}  # fmt: skip
+
+
+def builtin(*fns: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for fn in fns:
+            BUILTINS[fn] = handler
+        return handler
+
+    return register
+
+
+def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """Trace ``fn(*args, **kwargs)`` for a builtin or a builtin class."""
+    handler = BUILTINS.get(fn)
+    if handler is not None:
+        return handler(tx, args, kwargs)
+    if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):
+        return _fold_call(tx, fn, args, kwargs)
+    if fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem):
+        from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+        return apply_operator(tx, fn, args)
+    unsupported(f"call to {getattr(fn, '__qualname__', fn)!s} is not traced")
+
+
+def _fold_call(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    const_kwargs = {k: v.const() for k, v in kwargs.items()}
+    return tx.wrap_const(fold(lambda *a: fn(*a, **const_kwargs), *[a.const() for a in args]).value)
+
+
+def _type_of(vt: VT) -> type:
+    return vt.python_type()
+
+
+@builtin(len)
+def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    (obj,) = args
+    if isinstance(obj, TensorVar):
+        if obj.example.dim() == 0:
+            unsupported("len() of a 0-d tensor raises TypeError")
+        return ConstVar(obj.example.shape[0])
+    if isinstance(obj, NNModuleVar):
+        return ConstVar(len(obj.value))
+    if isinstance(obj, DictVar):
+        return ConstVar(len(obj.items))
+    if isinstance(obj, SetVar):
+        return ConstVar(len(obj.values))
+    return ConstVar(len(obj.unpack(tx)))
+
+
+@builtin(isinstance)
+def _isinstance(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    obj, classes = args
+    cls = classes.const()
+    if isinstance(obj, TensorVar):
+        return ConstVar(issubclass(obj.python_type(), cls) or (cls is torch.Tensor))
+    return ConstVar(issubclass(_type_of(obj), cls))
+
+
+@builtin(issubclass)
+def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return ConstVar(issubclass(args[0].const(), args[1].const()))
+
+
+@builtin(type)
+def _type(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if len(args) != 1:
+        unsupported("type() with three arguments creates a class")
+    return tx.wrap(_type_of(args[0]), None)
+
+
+@builtin(callable)
+def _callable(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return ConstVar(callable(args[0].const()) if args[0].is_const() else hasattr(args[0], "call"))
+
+
+@builtin(range)
+def _range(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return _fold_call(tx, range, args, kwargs)
+
+
+@builtin(iter)
+def _iter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    (obj,) = args
+    return obj if isinstance(obj, IteratorVar) else IteratorVar(obj.unpack(tx))
+
+
+@builtin(next)
+def _next(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVar):
+        unsupported(f"next() on {iterator}")
+    item = iterator.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        unsupported("next() on an exhausted iterator raises StopIteration")
+    return item
+
+
+@builtin(enumerate)
+def _enumerate(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))).const()
+    return IteratorVar([TupleVar([ConstVar(i), item]) for i, item in enumerate(args[0].unpack(tx), start)])
+
+
+@builtin(zip)
+def _zip(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs.get("strict", ConstVar(False)).const():
+        unsupported("zip(strict=True)")
+    return IteratorVar([TupleVar(list(group)) for group in zip(*[a.unpack(tx) for a in args])])
+
+
+@builtin(reversed)
+def _reversed(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return IteratorVar(list(reversed(args[0].unpack(tx))))
+
+
+@builtin(list)
+def _list(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return ListVar(args[0].unpack(tx) if args else [])
+
+
+@builtin(tuple)
+def _tuple(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return TupleVar(args[0].unpack(tx) if args else [])
+
+
+@builtin(set, frozenset)
+def _set(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return SetVar(args[0].unpack(tx) if args else [])
+
+
+@builtin(dict)
+def _dict(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    items: dict[Any, VT] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVar):
+            items.update(source.items)
+        else:
+            for pair in source.unpack(tx):
+                key, value = pair.unpack(tx)
+                items[key.const()] = value
+    items.update(kwargs)
+    return DictVar(items)
+
+
+@builtin(slice)
+def _slice(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    return SliceVar(list(args))
+
+
+@builtin(sum)
+def _sum(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+    items = args[0].unpack(tx)
+    total: VT = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    for item in items:
+        total = apply_operator(tx, operator.add, [total, item])
+    return total
+
+
+def _min_max(pick: Any) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        items = args[0].unpack(tx) if len(args) == 1 else list(args)
+        if any(isinstance(item, TensorVar) for item in items):
+            if len(items) == 2 and not kwargs:
+                return tx.output.call_function(torch.maximum if pick is max else torch.minimum, items, {})
+            unsupported(f"{pick.__name__}() over tensors compares their data")
+        return _fold_call(tx, pick, [TupleVar(items)], kwargs)
+
+    return handler
+
+
+BUILTINS[min] = _min_max(min)
+BUILTINS[max] = _min_max(max)
+
+
+@builtin(abs)
+def _abs(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if isinstance(args[0], TensorVar):
+        return tx.output.call_function(torch.abs, args, {})
+    return _fold_call(tx, abs, args, kwargs)
+
+
+def _all_any(pick: Any) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return ConstVar(pick(item.truth(tx) for item in args[0].unpack(tx)))
+
+    return handler
+
+
+BUILTINS[all] = _all_any(all)
+BUILTINS[any] = _all_any(any)
+
+
+@builtin(getattr)
+def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    obj, name = args[0], args[1].const()
+    if len(args) > 2:
+        try:
+            return obj.getattr(tx, name)
+        except Exception:
+            return args[2]
+    return obj.getattr(tx, name)
+
+
+@builtin(hasattr)
+def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    obj, name = args[0], args[1].const()
+    if isinstance(obj, TensorVar):
+        return ConstVar(hasattr(obj.example, name))
+    if obj.is_const():
+        return ConstVar(hasattr(obj.const(), name))
+    try:
+        obj.getattr(tx, name)
+    except Exception:
+        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
+    return ConstVar(True)
+
+
+@builtin(setattr)
+def _setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    args[0].setattr(tx, args[1].const(), args[2])
+    return ConstVar(None)
+
+
+@builtin(print)
+def _print(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    unsupported("print() has an effect outside the graph")

@@ -1,0 +1,45 @@
+"""Turn the guard requests recorded while tracing into a ``dynajit.guards.GuardSet``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import dynajit.guards as guards
+
+if TYPE_CHECKING:
+    from dynajit.capture._frame import FrameContext
+    from dynajit.capture._symbolic.output import OutputGraph
+
+__all__ = ["build_guards"]
+
+_FACTORIES = {
+    "tensor_match": guards.tensor_match,
+    "constant_match": guards.constant_match,
+    "equals_match": guards.equals_match,
+    "type_match": guards.type_match,
+    "length_check": guards.length_check,
+    "dict_keys": guards.dict_keys,
+    "id_match": guards.id_match,
+    "function_match": guards.function_match,
+    "nn_module": guards.nn_module,
+}
+
+
+def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardSet:
+    """Every guard the trace relied on, plus the global torch state and the backend the entry belongs to."""
+    from dynajit.capture._runtime import current_backend
+
+    result = guards.GuardSet()
+    result.add(guards.global_state())
+    result.add(guards.backend_match(current_backend, ctx.backend))
+    if output is None:
+        return result
+    for kind, path, args in output.guard_requests:
+        source = path.to_source()
+        if source is not None:
+            result.add(_FACTORIES[kind](source, *args))
+    for first, second in output.aliases:
+        a, b = first.to_source(), second.to_source()
+        if a is not None and b is not None:
+            result.add(guards.tensor_aliasing([a, b], []))
+    return result

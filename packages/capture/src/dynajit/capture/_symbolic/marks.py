@@ -1,0 +1,85 @@
+"""What the runtime's marks registry says about a callable (disable, allow_in_graph, substitutes, ...).
+
+The registry lives in ``dynajit.capture._marks``; this module reads it for the
+interpreter and answers "not marked" for everything while no registry module is
+importable (a frame converted on its own, as in the converter's unit tests).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "graph_break_function",
+    "has_constant_result",
+    "is_allowed_in_graph",
+    "is_compile_query",
+    "is_disabled",
+    "is_disabled_frame_only",
+    "is_disallowed_in_graph",
+    "is_nonstrict_traced",
+    "substitute_for",
+]
+
+_COMPILE_QUERIES = ("is_compiling", "is_dynamo_compiling", "is_exporting")
+
+
+def _registry() -> Any:
+    try:
+        return importlib.import_module("dynajit.capture._marks")
+    except ImportError:
+        return None
+
+
+def _ask(name: str, fn: Any, default: Any = False) -> Any:
+    registry = _registry()
+    query = getattr(registry, name, None)
+    if query is None:
+        return default
+    try:
+        return query(fn)
+    except TypeError:
+        return default
+
+
+def is_disabled(fn: Any) -> bool:
+    return bool(_ask("is_disabled", fn))
+
+
+def is_disabled_frame_only(fn: Any) -> bool:
+    return bool(_ask("is_disabled_frame_only", fn))
+
+
+def is_allowed_in_graph(fn: Any) -> bool:
+    return bool(_ask("is_allowed_in_graph", fn))
+
+
+def is_disallowed_in_graph(fn: Any) -> bool:
+    return bool(_ask("is_disallowed_in_graph", fn))
+
+
+def is_nonstrict_traced(fn: Any) -> bool:
+    return bool(_ask("is_nonstrict_traced", fn))
+
+
+def has_constant_result(fn: Any) -> bool:
+    return bool(_ask("has_constant_result", fn))
+
+
+def substitute_for(fn: Any) -> Any:
+    return _ask("substitute_for", fn, None)
+
+
+def graph_break_function() -> Any:
+    registry = _registry()
+    return getattr(registry, "graph_break", None)
+
+
+def is_compile_query(value: Any) -> str | None:
+    """The name of ``is_compiling``-like functions (answered as constants while tracing), else None."""
+    name = getattr(value, "__name__", None)
+    module = getattr(value, "__module__", "") or ""
+    if name in _COMPILE_QUERIES and callable(value) and module.startswith(("dynajit", "torch.compiler")):
+        return name
+    return None

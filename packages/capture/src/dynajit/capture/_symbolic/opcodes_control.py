@@ -1,0 +1,152 @@
+"""Opcode handlers: jumps, conditional jumps, iteration; and the table of instructions that are graph breaks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynajit.capture._frame import Unsupported
+from dynajit.capture._symbolic.opcodes_ops import identical
+from dynajit.capture._symbolic.registry import breaks, handler
+from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, TensorVar, unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.instructions import Inst
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["TensorBranch"]
+
+
+class TensorBranch(Unsupported):
+    """A conditional jump on a tensor's value: the graph is cut and each branch resumes in its own function."""
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT")
+def _jump(tx: Tracer, inst: Inst) -> None:
+    tx.jump(inst.target)
+
+
+def _conditional(tx: Tracer, inst: Inst, jump_if: bool, pop_on_jump: bool, pop_otherwise: bool) -> None:
+    value = tx.stack[-1]
+    if isinstance(value, TensorVar):
+        raise TensorBranch("data-dependent control flow: a branch on a tensor's value")
+    taken = value.truth(tx) == jump_if
+    if (taken and pop_on_jump) or (not taken and pop_otherwise):
+        tx.pop()
+    if taken:
+        tx.jump(inst.target)
+
+
+@handler("POP_JUMP_IF_TRUE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")
+def _pop_jump_if_true(tx: Tracer, inst: Inst) -> None:
+    _conditional(tx, inst, True, True, True)
+
+
+@handler("POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")
+def _pop_jump_if_false(tx: Tracer, inst: Inst) -> None:
+    _conditional(tx, inst, False, True, True)
+
+
+@handler("JUMP_IF_TRUE_OR_POP", until=(3, 12))
+def _jump_if_true_or_pop(tx: Tracer, inst: Inst) -> None:
+    _conditional(tx, inst, True, False, True)
+
+
+@handler("JUMP_IF_FALSE_OR_POP", until=(3, 12))
+def _jump_if_false_or_pop(tx: Tracer, inst: Inst) -> None:
+    _conditional(tx, inst, False, False, True)
+
+
+def _none_jump(tx: Tracer, inst: Inst, jump_if_none: bool) -> None:
+    value = tx.pop()
+    if identical(value, ConstVar(None)) == jump_if_none:
+        tx.jump(inst.target)
+
+
+@handler("POP_JUMP_IF_NONE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE")
+def _pop_jump_if_none(tx: Tracer, inst: Inst) -> None:
+    _none_jump(tx, inst, True)
+
+
+@handler("POP_JUMP_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
+def _pop_jump_if_not_none(tx: Tracer, inst: Inst) -> None:
+    _none_jump(tx, inst, False)
+
+
+@handler("TO_BOOL", since=(3, 13))
+def _to_bool(tx: Tracer, inst: Inst) -> None:
+    value = tx.stack[-1]
+    if isinstance(value, TensorVar):
+        following = tx.insts[inst.index + 1].opname if inst.index + 1 < len(tx.insts) else ""
+        if following.startswith("POP_JUMP_IF"):
+            return  # the jump cuts the graph; the generated code converts the real tensor there
+        unsupported("converting a tensor to bool depends on its data")
+    tx.stack[-1] = ConstVar(value.truth(tx))
+
+
+@handler("GET_ITER")
+def _get_iter(tx: Tracer, inst: Inst) -> None:
+    value = tx.pop()
+    tx.push(value if isinstance(value, IteratorVar) else IteratorVar(value.unpack(tx)))
+
+
+@handler("FOR_ITER")
+def _for_iter(tx: Tracer, inst: Inst) -> None:
+    iterator = tx.stack[-1]
+    if not isinstance(iterator, IteratorVar):
+        unsupported(f"iterating over {iterator}")
+    item = iterator.next()
+    if item is not None:
+        tx.push(item)
+        return
+    tx.pop()
+    target = inst.target
+    # 3.12 skips the END_FOR at the target; 3.13 skips END_FOR and the POP_TOP after it.
+    for skipped in ("END_FOR", "POP_TOP")[: {(3, 11): 0, (3, 12): 1}.get(tx.version, 2)]:
+        if target < len(tx.insts) and tx.insts[target].opname == skipped:
+            target += 1
+    tx.jump(target)
+
+
+@handler("END_FOR", since=(3, 12))
+def _end_for(tx: Tracer, inst: Inst) -> None:
+    tx.pop()
+    if tx.version < (3, 13):
+        tx.pop()
+
+
+_GENERATORS = "generators, coroutines and async code are not traced"
+_EXCEPTIONS = "exception handling runs in Python (try/except/with blocks are not traced)"
+_SCOPE = "module- and class-level name scopes are not traced"
+_PSEUDO = "a compiler pseudo-instruction: it never appears in a code object"
+_INSTRUMENTED = "an instrumented instruction (sys.monitoring): it never appears in a code object's co_code"
+_SPECIALISED = "an internal instruction of the interpreter: it never appears in a code object's co_code"
+
+breaks(
+    _GENERATORS,
+    "YIELD_VALUE", "SEND", "END_SEND", "RETURN_GENERATOR", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
+    "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
+)  # fmt: skip
+breaks(
+    _EXCEPTIONS,
+    "RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
+    "WITH_EXCEPT_START", "BEFORE_WITH", "LOAD_ASSERTION_ERROR", "PREP_RERAISE_STAR", "EXIT_INIT_CHECK",
+)  # fmt: skip
+breaks(
+    _SCOPE,
+    "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS",
+    "LOAD_FROM_DICT_OR_DEREF", "LOAD_CLASSDEREF", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS", "IMPORT_STAR",
+)  # fmt: skip
+breaks("imports run in Python", "IMPORT_NAME", "IMPORT_FROM")
+breaks("pattern matching is not traced", "MATCH_CLASS", "MATCH_KEYS", "MATCH_MAPPING", "MATCH_SEQUENCE", "GET_LEN")
+breaks("deleting attributes, globals and cells is not traced", "DELETE_ATTR", "DELETE_GLOBAL", "DELETE_DEREF")
+breaks(
+    "super() is not traced", "LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "LOAD_ZERO_SUPER_METHOD"
+)
+breaks("type-parameter intrinsics (CALL_INTRINSIC_2) are not traced", "CALL_INTRINSIC_2")
+breaks("printing expressions is interactive-mode only", "PRINT_EXPR")
+breaks(
+    _PSEUDO,
+    "SETUP_FINALLY", "SETUP_CLEANUP", "SETUP_WITH", "POP_BLOCK", "LOAD_CLOSURE", "STORE_FAST_MAYBE_NULL",
+)  # fmt: skip
+breaks(_SPECIALISED, "ENTER_EXECUTOR", "INTERPRETER_EXIT", "RESERVED", "BINARY_OP_INPLACE_ADD_UNICODE")
+breaks(_INSTRUMENTED, *sorted(name for name in __import__("dis").opmap if name.startswith("INSTRUMENTED_")))

@@ -1,0 +1,285 @@
+"""Opcode handlers: binary and unary operators, comparisons, subscripts, containment and f-strings."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from dynajit.capture._symbolic.registry import handler
+from dynajit.capture._symbolic.variables import (
+    VT,
+    ConstVar,
+    DictVar,
+    ListVar,
+    NNModuleVar,
+    SliceVar,
+    TensorVar,
+    TupleVar,
+    unsupported,
+)
+from dynajit.capture._symbolic.variables.constant import fold
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.instructions import Inst
+    from dynajit.capture._symbolic.tracer import Tracer
+
+BINARY_OPS: dict[str, Any] = {
+    "ADD": operator.add,
+    "AND": operator.and_,
+    "FLOOR_DIVIDE": operator.floordiv,
+    "LSHIFT": operator.lshift,
+    "MATRIX_MULTIPLY": operator.matmul,
+    "MULTIPLY": operator.mul,
+    "REMAINDER": operator.mod,
+    "OR": operator.or_,
+    "POWER": operator.pow,
+    "RSHIFT": operator.rshift,
+    "SUBTRACT": operator.sub,
+    "TRUE_DIVIDE": operator.truediv,
+    "XOR": operator.xor,
+    "INPLACE_ADD": operator.iadd,
+    "INPLACE_AND": operator.iand,
+    "INPLACE_FLOOR_DIVIDE": operator.ifloordiv,
+    "INPLACE_LSHIFT": operator.ilshift,
+    "INPLACE_MATRIX_MULTIPLY": operator.imatmul,
+    "INPLACE_MULTIPLY": operator.imul,
+    "INPLACE_REMAINDER": operator.imod,
+    "INPLACE_OR": operator.ior,
+    "INPLACE_POWER": operator.ipow,
+    "INPLACE_RSHIFT": operator.irshift,
+    "INPLACE_SUBTRACT": operator.isub,
+    "INPLACE_TRUE_DIVIDE": operator.itruediv,
+    "INPLACE_XOR": operator.ixor,
+    "SUBSCR": operator.getitem,
+}
+
+COMPARE_OPS: dict[str, Any] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+UNARY_OPS: dict[str, Any] = {
+    "UNARY_NEGATIVE": operator.neg,
+    "UNARY_INVERT": operator.invert,
+    "UNARY_POSITIVE": operator.pos,
+}
+
+
+def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
+    """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
+    if any(isinstance(a, TensorVar) for a in args):
+        return tx.output.call_function(op, args, {})
+    if all(a.is_const() for a in args) and not any(isinstance(a, (ListVar, DictVar)) for a in args):
+        return tx.wrap_const(fold(op, *[a.const() for a in args]).value)
+    if op is operator.getitem:
+        return getitem(tx, args[0], args[1])
+    return _sequence_operator(tx, op, args)
+
+
+def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
+    a, b = args
+    if op in (operator.add, operator.iadd) and isinstance(a, (ListVar, TupleVar)) and type(a) is type(b):
+        if op is operator.iadd and isinstance(a, ListVar):
+            a.items.extend(b.items)  # type: ignore[attr-defined]
+            a.mutated(tx)
+            return a
+        return type(a)([*a.items, *b.items])  # type: ignore[attr-defined]
+    if op is operator.iadd and isinstance(a, ListVar):
+        a.items.extend(b.unpack(tx))
+        a.mutated(tx)
+        return a
+    if op in (operator.mul, operator.imul) and isinstance(a, (ListVar, TupleVar)) and b.is_const():
+        return type(a)(a.items * b.const())
+    if op in (operator.eq, operator.ne) and isinstance(a, (ListVar, TupleVar, DictVar)):
+        unsupported("comparing containers of tensors")
+    unsupported(f"operator {op.__name__} on {a} and {b}")
+
+
+def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
+    if isinstance(obj, TensorVar):
+        return tx.output.call_function(operator.getitem, [obj, key], {})
+    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar)):
+        return obj.getitem(tx, key)
+    if obj.is_const() and key.is_const():
+        return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
+    unsupported(f"subscripting {obj}")
+
+
+@handler("BINARY_OP")
+def _binary_op(tx: Tracer, inst: Inst) -> None:
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(apply_operator(tx, BINARY_OPS[inst.arg], [a, b]))
+
+
+@handler("BINARY_SUBSCR")
+def _binary_subscr(tx: Tracer, inst: Inst) -> None:
+    key = tx.pop()
+    obj = tx.pop()
+    tx.push(getitem(tx, obj, key))
+
+
+@handler("BINARY_SLICE", since=(3, 12))
+def _binary_slice(tx: Tracer, inst: Inst) -> None:
+    stop = tx.pop()
+    start = tx.pop()
+    obj = tx.pop()
+    tx.push(getitem(tx, obj, SliceVar([start, stop])))
+
+
+@handler("STORE_SUBSCR")
+def _store_subscr(tx: Tracer, inst: Inst) -> None:
+    key = tx.pop()
+    obj = tx.pop()
+    value = tx.pop()
+    _setitem(tx, obj, key, value)
+
+
+@handler("STORE_SLICE", since=(3, 12))
+def _store_slice(tx: Tracer, inst: Inst) -> None:
+    stop = tx.pop()
+    start = tx.pop()
+    obj = tx.pop()
+    value = tx.pop()
+    _setitem(tx, obj, SliceVar([start, stop]), value)
+
+
+def _setitem(tx: Tracer, obj: VT, key: VT, value: VT) -> None:
+    if isinstance(obj, TensorVar):
+        tx.output.call_function(operator.setitem, [obj, key, value], {})
+        return
+    if isinstance(obj, (ListVar, DictVar)):
+        obj.setitem(tx, key, value)
+        return
+    unsupported(f"item assignment on {obj}")
+
+
+@handler("DELETE_SUBSCR")
+def _delete_subscr(tx: Tracer, inst: Inst) -> None:
+    key = tx.pop()
+    obj = tx.pop()
+    if not isinstance(obj, (ListVar, DictVar)):
+        unsupported(f"item deletion on {obj}")
+    obj.delitem(tx, key)
+
+
+@handler("COMPARE_OP")
+def _compare_op(tx: Tracer, inst: Inst) -> None:
+    b = tx.pop()
+    a = tx.pop()
+    result = apply_operator(tx, COMPARE_OPS[inst.arg], [a, b])
+    if inst.extra.get("cast") and not isinstance(result, TensorVar):
+        result = ConstVar(result.truth(tx))
+    tx.push(result)
+
+
+@handler("IS_OP")
+def _is_op(tx: Tracer, inst: Inst) -> None:
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(ConstVar(identical(a, b) != bool(inst.arg)))
+
+
+def identical(a: VT, b: VT) -> bool:
+    if a is b:
+        return True
+    const_a = a.const() if a.is_const() else _NOT_CONST
+    const_b = b.const() if b.is_const() else _NOT_CONST
+    if const_a is not _NOT_CONST and const_b is not _NOT_CONST:
+        return const_a is const_b
+    if isinstance(a, TensorVar) and isinstance(b, TensorVar):
+        return a.node is b.node
+    if const_a is None or const_b is None or type(a) is not type(b):
+        # A tensor, container or function is never None, nor an object of another kind.
+        return False
+    unsupported(f"identity of {a} and {b}")
+
+
+_NOT_CONST = object()
+
+
+@handler("CONTAINS_OP")
+def _contains_op(tx: Tracer, inst: Inst) -> None:
+    container = tx.pop()
+    item = tx.pop()
+    if isinstance(container, DictVar):
+        found = item.const() in container.items
+    elif isinstance(container, TensorVar) or isinstance(item, TensorVar):
+        unsupported("`in` on tensors depends on their data")
+    elif container.is_const() and item.is_const():
+        found = fold(operator.contains, container.const(), item.const()).value
+    else:
+        found = any(
+            identical(item, other) or (other.is_const() and item.is_const() and other.const() == item.const())
+            for other in container.unpack(tx)
+        )
+    tx.push(ConstVar(bool(found) != bool(inst.arg)))
+
+
+@handler("UNARY_NEGATIVE", "UNARY_INVERT")
+def _unary(tx: Tracer, inst: Inst) -> None:
+    tx.push(apply_operator(tx, UNARY_OPS[inst.opname], [tx.pop()]))
+
+
+@handler("UNARY_NOT")
+def _unary_not(tx: Tracer, inst: Inst) -> None:
+    tx.push(ConstVar(not tx.pop().truth(tx)))
+
+
+@handler("CALL_INTRINSIC_1", since=(3, 12))
+def _call_intrinsic_1(tx: Tracer, inst: Inst) -> None:
+    name = getattr(inst.arg, "name", str(inst.arg))
+    if name == "INTRINSIC_LIST_TO_TUPLE":
+        tx.push(TupleVar(tx.pop().unpack(tx)))
+    elif name == "INTRINSIC_UNARY_POSITIVE":
+        tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+    else:
+        unsupported(f"CALL_INTRINSIC_1 {name} is not traced")
+
+
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+def _format(tx: Tracer, value: VT, conversion: int, spec: VT | None) -> VT:
+    if not value.is_const() or (spec is not None and not spec.is_const()):
+        unsupported(f"formatting {value} in an f-string")
+    raw = value.const()
+    convert = _CONVERSIONS[conversion]
+    if convert is not None:
+        raw = convert(raw)
+    return fold(format, raw, spec.const() if spec is not None else "")
+
+
+@handler("FORMAT_VALUE", until=(3, 13))
+def _format_value(tx: Tracer, inst: Inst) -> None:
+    spec = tx.pop() if inst.arg & 4 else None
+    tx.push(_format(tx, tx.pop(), inst.arg & 3, spec))
+
+
+@handler("CONVERT_VALUE", since=(3, 13))
+def _convert_value(tx: Tracer, inst: Inst) -> None:
+    value = tx.pop()
+    if not value.is_const():
+        unsupported(f"converting {value} in an f-string")
+    tx.push(ConstVar(_CONVERSIONS[int(inst.arg)](value.const())))
+
+
+@handler("FORMAT_SIMPLE", since=(3, 13))
+def _format_simple(tx: Tracer, inst: Inst) -> None:
+    tx.push(_format(tx, tx.pop(), 0, None))
+
+
+@handler("FORMAT_WITH_SPEC", since=(3, 13))
+def _format_with_spec(tx: Tracer, inst: Inst) -> None:
+    spec = tx.pop()
+    tx.push(_format(tx, tx.pop(), 0, spec))
+
+
+@handler("BUILD_STRING")
+def _build_string(tx: Tracer, inst: Inst) -> None:
+    parts = tx.popn(inst.arg)
+    tx.push(ConstVar("".join(part.const() for part in parts)))

@@ -1,0 +1,217 @@
+"""The graph being built for one converted frame: inputs, nodes, guards, side effects, and its compilation."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import operator
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
+from dynajit.capture._symbolic.side_effects import SideEffects
+from dynajit.capture._symbolic.variables import (
+    VT,
+    ConstVar,
+    DictVar,
+    ListVar,
+    SliceVar,
+    TensorVar,
+    TupleVar,
+    unsupported,
+)
+from dynajit.fxgraph import GraphBuilder, artifact_enabled, artifact_logger, format_stack_trace
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.paths import Path
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["OutputGraph"]
+
+_graph_ids = itertools.count()
+
+
+class OutputGraph:
+    """Everything one trace of a frame produces besides the bytecode."""
+
+    def __init__(self, ctx: FrameContext) -> None:
+        self.ctx = ctx
+        self.fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
+        self.builder = GraphBuilder(self.fake_mode)
+        self.side_effects = SideEffects()
+        self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
+        self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
+        self.aliases: list[tuple[Path, Path]] = []
+        self._by_id: dict[int, TensorVar] = {}
+        self._attr_names: dict[int, TensorVar] = {}
+        self._cells: dict[int, Any] = {}
+        self._module_stack: list[tuple[str, tuple[str, type]]] = []
+        self.current_tx: Tracer | None = None
+        self.n_ops = 0
+
+    # ----------------------------------------------------------------- guards
+
+    def guard(self, kind: str, path: Path | None, *args: Any) -> None:
+        """Record a guard of ``kind`` (a dynajit.guards factory name) on the value at ``path``."""
+        if path is not None:
+            self.guard_requests.append((kind, path, args))
+
+    # ----------------------------------------------------------------- inputs
+
+    def input_tensor(self, value: torch.Tensor, path: Path | None) -> TensorVar:
+        """A real tensor read from the frame: a graph input (one per tensor object), guarded by TENSOR_MATCH."""
+        if path is None:
+            unsupported("a tensor that cannot be reached from the frame's arguments or globals")
+        known = self._by_id.get(id(value))
+        if known is not None:
+            self.aliases.append((known.source, path))
+            return TensorVar(known.node, known.example, path)
+        example = self.fake_mode.from_tensor(value, static_shapes=True)
+        node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        tv = TensorVar(node, example, path)
+        self._by_id[id(value)] = tv
+        self.inputs.append((path, value, tv))
+        self.guard("tensor_match", path, value)
+        return tv
+
+    def module_tensor(self, value: torch.Tensor, path: Path | None) -> TensorVar:
+        """A parameter or buffer of a module: a get_attr node bound to the real tensor, guarded by identity."""
+        known = self._attr_names.get(id(value))
+        if known is not None:
+            return known
+        if path is None:
+            unsupported("a module parameter that cannot be reached from the frame")
+        node = self.builder.get_attr(_attr_name(path, self._attr_names), value)
+        tv = TensorVar(node, node.meta["example_value"], path)
+        self._attr_names[id(value)] = tv
+        self.guard("id_match", path, value)
+        return tv
+
+    def cell_for(self, cell: Any, path: Path | None) -> Any:
+        from dynajit.capture._symbolic.variables import CellVar
+
+        if id(cell) not in self._cells:
+            self._cells[id(cell)] = CellVar(real=cell, source=path)
+        return self._cells[id(cell)]
+
+    # ----------------------------------------------------------------- nodes
+
+    @contextlib.contextmanager
+    def module_scope(self, module_vt: Any) -> Iterator[None]:
+        path = module_vt.source.name() if module_vt.source is not None else type(module_vt.value).__name__
+        cls = type(module_vt.value)
+        self._module_stack.append((path, (f"{cls.__module__}.{cls.__qualname__}", cls)))
+        try:
+            yield
+        finally:
+            self._module_stack.pop()
+
+    def _meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        tx = self.current_tx
+        if tx is not None:
+            recaptured = tx.recaptured_meta()
+            if recaptured is not None:
+                return dict(recaptured)
+            meta["stack_trace"] = format_stack_trace(tx.user_stack())
+        if self._module_stack:
+            meta["nn_module_stack"] = dict(self._module_stack)
+        return meta
+
+    def to_proxy(self, vt: VT) -> Any:
+        if isinstance(vt, TensorVar):
+            return vt.node
+        if isinstance(vt, (TupleVar, ListVar)):
+            return vt.kind(self.to_proxy(item) for item in vt.items)
+        if isinstance(vt, SliceVar):
+            return slice(*(self.to_proxy(p) for p in vt.parts))
+        if isinstance(vt, DictVar):
+            return {k: self.to_proxy(v) for k, v in vt.items.items()}
+        if vt.is_const():
+            value = vt.const()
+            if isinstance(value, (int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.Size)):
+                return value
+            if isinstance(value, (tuple, slice, range, type(Ellipsis), torch.layout, torch.memory_format)):
+                return value
+        unsupported(f"passing {vt} to a torch operation")
+
+    def call_function(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        proxies = tuple(self.to_proxy(a) for a in args)
+        kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
+
+    def call_method(self, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        proxies = tuple(self.to_proxy(a) for a in args)
+        kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+
+    def _record(self, make: Any, what: Any) -> VT:
+        try:
+            node = make(self._meta())
+        except Unsupported:
+            raise
+        except Exception as exc:
+            name = getattr(what, "__name__", what)
+            unsupported(f"{name} cannot be traced on fake tensors ({type(exc).__name__}: {str(exc)[:200]})")
+        self.n_ops += 1
+        return self.wrap_result(node)
+
+    def wrap_result(self, node: torch.fx.Node) -> VT:
+        example = node.meta.get("example_value")
+        if isinstance(example, torch.Tensor):
+            return TensorVar(node, example)
+        if isinstance(example, (tuple, list)) and not isinstance(example, torch.Size):
+            items = []
+            for i, item in enumerate(example):
+                if isinstance(item, torch.Tensor):
+                    sub = self.builder.call_function(operator.getitem, (node, i), meta=self._meta())
+                    items.append(TensorVar(sub, item))
+                elif isinstance(item, (int, float, bool, type(None))):
+                    items.append(ConstVar(item))
+                else:
+                    unsupported(f"a torch operation returned a {type(item).__name__} inside a sequence")
+            return TupleVar(items) if isinstance(example, tuple) else ListVar(items)
+        if isinstance(example, torch.SymInt | torch.SymFloat | torch.SymBool):
+            unsupported("a torch operation returned a symbolic scalar (dynamic shapes are not traced yet)")
+        if isinstance(example, (int, float, bool, type(None), torch.Size, torch.dtype, torch.device)):
+            # The value is fixed by the guarded example values, so the node is not needed.
+            node.graph.erase_node(node) if not node.users else None
+            return ConstVar(example)
+        unsupported(f"a torch operation returned a {type(example).__name__}")
+
+    # ----------------------------------------------------------------- compile
+
+    def has_ops(self) -> bool:
+        return any(n.op in ("call_function", "call_method", "call_module") for n in self.builder.graph.nodes)
+
+    def compile(self, outputs: list[TensorVar], user_stack: list[Any]) -> tuple[str, CompiledGraph] | None:
+        """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
+        if not self.has_ops():
+            return None
+        self.builder.output(tuple(tv.node for tv in outputs))
+        gm = self.builder.build(class_name="GraphModule")
+        example_inputs = [value for (_, value, _) in self.inputs]
+        name = f"__compiled_fn_{next(_graph_ids)}"
+        if artifact_enabled("graph_code"):
+            artifact_logger("graph_code").info("TRACED GRAPH %s\n%s", name, gm.print_readable(print_output=False))
+        start = time.perf_counter()
+        compiled = self.ctx.backend(gm, example_inputs)
+        seconds = time.perf_counter() - start
+        return name, CompiledGraph(name, gm, compiled, example_inputs, seconds)
+
+
+def _placeholder_name(path: Path) -> str:
+    text = path.name()
+    for ch in "[]'\". ()":
+        text = text.replace(ch, "_")
+    return "_".join(part for part in text.split("_") if part) or "input"
+
+
+def _attr_name(path: Path, taken: dict[int, Any]) -> str:
+    base = _placeholder_name(path)
+    return base if base[0].isalpha() else f"p_{base}"

@@ -1,0 +1,140 @@
+"""Access paths: how the transformed code reaches a value the interpreter read from the frame.
+
+A path is rooted at a local, a global, a free variable of the converted frame,
+or a stashed object (installed as a global of the transformed code). It turns
+into a ``dynajit.guards`` Source for guarding (:meth:`Path.to_source`) and into
+bytecode for reconstruction (:meth:`Path.emit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+
+__all__ = ["Attr", "Closure", "Global", "Item", "Local", "Path", "Stash"]
+
+
+class Path:
+    """Base of all access paths."""
+
+    def to_source(self) -> Any:
+        """The guards Source for this path, or None when the path cannot be guarded (stashed objects)."""
+        raise NotImplementedError
+
+    def emit(self, cg: CodeGen) -> None:
+        """Emit bytecode pushing the value."""
+        raise NotImplementedError
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class Local(Path):
+    local: str
+
+    def to_source(self) -> Any:
+        from dynajit.guards import LocalSource
+
+        return LocalSource(self.local)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.load_local(self.local)
+
+    def name(self) -> str:
+        return f"L[{self.local!r}]"
+
+
+@dataclass(frozen=True)
+class Global(Path):
+    glob: str
+
+    def to_source(self) -> Any:
+        from dynajit.guards import GlobalSource
+
+        return GlobalSource(self.glob)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.load_global(self.glob)
+
+    def name(self) -> str:
+        return f"G[{self.glob!r}]"
+
+
+@dataclass(frozen=True)
+class Closure(Path):
+    """The contents of a free variable of the converted frame."""
+
+    var: str
+
+    def to_source(self) -> Any:
+        from dynajit.guards import ClosureSource
+
+        return ClosureSource(self.var)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.load_deref(self.var)
+
+    def name(self) -> str:
+        return f"C[{self.var!r}]"
+
+
+@dataclass(frozen=True)
+class Attr(Path):
+    base: Path
+    attr: str
+
+    def to_source(self) -> Any:
+        from dynajit.guards import AttrSource
+
+        base = self.base.to_source()
+        return None if base is None else AttrSource(base, self.attr)
+
+    def emit(self, cg: CodeGen) -> None:
+        self.base.emit(cg)
+        cg.load_attr(self.attr)
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class Item(Path):
+    base: Path
+    key: Any
+
+    def to_source(self) -> Any:
+        from dynajit.guards import ItemSource
+
+        base = self.base.to_source()
+        return None if base is None else ItemSource(base, self.key)
+
+    def emit(self, cg: CodeGen) -> None:
+        self.base.emit(cg)
+        cg.load_const(self.key)
+        cg.subscr()
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Stash(Path):
+    """An object the transformed code reads from a global of its own (builtins, constants of odd types)."""
+
+    value: Any
+
+    def to_source(self) -> Any:
+        return None
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.load_global(cg.stash(self.value))
+
+    def name(self) -> str:
+        return f"<{type(self.value).__name__}>"

@@ -1,0 +1,118 @@
+"""Side effects recorded while tracing and replayed, in order, after the graph runs.
+
+Nothing is applied while tracing: a mutated container or object keeps its new
+state in its tracker, and the transformed code writes the final state back to
+the real object once (list contents, dict contents, attributes, globals, closure
+cells), in the order the effects were first made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.variables import VT
+
+__all__ = ["SideEffects"]
+
+
+@dataclass
+class _Effect:
+    kind: str  # "contents" | "attr" | "global" | "cell"
+    target: Any  # the tracker (contents, cell), (object tracker, name) for attr, name for global
+    value: Any = None
+
+    def values(self) -> list[VT]:
+        if self.kind == "contents":
+            return [self.target]
+        if self.kind == "cell":
+            return [self.target.contents]
+        return [self.value]
+
+
+class SideEffects:
+    """The ordered effects of one traced frame."""
+
+    def __init__(self) -> None:
+        self._effects: dict[Any, _Effect] = {}
+        self._attrs: dict[tuple[int, str], VT] = {}
+        self._globals: dict[str, VT] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._effects)
+
+    def record_mutation(self, container: VT) -> None:
+        self._effects.setdefault(("contents", id(container)), _Effect("contents", container))
+
+    def record_attr_write(self, obj: VT, name: str, value: VT) -> None:
+        key = ("attr", id(obj.value), name)  # type: ignore[attr-defined]
+        effect = self._effects.setdefault(key, _Effect("attr", (obj, name)))
+        effect.value = value
+        self._attrs[(id(obj.value), name)] = value  # type: ignore[attr-defined]
+
+    def pending_attr(self, obj: Any, name: str) -> VT | None:
+        return self._attrs.get((id(obj), name))
+
+    def record_global_write(self, name: str, value: VT) -> None:
+        effect = self._effects.setdefault(("global", name), _Effect("global", name))
+        effect.value = value
+        self._globals[name] = value
+
+    def pending_global(self, name: str) -> VT | None:
+        return self._globals.get(name)
+
+    def record_cell_write(self, cell: VT) -> None:
+        self._effects.setdefault(("cell", id(cell)), _Effect("cell", cell))
+
+    def values(self) -> list[VT]:
+        """The trackers whose state the replay writes (they may need graph outputs)."""
+        return [v for effect in self._effects.values() for v in effect.values()]
+
+    def replay(self, cg: CodeGen) -> None:
+        """Emit the bytecode that applies every effect to the real objects."""
+        from dynajit.capture._symbolic.variables import DictVar, ListVar
+
+        for effect in self._effects.values():
+            if effect.kind == "contents":
+                container = effect.target
+                if isinstance(container, ListVar):
+                    # real[:] = [items]: one write, keeping the list's identity.
+                    for item in container.items:
+                        item.reconstruct(cg)
+                    cg.build("BUILD_LIST", len(container.items))
+                    container.source.emit(cg)
+                    cg.load_const(None)
+                    cg.load_const(None)
+                    cg.build("BUILD_SLICE", 2)
+                    cg.emit("STORE_SUBSCR")
+                elif isinstance(container, DictVar):
+                    cg.call_helper(_replace_dict, lambda c=container: _dict_args(cg, c))
+                    cg.emit("POP_TOP")
+            elif effect.kind == "attr":
+                obj, name = effect.target
+                effect.value.reconstruct(cg)
+                obj.source.emit(cg)
+                cg.emit("STORE_ATTR", name)
+            elif effect.kind == "global":
+                effect.value.reconstruct(cg)
+                cg.emit("STORE_GLOBAL", effect.target)
+            else:
+                cell = effect.target
+                cell.contents.reconstruct(cg)
+                cg.store_path(cell.source)
+
+
+def _dict_args(cg: CodeGen, container: Any) -> int:
+    container.source.emit(cg)
+    for key, value in container.items.items():
+        cg.load_const_any(key)
+        value.reconstruct(cg)
+    cg.build("BUILD_MAP", len(container.items))
+    return 2
+
+
+def _replace_dict(real: dict[Any, Any], new: dict[Any, Any]) -> None:
+    real.clear()
+    real.update(new)

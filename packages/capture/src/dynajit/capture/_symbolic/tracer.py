@@ -1,0 +1,331 @@
+"""The symbolic interpreter: walks a code object's instructions over variable trackers.
+
+:class:`Tracer` runs one frame; calls to user functions inline a child tracer
+sharing the same :class:`OutputGraph`. The root tracer (the converted frame)
+stops at a RETURN_VALUE, or before the instruction at which the previous
+attempt could not continue (a graph break), leaving its stack and locals for
+code generation.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import linecache
+import traceback
+import types
+from typing import Any
+
+import torch
+
+from dynajit.capture._frame import Unsupported
+from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic import opcodes_build as _opcodes_build  # noqa: F401  (registers handlers)
+from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F401
+from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noqa: F401
+from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
+from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
+from dynajit.capture._symbolic.instructions import PY, Inst, decode
+from dynajit.capture._symbolic.output import OutputGraph
+from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, Path
+from dynajit.capture._symbolic.registry import BREAKS, lookup
+from dynajit.capture._symbolic.variables import (
+    VT,
+    CellVar,
+    ConstVar,
+    DictVar,
+    NNModuleVar,
+    TupleVar,
+    UserObjectVar,
+    unsupported,
+)
+from dynajit.capture._symbolic.wrap import wrap_value
+
+__all__ = ["RootTracer", "Tracer", "bind_arguments"]
+
+GENERATOR_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+)
+
+_decoded: dict[types.CodeType, tuple[Any, list[Inst]]] = {}
+
+
+def decoded(code: types.CodeType) -> tuple[Any, list[Inst]]:
+    """Decode ``code`` once per process."""
+    if code not in _decoded:
+        _decoded[code] = decode(code)
+    return _decoded[code]
+
+
+class Tracer:
+    """The interpreter state of one frame."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        output: OutputGraph,
+        global_path: Any,
+        parent: Tracer | None = None,
+        self_value: Any = None,
+    ) -> None:
+        self.code = code
+        self.insts = decoded(code)[1]
+        self.f_globals = f_globals
+        self.output = output
+        self.global_path = global_path
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.locals: dict[str, VT] = {}
+        self.cells: dict[str, CellVar] = {}
+        self.stack: list[VT] = []
+        self.ip = 0
+        self.kw_names: tuple[str, ...] = ()
+        self.version = PY
+        self.done = False
+        self.result: VT | None = None
+        self.current: Inst | None = None
+        self.self_value = self_value
+
+    # ----------------------------------------------------------------- stack
+
+    def push(self, value: VT) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> VT:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VT]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # ----------------------------------------------------------------- names
+
+    def load_local(self, name: str) -> VT:
+        if name in self.locals:
+            return self.locals[name]
+        unsupported(f"local variable {name!r} referenced before assignment raises UnboundLocalError")
+
+    def load_global(self, name: str) -> VT:
+        if self.global_path is Global:
+            pending = self.output.side_effects.pending_global(name)
+            if pending is not None:
+                return pending
+        if name in self.f_globals:
+            return self.wrap(self.f_globals[name], self.global_path(name))
+        if hasattr(builtins, name):
+            return self.wrap(getattr(builtins, name), None)
+        unsupported(f"name {name!r} is not defined (NameError)")
+
+    def store_global(self, name: str, value: VT) -> None:
+        if self.global_path is not Global:
+            unsupported("writing a global of another module")
+        self.output.side_effects.record_global_write(name, value)
+
+    def wrap(self, value: Any, path: Path | None) -> VT:
+        return wrap_value(self.output, value, path)
+
+    def wrap_const(self, value: Any) -> VT:
+        if type(value) is tuple:
+            return TupleVar([self.wrap_const(v) for v in value])
+        return ConstVar(value)
+
+    # ----------------------------------------------------------------- calls
+
+    def call(self, fn: VT, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if fn.is_const():
+            target = fn.const()
+            if target is marks.graph_break_function() and target is not None:
+                unsupported("graph_break() was called")
+            query = marks.is_compile_query(target)
+            if query is not None:
+                return ConstVar(self.output.ctx.export if query == "is_exporting" else True)
+            if marks.is_disabled(target):
+                unsupported(f"{getattr(target, '__qualname__', target)} is marked disable(): it runs in Python")
+            if marks.is_disallowed_in_graph(target):
+                unsupported(f"{getattr(target, '__qualname__', target)} is disallowed in the graph")
+            substitute = marks.substitute_for(target)
+            if substitute is not None:
+                return self.wrap(substitute, None).call(self, args, kwargs)
+            if marks.is_allowed_in_graph(target):
+                return self.output.call_function(target, args, kwargs)
+        return fn.call(self, args, kwargs)
+
+    def inline_call(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """Run a user function's code in a child tracer; its result is the call's value."""
+        limit = config_value("inline_depth_limit", 24)
+        if self.depth + 1 > limit:
+            unsupported(f"inlining deeper than inline_depth_limit={limit}")
+        code = fn.code
+        if code.co_flags & GENERATOR_FLAGS:
+            unsupported(f"{code.co_name} is a generator or coroutine")
+        defaults, kwdefaults = fn.defaults(self)
+        bound = bind_arguments(code, args, kwargs, defaults, kwdefaults)
+        f_globals, global_path = self._globals_of(fn)
+        self_value = args[0].value if args and isinstance(args[0], UserObjectVar) else None
+        child = Tracer(code, f_globals, self.output, global_path, parent=self, self_value=self_value)
+        child.locals = bound
+        for name, cell in zip(code.co_freevars, fn.closure_cells(self)):
+            child.cells[name] = cell
+        result = child.run_inline()
+        self.output.current_tx = self
+        return result
+
+    def _globals_of(self, fn: Any) -> tuple[dict[str, Any], Any]:
+        if hasattr(fn, "f_globals"):
+            return fn.f_globals, fn.global_path
+        fn_globals = fn.fn.__globals__
+        root = self.root()
+        if fn_globals is root.f_globals:
+            return fn_globals, Global
+        if fn.source is None:
+            return fn_globals, lambda name: None
+        base = fn.source
+        return fn_globals, lambda name: Item(Attr(base, "__globals__"), name)
+
+    def root(self) -> Tracer:
+        tx: Tracer = self
+        while tx.parent is not None:
+            tx = tx.parent
+        return tx
+
+    # ----------------------------------------------------------------- control
+
+    def jump(self, target: int | None) -> None:
+        assert target is not None
+        self.ip = target
+
+    def do_return(self, value: VT) -> None:
+        self.done = True
+        self.result = value
+
+    def step(self) -> None:
+        inst = self.insts[self.ip]
+        self.current = inst
+        self.ip += 1
+        self.output.current_tx = self
+        run = lookup(inst.opname, self.version)
+        if run is None:
+            unsupported(BREAKS.get(inst.opname, f"instruction {inst.opname} is not supported"))
+        run(self, inst)
+
+    def run_inline(self) -> VT:
+        while not self.done:
+            self.step()
+        assert self.result is not None
+        return self.result
+
+    # ----------------------------------------------------------------- metadata
+
+    def user_stack(self) -> list[traceback.FrameSummary]:
+        frames: list[traceback.FrameSummary] = []
+        tx: Tracer | None = self
+        while tx is not None:
+            lineno = tx.current.lineno if tx.current is not None and tx.current.lineno else tx.code.co_firstlineno
+            filename = tx.code.co_filename
+            line = linecache.getline(filename, lineno).strip() or None
+            frames.append(traceback.FrameSummary(filename, lineno, tx.code.co_name, line=line))
+            tx = tx.parent
+        return frames[::-1]
+
+    def recaptured_meta(self) -> dict[str, Any] | None:
+        """For a GraphModule's generated forward, the metadata of the original node on the current line."""
+        gm = self.self_value
+        if not isinstance(gm, torch.fx.GraphModule) or self.code is not getattr(type(gm).forward, "__code__", None):
+            return None
+        from dynajit.fxgraph import recapture_meta
+
+        lineno = self.current.lineno if self.current is not None else None
+        return recapture_meta(gm, lineno) if lineno else None
+
+
+class RootTracer(Tracer):
+    """The converted frame: stops at its return, or at the step where the graph must be cut."""
+
+    def __init__(
+        self, fn: types.FunctionType, args: tuple[Any, ...], output: OutputGraph, break_at: int | None
+    ) -> None:
+        super().__init__(fn.__code__, fn.__globals__, output, Global)
+        code = fn.__code__
+        n_args = code.co_argcount + code.co_kwonlyargcount
+        n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        for name, value in zip(code.co_varnames[:n_args], args):
+            self.locals[name] = self.wrap(value, Local(name))
+        if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
+            self.self_value = args[0]
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            self.cells[name] = CellVar(real=cell, source=Closure(name))
+        self.break_at = break_at
+        self.steps = 0
+        self.stopped_at: Inst | None = None
+
+    def run(self) -> None:
+        while not self.done:
+            if self.steps == self.break_at:
+                self.stopped_at = self.insts[self.ip]
+                self.current = self.stopped_at
+                return
+            self.steps += 1
+            self.step()
+
+
+def config_value(name: str, default: Any) -> Any:
+    """A field of ``dynajit.capture.config`` (the runtime's configuration), or ``default`` before it exists."""
+    try:
+        from dynajit.capture import config
+    except ImportError:
+        return default
+    return getattr(config, name, default)
+
+
+def bind_arguments(
+    code: types.CodeType, args: list[VT], kwargs: dict[str, VT], defaults: list[VT], kwdefaults: dict[str, VT]
+) -> dict[str, VT]:
+    """Bind call arguments to ``code``'s parameters like CPython does; a bad call is left for Python to raise."""
+    names = code.co_varnames
+    n_pos = code.co_argcount
+    n_kwonly = code.co_kwonlyargcount
+    has_varargs = bool(code.co_flags & 0x04)
+    has_varkw = bool(code.co_flags & 0x08)
+    n_posonly = code.co_posonlyargcount
+    bound: dict[str, VT] = {}
+    for name, value in zip(names[:n_pos], args):
+        bound[name] = value
+    extra = args[n_pos:]
+    if extra and not has_varargs:
+        unsupported(f"{code.co_name}() takes {n_pos} positional arguments but {len(args)} were given (TypeError)")
+    rest: dict[str, VT] = {}
+    kwonly = names[n_pos : n_pos + n_kwonly]
+    for key, value in kwargs.items():
+        if key in names[n_posonly:n_pos] or key in kwonly:
+            if key in bound:
+                unsupported(f"{code.co_name}() got multiple values for argument {key!r} (TypeError)")
+            bound[key] = value
+        elif has_varkw:
+            rest[key] = value
+        else:
+            unsupported(f"{code.co_name}() got an unexpected keyword argument {key!r} (TypeError)")
+    first_default = n_pos - len(defaults)
+    for i, name in enumerate(names[:n_pos]):
+        if name not in bound:
+            if i < first_default:
+                unsupported(f"{code.co_name}() missing required argument {name!r} (TypeError)")
+            bound[name] = defaults[i - first_default]
+    for name in kwonly:
+        if name not in bound:
+            if name not in kwdefaults:
+                unsupported(f"{code.co_name}() missing required keyword-only argument {name!r} (TypeError)")
+            bound[name] = kwdefaults[name]
+    index = n_pos + n_kwonly
+    if has_varargs:
+        bound[names[index]] = TupleVar(list(extra))
+        index += 1
+    if has_varkw:
+        bound[names[index]] = DictVar(rest)
+    return bound
+
+
+_ = Unsupported

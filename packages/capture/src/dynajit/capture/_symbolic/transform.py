@@ -1,0 +1,280 @@
+"""The transformed code of a converted frame: at its return, or at a graph break.
+
+Every form starts the same way: the frame-setup prefix, the call of the compiled
+graph (its inputs loaded from their paths, its outputs kept in a local), and the
+replay of side effects. Then:
+
+- return: rebuild the returned value and return it;
+- break on an instruction: rebuild the live locals and the stack, run the
+  instruction itself in Python (a called function goes through the interceptor),
+  and return what the resume function for the next instruction returns;
+- break on a conditional jump over a tensor: test the real tensor and call the
+  resume function of the branch taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import bytecode
+
+from dynajit.capture._frame import CompiledGraph, Unsupported
+from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
+from dynajit.capture._symbolic.instructions import PY, Inst
+from dynajit.capture._symbolic.output import OutputGraph
+from dynajit.capture._symbolic.paths import Local
+from dynajit.capture._symbolic.resume import live_locals, resume_code
+from dynajit.capture._symbolic.tracer import RootTracer, decoded
+from dynajit.capture._symbolic.variables import VT, NullVar, unsupported
+
+__all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
+
+INTERCEPT = "__dynajit_intercept"
+
+
+@dataclass
+class Transformed:
+    code: Any
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    new_globals: dict[str, Any] = field(default_factory=dict)
+
+
+def _pops_pushes(inst: Inst) -> tuple[int, int] | None:
+    """Stack effect of the instructions a graph break can run on their own (None: not one of those)."""
+    n = inst.arg if isinstance(inst.arg, int) else 0
+    table: dict[str, Callable[[], tuple[int, int]]] = {
+        "CALL": lambda: (n + 2, 1),
+        "CALL_KW": lambda: (n + 3, 1),
+        "CALL_FUNCTION_EX": lambda: (3 + (n & 1), 1),
+        "BINARY_OP": lambda: (2, 1),
+        "BINARY_SUBSCR": lambda: (2, 1),
+        "BINARY_SLICE": lambda: (3, 1),
+        "STORE_SUBSCR": lambda: (3, 0),
+        "STORE_SLICE": lambda: (4, 0),
+        "DELETE_SUBSCR": lambda: (2, 0),
+        "STORE_ATTR": lambda: (2, 0),
+        "STORE_GLOBAL": lambda: (1, 0),
+        "LOAD_ATTR": lambda: (1, 1),
+        "LOAD_METHOD": lambda: (1, 1),
+        "COMPARE_OP": lambda: (2, 1),
+        "CONTAINS_OP": lambda: (2, 1),
+        "IS_OP": lambda: (2, 1),
+        "UNARY_NEGATIVE": lambda: (1, 1),
+        "UNARY_INVERT": lambda: (1, 1),
+        "UNARY_NOT": lambda: (1, 1),
+        "TO_BOOL": lambda: (1, 1),
+        "GET_ITER": lambda: (1, 1),
+        "CALL_INTRINSIC_1": lambda: (1, 1),
+        "FORMAT_VALUE": lambda: (1 + bool(n & 4), 1),
+        "FORMAT_SIMPLE": lambda: (1, 1),
+        "FORMAT_WITH_SPEC": lambda: (2, 1),
+        "CONVERT_VALUE": lambda: (1, 1),
+        "BUILD_STRING": lambda: (n, 1),
+        "UNPACK_SEQUENCE": lambda: (1, n),
+        "UNPACK_EX": lambda: (1, (n & 0xFF) + (n >> 8) + 1),
+    }
+    entry = table.get(inst.opname)
+    return entry() if entry is not None else None
+
+
+class _FrameEmitter:
+    """Shared steps of every transformed frame."""
+
+    def __init__(self, tracer: RootTracer, output: OutputGraph, lineno: int | None) -> None:
+        self.tracer = tracer
+        self.output = output
+        self.code = tracer.code
+        self.result = Transformed(code=None)
+        self.cg = CodeGen(self.code, self.result.new_globals, lineno)
+
+    def start(self, values: list[VT]) -> None:
+        bc = decoded(self.code)[0]
+        self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
+        needed = collect_tensors([*values, *self.output.side_effects.values()])
+        compiled = self.output.compile(needed, self.tracer.user_stack())
+        if compiled is not None:
+            name, graph = compiled
+            self.result.graphs.append(graph)
+            self.result.new_globals[name] = graph.compiled
+            self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
+            self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
+        self.output.side_effects.replay(self.cg)
+
+    def finish(self) -> Transformed:
+        self.result.code = assemble(decoded(self.code)[0], self.cg.insts)
+        return self.result
+
+    def call_resume(self, target: Inst, stack: list[VT], live: list[str], values: dict[str, VT] | None) -> None:
+        """Call the resume function at ``target`` with the stack and live locals; return its result."""
+        nulls = tuple(isinstance(v, NullVar) for v in stack)
+        name, code = resume_code(self.code, target, nulls, tuple(live))
+        if name not in self.result.new_globals:
+            import types
+
+            fn = types.FunctionType(code, self.tracer.f_globals, name)
+            self.result.new_globals[name] = self.output.ctx.intercept(fn)
+        self.cg.push_callable_global(name)
+        for vt in stack:
+            if not isinstance(vt, NullVar):
+                vt.reconstruct(self.cg)
+        for local in live:
+            if values is None:
+                self.cg.load_local(local)
+            else:
+                values[local].reconstruct(self.cg)
+        self.cg.call(sum(not n for n in nulls) + len(live))
+        self.cg.emit("RETURN_VALUE")
+
+    def live_at(self, index: int) -> list[str]:
+        return live_locals(self.tracer.insts, index, set(self.tracer.locals))
+
+
+def _copy(inst: bytecode.Instr) -> bytecode.Instr:
+    return bytecode.Instr(inst.name, inst.arg, location=inst.location)
+
+
+def _check_resumable(tracer: RootTracer, inst: Inst) -> None:
+    code = tracer.code
+    if inst.in_try:
+        unsupported("a graph break inside a try/with block cannot be resumed")
+    if code.co_cellvars or code.co_freevars:
+        unsupported("a graph break in a function with closure cells cannot be resumed yet")
+
+
+def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
+    """The frame ran to its return: call the graph, replay effects, return the rebuilt value."""
+    assert tracer.result is not None
+    emitter = _FrameEmitter(tracer, output, tracer.current.lineno if tracer.current else None)
+    emitter.start([tracer.result])
+    tracer.result.reconstruct(emitter.cg)
+    emitter.cg.emit("RETURN_VALUE")
+    return emitter.finish()
+
+
+def transform_break(tracer: RootTracer, output: OutputGraph) -> Transformed:
+    """Cut the graph before ``tracer.stopped_at``; run that instruction in Python; resume after it."""
+    inst = tracer.stopped_at
+    assert inst is not None
+    _check_resumable(tracer, inst)
+    effect = _pops_pushes(inst)
+    if effect is None:
+        unsupported(f"a graph break at {inst.opname} cannot be resumed")
+    pops, pushes = effect
+    stack = tracer.stack
+    if pops > len(stack):
+        unsupported(f"{inst.opname} consumes more than the traced stack")
+    below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
+    live = emitter_live = []  # noqa: F841
+    emitter = _FrameEmitter(tracer, output, inst.lineno)
+    live = emitter.live_at(inst.index + 1)
+    emitter.start([*stack, *(tracer.locals[name] for name in live)])
+    cg = emitter.cg
+    for name in live:
+        value = tracer.locals[name]
+        if value.source != Local(name):
+            value.reconstruct(cg)
+            cg.store_local(name)
+    nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
+    if inst.method:  # the NULL of a method load is pushed again by the resume function
+        nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
+    target = tracer.insts[inst.index + 1]
+    name, code = resume_code(tracer.code, target, tuple(nulls_after), tuple(live))
+    if name not in emitter.result.new_globals:
+        import types
+
+        fn = types.FunctionType(code, tracer.f_globals, name)
+        emitter.result.new_globals[name] = output.ctx.intercept(fn)
+    cg.push_callable_global(name)
+    for vt in below:
+        if not isinstance(vt, NullVar):
+            vt.reconstruct(cg)
+    _emit_consumed(emitter, inst, consumed)
+    _emit_instruction(emitter, inst)
+    for local in live:
+        cg.load_local(local)
+    cg.call(sum(not n for n in nulls_after) + len(live))
+    cg.emit("RETURN_VALUE")
+    return emitter.finish()
+
+
+def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT]) -> None:
+    cg = emitter.cg
+    callable_slot = None
+    if inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
+        first, second = consumed[0], consumed[1]
+        callable_slot = 1 if PY < (3, 13) and isinstance(first, NullVar) else 0
+        _ = second
+    for i, vt in enumerate(consumed):
+        if i == callable_slot and not _runs_unintercepted(vt):
+            emitter.result.new_globals[INTERCEPT] = emitter.output.ctx.intercept
+            cg.push_callable_global(INTERCEPT)
+            vt.reconstruct(cg)
+            cg.call(1)
+        else:
+            vt.reconstruct(cg)
+
+
+def _runs_unintercepted(vt: VT) -> bool:
+    if not vt.is_const():
+        return False
+    try:
+        target = vt.const()
+    except Unsupported:
+        return False
+    return marks.is_disabled(target) or target is marks.graph_break_function()
+
+
+def _emit_instruction(emitter: _FrameEmitter, inst: Inst) -> None:
+    cg = emitter.cg
+    if inst.opname == "CALL" and emitter.tracer.kw_names:
+        cg.emit("KW_NAMES", emitter.tracer.kw_names)
+    if inst.opname == "CALL" and PY < (3, 12):
+        cg.emit("PRECALL", inst.arg)
+    if inst.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+        cg.load_attr(inst.arg)
+        return
+    raw = inst.raw
+    cg.insts.append(
+        bytecode.Instr(raw.name, raw.arg, location=raw.location)
+        if raw.has_arg()
+        else bytecode.Instr(raw.name, location=raw.location)
+    )
+
+
+def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
+    """Cut the graph at a conditional jump on a tensor: test the real tensor, resume in the branch taken."""
+    inst = tracer.stopped_at
+    assert inst is not None
+    _check_resumable(tracer, inst)
+    jump_if_true = "TRUE" in inst.opname
+    keeps_on_jump = inst.opname.startswith("JUMP_IF_")
+    stack = tracer.stack
+    condition = stack[-1]
+    jumped = tracer.insts[inst.target]
+    fallthrough = tracer.insts[inst.index + 1]
+    stacks = {
+        "jump": stack if keeps_on_jump else stack[:-1],
+        "fall": stack[:-1],
+    }
+    emitter = _FrameEmitter(tracer, output, inst.lineno)
+    live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
+    values = [*stack, *(tracer.locals[n] for n in {*live["jump"], *live["fall"]})]
+    emitter.start(values)
+    cg = emitter.cg
+    condition.reconstruct(cg)
+    if PY >= (3, 13):
+        cg.emit("TO_BOOL")
+    taken = bytecode.Label()
+    jump_name = "POP_JUMP_IF_TRUE" if jump_if_true else "POP_JUMP_IF_FALSE"
+    if PY < (3, 12):
+        jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
+    cg.emit(jump_name, taken)
+    cg.forget_cached()
+    emitter.call_resume(fallthrough, stacks["fall"], live["fall"], tracer.locals)
+    cg.label(taken)
+    cg.forget_cached()
+    emitter.call_resume(jumped, stacks["jump"], live["jump"], tracer.locals)
+    return emitter.finish()

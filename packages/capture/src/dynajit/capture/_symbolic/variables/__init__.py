@@ -1,0 +1,54 @@
+"""Variable trackers: the abstract values the symbolic interpreter keeps on its stack and in its locals."""
+
+from dynajit.capture._symbolic.variables.base import VT, NullVar, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
+from dynajit.capture._symbolic.variables.containers import (
+    DictVar,
+    IteratorVar,
+    ListVar,
+    SetVar,
+    SliceVar,
+    TupleVar,
+)
+from dynajit.capture._symbolic.variables.functions import (
+    BoundMethodVar,
+    BuiltinVar,
+    CellVar,
+    NestedFunctionVar,
+    UserFunctionVar,
+)
+from dynajit.capture._symbolic.variables.objects import (
+    ClassVar,
+    NNModuleVar,
+    ObjectVar,
+    PyModuleVar,
+    UserObjectVar,
+)
+from dynajit.capture._symbolic.variables.tensor import TensorMethodVar, TensorVar, TorchFunctionVar
+
+__all__ = [
+    "VT",
+    "BoundMethodVar",
+    "BuiltinVar",
+    "CellVar",
+    "ClassVar",
+    "ConstVar",
+    "DictVar",
+    "IteratorVar",
+    "ListVar",
+    "NNModuleVar",
+    "NestedFunctionVar",
+    "NullVar",
+    "ObjectVar",
+    "PyModuleVar",
+    "SetVar",
+    "SliceVar",
+    "TensorMethodVar",
+    "TensorVar",
+    "TorchFunctionVar",
+    "TupleVar",
+    "UserFunctionVar",
+    "UserObjectVar",
+    "is_literal",
+    "unsupported",
+]

@@ -1,0 +1,79 @@
+"""The variable-tracker base class and the errors tracing raises."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from dynajit.capture._frame import Unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.paths import Path
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["VT", "NullVar", "unsupported"]
+
+
+def unsupported(reason: str) -> NoReturn:
+    """Stop tracing here: a graph break (or an error under fullgraph) with ``reason``."""
+    raise Unsupported(reason)
+
+
+class VT:
+    """An abstract value. ``source`` says how to reach the real value from the frame, when it came from there."""
+
+    source: Path | None = None
+
+    def python_type(self) -> type:
+        unsupported(f"the type of {self} is not known while tracing")
+
+    def is_const(self) -> bool:
+        return False
+
+    def const(self) -> Any:
+        unsupported(f"{self} is not a Python constant")
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        unsupported(f"cannot iterate over {self}")
+
+    def truth(self, tx: Tracer) -> bool:
+        unsupported(f"the truth value of {self} is not known while tracing")
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        unsupported(f"attribute {name!r} of {self}")
+
+    def setattr(self, tx: Tracer, name: str, value: VT) -> None:
+        unsupported(f"setting attribute {name!r} on {self}")
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        unsupported(f"calling {self}")
+
+    def call_method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is None:
+            unsupported(f"cannot rebuild {self} in Python after the graph")
+        self.source.emit(cg)
+
+    def reconstruct_object(self, cg: CodeGen, obj: Any) -> None:
+        """Load ``obj`` from the frame when it came from there, else from a global of the transformed code."""
+        if self.source is not None:
+            self.source.emit(cg)
+        else:
+            cg.load_global(cg.stash(obj))
+
+    def children(self) -> list[VT]:
+        """The values this one contains (for finding the tensors a reconstruction needs)."""
+        return []
+
+    def __repr__(self) -> str:
+        where = f" from {self.source.name()}" if self.source is not None else ""
+        return f"{type(self).__name__}{where}"
+
+
+class NullVar(VT):
+    """The NULL CPython pushes below a callable (or after it, in 3.13)."""
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        cg.push_null()

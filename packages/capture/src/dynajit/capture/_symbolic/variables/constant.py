@@ -1,0 +1,109 @@
+"""Python constants: numbers, strings, None, dtypes, devices, sizes, ranges; operations on them run at trace time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["CONSTANT_TYPES", "ConstVar", "is_literal"]
+
+CONSTANT_TYPES = (
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    bytes,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    torch.dtype,
+    torch.device,
+    torch.Size,
+    torch.layout,
+    torch.memory_format,
+    range,
+    slice,
+    tuple,
+    frozenset,
+)
+
+# Values a code object may hold in co_consts (anything else is stashed as a global).
+_LITERAL_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis))
+
+# Methods of constants that are pure (no mutation, no I/O), so they can run while tracing.
+_PURE_METHOD_TYPES = (int, float, bool, complex, str, bytes, tuple, frozenset, torch.Size, range)
+
+
+def is_literal(value: Any) -> bool:
+    """True when ``value`` can be a code constant (LOAD_CONST)."""
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
+        return all(is_literal(v) for v in value)
+    return type(value) in _LITERAL_TYPES
+
+
+class ConstVar(VT):
+    """A Python constant known at trace time."""
+
+    def __init__(self, value: Any, source: Any = None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.value
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.value)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset)):
+            return [ConstVar(v) for v in self.value]
+        unsupported(f"cannot iterate over constant of type {type(self.value).__name__}")
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import BuiltinVar
+
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as exc:
+            unsupported(f"constant attribute lookup raises: {exc}")
+        if callable(attr):
+            if not isinstance(self.value, _PURE_METHOD_TYPES):
+                unsupported(f"method {name!r} of a {type(self.value).__name__} constant")
+            return BuiltinVar(attr, pure=True)
+        return ConstVar(attr)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if is_literal(self.value):
+            cg.load_const(self.value)
+        elif self.source is not None:
+            self.source.emit(cg)
+        else:
+            cg.load_global(cg.stash(self.value))
+
+    def __repr__(self) -> str:
+        return f"ConstVar({self.value!r})"
+
+
+def fold(op: Any, *values: Any) -> ConstVar:
+    """Apply ``op`` to constants at trace time; an exception is left for Python to raise (a graph break)."""
+    try:
+        return ConstVar(op(*values))
+    except Exception as exc:
+        unsupported(f"{getattr(op, '__name__', op)} on constants raises {type(exc).__name__}: {exc}")
+
+
+__all__ += ["fold"]

@@ -1,0 +1,377 @@
+"""Containers: tuples, lists, dicts, sets, slices and iterators over tracked items.
+
+Mutable containers are mutated in place, so every holder of the same tracker
+sees the change (the tracker is the object's identity while tracing). A
+container that came from the frame (it has a source) and is mutated is recorded
+as a side effect and written back after the graph runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["DictVar", "IteratorVar", "ListVar", "SetVar", "SliceVar", "TupleVar", "as_index"]
+
+
+def as_index(vt: VT) -> Any:
+    """A constant index or slice for subscripting a tracked container."""
+    if isinstance(vt, SliceVar):
+        return slice(*(part.const() for part in vt.parts))
+    return vt.const()
+
+
+class _Sequence(VT):
+    kind: type = tuple
+
+    def __init__(self, items: list[VT], source: Any = None) -> None:
+        self.items = list(items)
+        self.source = source
+
+    def python_type(self) -> type:
+        return self.kind
+
+    def is_const(self) -> bool:
+        return all(item.is_const() for item in self.items)
+
+    def const(self) -> Any:
+        return self.kind(item.const() for item in self.items)
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        return list(self.items)
+
+    def children(self) -> list[VT]:
+        return list(self.items)
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        index = as_index(key)
+        try:
+            picked = self.items[index]
+        except (IndexError, TypeError) as exc:
+            unsupported(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}")
+        return type(self)(picked) if isinstance(index, slice) else picked
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "index" and not kwargs:
+            consts = [item.const() for item in self.items]
+            return ConstVar(consts.index(*[a.const() for a in args]))
+        if name == "count" and not kwargs:
+            return ConstVar([item.const() for item in self.items].count(args[0].const()))
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        unsupported(f"{self.kind.__name__}.{name} is not traced")
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if not hasattr(self.kind, name):
+            unsupported(f"{self.kind.__name__} has no attribute {name!r}")
+        return MethodOf(self, name)
+
+
+class TupleVar(_Sequence):
+    kind = tuple
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+        for item in self.items:
+            item.reconstruct(cg)
+        cg.build("BUILD_TUPLE", len(self.items))
+
+    def __repr__(self) -> str:
+        return f"TupleVar({self.items!r})"
+
+
+class ListVar(_Sequence):
+    kind = list
+
+    def mutated(self, tx: Tracer) -> None:
+        if self.source is not None:
+            tx.output.side_effects.record_mutation(self)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        table = {
+            "append": lambda x: self.items.append(x),
+            "extend": lambda x: self.items.extend(x.unpack(tx)),
+            "insert": lambda i, x: self.items.insert(i.const(), x),
+            "pop": lambda i=None: self.items.pop(i.const() if i is not None else -1),
+            "clear": lambda: self.items.clear(),
+            "reverse": lambda: self.items.reverse(),
+            "remove": lambda x: self.items.pop([item.const() for item in self.items].index(x.const())),
+            "copy": lambda: ListVar(self.items),
+        }
+        if name in table and not kwargs:
+            if name != "copy":
+                if name == "pop" and not self.items:
+                    unsupported("pop from an empty list raises IndexError")
+                self.mutated(tx)
+            result = table[name](*args)
+            return result if isinstance(result, VT) else ConstVar(None)
+        if name == "sort":
+            keyed = {k: v.const() for k, v in kwargs.items()}
+            ordered = sorted(self.items, key=lambda item: item.const(), reverse=keyed.get("reverse", False))
+            if keyed.keys() - {"reverse"}:
+                unsupported("list.sort with a key function")
+            self.mutated(tx)
+            self.items[:] = ordered
+            return ConstVar(None)
+        return super().method(tx, name, args, kwargs)
+
+    def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
+        index = as_index(key)
+        try:
+            self.items[index] = value.unpack(tx) if isinstance(index, slice) else value
+        except (IndexError, TypeError) as exc:
+            unsupported(f"list assignment raises {type(exc).__name__}: {exc}")
+        self.mutated(tx)
+
+    def delitem(self, tx: Tracer, key: VT) -> None:
+        try:
+            del self.items[as_index(key)]
+        except (IndexError, TypeError) as exc:
+            unsupported(f"list deletion raises {type(exc).__name__}: {exc}")
+        self.mutated(tx)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def build() -> None:
+            for item in self.items:
+                item.reconstruct(cg)
+            cg.build("BUILD_LIST", len(self.items))
+
+        cg.build_cached(self, build)
+
+    def __repr__(self) -> str:
+        return f"ListVar({self.items!r})"
+
+
+class DictVar(VT):
+    """A dict whose keys are constants."""
+
+    def __init__(self, items: dict[Any, VT], source: Any = None) -> None:
+        self.items = dict(items)
+        self.source = source
+
+    def python_type(self) -> type:
+        return dict
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        return [ConstVar(k) for k in self.items]
+
+    def children(self) -> list[VT]:
+        return list(self.items.values())
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        k = key.const()
+        if k not in self.items:
+            unsupported(f"dict lookup raises KeyError: {k!r}")
+        return self.items[k]
+
+    def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
+        self.items[key.const()] = value
+        self.mutated(tx)
+
+    def delitem(self, tx: Tracer, key: VT) -> None:
+        k = key.const()
+        if k not in self.items:
+            unsupported(f"dict deletion raises KeyError: {k!r}")
+        del self.items[k]
+        self.mutated(tx)
+
+    def mutated(self, tx: Tracer) -> None:
+        if self.source is not None:
+            tx.output.side_effects.record_mutation(self)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if not hasattr(dict, name):
+            unsupported(f"dict has no attribute {name!r}")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "keys":
+            return TupleVar([ConstVar(k) for k in self.items])
+        if name == "values":
+            return TupleVar(list(self.items.values()))
+        if name == "items":
+            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in self.items.items()])
+        if name in ("get", "__getitem__"):
+            key = args[0].const()
+            if key in self.items:
+                return self.items[key]
+            if name == "__getitem__":
+                unsupported(f"dict lookup raises KeyError: {key!r}")
+            return args[1] if len(args) > 1 else ConstVar(None)
+        if name == "__contains__":
+            return ConstVar(args[0].const() in self.items)
+        if name == "copy":
+            return DictVar(self.items)
+        if name in ("update", "pop", "setdefault", "clear", "__setitem__"):
+            return self._mutating(tx, name, args, kwargs)
+        unsupported(f"dict.{name} is not traced")
+
+    def _mutating(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        self.mutated(tx)
+        if name == "update":
+            for arg in args:
+                if not isinstance(arg, DictVar):
+                    unsupported("dict.update with a non-dict argument")
+                self.items.update(arg.items)
+            self.items.update(kwargs)
+            return ConstVar(None)
+        if name == "clear":
+            self.items.clear()
+            return ConstVar(None)
+        if name == "__setitem__":
+            self.items[args[0].const()] = args[1]
+            return ConstVar(None)
+        key = args[0].const()
+        if name == "setdefault":
+            return self.items.setdefault(key, args[1] if len(args) > 1 else ConstVar(None))
+        if key in self.items:
+            return self.items.pop(key)
+        if len(args) > 1:
+            return args[1]
+        unsupported(f"dict.pop raises KeyError: {key!r}")
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def build() -> None:
+            for key, value in self.items.items():
+                cg.load_const_any(key)
+                value.reconstruct(cg)
+            cg.build("BUILD_MAP", len(self.items))
+
+        cg.build_cached(self, build)
+
+    def __repr__(self) -> str:
+        return f"DictVar({self.items!r})"
+
+
+class SetVar(VT):
+    """A set of constants."""
+
+    def __init__(self, items: list[VT], source: Any = None) -> None:
+        self.values = {item.const() for item in items}
+        self.source = source
+
+    def python_type(self) -> type:
+        return set
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.values)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        return [ConstVar(v) for v in self.values]
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return set(self.values)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if self.source is not None and name in ("add", "discard", "remove", "update", "clear", "pop"):
+            unsupported(f"mutating a set from the frame (set.{name})")
+        try:
+            result = getattr(self.values, name)(*[a.const() for a in args])
+        except Exception as exc:
+            unsupported(f"set.{name} raises {type(exc).__name__}: {exc}")
+        if isinstance(result, set):
+            return SetVar([ConstVar(v) for v in result])
+        return ConstVar(result)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def build() -> None:
+            for value in self.values:
+                cg.load_const_any(value)
+            cg.build("BUILD_SET", len(self.values))
+
+        cg.build_cached(self, build)
+
+
+class SliceVar(VT):
+    """``slice(start, stop, step)`` of tracked values (constants, or tensors for advanced indexing)."""
+
+    def __init__(self, parts: list[VT]) -> None:
+        self.parts = parts
+
+    def python_type(self) -> type:
+        return slice
+
+    def is_const(self) -> bool:
+        return all(p.is_const() for p in self.parts)
+
+    def const(self) -> Any:
+        return slice(*(p.const() for p in self.parts))
+
+    def children(self) -> list[VT]:
+        return list(self.parts)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        for part in self.parts:
+            part.reconstruct(cg)
+        cg.build("BUILD_SLICE", len(self.parts))
+
+
+class IteratorVar(VT):
+    """An iterator over a known list of items (lists, tuples, ranges, dicts, zip, enumerate, ...)."""
+
+    def __init__(self, items: list[VT]) -> None:
+        self.items = list(items)
+        self.position = 0
+
+    def python_type(self) -> type:
+        return type(iter([]))
+
+    def next(self) -> VT | None:
+        if self.position >= len(self.items):
+            return None
+        item = self.items[self.position]
+        self.position += 1
+        return item
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        rest = self.items[self.position :]
+        self.position = len(self.items)
+        return rest
+
+    def children(self) -> list[VT]:
+        return self.items[self.position :]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        rest = self.items[self.position :]
+
+        def tuple_of_rest() -> int:
+            for item in rest:
+                item.reconstruct(cg)
+            cg.build("BUILD_TUPLE", len(rest))
+            return 1
+
+        cg.call_helper(iter, tuple_of_rest)

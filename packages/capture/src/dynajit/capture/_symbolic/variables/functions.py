@@ -1,0 +1,243 @@
+"""Callables: builtins (dispatched through the builtins table), user functions, closures, lambdas, bound methods."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["BoundMethodVar", "BuiltinVar", "CellVar", "MethodOf", "NestedFunctionVar", "UserFunctionVar"]
+
+
+class BuiltinVar(VT):
+    """A builtin callable; calls go through the builtins table (or run directly when ``pure`` and all-constant)."""
+
+    def __init__(self, fn: Any, source: Any = None, *, pure: bool = False) -> None:
+        self.fn = fn
+        self.source = source
+        self.pure = pure
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.builtins_table import call_builtin
+
+        if self.pure and all(a.is_const() for a in [*args, *kwargs.values()]):
+            from dynajit.capture._symbolic.variables.constant import fold
+
+            const_kwargs = {k: v.const() for k, v in kwargs.items()}
+            return tx.wrap_const(fold(lambda *a: self.fn(*a, **const_kwargs), *[a.const() for a in args]).value)
+        return call_builtin(tx, self.fn, args, kwargs)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.reconstruct_object(cg, self.fn)
+
+    def __repr__(self) -> str:
+        return f"BuiltinVar({getattr(self.fn, '__name__', self.fn)})"
+
+
+class MethodOf(VT):
+    """``container.method`` before the call (list.append, dict.items, ...)."""
+
+    def __init__(self, obj: VT, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.obj.method(tx, self.name, args, kwargs)  # type: ignore[attr-defined]
+
+    def children(self) -> list[VT]:
+        return [self.obj]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.obj.reconstruct(cg)
+        cg.load_attr(self.name)
+
+
+class CellVar(VT):
+    """A closure cell: created while tracing (contents tracked) or a real cell reached by ``source``."""
+
+    def __init__(self, contents: VT | None = None, *, real: Any = None, source: Any = None) -> None:
+        self.contents = contents
+        self.real = real
+        self.source = source  # path to the cell's *contents*
+        self.written = False
+
+    def get(self, tx: Tracer) -> VT:
+        if self.contents is None:
+            if self.real is None:
+                unsupported("reading a free variable before it is assigned raises NameError")
+            try:
+                value = self.real.cell_contents
+            except ValueError:
+                unsupported("reading an empty closure cell raises NameError")
+            self.contents = tx.wrap(value, self.source)
+        return self.contents
+
+    def set(self, tx: Tracer, value: VT) -> None:
+        self.contents = value
+        if self.real is not None:
+            if self.source is None:
+                unsupported("writing a closure cell that cannot be reached from the frame")
+            tx.output.side_effects.record_cell_write(self)
+
+    def children(self) -> list[VT]:
+        return [self.contents] if self.contents is not None else []
+
+
+class UserFunctionVar(VT):
+    """A Python function object from the frame's reach: calls are inlined."""
+
+    def __init__(self, fn: types.FunctionType, source: Any = None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    @property
+    def code(self) -> types.CodeType:
+        return self.fn.__code__
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.fn
+
+    def defaults(self, tx: Tracer) -> tuple[list[VT], dict[str, VT]]:
+        from dynajit.capture._symbolic.paths import Attr, Item
+
+        def wrap(value: Any, path: Any) -> VT:
+            return tx.wrap(value, path if self.source is not None else None)
+
+        base = self.source
+        positional = [
+            wrap(v, Item(Attr(base, "__defaults__"), i) if base else None)
+            for i, v in enumerate(self.fn.__defaults__ or ())
+        ]
+        keyword = {
+            k: wrap(v, Item(Attr(base, "__kwdefaults__"), k) if base else None)
+            for k, v in (self.fn.__kwdefaults__ or {}).items()
+        }
+        return positional, keyword
+
+    def closure_cells(self, tx: Tracer) -> list[CellVar]:
+        from dynajit.capture._symbolic.paths import Attr, Item
+
+        cells = []
+        for i, cell in enumerate(self.fn.__closure__ or ()):
+            path = Attr(Item(Attr(self.source, "__closure__"), i), "cell_contents") if self.source else None
+            cells.append(tx.output.cell_for(cell, path))
+        return cells
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return tx.inline_call(self, args, kwargs)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstVar(getattr(self.fn, name))
+        unsupported(f"attribute {name!r} of function {self.fn.__qualname__}")
+
+    def __repr__(self) -> str:
+        return f"UserFunctionVar({self.fn.__qualname__})"
+
+
+class NestedFunctionVar(VT):
+    """A function made by MAKE_FUNCTION while tracing (nested def, lambda, comprehension in 3.11)."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        global_path: Any,
+        defaults: VT | None = None,
+        kwdefaults: VT | None = None,
+        closure: VT | None = None,
+    ) -> None:
+        self.code = code
+        self.f_globals = f_globals
+        self.global_path = global_path
+        self.defaults_vt = defaults
+        self.kwdefaults_vt = kwdefaults
+        self.closure_vt = closure
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def defaults(self, tx: Tracer) -> tuple[list[VT], dict[str, VT]]:
+        positional = self.defaults_vt.unpack(tx) if self.defaults_vt is not None else []
+        keyword: dict[str, VT] = {}
+        if self.kwdefaults_vt is not None:
+            keyword = dict(self.kwdefaults_vt.items)  # type: ignore[attr-defined]
+        return positional, keyword
+
+    def closure_cells(self, tx: Tracer) -> list[CellVar]:
+        return self.closure_vt.unpack(tx) if self.closure_vt is not None else []  # type: ignore[return-value]
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return tx.inline_call(self, args, kwargs)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        if name in ("__name__", "__qualname__"):
+            return ConstVar(getattr(self.code, "co_qualname" if name == "__qualname__" else "co_name"))
+        unsupported(f"attribute {name!r} of a nested function")
+
+    def children(self) -> list[VT]:
+        return [v for v in (self.defaults_vt, self.kwdefaults_vt) if v is not None]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.closure_vt is not None and self.closure_vt.unpack(None):  # type: ignore[arg-type]
+            unsupported("a closure created while tracing is still alive after the graph")
+        defaults = self.defaults_vt
+
+        def args() -> int:
+            cg.load_const(self.code)
+            cg.load_global(cg.stash(self.f_globals))
+            if defaults is not None:
+                defaults.reconstruct(cg)
+            else:
+                cg.load_const(None)
+            return 3
+
+        if self.kwdefaults_vt is not None:
+            unsupported("rebuilding a nested function with keyword-only defaults")
+        cg.call_helper(_make_function, args)
+
+    def __repr__(self) -> str:
+        return f"NestedFunctionVar({self.code.co_qualname})"
+
+
+def _make_function(code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...] | None) -> Any:
+    return types.FunctionType(code, f_globals, code.co_name, defaults)
+
+
+class BoundMethodVar(VT):
+    """``obj.method`` for a user-defined method: calls inline the function with ``obj`` first."""
+
+    def __init__(self, func: VT, obj: VT, source: Any = None) -> None:
+        self.func = func
+        self.obj = obj
+        self.source = source
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.func.call(tx, [self.obj, *args], kwargs)
+
+    def children(self) -> list[VT]:
+        return [self.obj]
+
+    def __repr__(self) -> str:
+        return f"BoundMethodVar({self.func!r}, {self.obj!r})"

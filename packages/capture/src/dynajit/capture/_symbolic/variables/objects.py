@@ -1,0 +1,198 @@
+"""Objects reached from the frame: Python modules, classes, nn.Modules and user-defined objects.
+
+nn.Module parameters and buffers reach the graph as ``get_attr`` nodes bound to
+the real tensors (so in-place updates are seen); each one read is guarded by
+identity, and the module by NN_MODULE, so a replaced parameter recompiles.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.paths import Attr, Item
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["ClassVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar"]
+
+
+def _attr_path(vt: VT, name: str) -> Any:
+    return Attr(vt.source, name) if vt.source is not None else None
+
+
+class ObjectVar(VT):
+    """A Python object the interpreter holds concretely (it only reads it)."""
+
+    def __init__(self, value: Any, source: Any = None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.value
+
+    def truth(self, tx: Tracer) -> bool:
+        if type(self.value).__bool__ is object.__bool__ if hasattr(type(self.value), "__bool__") else True:
+            if not hasattr(type(self.value), "__len__"):
+                return True
+        unsupported(f"the truth value of a {type(self.value).__name__} object")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.value).__name__})"
+
+
+class PyModuleVar(ObjectVar):
+    """A Python module (``torch``, ``math``, ``torch.nn.functional``, a user module)."""
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        if not hasattr(self.value, name):
+            unsupported(f"module {self.value.__name__!r} has no attribute {name!r}")
+        return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+
+
+class ClassVar(ObjectVar):
+    """A class. Reading attributes works; calling one is a graph break unless the builtins table knows it."""
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        try:
+            static = inspect.getattr_static(self.value, name)
+        except AttributeError:
+            unsupported(f"class {self.value.__name__} has no attribute {name!r}")
+        if isinstance(static, (staticmethod, classmethod)) or isinstance(static, types.FunctionType):
+            return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+        return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.builtins_table import call_builtin
+
+        return call_builtin(tx, self.value, args, kwargs)
+
+
+class UserObjectVar(ObjectVar):
+    """A user-defined object: attribute reads are traced, writes are recorded side effects."""
+
+    def pending(self, tx: Tracer, name: str) -> VT | None:
+        return tx.output.side_effects.pending_attr(self.value, name)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        found = self.pending(tx, name)
+        if found is not None:
+            return found
+        return self._read(tx, name)
+
+    def _read(self, tx: Tracer, name: str) -> VT:
+        cls = type(self.value)
+        if "__getattribute__" in vars(cls) or (
+            hasattr(cls, "__getattr__") and not isinstance(self.value, torch.nn.Module)
+        ):
+            unsupported(f"{cls.__name__} customises attribute access")
+        instance_dict = getattr(self.value, "__dict__", {})
+        if name in instance_dict:
+            return tx.wrap(instance_dict[name], _attr_path(self, name))
+        try:
+            static = inspect.getattr_static(cls, name)
+        except AttributeError:
+            unsupported(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+        if isinstance(static, types.FunctionType):
+            return BoundMethodVar(UserFunctionVar(static), self, _attr_path(self, name))
+        if isinstance(static, staticmethod):
+            return tx.wrap(static.__func__, None)
+        if isinstance(static, classmethod):
+            return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, None), _attr_path(self, name))
+        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+            return UserFunctionVar(static.fget).call(tx, [self], {})
+        if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple)):
+            unsupported(f"descriptor {cls.__name__}.{name} is not traced")
+        return tx.wrap(static, _attr_path(self, name))
+
+    def setattr(self, tx: Tracer, name: str, value: VT) -> None:
+        if self.source is None:
+            unsupported("writing an attribute of an object that cannot be reached from the frame")
+        if "__setattr__" in vars(type(self.value)):
+            unsupported(f"{type(self.value).__name__} customises attribute writes")
+        tx.output.side_effects.record_attr_write(self, name, value)
+
+    def truth(self, tx: Tracer) -> bool:
+        cls = type(self.value)
+        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
+            unsupported(f"the truth value of a {cls.__name__} object")
+        return True
+
+
+class NNModuleVar(UserObjectVar):
+    """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes."""
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        found = self.pending(tx, name)
+        if found is not None:
+            return found
+        module = self.value
+        path = _attr_path(self, name)
+        if name in module._parameters or name in module._buffers:
+            tensor = module._parameters.get(name, module._buffers.get(name))
+            if tensor is None:
+                return ConstVar(None)
+            return tx.output.module_tensor(tensor, path)
+        if name in module._modules:
+            sub = module._modules[name]
+            return tx.wrap(sub, path) if sub is not None else ConstVar(None)
+        if name == "training":
+            return tx.wrap(module.training, path)
+        return self._read(tx, name)
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        module = self.value
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+            unsupported(f"{type(module).__name__} has hooks, which are not traced")
+        if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+            unsupported("global nn.Module hooks are not traced")
+        forward = type(module).forward
+        if not isinstance(forward, types.FunctionType):
+            unsupported(f"{type(module).__name__}.forward is not a Python function")
+        with tx.output.module_scope(self):
+            return UserFunctionVar(forward).call(tx, [self, *args], kwargs)
+
+    def call_method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        module = self.value
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return [self.getattr(tx, key) for key in module._modules]
+        if isinstance(module, torch.nn.ModuleDict):
+            return [ConstVar(key) for key in module._modules]
+        unsupported(f"iterating over {type(module).__name__}")
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        module = self.value
+        index = key.const()
+        if isinstance(module, torch.nn.ModuleDict):
+            return self.getattr(tx, index)
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(index, int):
+            keys = list(module._modules)
+            try:
+                return self.getattr(tx, keys[index])
+            except IndexError:
+                unsupported(f"index {index} is out of range for {type(module).__name__} (IndexError)")
+        unsupported(f"indexing {type(module).__name__} with {index!r}")
+
+    def truth(self, tx: Tracer) -> bool:
+        if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
+            return len(self.value) > 0
+        return True
+
+
+_ = Item

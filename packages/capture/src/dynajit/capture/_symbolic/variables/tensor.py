@@ -1,0 +1,193 @@
+"""Tensors (an FX node plus its fake example value), their methods, and torch functions that become graph nodes."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["TensorMethodVar", "TensorVar", "TorchFunctionVar", "is_graphable_torch_function"]
+
+# Tensor attributes that are static facts of the example value (guarded by TENSOR_MATCH).
+_CONSTANT_ATTRS = frozenset(
+    {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "layout", "is_quantized", "is_meta"}
+)
+# Tensor attributes computed by the graph.
+_GRAPH_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+# Methods answered from the example value, without a node.
+_CONSTANT_METHODS: dict[str, Any] = {
+    "size": lambda t, *a: t.size(*a),
+    "dim": lambda t: t.dim(),
+    "ndimension": lambda t: t.dim(),
+    "numel": lambda t: t.numel(),
+    "nelement": lambda t: t.numel(),
+    "is_floating_point": lambda t: t.is_floating_point(),
+    "is_complex": lambda t: t.is_complex(),
+    "is_contiguous": lambda t, **kw: t.is_contiguous(**kw),
+    "element_size": lambda t: t.element_size(),
+    "get_device": lambda t: t.get_device(),
+    "stride": lambda t, *a: t.stride(*a),
+}
+
+# Methods that need the tensor's data (or leave the graph's world): a graph break.
+_BREAKING_METHODS = {
+    "item": "Tensor.item() reads the tensor's data",
+    "tolist": "Tensor.tolist() reads the tensor's data",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "the truth value of a tensor depends on its data",
+    "data_ptr": "Tensor.data_ptr() depends on the real storage",
+    "backward": "Tensor.backward() runs autograd",
+    "register_hook": "tensor hooks are not traced",
+    "__index__": "using a tensor as an index reads its data",
+    "__int__": "int(tensor) reads the tensor's data",
+    "__float__": "float(tensor) reads the tensor's data",
+}
+
+# torch functions that must not become graph nodes.
+_NOT_IN_GRAPH = {
+    torch.manual_seed: "torch.manual_seed changes global state",
+    torch.set_grad_enabled: "torch.set_grad_enabled changes global state",
+    torch.save: "torch.save does I/O",
+    torch.load: "torch.load does I/O",
+}
+
+# torch functions answered at trace time.
+_CONSTANT_TORCH_FUNCTIONS = {
+    torch.is_grad_enabled,
+    torch.is_tensor,
+    torch.is_floating_point,
+    torch.is_complex,
+    torch.get_default_dtype,
+    torch.numel,
+}
+
+
+def is_graphable_torch_function(fn: Any) -> bool:
+    """True for callables from torch that compute on tensors (torch.*, torch.nn.functional, Tensor methods)."""
+    if isinstance(fn, type) or not callable(fn):
+        return False
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith("torch") and not module.startswith(("torch.fx", "torch._dynamo", "torch.utils")):
+        return True
+    qualname = getattr(fn, "__qualname__", "")
+    return (
+        qualname.startswith(("TensorBase.", "Tensor.")) or getattr(fn, "__self__", None) is torch._C._VariableFunctions
+    )
+
+
+class TensorVar(VT):
+    """A tensor in the graph: its FX node and the fake tensor that is its example value."""
+
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Any = None) -> None:
+        self.node = node
+        self.example = example
+        self.source = source
+
+    def python_type(self) -> type:
+        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+
+    def truth(self, tx: Tracer) -> bool:
+        unsupported("the truth value of a tensor depends on its data (data-dependent control flow)")
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        if self.example.dim() == 0:
+            unsupported("iteration over a 0-d tensor")
+        return [
+            tx.output.call_function(operator.getitem, [self, ConstVar(i)], {}) for i in range(self.example.shape[0])
+        ]
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        if name in _CONSTANT_ATTRS:
+            return ConstVar(getattr(self.example, name))
+        if name in _GRAPH_ATTRS:
+            return tx.output.call_function(getattr, [self, ConstVar(name)], {})
+        if name in ("grad", "data", "_version", "grad_fn"):
+            unsupported(f"Tensor.{name} is not traced")
+        if not hasattr(torch.Tensor, name):
+            unsupported(f"tensor has no attribute {name!r}")
+        return TensorMethodVar(self, name)
+
+    def setattr(self, tx: Tracer, name: str, value: VT) -> None:
+        unsupported(f"setting Tensor.{name}")
+
+    def call_method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        cg.load_tensor(self)
+
+    def __repr__(self) -> str:
+        return f"TensorVar({self.node.name})"
+
+
+class TensorMethodVar(VT):
+    """``tensor.method`` before the call."""
+
+    def __init__(self, tensor: TensorVar, name: str) -> None:
+        self.tensor = tensor
+        self.name = name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if self.name in _BREAKING_METHODS:
+            unsupported(_BREAKING_METHODS[self.name])
+        if self.name in _CONSTANT_METHODS:
+            const_args = [a.const() for a in args]
+            const_kwargs = {k: v.const() for k, v in kwargs.items()}
+            return ConstVar(_CONSTANT_METHODS[self.name](self.tensor.example, *const_args, **const_kwargs))
+        return tx.output.call_method(self.name, [self.tensor, *args], kwargs)
+
+    def children(self) -> list[VT]:
+        return [self.tensor]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.tensor.reconstruct(cg)
+        cg.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"TensorMethodVar({self.tensor.node.name}.{self.name})"
+
+
+class TorchFunctionVar(VT):
+    """A torch callable (torch.*, torch.nn.functional.*, torch.Tensor.*): calls become graph nodes."""
+
+    def __init__(self, fn: Any, source: Any = None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if self.fn in _NOT_IN_GRAPH:
+            unsupported(_NOT_IN_GRAPH[self.fn])
+        if self.fn in _CONSTANT_TORCH_FUNCTIONS:
+            return _call_on_examples(self.fn, args, kwargs)
+        return tx.output.call_function(self.fn, args, kwargs)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.paths import Attr
+
+        source = Attr(self.source, name) if self.source is not None else None
+        return tx.wrap(getattr(self.fn, name), source)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.reconstruct_object(cg, self.fn)
+
+    def __repr__(self) -> str:
+        return f"TorchFunctionVar({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _call_on_examples(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:
+    def value(vt: VT) -> Any:
+        return vt.example if isinstance(vt, TensorVar) else vt.const()
+
+    return ConstVar(fn(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()}))

@@ -1,0 +1,103 @@
+"""Turn a real Python value read from the frame into a variable tracker, recording the guards it relies on."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.paths import Item, Path
+from dynajit.capture._symbolic.variables import (
+    VT,
+    BuiltinVar,
+    ClassVar,
+    ConstVar,
+    DictVar,
+    ListVar,
+    NNModuleVar,
+    ObjectVar,
+    PyModuleVar,
+    TorchFunctionVar,
+    TupleVar,
+    UserFunctionVar,
+    UserObjectVar,
+)
+from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
+from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.output import OutputGraph
+
+__all__ = ["wrap_value"]
+
+_GUARDED_CONSTANTS = (int, float, bool, str, bytes, complex, type(None))
+
+
+def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
+    """The tracker for ``value`` (reached by ``path``, None when it is not reachable from the frame)."""
+    from dynajit.capture._symbolic import marks
+
+    if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
+            return output.module_tensor(value, path)
+        return output.input_tensor(value, path)
+    if isinstance(value, _GUARDED_CONSTANTS):
+        output.guard("constant_match", path, value)
+        return ConstVar(value, path)
+    if isinstance(value, CONSTANT_TYPES) and not isinstance(value, tuple):
+        output.guard("equals_match", path, value)
+        return ConstVar(value, path)
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size):
+        output.guard("type_match", path, value)
+        output.guard("length_check", path, value)
+        items = [wrap_value(output, item, Item(path, i) if path is not None else None) for i, item in enumerate(value)]
+        return TupleVar(items, path) if isinstance(value, tuple) else ListVar(items, path)
+    if type(value) is dict and all(isinstance(k, (str, int)) for k in value):
+        output.guard("type_match", path, value)
+        output.guard("dict_keys", path, value)
+        items = {k: wrap_value(output, v, Item(path, k) if path is not None else None) for k, v in value.items()}
+        return DictVar(items, path)
+    if isinstance(value, torch.nn.Module):
+        output.guard("nn_module", path, value)
+        return NNModuleVar(value, path)
+    if isinstance(value, types.ModuleType):
+        output.guard("id_match", path, value)
+        return PyModuleVar(value, path)
+    if marks.is_compile_query(value):
+        return BuiltinVar(value, path)
+    if is_graphable_torch_function(value) and not isinstance(value, types.MethodType):
+        output.guard("function_match", path, value)
+        return TorchFunctionVar(value, path)
+    if isinstance(value, types.FunctionType):
+        output.guard("function_match", path, value)
+        return UserFunctionVar(value, path)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        output.guard("id_match", path, value)
+        return BuiltinVar(value, path)
+    if isinstance(value, type):
+        output.guard("id_match", path, value)
+        return ClassVar(value, path)
+    if isinstance(value, types.MethodType):
+        from dynajit.capture._symbolic.variables import BoundMethodVar
+
+        self_vt = wrap_value(output, value.__self__, _attr(path, "__self__"))
+        func_vt = wrap_value(output, value.__func__, _attr(path, "__func__"))
+        return BoundMethodVar(func_vt, self_vt, path)
+    if callable(value) and not hasattr(value, "__dict__"):
+        output.guard("id_match", path, value)
+        return ObjectVar(value, path)
+    output.guard("type_match", path, value)
+    return UserObjectVar(value, path)
+
+
+def _attr(path: Path | None, name: str) -> Path | None:
+    from dynajit.capture._symbolic.paths import Attr
+
+    return Attr(path, name) if path is not None else None
+
+
+def _from_module(path: Path) -> bool:
+    from dynajit.capture._symbolic.paths import Attr
+
+    return isinstance(path, Attr)
