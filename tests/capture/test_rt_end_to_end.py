@@ -1,0 +1,113 @@
+"""The runtime with the real converter and real guards: graphs, recompiles, limits, backends, export, logs."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+import dynajit.capture as capture
+from dynajit.capture.testing import CompileCounter
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime():
+    capture.reset()
+    yield
+    capture.reset()
+
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def scale_by(x, n):
+    return x * n
+
+
+def test_toy_example_gives_three_graphs_over_many_calls_all_equal_to_eager() -> None:
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(toy_example)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        a, b = torch.randn(10, generator=generator), torch.randn(10, generator=generator)
+        torch.testing.assert_close(compiled(a, b), toy_example(a, b))
+    assert counter.frame_count == 3
+
+
+def test_recompile_on_dtype_change_is_logged_with_the_failed_guard(caplog: pytest.LogCaptureFixture) -> None:
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(scale_by)
+    compiled(torch.ones(3), 2)
+    with caplog.at_level(logging.INFO, logger="dynajit.recompiles"):
+        result = compiled(torch.ones(3, dtype=torch.float64), 2)
+    torch.testing.assert_close(result, torch.full((3,), 2.0, dtype=torch.float64))
+    assert counter.frame_count == 2
+    (record,) = [r for r in caplog.records if r.name == "dynajit.recompiles"]
+    message = record.getMessage()
+    assert message.startswith(f"Recompiling function scale_by in {__file__}:")
+    assert "dtype: expected float32, got float64" in message
+
+
+def test_guards_log_lists_one_guard_per_line(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="dynajit.guards"):
+        capture.optimize(CompileCounter())(scale_by)(torch.ones(2), 3)
+    (record,) = [r for r in caplog.records if r.name == "dynajit.guards"]
+    lines = record.getMessage().splitlines()
+    assert lines[0] == "GUARDS:" and "- local 'x' TENSOR_MATCH" in lines and "- global '' BACKEND_MATCH" in lines
+
+
+def test_each_backend_compiles_once_and_reuses_its_entry() -> None:
+    first, second = CompileCounter(), CompileCounter()
+    x = torch.ones(4)
+    for backend in (first, second, first):
+        torch.testing.assert_close(capture.optimize(backend)(scale_by)(x, 5), x * 5)
+    assert (first.frame_count, second.frame_count) == (1, 1)
+
+
+def test_cache_size_limit_falls_back_to_eager_with_one_warning() -> None:
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(scale_by)
+    x = torch.ones(2)
+    with capture.config.patch(cache_size_limit=2), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(5):
+            torch.testing.assert_close(compiled(x, n), x * n)
+    assert counter.frame_count == 2
+    assert len([w for w in caught if issubclass(w.category, capture.RecompileLimitWarning)]) == 1
+
+
+def test_fullgraph_graph_break_names_reason_and_line() -> None:
+    from dynajit.capture._frame import Unsupported
+
+    with pytest.raises(Unsupported) as info:
+        capture.optimize(CompileCounter(), fullgraph=True)(toy_example)(torch.ones(2), torch.ones(2))
+    assert "tensor's value" in str(info.value) and f"{__file__}:" in str(info.value)
+
+
+def test_stance_fail_on_recompile_with_real_guards() -> None:
+    compiled = capture.optimize(CompileCounter())(scale_by)
+    compiled(torch.ones(2), 2)
+    with capture.set_stance("fail_on_recompile"), pytest.raises(capture.RecompileError, match="'n'"):
+        compiled(torch.ones(2), 3)
+
+
+def test_export_returns_a_graph_callable_with_the_same_inputs_and_its_guards() -> None:
+    def f(x, y, scale):
+        return torch.sin(x) * scale + y
+
+    x, y = torch.randn(3), torch.randn(3)
+    result = capture.export(f)(x, y, 2.0)
+    torch.testing.assert_close(result.graph_module(x, y, 2.0), f(x, y, 2.0))
+    assert "TENSOR_MATCH" in str(result.guards)
+
+
+def test_export_graph_break_raises_with_reason_and_line() -> None:
+    with pytest.raises(capture.ExportError, match="tensor's value") as info:
+        capture.export(toy_example)(torch.ones(2), torch.ones(2))
+    assert f"{__file__}:" in str(info.value)
