@@ -40,15 +40,17 @@ def explain_summary(model: object, inputs: tuple) -> str | None:
     if explain is None:
         return None
     try:
-        return str(explain(model)(*inputs)).rstrip()
+        text = str(explain(model)(*inputs)).rstrip()
     except Exception as exc:
         return f"(explain failed: {type(exc).__name__}: {exc})"
+    # The guard list is long and not what a first run is about; explain(...).guards has it.
+    return text.split("\n  Guards:")[0].split("\nGuards:")[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="inductor", help="dynajit backend name (default: inductor)")
-    parser.add_argument("--seconds", type=float, default=6.0, help="time budget for the speed comparison")
+    parser.add_argument("--seconds", type=float, default=10.0, help="time budget for the speed comparison")
     args = parser.parse_args(argv)
     ensure_bench_env()
 
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import dynajit.compiler
     from dynajit.compiler._registry import lookup_backend
     from harness.implementations import CountingBackend, LogCollector
-    from harness.timing import interleaved, time_limit, timed_call
+    from harness.timing import calls_per_sample, interleaved, paired_ratio, time_limit, timed_call
     from harness.workloads import make_transformer_case
 
     torch.set_num_threads(2)
@@ -84,14 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         return fail("dynajit cannot compile the transformer block yet", exc)
 
     print(f"\ncompile time (first call): {compile_seconds:.2f}s")
-    print(f"graphs: {counter.graphs}, ops in them: {counter.ops}")
-    breaks = logs.messages["graph_breaks"]
-    print(f"graph breaks: {len(breaks)}")
-    for message in dict.fromkeys(breaks):
-        print(f"  - {message}")
+    print(f"graphs handed to the backend: {counter.graphs}, ops in them: {counter.ops}")
     summary = explain_summary(block, (x,))
     if summary:
-        print("\nexplain:\n" + "\n".join(f"  {line}" for line in summary.splitlines()))
+        print("\ndynajit.compiler.explain(block)(x):\n" + "\n".join(f"  {line}" for line in summary.splitlines()))
+    else:
+        breaks = logs.messages["graph_breaks"]
+        print(f"graph breaks: {len(breaks)}")
+        for message in dict.fromkeys(breaks):
+            print(f"  - {message}")
     try:
         torch.testing.assert_close(actual, expected, rtol=case.rtol, atol=case.atol)
     except AssertionError as exc:
@@ -104,15 +107,21 @@ def main(argv: list[str] | None = None) -> int:
         "eager (again)": lambda: case.run(block),
         "dynajit": lambda: case.run(compiled),
     }
-    stats, errors = interleaved(steps, 3, budget_seconds=args.seconds, min_rounds=5, max_rounds=200)
+    calls = calls_per_sample(steps["eager"], 0.02)
+    stats, errors = interleaved(steps, calls, budget_seconds=args.seconds, min_rounds=10, max_rounds=300)
     if errors:
         return fail("the compiled block failed while being timed", RuntimeError("; ".join(errors.values())))
-    print(f"\nspeed ({stats['eager'].samples} interleaved samples each, {time.perf_counter() - started:.0f}s):")
+    print(
+        f"\nspeed ({stats['eager'].samples} interleaved samples of {calls} calls each, "
+        f"{time.perf_counter() - started:.0f}s):"
+    )
     for name, stat in stats.items():
         print(f"  {name:14s} median {stat.median * 1e3:8.3f} ms   (min {stat.min * 1e3:.3f}, max {stat.max * 1e3:.3f})")
-    noise = abs(stats["eager (again)"].median / stats["eager"].median - 1)
-    speedup = stats["eager"].median / stats["dynajit"].median
-    print(f"speedup over eager: {speedup:.2f}x (noise floor, eager vs itself: {noise:.1%})")
+    noise = abs(paired_ratio(stats["eager"], stats["eager (again)"])[1] - 1)
+    low, speedup, high = paired_ratio(stats["eager"], stats["dynajit"])
+    print(
+        f"speedup over eager: {speedup:.2f}x (quartiles {low:.2f}-{high:.2f}; noise floor, eager vs itself: {noise:.1%})"
+    )
     recompiles = logs.messages["recompiles"]
     if recompiles:
         print(f"recompiles while timing: {len(recompiles)} (first: {recompiles[0]})")

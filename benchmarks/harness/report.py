@@ -6,7 +6,7 @@ import json
 import pathlib
 from typing import Any
 
-__all__ = ["write_chart", "write_json", "write_markdown"]
+__all__ = ["summary_table", "update_readme", "write_chart", "write_json", "write_markdown"]
 
 OVERHEAD_WORKLOAD = "tiny_call"
 NOT_APPLICABLE = "—"
@@ -77,12 +77,12 @@ def _overhead_lines(workloads: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _break_lines(workloads: list[dict[str, Any]]) -> list[str]:
+def _listed(workloads: list[dict[str, Any]], key: str) -> list[str]:
     lines = []
     for workload in workloads:
         for name, rec in workload["impls"].items():
-            for reason in rec.get("break_reasons") or []:
-                lines.append(f"- {workload['name']} / {name}: {reason}")
+            for item in rec.get(key) or []:
+                lines.append(f"- {workload['name']} / {name}: {item}")
     return lines or ["None."]
 
 
@@ -103,8 +103,9 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         f"Environment of the benchmark process: {env}. The malloc thresholds keep freed tensors' pages mapped, so "
         "eager does not fault its buffers back in on every call (see `benchmarks/README.md`).",
         "",
-        "Times are per call: median of interleaved samples, with min-max. Speedup is eager's median over the "
-        "implementation's median. Cold compile is the first call with empty on-disk caches; warm compile is the "
+        "Times are per call: median of interleaved samples, with min-max. Speedup is the median over rounds of "
+        "eager's sample over the implementation's sample of the same round (the chart's whiskers are the "
+        "quartiles of that ratio). Cold compile is the first call with empty on-disk caches; warm compile is the "
         "first call after clearing in-memory caches (on-disk caches kept). Both include that one call's run. "
         "Peak MB is the most the CPU allocator held above its starting level during one call.",
         "",
@@ -139,7 +140,11 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "",
         "## Graph break reasons",
         "",
-        *_break_lines(workloads),
+        *_listed(workloads, "break_reasons"),
+        "",
+        "## Warnings from the compilers while compiling",
+        "",
+        *_listed(workloads, "warnings"),
         "",
         "## Skipped workloads",
         "",
@@ -155,9 +160,64 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
             lines.append("")
         if extra.get("output"):
             lines += ["```", extra["output"].rstrip(), "```"]
-        if extra.get("returned") is not None:
+        elif extra.get("returned") is not None:  # printed output already shows it; JSON keeps both
             lines += ["```json", json.dumps(extra["returned"], indent=2, default=str), "```"]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _summary_cell(rec: dict[str, Any]) -> str:
+    if "speedup" not in rec:
+        return _cell(rec.get("error", "not run"))[:80]
+    mark = "" if rec.get("correct") == "ok" else f" {_cell(rec.get('correct', ''))[:40]}"
+    graphs = f"{_count(rec.get('graphs'))} graphs, {_count(rec.get('breaks'))} breaks"
+    return f"**{rec['speedup']:.2f}x**{mark}; compile {_s(rec.get('cold_compile_s'))} / {_s(rec.get('warm_compile_s'))} s; {graphs}"
+
+
+def summary_table(results: dict[str, Any]) -> list[str]:
+    """One row per workload: eager's time and noise floor, then per compiler: speedup; cold / warm compile; graphs."""
+    compilers = [name for name in results["implementations"] if name not in ("eager", "eager (again)")]
+    lines = [
+        "| workload | eager (ms) | noise floor | " + " | ".join(compilers) + " |",
+        "|---" * (3 + len(compilers)) + "|",
+    ]
+    for workload in results["workloads"]:
+        if workload.get("status") != "ok":
+            continue
+        eager = workload["impls"]["eager"]
+        cells = [workload["name"], _ms(eager.get("median_s")), f"{workload.get('noise_floor_pct', 0):.1f}%"]
+        cells += [_summary_cell(workload["impls"].get(name, {})) for name in compilers]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+README_START = "<!-- latest-results:start -->"
+README_END = "<!-- latest-results:end -->"
+
+
+def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: str) -> bool:
+    """Replace the block between the latest-results markers of ``readme`` with this run's summary and chart.
+
+    Returns False (and changes nothing) when the markers are missing.
+    """
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return False
+    machine = results["machine"]
+    block = [
+        README_START,
+        f"Measured {results['date']} on {machine['cpu']} ({machine['cores_usable']} usable cores), "
+        f"torch {machine['torch']}, Python {machine['python']} ({results['mode']} run, "
+        f"{results['total_seconds']:.0f}s). Every figure: [{results_dir}/latest.md]({results_dir}/latest.md).",
+        "",
+        *summary_table(results),
+        "",
+        f"![speedups]({results_dir}/speedups.png)",
+        README_END,
+    ]
+    before, rest = text.split(README_START, 1)
+    after = rest.split(README_END, 1)[1]
+    readme.write_text(before + "\n".join(block) + after)
+    return True
 
 
 def write_json(results: dict[str, Any], path: pathlib.Path) -> None:
@@ -165,7 +225,7 @@ def write_json(results: dict[str, Any], path: pathlib.Path) -> None:
 
 
 def write_chart(results: dict[str, Any], path: pathlib.Path) -> str | None:
-    """Grouped bars of each compiler's speedup per workload (log scale), whiskers from min/max samples,
+    """Grouped bars of each compiler's speedup per workload (log scale), whiskers at its quartiles,
     and each workload's noise floor shaded around 1.
 
     Returns None on success, or why no chart was drawn (matplotlib missing).
@@ -188,15 +248,15 @@ def write_chart(results: dict[str, Any], path: pathlib.Path) -> str | None:
         color = colors[index % len(colors)]
         xs, heights, low, high = [], [], [], []
         for position, workload in enumerate(workloads):
-            rec, eager = workload["impls"].get(name, {}), workload["impls"]["eager"]
+            rec = workload["impls"].get(name, {})
             x = position + (index - (len(compilers) - 1) / 2) * width
             if "speedup" not in rec:
                 ax.text(x, 1.0, " failed", rotation=90, ha="center", va="bottom", fontsize=7, color=color)
                 continue
             xs.append(x)
             heights.append(rec["speedup"])
-            low.append(rec["speedup"] - eager["median_s"] / rec["max_s"])
-            high.append(eager["median_s"] / rec["min_s"] - rec["speedup"])
+            low.append(rec["speedup"] - rec["speedup_quartiles"][0])
+            high.append(rec["speedup_quartiles"][1] - rec["speedup"])
         ax.bar(xs, heights, width, color=color, yerr=[low, high], capsize=2, error_kw={"linewidth": 0.8})
         handles.append(Patch(color=color, label=name))
     for position, workload in enumerate(workloads):

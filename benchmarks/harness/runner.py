@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from harness.implementations import Implementation
-from harness.timing import calls_per_sample, interleaved, peak_bytes, time_limit, timed_call
+from harness.timing import calls_per_sample, interleaved, paired_ratio, peak_bytes, time_limit, timed_call
 from harness.workloads import Case, Workload
 
 __all__ = ["EAGER", "EAGER_AGAIN", "Settings", "bench_workload", "compare", "describe_error", "startup_seconds"]
@@ -32,8 +33,8 @@ class Settings:
     """How long to spend: per-sample length, per-workload timing budget, round bounds, compile time limit."""
 
     sample_seconds: float = 0.01
-    budget_seconds: float = 6.0
-    min_rounds: int = 15
+    budget_seconds: float = 12.0
+    min_rounds: int = 20
     max_rounds: int = 200
     compile_limit_seconds: float = 240.0
 
@@ -67,6 +68,16 @@ def compare(actual: Any, expected: Any, case: Case) -> str:
     return "ok"
 
 
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _is_ours(warning: warnings.WarningMessage) -> bool:
+    """Warnings from the compilers under test (dynajit names itself in its messages), not torch's deprecations."""
+    return "dynajit" in str(warning.message) or "dynajit" in warning.filename
+
+
 def _detach(value: Any) -> Any:
     return pytree.tree_map(lambda leaf: leaf.detach().clone() if isinstance(leaf, torch.Tensor) else leaf, value)
 
@@ -90,19 +101,23 @@ def _compile_and_check(impl: Implementation, case: Case, reference: Any, limit: 
     record: dict[str, Any] = {}
     stage = "cold compile"
     try:
-        with time_limit(limit, f"{impl.name} {stage}"):
+        with time_limit(limit, f"{impl.name} {stage}"), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             impl.reset()
             cold_fn = impl.wrap(case.target)
             record["cold_compile_s"], out = timed_call(lambda: case.run(cold_fn))
+        record["warnings"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
         record["correct"] = compare(out, reference, case)
         record.update(dataclasses.asdict(impl.counts()))
+        if record["correct"] == "ok" and record.get("graphs") == 0:
+            record["correct"] = "ok, but no graph: ran eagerly"
         stage = "warm compile"
         with time_limit(limit, f"{impl.name} {stage}"):
             impl.reset()
             warm_fn = impl.wrap(case.target)
             record["warm_compile_s"], out = timed_call(lambda: case.run(warm_fn))
-        if record["correct"] == "ok":
-            record["correct"] = compare(out, reference, case)
+        if record["correct"].startswith("ok"):
+            record["correct"] = compare(out, reference, case) if record["correct"] == "ok" else record["correct"]
         return record, warm_fn
     except Exception as exc:
         record["error"] = describe_error(exc, stage)
@@ -151,12 +166,15 @@ def bench_workload(
         if name in errors:
             record["error"] = errors[name]
         if name in stats:
+            low, speedup, high = paired_ratio(stats[EAGER], stats[name])
             record.update(
                 min_s=stats[name].min,
                 median_s=stats[name].median,
                 max_s=stats[name].max,
                 samples=stats[name].samples,
-                speedup=eager_median / stats[name].median,
+                speedup=speedup,
+                speedup_quartiles=(low, high),
+                speedup_of_medians=eager_median / stats[name].median,
                 page_faults_per_call=stats[name].page_faults_per_call,
             )
             try:
@@ -165,7 +183,7 @@ def bench_workload(
                 record["memory_error"] = describe_error(exc)
     again = stats.get(EAGER_AGAIN)
     if again:
-        result["noise_floor_pct"] = 100.0 * abs(again.median / eager_median - 1.0)
+        result["noise_floor_pct"] = 100.0 * abs(paired_ratio(stats[EAGER], again)[1] - 1.0)
     result["impls"] = records
     timed = ", ".join(
         f"{name} {record['median_s'] * 1e3:.3f}ms" for name, record in records.items() if "median_s" in record

@@ -19,10 +19,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Stats", "calls_per_sample", "interleaved", "peak_bytes", "time_limit", "timed_call"]
+__all__ = ["Stats", "paired_ratio", "calls_per_sample", "interleaved", "peak_bytes", "time_limit", "timed_call"]
 
 
 @dataclass
@@ -34,12 +34,32 @@ class Stats:
     max: float
     samples: int
     page_faults_per_call: float = 0.0
+    # The samples in round order: sample i of every implementation was taken in the same round.
+    per_round: list[float] = field(default_factory=list, repr=False)
 
     @classmethod
     def of(cls, per_call: list[float], faults: int = 0, calls: int = 1) -> Stats:
         return cls(
-            min(per_call), statistics.median(per_call), max(per_call), len(per_call), faults / (calls * len(per_call))
+            min(per_call),
+            statistics.median(per_call),
+            max(per_call),
+            len(per_call),
+            faults / (calls * len(per_call)),
+            list(per_call),
         )
+
+
+def paired_ratio(baseline: Stats, other: Stats) -> tuple[float, float, float]:
+    """Quartiles (25th, median, 75th) over rounds of baseline's sample over other's sample from the same round.
+
+    Load that lasts a round slows both samples of that round alike, so it
+    cancels in the ratio; the ratio of medians keeps it.
+    """
+    ratios = [base / value for base, value in zip(baseline.per_round, other.per_round) if value > 0]
+    if len(ratios) < 2:
+        return ratios[0], ratios[0], ratios[0]
+    low, median, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    return low, median, high
 
 
 def timed_call(fn: Callable[[], Any]) -> tuple[float, Any]:
