@@ -1,8 +1,112 @@
-"""Pointwise graphs: fused chains, broadcasting, scalars, views of inputs."""
+"""Pointwise graphs: unary and binary ops, broadcasting, comparisons, where/clamp, scalars, fused chains."""
 
+import pytest
 import torch
-from ilite_helpers import check
+import torch.nn.functional as F
+from ilite_helpers import check, check_cases
+
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
+    "log": lambda x: torch.log(x.abs() + 0.1), "log2": lambda x: torch.log2(x.abs() + 0.1),
+    "log10": lambda x: torch.log10(x.abs() + 0.1), "log1p": lambda x: torch.log1p(x.abs()),
+    "sqrt": lambda x: torch.sqrt(x.abs()), "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "asin": lambda x: torch.asin(x.clamp(-1, 1)),
+    "acos": lambda x: torch.acos(x.clamp(-1, 1)), "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
+    "tanh": torch.tanh, "asinh": torch.asinh, "acosh": lambda x: torch.acosh(x.abs() + 1),
+    "atanh": lambda x: torch.atanh(x.clamp(-0.9, 0.9)), "sigmoid": torch.sigmoid, "erf": torch.erf,
+    "erfc": torch.erfc, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+    "sign": torch.sign, "reciprocal": lambda x: torch.reciprocal(x + 10), "relu": torch.relu, "frac": torch.frac,
+    "square": torch.square, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+    "softplus": F.softplus, "elu": F.elu, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "mish": F.mish, "relu6": F.relu6,
+    "lgamma": lambda x: torch.lgamma(x.abs() + 0.5), "nan_to_num": lambda x: torch.nan_to_num(x / (x - x)),
+}  # fmt: skip
+
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "add_alpha": lambda a, b: torch.add(a, b, alpha=2),
+    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=0.5), "maximum": torch.maximum, "minimum": torch.minimum,
+    "pow": lambda a, b: torch.pow(a.abs() + 0.1, b), "atan2": torch.atan2, "fmod": torch.fmod,
+    "remainder": torch.remainder, "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "trunc_divide": lambda a, b: torch.div(a, b, rounding_mode="trunc"), "copysign": torch.copysign,
+    "hypot": torch.hypot, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "logical_and": lambda a, b: torch.logical_and(a > 0, b > 0), "logical_or": lambda a, b: torch.logical_or(a > 0, b > 0),
+    "logical_xor": lambda a, b: torch.logical_xor(a > 0, b > 0), "logical_not": lambda a, b: torch.logical_not(a > b),
+    "where": lambda a, b: torch.where(a > b, a, b), "where_scalar": lambda a, b: torch.where(a > 0, a, 0.5),
+    "clamp": lambda a, b: a.clamp(-0.5, 0.5), "clamp_min": lambda a, b: a.clamp(min=0.1),
+    "clamp_max": lambda a, b: a.clamp(max=0.1), "clamp_tensor": lambda a, b: torch.clamp(a, min=b),
+    "masked_fill": lambda a, b: a.masked_fill(b > 0, -1.0), "lerp": lambda a, b: torch.lerp(a, b, 0.3),
+    "addcmul": lambda a, b: torch.addcmul(a, a, b, value=0.5), "addcdiv": lambda a, b: torch.addcdiv(a, a, b.abs() + 1),
+    "rsub": lambda a, b: 1 - a, "scalar_pow": lambda a, b: a**2, "rpow": lambda a, b: 2**a,
+    "isnan": lambda a, b: torch.isnan(a / (b - b)), "isinf": lambda a, b: torch.isinf(a / (b - b)),
+    "signbit": lambda a, b: torch.signbit(a), "xlogy": lambda a, b: torch.xlogy(a.abs(), b.abs() + 1),
+}  # fmt: skip
 
 
-def test_chain_and_transpose():
-    check(lambda x, y: ((torch.relu(x * 2 + y) - 1).sin(), x.t() + 1), torch.randn(4, 8), torch.randn(8))
+def test_unary_ops():
+    x = torch.randn(3, 17)
+    assert check_cases(UNARY, x, atol=1e-5, rtol=1e-5) == len(UNARY)
+
+
+def test_binary_ops_broadcast():
+    a, b = torch.randn(4, 1, 9), torch.randn(5, 1) + 0.1
+    check_cases(BINARY, a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_integer_ops():
+    a, b = torch.randint(-20, 20, (4, 6)), torch.randint(1, 7, (6,))
+    cases = {
+        "add": torch.add, "mul": torch.mul, "sub": torch.sub, "floordiv": lambda a, b: a // b,
+        "remainder": lambda a, b: a % b, "truediv": lambda a, b: a / b, "neg_rem": lambda a, b: (-a) % b,
+        "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b,
+        "bitnot": lambda a, b: ~a, "shift": lambda a, b: a << 2, "abs": lambda a, b: a.abs(),
+        "max": torch.maximum, "pow": lambda a, b: a ** 2, "eq": torch.eq, "to_float": lambda a, b: a.float() * 0.5,
+        "sign": lambda a, b: torch.sign(a), "clamp": lambda a, b: a.clamp(-3, 3),
+    }  # fmt: skip
+    check_cases(cases, a, b)
+
+
+def test_fused_chain_is_one_kernel():
+    def fn(x, y):
+        return ((torch.relu(x * 2 + y) - 1).sin() * torch.sigmoid(y)).exp()
+
+    c = check(fn, torch.randn(8, 32), torch.randn(32))
+    graph = _only_graph(c)
+    assert graph.info["kernels"] == 1 and graph.info["externs"] == 0
+
+
+def test_multi_use_values_fuse_into_one_kernel():
+    def fn(x):
+        y = x * 3 + 1
+        return y.sin(), y.cos(), y * y
+
+    c = check(fn, torch.randn(5, 7))
+    assert _only_graph(c).info["kernels"] == 1
+
+
+def test_python_scalar_and_0d_inputs():
+    check(lambda x, s: (x * s + 2.5, x - s), torch.randn(6), torch.tensor(3.0))
+    check(lambda x: x + 1, torch.tensor(2.0))
+
+
+@pytest.mark.parametrize("shape", [(1,), (33,), (2, 3, 5), (1, 1, 7), (64, 65)])
+def test_shapes(shape):
+    check(lambda x: torch.tanh(x) * 2 - x, torch.randn(shape))
+
+
+def test_large_parallel_pointwise():
+    check(lambda x, y: (x * y + 1).relu(), torch.randn(256, 300), torch.randn(300))
+
+
+def _only_graph(c):
+    from dynajit.inductor_lite import CompiledGraph
+
+    graphs = list(_compiled_graphs(c))
+    assert len(graphs) == 1
+    assert isinstance(graphs[0], CompiledGraph)
+    return graphs[0]
+
+
+def _compiled_graphs(c):
+    from dynajit.inductor_lite import compiled_graphs
+
+    return compiled_graphs(c)

@@ -4,13 +4,14 @@
 as the ``inductor`` entry point of ``dynajit.backends``); ``config`` holds its settings.
 """
 
-from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, decomposition_table
+from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, compiled_graphs, decomposition_table
 from dynajit.inductor_lite._config import InductorConfig, config, list_mode_options, list_options
 
 __all__ = [
     "CompiledGraph",
     "InductorConfig",
     "compile_fx",
+    "compiled_graphs",
     "config",
     "decomposition_table",
     "list_mode_options",

@@ -17,7 +17,7 @@ from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import Expr
 from dynajit.inductor_lite._scheduler import Kernel, Placed
 
-__all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype"]
+__all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "vector_math_declarations"]
 
 _STORAGE = {
     torch.float32: "float",
@@ -131,8 +131,32 @@ _OPS = {
     "signbit": "std::signbit({0})",
     "where": "({0} ? {1} : {2})",
 }
-for _fn in "exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc floor ceil trunc lgamma".split():
+for _fn in "sqrt floor ceil trunc lgamma".split():
     _OPS[_fn] = f"std::{_fn}({{0}})"
+# Math with vector variants in glibc's libmvec: called by their C names so g++ can vectorise the loop.
+VECTOR_MATH = (
+    "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc".split()
+)
+VECTOR_MATH2 = ["pow", "atan2", "hypot"]
+for _fn in VECTOR_MATH:
+    _OPS[_fn] = f"{_fn}{{F}}({{0}})"
+_OPS["atan2"] = "atan2{F}({0}, {1})"
+_OPS["hypot"] = "hypot{F}({0}, {1})"
+_OPS["sigmoid"] = "({T}(1) / ({T}(1) + exp{F}(-{0})))"
+
+
+def vector_math_declarations() -> str:
+    """Declare libmvec's SIMD variants of the C math functions (what glibc does itself under fast-math)."""
+    lines = ['extern "C" {']
+    for fn in VECTOR_MATH:
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines.append(f'__attribute__((simd("notinbranch"))) {t} {fn}{suffix}({t});')
+    for fn in VECTOR_MATH2:
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines.append(f'__attribute__((simd("notinbranch"))) {t} {fn}{suffix}({t}, {t});')
+    lines.append("}")
+    return "\n".join(lines)
+
 
 # reduction type -> (initial value template, combine template over accumulator {a} and value {v}).
 _REDUCE = {
@@ -244,9 +268,12 @@ class _KernelWriter:
         else:
             args = [self.value(a, scope, depth) for a in expr.args]
             template = _OPS.get(expr.op)
+            if expr.op == "pow" and expr.dtype.is_floating_point:
+                template = "pow{F}({0}, {1})"
             if template is None:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
-            text = template.format(*args, T=compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype))
+            ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)
+            text = template.format(*args, T=ctype, F="f" if ctype == "float" else "")
         name = self.tmp()
         self.emit(depth, f"const {compute_ctype(expr.dtype)} {name} = {text};")
         scope.cse[expr] = name
@@ -343,6 +370,9 @@ class _KernelWriter:
         k = self.kernel
         reductions = [p for p in nodes if p.role == "reduce"]
         accs = {}
+        self.emit(depth, "{")
+        self._block_start = len(self.lines)
+        depth += 1
         for p in reductions:
             acc = f"acc_{p.buf.name}"
             accs[p.buf.name] = acc
@@ -393,11 +423,21 @@ class _KernelWriter:
             for _ in var:
                 d -= 1
                 self.emit(d, "}")
+        finals = []
         for p in reductions:
             acc = accs[p.buf.name]
-            row_scope.locals[p.buf.name] = acc
+            final = f"{acc}_final"
+            ctype = "int64_t" if p.buf.reduction_type in ("argmax", "argmin") else compute_ctype(p.expr.dtype)
+            # Declared outside the block so later steps of the row can read it.
+            self.lines.insert(self._block_start - 1, "  " * (depth - 1) + f"{ctype} {final};")
+            self.emit(depth, f"{final} = {acc};")
+            finals.append((p, final))
+        depth -= 1
+        self.emit(depth, "}")
+        for p, final in finals:
+            row_scope.locals[p.buf.name] = final
             if p.stored:
-                self.store(p, acc, depth)
+                self.store(p, final, depth)
 
     def _body(self, nodes: list[Placed], row_scope: _Scope, depth: int, accs: dict[str, str], lane: str | None) -> None:
         scope = _Scope(row_scope)

@@ -9,27 +9,33 @@ specialised to the example inputs' shapes, strides and dtypes; a call with other
 
 from __future__ import annotations
 
+import copy
+import ctypes
+import ctypes.util
 import functools
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from functorch.compile import aot_module_simplified
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from dynajit.fxgraph import artifact_enabled, artifact_logger
 from dynajit.inductor_lite import _autotune
 from dynajit.inductor_lite._build import load_library
-from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source
+from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, vector_math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._graph import lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
 
-__all__ = ["CompiledGraph", "compile_fx", "decomposition_table"]
+__all__ = ["CompiledGraph", "compile_fx", "compiled_graphs", "decomposition_table"]
 
 aten = torch.ops.aten
 output_code_log = artifact_logger("output_code")
@@ -40,7 +46,6 @@ _EXTRA_DECOMPOSITIONS = [
     aten._log_softmax,
     aten.native_layer_norm,
     aten.gelu,
-    aten.var_mean,
     aten.hardtanh,
     aten.leaky_relu,
     aten.elu,
@@ -134,9 +139,7 @@ def _build_cpp(
     options = CppOptions(settings["parallel_threshold"], settings["num_threads"], settings["vector_lanes"])
     if settings["max_autotune"] and kernels:
         options = _autotune.tune_cpp(kernels, dtypes, settings, options, lowered, example_inputs)
-    import ctypes
-
-    parts = [PRELUDE]
+    parts = [PRELUDE, vector_math_declarations() if _has_libmvec() else ""]
     params: dict[str, list[str]] = {}
     for kernel in kernels:
         text, names = kernel_source(kernel, dtypes, options)
@@ -155,6 +158,11 @@ def _build_cpp(
     return calls, source
 
 
+@functools.cache
+def _has_libmvec() -> bool:
+    return ctypes.util.find_library("mvec") is not None
+
+
 def _signature(args: Sequence[Any]) -> tuple:
     return tuple(
         (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a)
@@ -162,13 +170,62 @@ def _signature(args: Sequence[Any]) -> tuple:
     )
 
 
+def _example_output(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+    """The structure of ``gm``'s output: from node metadata, else by running it on fake tensors."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    leaves = [x for x in pytree.tree_leaves(output.args[0]) if isinstance(x, torch.fx.Node)]
+    metas = [x.meta.get("val", x.meta.get("example_value")) for x in leaves]
+    if all(isinstance(m, torch.Tensor) for m in metas):
+        return None
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
+        return gm(*fakes)
+
+
+def _flat_outputs(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[torch.fx.GraphModule, pytree.TreeSpec | None]:
+    """``gm`` returning a flat tuple (what AOT autograd takes) and the spec to rebuild its real output."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    result = output.args[0]
+    example = _example_output(gm, example_inputs)
+    if example is None and type(result) is tuple and all(not isinstance(x, (list, tuple, dict)) for x in result):
+        return gm, None
+    graph = copy.deepcopy(gm.graph)
+    new_output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    if example is None:
+        leaves, spec = pytree.tree_flatten(new_output.args[0])
+    else:
+        leaves = []
+        with graph.inserting_before(new_output):
+            _expand(graph, new_output.args[0], example, leaves)
+        spec = pytree.tree_flatten(example)[1]
+    new_output.args = (tuple(leaves),)
+    return torch.fx.GraphModule(gm, graph), spec
+
+
+def _expand(graph: torch.fx.Graph, arg: Any, value: Any, leaves: list[Any]) -> None:
+    """Append the leaves of ``value`` as graph values, indexing into nodes that produce containers."""
+    if isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            sub = graph.call_function(operator.getitem, (arg, k)) if isinstance(arg, torch.fx.Node) else arg[k]
+            _expand(graph, sub, item, leaves)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            sub = graph.call_function(operator.getitem, (arg, key)) if isinstance(arg, torch.fx.Node) else arg[key]
+            _expand(graph, sub, item, leaves)
+    else:
+        leaves.append(arg)
+
+
 class _Specialized:
     """Calls the AOT-compiled function for the inputs' signature; a new signature compiles again."""
 
-    def __init__(self, gm: torch.fx.GraphModule, settings: dict[str, Any]) -> None:
-        self.gm = gm
+    def __init__(self, gm: torch.fx.GraphModule, settings: dict[str, Any], example_inputs: Sequence[Any]) -> None:
+        self.gm, self.spec = _flat_outputs(gm, example_inputs)
         self.settings = settings
         self.compiled: dict[tuple, Callable[..., Any]] = {}
+        self.graphs: list[CompiledGraph] = []
         self.last_key: tuple | None = None
         self.last_fn: Callable[..., Any] | None = None
 
@@ -177,7 +234,9 @@ class _Specialized:
 
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> CompiledGraph:
             with config.patch(settings):
-                return compile_graph(graph, inputs, settings)
+                compiled = compile_graph(graph, inputs, settings)
+            self.graphs.append(compiled)
+            return compiled
 
         fn = aot_module_simplified(
             self.gm, list(example_inputs), fw_compiler=compiler, bw_compiler=compiler,
@@ -191,12 +250,17 @@ class _Specialized:
     def __call__(self, *args: Any) -> Any:
         key = _signature(args)
         if key == self.last_key:
-            return self.last_fn(*args)
-        fn = self.compiled.get(key)
-        if fn is None:
-            fn = self.compile_for(args)
-        self.last_key, self.last_fn = key, fn
-        return fn(*args)
+            fn = self.last_fn
+        else:
+            fn = self.compiled.get(key) or self.compile_for(args)
+            self.last_key, self.last_fn = key, fn
+        out = fn(*args)
+        return out if self.spec is None else pytree.tree_unflatten(list(out), self.spec)
+
+
+def compiled_graphs(fn: Callable[..., Any]) -> list[CompiledGraph]:
+    """The aten graphs (forward, backward) compiled so far for a function returned by :func:`compile_fx`."""
+    return list(getattr(fn, "graphs", []))
 
 
 def compile_fx(
@@ -214,6 +278,6 @@ def compile_fx(
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"compile_fx expects a torch.fx.GraphModule, got {type(gm).__name__}")
     settings = resolve_settings(mode, options)
-    specialized = _Specialized(gm, settings)
+    specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs)
     return specialized

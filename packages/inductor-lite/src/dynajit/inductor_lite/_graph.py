@@ -8,6 +8,7 @@ views of buffers. Ops without a lowering become extern calls with a log line.
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from dynajit.inductor_lite._ir import (
     ExternBuffer,
     InputBuffer,
     TensorValue,
+    const,
     contiguous_strides,
     load,
     op,
@@ -162,6 +164,12 @@ class GraphLowering:
         fn: Callable[..., Expr],
         dtype: torch.dtype,
     ) -> TensorValue:
+        if math.prod(red_ranges) == 1:  # reducing one element: the element itself
+            ones = [Index()] * len(red_ranges)
+            if rtype in ("argmax", "argmin"):
+                zero = const(0, torch.int64)
+                return TensorValue(size, torch.int64, lambda idx: zero, self.device)
+            return TensorValue(size, dtype, lambda idx: op("cast", dtype, fn(idx, ones)), self.device, cost=1)
         buf = ComputedBuffer(
             self._new_name(),
             dtype,

@@ -197,6 +197,8 @@ def flatten(indices: Sequence[Index], sizes: Sequence[int]) -> Index:
 def unflatten(flat: Index, sizes: Sequence[int]) -> list[Index]:
     """The row-major multi-index of ``flat`` in a tensor of ``sizes``."""
     out: list[Index] = []
+    if 0 in sizes:  # no elements: every index is unreachable
+        return [Index() for _ in sizes]
     stride = 1
     for size in reversed(sizes):
         out.append(Index() if size == 1 else _divmod(flat, stride, size))

@@ -221,6 +221,9 @@ def _merge_loops(kernel: Kernel) -> None:
         k = len(loops) - 2
         while k >= 0:
             a, b = loops[k], loops[k + 1]
+            if a.size == 0 or b.size == 0:
+                k -= 1
+                continue
             merged = Var(a.name, a.size * b.size)
             mapping = {a.name: Index.of(merged).floordiv(b.size), b.name: Index.of(merged).mod(b.size)}
             exprs = [subs_expr(p.expr, mapping) for p in kernel.nodes]

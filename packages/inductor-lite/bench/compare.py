@@ -1,0 +1,142 @@
+"""Eager vs torch.compile (inductor) vs dynajit inductor-lite on CPU, in one process.
+
+Run: ``python packages/inductor-lite/bench/compare.py [--quick] [--cache-dir DIR]``. For each workload
+it prints steady-state time per call, speedup over eager, and cold compile time; warm compile
+time is measured by compiling the same graph again in a fresh process (``--warm`` re-runs the
+script against the same cache). torch.compile is called here only as the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def pointwise_chain(x, y):
+    return (torch.sigmoid(x * 1.5 + y) * torch.tanh(x - y)).relu() + 0.5
+
+
+def softmax(x):
+    return (torch.softmax(x, -1),)
+
+
+def layer_norm(x, w, b):
+    return (F.layer_norm(x, (x.shape[-1],), w, b),)
+
+
+class MLP(nn.Module):
+    def __init__(self, d=256, h=1024):
+        super().__init__()
+        self.fc1, self.fc2, self.norm = nn.Linear(d, h), nn.Linear(h, d), nn.LayerNorm(d)
+
+    def forward(self, x):
+        return (self.norm(x + self.fc2(F.gelu(self.fc1(x)))),)
+
+
+class Block(nn.Module):
+    def __init__(self, d=128, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.mlp1, self.mlp2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q = q.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        att = torch.softmax((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads)), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return (x + self.mlp2(F.gelu(self.mlp1(self.ln2(x)))),)
+
+
+def workloads():
+    torch.manual_seed(0)
+    return {
+        "pointwise": (pointwise_chain, (torch.randn(1024, 1024), torch.randn(1024, 1024))),
+        "softmax": (softmax, (torch.randn(1024, 1024),)),
+        "layer_norm": (layer_norm, (torch.randn(4096, 256), torch.randn(256), torch.randn(256))),
+        "mlp": (MLP().eval(), (torch.randn(512, 256),)),
+        "transformer_block": (Block().eval(), (torch.randn(8, 64, 128),)),
+    }
+
+
+def timeit(fn, args, reps):
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*args)
+        best = math.inf
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn(*args)
+            best = min(best, (time.perf_counter() - start) / reps)
+    return best
+
+
+def compile_dynajit(fn, args):
+    from dynajit.inductor_lite import compile_fx
+
+    gm = torch.fx.symbolic_trace(fn)
+    with torch.no_grad():
+        return compile_fx(gm, list(args))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--only", default="")
+    opts = parser.parse_args()
+    reps = 5 if opts.quick else 20
+    rows = []
+    for name, (fn, args) in workloads().items():
+        if opts.only and name not in opts.only.split(","):
+            continue
+        eager = timeit(fn, args, reps)
+        start = time.perf_counter()
+        ours = compile_dynajit(fn, args)
+        ours(*args)
+        ours_compile = time.perf_counter() - start
+        with torch.no_grad():
+            torch.testing.assert_close(ours(*args), fn(*args), rtol=1e-4, atol=1e-4)
+        ours_t = timeit(ours, args, reps)
+        row = [name, eager * 1e3, ours_t * 1e3, eager / ours_t, ours_compile]
+        if not opts.no_torch_compile:
+            torch._dynamo.reset()  # noqa: TID251  (the reference, benchmarks only)
+            start = time.perf_counter()
+            ref = torch.compile(fn)  # noqa: TID251
+            with torch.no_grad():
+                ref(*args)
+            ref_compile = time.perf_counter() - start
+            ref_t = timeit(ref, args, reps)
+            row += [ref_t * 1e3, eager / ref_t, ref_compile]
+        rows.append(row)
+        print(_fmt(row), flush=True)
+    speedups = [r[3] for r in rows]
+    print(f"dynajit geomean speedup {math.prod(speedups) ** (1 / len(speedups)):.2f}x", end="")
+    if not opts.no_torch_compile:
+        ref_speedups = [r[6] for r in rows]
+        print(f"; torch.compile geomean {math.prod(ref_speedups) ** (1 / len(ref_speedups)):.2f}x", end="")
+        print(f"; compile time ratio (dynajit / torch.compile) {sum(r[4] for r in rows) / sum(r[7] for r in rows):.3f}")
+    print()
+
+
+def _fmt(row):
+    text = f"{row[0]:18s} eager {row[1]:8.3f} ms | dynajit {row[2]:8.3f} ms {row[3]:5.2f}x compile {row[4]:6.2f}s"
+    if len(row) > 5:
+        text += f" | torch.compile {row[5]:8.3f} ms {row[6]:5.2f}x compile {row[7]:6.2f}s"
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Reductions and the normalisations built from them (softmax, log_softmax, layer_norm, ...)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from ilite_helpers import check, check_cases
+
+REDUCTIONS = {
+    "sum_all": lambda x: x.sum(), "sum_0": lambda x: x.sum(0), "sum_1_keep": lambda x: x.sum(1, keepdim=True),
+    "sum_last": lambda x: x.sum(-1), "sum_01": lambda x: x.sum((0, 1)), "sum_02": lambda x: x.sum((0, 2)),
+    "mean_all": lambda x: x.mean(), "mean_2": lambda x: x.mean(2), "mean_12_keep": lambda x: x.mean((1, 2), keepdim=True),
+    "amax_2": lambda x: x.amax(2), "amax_0": lambda x: x.amax(0), "amin_1": lambda x: x.amin(1),
+    "max_all": lambda x: x.max(), "min_all": lambda x: x.min(), "max_dim_values": lambda x: x.max(2).values,
+    "max_dim_indices": lambda x: x.max(2).indices, "min_dim": lambda x: x.min(1).values,
+    "argmax_2": lambda x: x.argmax(2), "argmin_0": lambda x: x.argmin(0), "argmax_all": lambda x: x.argmax(),
+    "argmax_keep": lambda x: x.argmax(1, keepdim=True), "prod_2": lambda x: (x * 0.5 + 1).prod(2),
+    "prod_all": lambda x: (x * 0.1 + 1).prod(), "var_2": lambda x: x.var(2), "var_0_unbiased0": lambda x: x.var(0, unbiased=False),
+    "var_all": lambda x: x.var(), "std_1": lambda x: x.std(1), "std_mean": lambda x: torch.std_mean(x, 2)[0],
+    "var_mean": lambda x: torch.var_mean(x, 1, keepdim=True)[1], "any": lambda x: (x > 1).any(2),
+    "all": lambda x: (x > -2).all(1), "any_all": lambda x: (x > 2).any(), "norm": lambda x: torch.linalg.vector_norm(x, dim=2),
+    "logsumexp": lambda x: torch.logsumexp(x, 1), "sum_of_product": lambda x: (x * x.exp()).sum(2),
+    "centered": lambda x: x - x.mean(2, keepdim=True), "count": lambda x: (x > 0).sum(2),
+}  # fmt: skip
+
+NORMS = {
+    "softmax_last": lambda x: torch.softmax(x, -1), "softmax_0": lambda x: torch.softmax(x, 0),
+    "log_softmax": lambda x: torch.log_softmax(x, -1), "log_softmax_1": lambda x: torch.log_softmax(x, 1),
+    "layer_norm": lambda x: F.layer_norm(x, (x.shape[-1],)), "layer_norm_2d": lambda x: F.layer_norm(x, x.shape[1:]),
+    "group_norm": lambda x: F.group_norm(x, 3), "batch_norm_train": lambda x: F.batch_norm(x, None, None, training=True),
+    "normalize": lambda x: F.normalize(x, dim=-1), "rms_norm": lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
+    "softmax_scaled": lambda x: torch.softmax(x * 0.125, -1) * 2, "softmin": lambda x: F.softmin(x, -1),
+}  # fmt: skip
+
+
+def test_reductions():
+    assert check_cases(REDUCTIONS, torch.randn(4, 6, 37), atol=1e-4, rtol=1e-4) == len(REDUCTIONS)
+
+
+def test_normalisations():
+    check_cases(NORMS, torch.randn(4, 6, 40), atol=1e-5, rtol=1e-5)
+
+
+def test_layer_norm_with_affine_is_one_kernel():
+    def fn(x, w, b):
+        return F.layer_norm(x, (32,), w, b)
+
+    c = check(fn, torch.randn(8, 32), torch.randn(32), torch.randn(32), atol=1e-5, rtol=1e-5)
+    from dynajit.inductor_lite import compiled_graphs
+
+    (graph,) = compiled_graphs(c)
+    assert graph.info["kernels"] == 1
+
+
+def test_softmax_is_one_kernel_with_three_loops():
+    c = check(lambda x: torch.softmax(x, -1), torch.randn(16, 100))
+    from dynajit.inductor_lite import compiled_graphs
+
+    (graph,) = compiled_graphs(c)
+    assert graph.info["kernels"] == 1
+    assert graph.kernel_source.count("#pragma omp") <= 1
+
+
+@pytest.mark.parametrize("shape", [(300, 257), (3, 1000)])
+def test_large_reductions(shape):
+    check_cases({"softmax": lambda x: torch.softmax(x, -1), "sum0": lambda x: x.sum(0), "var": lambda x: x.var(-1)},
+                torch.randn(shape), atol=1e-4, rtol=1e-4)  # fmt: skip
+
+
+def test_nan_propagation():
+    x = torch.randn(4, 40)
+    x[1, 7] = float("nan")
+    cases = {"amax": lambda x: x.amax(1), "amin": lambda x: x.amin(1), "argmax": lambda x: x.argmax(1),
+             "sum": lambda x: x.sum(1), "maximum": lambda x: torch.maximum(x, x.flip(0))}  # fmt: skip
+    check_cases(cases, x)
+
+
+def test_integer_and_bool_reductions():
+    x = torch.randint(-5, 5, (3, 20))
+    cases = {"sum": lambda x: x.sum(1), "sum_all": lambda x: x.sum(), "max": lambda x: x.amax(1),
+             "prod": lambda x: x.clamp(1, 2).prod(1), "argmin": lambda x: x.argmin(1),
+             "bool_sum": lambda x: (x > 0).sum(0), "mean_float": lambda x: x.float().mean(1)}  # fmt: skip
+    check_cases(cases, x)
