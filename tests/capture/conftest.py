@@ -14,11 +14,16 @@ from dynajit.capture.testing import CompileCounter
 
 
 def _clone(value: Any) -> Any:
+    """Tensors cloned, containers rebuilt, user objects deep-copied; modules and callables shared."""
     if isinstance(value, torch.Tensor):
         return value.clone()
-    if isinstance(value, (list, tuple, dict)) or (hasattr(value, "__dict__") and not isinstance(value, type)):
-        if isinstance(value, torch.nn.Module) or callable(value):
-            return value
+    if type(value) in (list, tuple):
+        return type(value)(_clone(v) for v in value)
+    if type(value) is dict:
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, torch.nn.Module) or callable(value) or isinstance(value, type):
+        return value
+    if hasattr(value, "__dict__"):
         return copy.deepcopy(value)
     return value
 

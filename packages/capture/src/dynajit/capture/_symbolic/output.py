@@ -179,8 +179,7 @@ class OutputGraph:
         if isinstance(example, torch.SymInt | torch.SymFloat | torch.SymBool):
             unsupported("a torch operation returned a symbolic scalar (dynamic shapes are not traced yet)")
         if isinstance(example, (int, float, bool, type(None), torch.Size, torch.dtype, torch.device)):
-            # The value is fixed by the guarded example values, so the node is not needed.
-            node.graph.erase_node(node) if not node.users else None
+            # The value is fixed by the guarded example values; the node stays for any effect it has (setitem).
             return ConstVar(example)
         unsupported(f"a torch operation returned a {type(example).__name__}")
 

@@ -34,7 +34,9 @@ from dynajit.capture._symbolic.variables import (
     CellVar,
     ConstVar,
     DictVar,
+    ListVar,
     NNModuleVar,
+    SetVar,
     TupleVar,
     UserObjectVar,
     unsupported,
@@ -131,6 +133,12 @@ class Tracer:
     def wrap_const(self, value: Any) -> VT:
         if type(value) is tuple:
             return TupleVar([self.wrap_const(v) for v in value])
+        if type(value) is list:
+            return ListVar([self.wrap_const(v) for v in value])
+        if type(value) is set:
+            return SetVar([ConstVar(v) for v in value])
+        if type(value) is dict:
+            return DictVar({k: self.wrap_const(v) for k, v in value.items()})
         return ConstVar(value)
 
     # ----------------------------------------------------------------- calls

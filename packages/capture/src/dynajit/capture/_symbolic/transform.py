@@ -237,11 +237,7 @@ def _emit_instruction(emitter: _FrameEmitter, inst: Inst) -> None:
         cg.load_attr(inst.arg)
         return
     raw = inst.raw
-    cg.insts.append(
-        bytecode.Instr(raw.name, raw.arg, location=raw.location)
-        if raw.has_arg()
-        else bytecode.Instr(raw.name, location=raw.location)
-    )
+    cg.insts.append(bytecode.Instr(raw.name, raw.arg, location=raw.location))
 
 
 def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:

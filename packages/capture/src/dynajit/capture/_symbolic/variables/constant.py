@@ -69,7 +69,7 @@ class ConstVar(VT):
         return bool(self.value)
 
     def unpack(self, tx: Tracer) -> list[VT]:
-        if isinstance(self.value, (tuple, range, str, bytes, frozenset)):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset, set, list, dict)):
             return [ConstVar(v) for v in self.value]
         unsupported(f"cannot iterate over constant of type {type(self.value).__name__}")
 

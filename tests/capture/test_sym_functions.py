@@ -1,0 +1,263 @@
+"""User functions, closures, lambdas, nested functions, defaults, nn.Modules and user objects are inlined."""
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SCALE = 3.0
+
+
+def helper(x, k=2):
+    return x * k + SCALE
+
+
+def helper_kwonly(x, *, shift=1.0, **extra):
+    return x + shift + len(extra)
+
+
+def recursive_sum(x, depth):
+    if depth == 0:
+        return x
+    return recursive_sum(x + 1, depth - 1)
+
+
+def u_call(x):
+    return helper(x) + helper(x, 3) + helper(x, k=4)
+
+
+def u_kwonly(x):
+    return helper_kwonly(x, shift=2.0, a=1, b=2)
+
+
+def u_recursion(x):
+    return recursive_sum(x, 3)
+
+
+def u_lambda(x):
+    f = lambda v: v.sin() * 2
+    return f(x) + (lambda: 1)()
+
+
+def u_nested_def(x):
+    def inner(v, bias=0.5):
+        return v.cos() + bias
+
+    return inner(x) + inner(x, bias=2.0)
+
+
+def u_closure(x):
+    factor = 4
+
+    def inner(v):
+        return v * factor
+
+    return inner(x)
+
+
+def u_closure_of_tensor(x):
+    def add_x(v):
+        return v + x
+
+    return add_x(x * 2)
+
+
+def u_nonlocal_counter(x):
+    count = 0
+
+    def bump(v):
+        nonlocal count
+        count += 1
+        return v + count
+
+    y = bump(x)
+    y = bump(y)
+    return y, count
+
+
+def u_map_lambda(x):
+    return sum(map(lambda v: v * 2, [1, 2, 3])) * x if False else x * len([f for f in (1, 2)])
+
+
+def u_star_args(x):
+    def total(*parts):
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return out
+
+    args = (x, x * 2, x * 3)
+    return total(*args)
+
+
+def u_kwargs_dict(x):
+    def scaled(v, scale=1.0, shift=0.0):
+        return v * scale + shift
+
+    opts = {"scale": 2.0, "shift": -1.0}
+    return scaled(x, **opts)
+
+
+def u_global_function_in_module(x):
+    return F.relu(x) + torch.nn.functional.silu(x)
+
+
+def u_partial_like(x):
+    def make_adder(n):
+        def add(v):
+            return v + n
+
+        return add
+
+    return make_adder(3)(x)
+
+
+class Point:
+    def __init__(self, scale):
+        self.scale = scale
+        self.offset = 1.5
+
+    def apply(self, x):
+        return x * self.scale + self.offset
+
+    @property
+    def double(self):
+        return self.scale * 2
+
+    @staticmethod
+    def static_add(x):
+        return x + 10
+
+    @classmethod
+    def class_name_len(cls):
+        return len(cls.__name__)
+
+
+POINT = Point(2.0)
+
+
+def u_object_attrs(x, p):
+    return p.apply(x) + p.double + Point.static_add(x) + p.class_name_len()
+
+
+def u_global_object(x):
+    return POINT.apply(x)
+
+
+CASES = [
+    u_call, u_kwonly, u_recursion, u_lambda, u_nested_def, u_closure, u_closure_of_tensor, u_nonlocal_counter,
+    u_map_lambda, u_star_args, u_kwargs_dict, u_global_function_in_module, u_partial_like, u_global_object,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_inlined_in_one_graph(check, t, fn):
+    check(fn, t(4), graphs=1)
+
+
+def test_user_object(check, t):
+    check(u_object_attrs, t(4), Point(3.0), graphs=1)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 2)
+        self.register_buffer("shift", torch.ones(2))
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x))) + self.shift
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.norm = nn.LayerNorm(4)
+        self.training_scale = 2.0
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+        x = self.seq(x)
+        if self.training:
+            x = x * self.training_scale
+        return self.norm(x), len(self.layers), self.layers[0](x)
+
+
+class Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        return self.pool(torch.relu(self.bn(self.conv(x)))).flatten(1)
+
+
+def run_module(m, x):
+    return m(x)
+
+
+@pytest.mark.parametrize("module_cls", [MLP, Stack], ids=lambda c: c.__name__)
+def test_module_forward_is_inlined(check, t, module_cls):
+    torch.manual_seed(0)
+    m = module_cls()
+    check(run_module, m, t(3, 4), graphs=1)
+
+
+def test_module_eval_mode(check, t):
+    torch.manual_seed(0)
+    m = Stack().eval()
+    check(run_module, m, t(3, 4), graphs=1)
+
+
+def test_conv_module_in_eval(check, t):
+    torch.manual_seed(0)
+    m = Conv().eval()
+    check(run_module, m, t(2, 2, 5, 5), graphs=1)
+
+
+def test_module_parameters_are_get_attr_nodes(check, t):
+    torch.manual_seed(0)
+    counter = check(run_module, MLP(), t(3, 4), graphs=1)
+    gm = counter.graphs[0]
+    targets = {node.target for node in gm.graph.nodes if node.op == "get_attr"}
+    assert any("fc1" in target and "weight" in target for target in targets)
+    assert not [node for node in gm.graph.nodes if node.op == "placeholder" and "weight" in node.name]
+
+
+def test_compiled_module_method(check, t):
+    torch.manual_seed(0)
+    m = MLP()
+    check(MLP.forward, m, t(2, 4), graphs=1)
+
+
+def test_replaced_parameter_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    torch.manual_seed(0)
+    m = MLP()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(run_module)
+    x = t(2, 4)
+    torch.testing.assert_close(compiled(m, x), m(x))
+    m.fc1.weight = nn.Parameter(torch.zeros_like(m.fc1.weight))
+    torch.testing.assert_close(compiled(m, x), m(x))
+    assert counter.frame_count == 2
+
+
+def test_functools_partial_breaks_but_matches(check, t):
+    part = functools.partial(helper, k=5)
+
+    def use(x):
+        return part(x) + 1
+
+    check(use, t(4))
