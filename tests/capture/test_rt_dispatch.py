@@ -273,3 +273,52 @@ def test_optimize_rejects_bad_arguments() -> None:
         capture.optimize(eager_backend)(torch.sin)
     with pytest.raises(TypeError, match="dynamic"):
         capture.optimize(eager_backend, dynamic="yes")
+
+
+def test_entries_of_backends_no_wrapper_uses_do_not_count_against_the_limit(converter) -> None:
+    def fresh(x):
+        return x * 4
+
+    x = torch.ones(2)
+    with capture.config.patch(cache_size_limit=2), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no limit warning may be raised
+        for _ in range(4):
+            capture.optimize(CompileCounter())(fresh)(x)  # a throwaway backend each time, as explain does
+    assert converter.names() == ["fresh"] * 4
+    assert len(_cache.cache_for(fresh.__code__).entries) <= 2
+
+
+def test_compiling_a_compiled_function_compiles_its_original(converter) -> None:
+    def base(x):
+        return x + 5
+
+    first = capture.optimize(eager_backend)(base)
+    second = capture.optimize(CompileCounter())(first)
+    assert second.__wrapped__ is base and capture.intercept(first) is first
+    torch.testing.assert_close(second(torch.zeros(1)), torch.full((1,), 5.0))
+    assert converter.conversions[0].fn is base
+
+
+def test_running_backend_is_per_thread(converter) -> None:
+    import threading
+
+    seen: dict[str, object] = {}
+    barrier = threading.Barrier(2)
+
+    def report(x, name):
+        barrier.wait(timeout=10)  # both threads are inside their compiled call
+        seen[name] = capture.current_backend()
+        return x
+
+    backends = {"a": CompileCounter(), "b": CompileCounter()}
+    compiled = {name: capture.optimize(backend)(report) for name, backend in backends.items()}
+    for name in backends:  # compile both entries first, so the threads only run them
+        barrier_saved, barrier = barrier, threading.Barrier(1)
+        compiled[name](torch.ones(1), name)
+        barrier = barrier_saved
+    threads = [threading.Thread(target=compiled[name], args=(torch.ones(1), name)) for name in backends]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert seen == backends

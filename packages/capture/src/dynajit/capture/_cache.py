@@ -51,11 +51,12 @@ class CacheEntry:
 
     def uninstall_globals(self) -> None:
         """Remove the installed names that still hold this entry's values."""
-        target = self.installed_in
-        for name, value in self.new_globals.items() if target is not None else ():
+        target, self.installed_in = self.installed_in, None
+        if target is None:
+            return
+        for name, value in self.new_globals.items():
             if target.get(name) is value:
                 del target[name]
-        self.installed_in = None
 
 
 class CodeCache:

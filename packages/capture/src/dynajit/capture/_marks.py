@@ -367,8 +367,11 @@ def _mark_dims(t: torch.Tensor, attr: str, dims: list[int], value: Any = None) -
 
 def _unmark_dims(t: torch.Tensor, attr: str, dims: list[int]) -> None:
     marks = t.__dict__.get(attr)
-    for d in dims if marks else ():
-        marks.discard(d) if isinstance(marks, set) else marks.pop(d, None)
+    for d in dims:
+        if isinstance(marks, set):
+            marks.discard(d)
+        elif isinstance(marks, dict):
+            marks.pop(d, None)
 
 
 def mark_dynamic(t: torch.Tensor, dim: int | Iterable[int], min: int | None = None, max: int | None = None) -> None:

@@ -134,8 +134,12 @@ def _has_hooks(module: torch.nn.Module) -> bool:
     from torch.nn.modules import module as module_globals
 
     own = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-    shared = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks")
-    shared += ("_global_backward_pre_hooks",)
+    shared = (
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+    )
     return any(getattr(module, name, None) for name in own) or any(
         getattr(module_globals, name, None) for name in shared
     )
@@ -159,12 +163,13 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
     key = (backend, fullgraph, dynamic)
     try:
         settings = _settings_table.get(key)
+        shareable = True
     except TypeError:  # an unhashable backend object: its settings are not shared
-        key, settings = None, None
+        settings, shareable = None, False
     if settings is None:
         settings = _Settings(backend, fullgraph, dynamic)
         _all_settings.add(settings)
-        if key is not None:
+        if shareable:
             _settings_table[key] = settings
     return settings
 
