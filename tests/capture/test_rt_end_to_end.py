@@ -111,3 +111,47 @@ def test_export_graph_break_raises_with_reason_and_line() -> None:
     with pytest.raises(capture.ExportError, match="tensor's value") as info:
         capture.export(toy_example)(torch.ones(2), torch.ones(2))
     assert f"{__file__}:" in str(info.value)
+
+
+def noisy(x):
+    y = torch.cos(x)
+    print("", end="")  # a graph break inside the callee
+    return y * 2
+
+
+def calls_noisy(x):
+    a = torch.sin(x)
+    b = noisy(a)
+    return b + 1
+
+
+@capture.disable
+def eager_only(x):
+    return torch.tan(x)
+
+
+def calls_eager_only(x):
+    return eager_only(torch.sin(x)) + 1
+
+
+def graph_targets(counter: CompileCounter) -> list[list[str]]:
+    return [[str(node.target) for node in gm.graph.nodes if node.op == "call_function"] for gm in counter.graphs]
+
+
+def test_a_callee_that_breaks_is_intercepted_and_captured_in_its_own_graphs() -> None:
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(calls_noisy)
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), calls_noisy(x))
+    names = graph_targets(counter)
+    assert len(names) == 4, names
+    assert "cos" in " ".join(names[1]) and "mul" in " ".join(names[2]), names
+
+
+def test_a_disabled_callee_runs_eagerly_outside_every_graph() -> None:
+    counter = CompileCounter()
+    x = torch.randn(3)
+    torch.testing.assert_close(capture.optimize(counter)(calls_eager_only)(x), calls_eager_only(x))
+    assert counter.frame_count == 2
+    assert not any("tan" in target for targets in graph_targets(counter) for target in targets)
