@@ -34,7 +34,7 @@ def p_dict_ops(x, n):
     d = {"a": x, "b": x + 1}
     d["c"] = x * 2
     total = 0
-    for k, v in d.items():
+    for _key, v in d.items():
         total = total + v
     return total, list(d.keys()), d.get("z", 7), "a" in d
 

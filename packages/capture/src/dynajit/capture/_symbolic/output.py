@@ -47,6 +47,7 @@ class OutputGraph:
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
         self.aliases: list[tuple[Path, Path]] = []
+        self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
         self._attr_names: dict[int, TensorVar] = {}
         self._cells: dict[int, Any] = {}

@@ -35,7 +35,24 @@ _GUARDED_CONSTANTS = (int, float, bool, str, bytes, complex, type(None))
 
 
 def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
-    """The tracker for ``value`` (reached by ``path``, None when it is not reachable from the frame)."""
+    """The tracker for ``value`` (reached by ``path``, None when it is not reachable from the frame).
+
+    A mutable object gets one tracker per trace, however it is reached, so a
+    mutation made through one name is seen through every other.
+    """
+    if isinstance(value, (list, dict)) or (
+        hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType))
+    ):
+        known = output.wrapped.get(id(value))
+        if known is not None:
+            return known[1]
+        made = _wrap(output, value, path)
+        output.wrapped[id(value)] = (value, made)
+        return made
+    return _wrap(output, value, path)
+
+
+def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     from dynajit.capture._symbolic import marks
 
     if isinstance(value, torch.Tensor):
