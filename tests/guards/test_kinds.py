@@ -1,5 +1,7 @@
 """Guard kinds on Python values: each shows a hit and a miss, and the miss's sentence."""
 
+import enum
+
 import pytest
 import torch
 
@@ -92,6 +94,18 @@ def test_constant_match_sentence_for_a_global():
     assert c.failure_reason() == "global 'scale' changed: expected 2, got 3"
     f_globals["scale"] = 2.0
     assert c.failure_reason() == "global 'scale' changed: expected 2 (int), got 2.0 (float)"
+
+
+class Color(enum.IntEnum):
+    RED = 1
+    BLUE = 2
+
+
+def test_constant_match_on_scalar_subclasses_keeps_the_exact_type():
+    c = compiled(constant_match(X, Color.RED))
+    assert c.check(Color.RED)
+    assert not c.check(1)
+    assert not c.check(Color.BLUE)
 
 
 def test_constant_match_rejects_objects():

@@ -91,3 +91,15 @@ def test_backend_match_checks_identity_of_the_running_backend():
 def test_backend_match_needs_a_function():
     with pytest.raises(TypeError, match="current backend"):
         backend_match(None, print)
+
+
+def test_deterministic_warn_only_is_checked_while_deterministic_is_on():
+    previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        c = compiled(global_state())
+        assert c.check()
+        torch.use_deterministic_algorithms(True, warn_only=False)
+        assert c.failure_reason() == "global state deterministic algorithms warn_only: expected True, got False"
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])

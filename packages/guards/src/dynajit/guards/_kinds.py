@@ -125,13 +125,14 @@ def _value_checks(source: Source, value: Any) -> tuple[Check, ...]:
 
 
 def constant_match(source: Source, value: Any) -> Guard:
-    """CONSTANT_MATCH: a Python scalar or string (None, bool, int, float, complex, str, bytes) of that exact type.
+    """CONSTANT_MATCH: a Python scalar or string (None, bool, int, float, complex, str, bytes, or a subclass
+    such as an ``IntEnum`` member), of that exact type and equal to ``value``.
 
     ``1``, ``1.0`` and ``True`` are told apart (a graph specialised on an int
     must not run for a bool).
     """
     _require_source(source, "constant_match")
-    if type(value) not in _CONSTANT_TYPES:
+    if not isinstance(value, _CONSTANT_TYPES):
         raise TypeError(
             f"constant_match() takes a Python scalar or string, got {type_name(type(value))} for {source.name()}; "
             "use equals_match() for other equality-comparable values or id_match() for objects"

@@ -22,6 +22,10 @@ GLOBAL_STATE_READERS: dict[str, Callable[[], Any]] = {
     "torch function modes": torch._C._len_torch_function_stack,
 }
 
+# State that matters only while another is on: with the other off now, its own check suffices
+# (switching the other on fails that check), so the dependent one is not read on every call.
+_ONLY_WHILE_ON = {"deterministic algorithms warn_only": "deterministic algorithms"}
+
 _AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
@@ -76,16 +80,19 @@ def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
 def global_state() -> Guard:
     """GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
     transforms and torch-function modes are as they are now."""
-    checks, snapshot = [], []
+    checks, state = [], {}
     for what, read in GLOBAL_STATE_READERS.items():
-        check, value = _reader_check(what, read)
+        parent = _ONLY_WHILE_ON.get(what)
+        if parent is not None and state[parent] is False:
+            continue
+        check, state[what] = _reader_check(what, read)
         checks.append(check)
-        snapshot.append(value)
+    snapshot = tuple(state.items())
     autocast, autocast_snapshot = _autocast_checks()
     checks.extend(autocast)
-    detail = ", ".join(f"{what}={_show(value)}" for what, value in zip(GLOBAL_STATE_READERS, snapshot))
+    detail = ", ".join(f"{what}={_show(value)}" for what, value in snapshot)
     detail += f", autocast={'off' if not autocast_snapshot else autocast_snapshot}"
-    return Guard("GLOBAL_STATE", (), tuple(checks), detail, ("GLOBAL_STATE", tuple(snapshot), autocast_snapshot))
+    return Guard("GLOBAL_STATE", (), tuple(checks), detail, ("GLOBAL_STATE", snapshot, autocast_snapshot))
 
 
 def _backend_name(backend: Any) -> str:
