@@ -115,3 +115,24 @@ def test_frame_only_disable_still_compiles_through_interception(converter) -> No
     torch.testing.assert_close(compiled(torch.ones(1)), torch.full((1,), 5.0))
     # the runtime hands the frame to the converter, which leaves it untraced; its callee is intercepted
     assert converter.names() == ["shallow", "inner"]
+
+
+def test_user_objects_with_a_python_call_method_are_intercepted(converter) -> None:
+    class Affine:
+        def __init__(self, scale):
+            self.scale = scale
+
+        def __call__(self, x):
+            return x * self.scale
+
+    affine = Affine(3.0)
+    got = {}
+
+    def use(x):
+        got["call"] = capture.intercept(affine)
+        got["class"] = capture.intercept(Affine)
+        return got["call"](x)
+
+    torch.testing.assert_close(capture.optimize(eager_backend)(use)(torch.ones(2)), torch.full((2,), 3.0))
+    assert got["call"].__self__ is affine and got["class"] is Affine
+    assert converter.names() == ["use", "__call__"]

@@ -8,7 +8,7 @@ from test_rt_support import converter_fixture, eager_backend  # noqa: F401  (the
 
 import dynajit.capture as capture
 from dynajit.capture import _marks
-from dynajit.capture.testing import CompileCounter
+from dynajit.capture.testing import CompileCounter, CompileCounterWithBackend
 
 
 def test_function_marks_are_recorded_without_changing_the_function() -> None:
@@ -171,6 +171,19 @@ def test_compile_counter_counts_graphs_and_ops() -> None:
     assert (counter.frame_count, counter.op_count, counter.graphs) == (1, 4, [gm])
     counter.clear()
     assert (counter.frame_count, counter.op_count, counter.graphs) == (0, 0, [])
+
+
+def test_compile_counter_with_backend_counts_and_returns_the_backends_result() -> None:
+    compiled_by_backend = []
+
+    def backend(gm, example_inputs):
+        compiled_by_backend.append(gm)
+        return lambda *args: ("from backend", gm(*args))
+
+    counter = CompileCounterWithBackend(backend)
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    assert counter(gm, [torch.ones(1)])(torch.ones(1))[0] == "from backend"
+    assert counter.frame_count == 1 and counter.op_count == 1 and compiled_by_backend == [gm]
 
 
 def test_config_fields_and_environment_names() -> None:

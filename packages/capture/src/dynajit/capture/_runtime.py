@@ -120,6 +120,10 @@ class _Settings:
             return obj if wrapper is func else types.MethodType(wrapper, obj.__self__)
         if isinstance(obj, torch.nn.Module):
             return self._intercept_module(obj)
+        call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
+        if type(call) is types.FunctionType:  # a user object with a Python __call__ (classes have type's)
+            wrapper = self.wrapper_of(call)
+            return obj if wrapper is call else types.MethodType(wrapper, obj)
         return obj
 
     def _intercept_module(self, module: torch.nn.Module) -> Any:
@@ -201,8 +205,10 @@ def intercept(obj: Any) -> Any:
     coroutines, disabled functions, classes and other callables are returned
     unchanged. An ``nn.Module`` instance without hooks gets its compiled
     ``forward``; a module with hooks (its own or global ones) is returned
-    unchanged, so the hooks run and its ``forward`` runs eagerly. Outside
-    compiled code, every object is returned unchanged.
+    unchanged, so the hooks run and its ``forward`` runs eagerly. Another
+    object whose class defines ``__call__`` in Python gets that method
+    compiled and bound to it. Outside compiled code, every object is
+    returned unchanged.
     """
     settings = _running_settings()
     return obj if settings is None else settings.intercept(obj)
@@ -415,9 +421,9 @@ class CompiledFunction:
     def _eager_entry(self, error: Exception) -> _cache.CacheEntry:
         reason = f"{type(error).__name__}: {error}"
         warnings.warn(
-            f"dynajit: converting {self.fn.__qualname__!r} ({_where(self.code)}) failed with an internal error "
-            f"({reason}); it runs eagerly from now on for this backend. Please report this bug; "
-            "set dynajit.capture.config.verbose = True for the traceback.",
+            f"dynajit: compiling {self.fn.__qualname__!r} ({_where(self.code)}) failed ({reason}): an internal "
+            "error or a failure of the backend compiler. It runs eagerly from now on for this backend. Set "
+            "dynajit.capture.config.verbose = True for the traceback, and please report it if it is dynajit's.",
             RuntimeWarning,
             stacklevel=6,
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CompileCounter", "count_ops"]
+__all__ = ["CompileCounter", "CompileCounterWithBackend", "count_ops"]
 
 _OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
 
@@ -45,3 +45,17 @@ class CompileCounter:
 
     def __repr__(self) -> str:
         return f"CompileCounter(frame_count={self.frame_count}, op_count={self.op_count})"
+
+
+class CompileCounterWithBackend(CompileCounter):
+    """A :class:`CompileCounter` that hands each graph on to a real backend and returns what that compiled."""
+
+    def __init__(self, backend: Callable[..., Any]) -> None:
+        super().__init__()
+        if not callable(backend):
+            raise TypeError(f"CompileCounterWithBackend expects a backend callable, got {backend!r}")
+        self.backend = backend
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        super().__call__(gm, example_inputs)
+        return self.backend(gm, example_inputs)
