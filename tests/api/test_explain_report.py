@@ -77,3 +77,19 @@ def test_explain_rejects_an_unknown_backend_at_once():
 
     with pytest.raises(BackendNotFound):
         explain(lambda x: x, backend="nope")
+
+
+def test_a_break_message_with_a_location_gives_a_one_frame_user_stack():
+    record = logging.LogRecord(
+        "dynajit.graph_breaks",
+        logging.INFO,
+        "c.py",
+        1,
+        "Graph break: %s at %s%s",
+        ("print", "/m.py:7", "\n    print(x)"),
+        None,
+    )
+    reason = _break_reason(record)
+    assert reason.reason == "print"
+    (frame,) = reason.user_stack
+    assert (frame.filename, frame.lineno, frame.line) == ("/m.py", 7, "print(x)")

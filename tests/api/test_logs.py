@@ -1,4 +1,4 @@
-"""``set_logs`` and ``DYNAJIT_LOGS`` switch log artifacts on the standard ``logging`` loggers."""
+"""``set_logs`` and the environment (``DYNAJIT_LOGS``, ``DYNAJIT_<FIELD>``) from the user's side."""
 
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ def test_unknown_artifact_lists_the_known_ones():
         compiler.set_logs("graph_break")
 
 
-def test_dynajit_logs_environment_variable_switches_artifacts_on():
+def test_environment_switches_artifacts_on_and_overrides_config_fields():
     code = (
-        "import logging, dynajit.compiler\n"
-        "print(logging.getLogger('dynajit.graph_breaks').isEnabledFor(logging.INFO),"
-        " logging.getLogger('dynajit.recompiles').isEnabledFor(logging.INFO),"
-        " logging.getLogger('dynajit.guards').isEnabledFor(logging.INFO))"
+        "import logging, dynajit.compiler as c\n"
+        "print(*(logging.getLogger(f'dynajit.{a}').isEnabledFor(logging.INFO)"
+        " for a in ('graph_breaks', 'recompiles', 'guards')), c.config.cache_size_limit, c.config.verbose)"
     )
-    env = {**os.environ, "DYNAJIT_LOGS": "graph_breaks, recompiles"}
+    env = {**os.environ, "DYNAJIT_LOGS": "graph_breaks, recompiles", "DYNAJIT_CACHE_SIZE_LIMIT": "3"}
+    env["DYNAJIT_VERBOSE"] = "1"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["True", "True", "False"]
+    assert result.stdout.split() == ["True", "True", "False", "3", "True"]

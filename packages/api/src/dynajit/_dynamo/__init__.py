@@ -9,7 +9,9 @@ type-checker deprecation; use the public name). The other names (``optimize``,
 ``optimize_assert``, ``OptimizedModule``, ``export``, ``disallow_in_graph``,
 ``graph_break``, ``nonstrict_trace``, ``mark_dynamic``, ``maybe_mark_dynamic``,
 ``mark_static``, ``mark_static_address``, ``register_backend``,
-``lookup_backend``) have no public counterpart and are not deprecated.
+``lookup_backend``) have no public counterpart and are not deprecated;
+``graph_break`` and ``nonstrict_trace`` are capture's own functions, which the
+interpreter recognises inside compiled code.
 """
 
 from dynajit._dynamo._aliases import (
@@ -25,15 +27,14 @@ from dynajit._dynamo._aliases import (
 from dynajit._dynamo._private import (
     disallow_in_graph,
     export,
-    graph_break,
     mark_dynamic,
     mark_static,
     mark_static_address,
     maybe_mark_dynamic,
-    nonstrict_trace,
     optimize,
     optimize_assert,
 )
+from dynajit.capture import graph_break, nonstrict_trace
 from dynajit.compiler._config import config
 from dynajit.compiler._module import OptimizedModule
 from dynajit.compiler._registry import lookup_backend, register_backend

@@ -1,5 +1,9 @@
 """The private names without a public counterpart, documented here and forwarded to capture.
 
+``graph_break`` and ``nonstrict_trace`` are not here: they are called inside
+compiled code, where the interpreter recognises capture's own functions, so
+``dynajit._dynamo`` re-exports those objects unchanged.
+
 ``optimize`` and ``optimize_assert`` take a backend name or callable (names are
 resolved by api's registry, since capture knows no backend names) and return a
 decorator that also accepts ``nn.Module``s (giving an ``OptimizedModule``).
@@ -19,12 +23,10 @@ from dynajit.compiler._compile import CompileSettings
 __all__ = [
     "disallow_in_graph",
     "export",
-    "graph_break",
     "mark_dynamic",
     "mark_static",
     "mark_static_address",
     "maybe_mark_dynamic",
-    "nonstrict_trace",
     "optimize",
     "optimize_assert",
 ]
@@ -154,45 +156,6 @@ def _is_graph_callable(fn: Any) -> bool:
         return True
     module = getattr(fn, "__module__", None) or ""
     return module == "torch" or module.startswith("torch.")
-
-
-def graph_break(msg: str = "") -> None:
-    """Force a graph break at this point of compiled code; a no-op when run eagerly.
-
-    Args:
-        msg: a reason shown in the ``graph_breaks`` log and in ``explain``.
-
-    Returns:
-        None.
-
-    Example:
-        >>> import dynajit._dynamo
-        >>> dynajit._dynamo.graph_break()
-    """
-    _capture.graph_break(msg)
-
-
-def nonstrict_trace(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Trace calls to ``fn`` non-strictly: its tensor ops land in the graph without bytecode capture.
-
-    Inputs and outputs must be pytrees of tensors and constants. Because the call is
-    not symbolically interpreted, Python ``fn`` would graph-break on (printing,
-    unsupported builtins) does not break, so ``fullgraph=True`` still succeeds.
-    Usable as a decorator or inline, ``nonstrict_trace(fn)(x)``.
-
-    Args:
-        fn: the function to trace non-strictly.
-
-    Returns:
-        The marked function; calling it eagerly is unchanged.
-
-    Example:
-        >>> import torch, dynajit._dynamo
-        >>> @dynajit._dynamo.nonstrict_trace  # doctest: +SKIP
-        ... def scale(x):
-        ...     return x * 2
-    """
-    return _capture.nonstrict_trace(fn)
 
 
 def mark_dynamic(tensor: Any, index: int | list[int], **kwargs: Any) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import linecache
 import logging
+import re
 import sys
 import time
 import traceback
@@ -130,11 +132,23 @@ def _collect(artifact: str) -> Iterator[list[logging.LogRecord]]:
         logger.propagate = saved_propagate
 
 
+_LOCATION = re.compile(r" at (?P<file>\S+):(?P<line>\d+)")
+
+
 def _break_reason(record: logging.LogRecord) -> BreakReason:
+    """A break from a record: its ``graph_break`` extra (a ``GraphBreak``), else its message's ``at file:line``."""
     graph_break = getattr(record, "graph_break", None)
-    reason = getattr(graph_break, "reason", None) or getattr(record, "reason", None) or record.getMessage()
-    stack = getattr(graph_break, "user_stack", None) or getattr(record, "user_stack", None) or ()
-    return BreakReason(str(reason), tuple(stack))
+    if graph_break is not None:
+        return BreakReason(str(graph_break.reason), tuple(graph_break.user_stack))
+    message = record.getMessage()
+    first, *rest = message.splitlines()
+    location = _LOCATION.search(first)
+    if location is None:
+        return BreakReason(message)
+    filename, lineno = location["file"], int(location["line"])
+    source = rest[0].strip() if rest else (linecache.getline(filename, lineno).strip() or None)
+    frame = traceback.FrameSummary(filename, lineno, "<unknown>", line=source)
+    return BreakReason(first[: location.start()].strip().removeprefix("Graph break: "), (frame,))
 
 
 def _guard_lines(record: logging.LogRecord) -> list[str]:

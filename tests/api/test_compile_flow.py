@@ -1,0 +1,73 @@
+"""``compile`` on functions, methods and modules, as a call and as a decorator, eager vs compiled."""
+
+from __future__ import annotations
+
+import torch
+
+from dynajit import _dynamo, compiler
+from dynajit.capture.testing import CompileCounter
+
+
+def f(x, y):
+    return torch.sin(x) * y + 1
+
+
+def test_compile_as_a_call():
+    counter = CompileCounter()
+    compiled = compiler.compile(f, backend=counter)
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiled(x, y), f(x, y))
+    assert counter.frame_count == 1
+
+
+def test_compile_as_a_decorator_without_and_with_arguments():
+    counter = CompileCounter()
+
+    @compiler.compile
+    def bare(x):
+        return x.cos() - 1
+
+    @compiler.compile()
+    def empty_call(x):
+        return x.cos() - 2
+
+    @compiler.compile(backend=counter, fullgraph=True)
+    def with_args(x):
+        return x.cos() - 3
+
+    x = torch.randn(4)
+    torch.testing.assert_close(bare(x), x.cos() - 1)
+    torch.testing.assert_close(empty_call(x), x.cos() - 2)
+    torch.testing.assert_close(with_args(x), x.cos() - 3)
+    assert counter.frame_count == 1
+
+
+def test_compile_a_bound_method():
+    class Scaler:
+        def __init__(self):
+            self.factor = 3.0
+
+        def apply(self, x):
+            return x * self.factor + torch.tanh(x)
+
+    scaler = Scaler()
+    counter = CompileCounter()
+    compiled = compiler.compile(scaler.apply, backend=counter)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), scaler.apply(x))
+    assert counter.frame_count == 1
+
+
+def test_compile_with_a_backend_name_and_the_inductor_default():
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiler.compile(f, backend="eager")(x, y), f(x, y))
+    torch.testing.assert_close(compiler.compile(f, backend="aot_eager")(x, y), f(x, y))
+    torch.testing.assert_close(compiler.compile(f)(x, y), f(x, y))
+
+
+def test_private_optimize_and_optimize_assert():
+    counter = CompileCounter()
+    x, y = torch.randn(2), torch.randn(2)
+    torch.testing.assert_close(_dynamo.optimize(counter)(f)(x, y), f(x, y))
+    torch.testing.assert_close(_dynamo.optimize_assert("eager")(f)(x, y), f(x, y))
+    assert isinstance(_dynamo.optimize("eager")(torch.nn.Linear(2, 2)), _dynamo.OptimizedModule)

@@ -1,0 +1,39 @@
+"""``explain`` on real code: graphs, breaks with user stacks, ops, guards and compile times."""
+
+from __future__ import annotations
+
+import torch
+
+from dynajit import _dynamo, compiler
+
+
+def with_a_break(x):
+    x = torch.sin(x) + 1
+    _dynamo.graph_break()
+    return torch.cos(x) * 2
+
+
+def test_explain_reports_graphs_breaks_ops_and_guards():
+    x = torch.randn(3)
+    report = compiler.explain(with_a_break)(x)
+    assert report.graph_count == 2 and len(report.graphs) == 2
+    assert report.graph_break_count == 1
+    (reason,) = report.break_reasons
+    where = reason.user_stack[-1]
+    assert (where.filename, where.lineno) == (__file__, with_a_break.__code__.co_firstlineno + 2)
+    assert "graph_break()" in reason.reason
+    assert report.op_count == 4
+    assert [len(ops) for ops in report.ops_per_graph] == [2, 2]
+    assert torch.sin in report.ops_per_graph[0]
+    assert report.guards
+    assert len(report.compile_times) == 2
+    text = str(report)
+    assert "Graph count: 2" in text and "Graph break count: 1" in text and f"{__file__}:" in text
+
+
+def test_explain_without_breaks_and_the_private_alias():
+    def clean(x):
+        return x.relu() + 1
+
+    report = _dynamo.explain(clean)(torch.randn(2))
+    assert (report.graph_count, report.graph_break_count, report.op_count) == (1, 0, 2)
