@@ -155,3 +155,13 @@ def test_a_disabled_callee_runs_eagerly_outside_every_graph() -> None:
     torch.testing.assert_close(capture.optimize(counter)(calls_eager_only)(x), calls_eager_only(x))
     assert counter.frame_count == 2
     assert not any("tan" in target for targets in graph_targets(counter) for target in targets)
+
+
+def test_fullgraph_wrapper_does_not_reuse_an_entry_with_graph_breaks() -> None:
+    from dynajit.capture._frame import Unsupported
+
+    counter = CompileCounter()
+    a, b = torch.ones(2), torch.ones(2)
+    torch.testing.assert_close(capture.optimize(counter)(toy_example)(a, b), toy_example(a, b))
+    with pytest.raises(Unsupported, match="tensor's value"):
+        capture.optimize(counter, fullgraph=True)(toy_example)(a, b)

@@ -275,12 +275,17 @@ class CompiledFunction:
         compiled = entry.guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
         return _Instance(compiled.check, compiled, run)
 
+    def _usable(self, entry: _cache.CacheEntry) -> bool:
+        """Entries of this backend; under fullgraph, not those with graph breaks or that fell back to eager."""
+        if entry.backend is not self.settings.backend:
+            return False
+        return not self.settings.fullgraph or (entry.kind != "eager" and not entry.graph_breaks)
+
     def regenerate(self) -> None:
         """Rebuild the dispatcher's chain from the code cache (and the stance) into the same function object."""
         with _lock:
             self.version = self.cache.version
-            backend = self.settings.backend
-            mine = [entry for entry in self.cache.entries if entry.backend is backend]
+            mine = [entry for entry in self.cache.entries if self._usable(entry)]
             self.instances = {entry: self.instances.get(entry) or self._instantiate(entry) for entry in mine}
             self.ordered = list(self.instances.items())
             for name in [name for name in self.namespace if name.startswith((self.prefix + "g", self.prefix + "f"))]:
