@@ -142,3 +142,31 @@ def test_empty_guard_set_always_passes():
     c = GuardSet().compile(("x",), {})
     assert c.check(object()) is True
     assert c.failure_reason(1) is None
+
+
+def test_a_check_shared_by_two_guards_runs_once():
+    c = GuardSet([type_match(X, torch.zeros(1)), tensor_match(X, torch.zeros(1))]).compile(("x",), {})
+    assert c.code.count("type(x) is") == 1
+    assert c.check(torch.ones(1)) and not c.check(1.0)
+
+
+def test_dynamic_dim_with_a_symbolic_shape_expression_over_size_sources():
+    from dynajit.guards import SizeSource
+
+    x_len, y_len = SizeSource(X, 0), SizeSource(Y, 0)
+    assert x_len.name() == "L['x'].size()[0]"
+    guards = GuardSet(
+        [
+            tensor_match(X, torch.zeros(4), dynamic_dims=(0,)),
+            tensor_match(Y, torch.zeros(4), dynamic_dims=(0,)),
+            expression("L['x'].size()[0] == L['y'].size()[0]", [x_len, y_len], "x and y have one length"),
+            expression("L['x'].size()[0] >= 2", [x_len], "x is not specialized to 0 or 1"),
+        ]
+    )
+    c = guards.compile(("x", "y"), {})
+    assert ".size(0)" in c.code
+    assert c.check(torch.zeros(9), torch.zeros(9))
+    assert not c.check(torch.zeros(9), torch.zeros(8))
+    assert c.failure_reason(torch.zeros(1), torch.zeros(1)) == (
+        "x is not specialized to 0 or 1: expected L['x'].size()[0] >= 2, which is false"
+    )

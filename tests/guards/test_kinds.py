@@ -193,3 +193,12 @@ def test_nn_module_rejects_non_modules():
 def test_factories_reject_non_sources():
     with pytest.raises(TypeError, match="Source"):
         type_match("x", 1)
+
+
+def test_equals_match_on_an_uncopyable_value_is_a_clear_error():
+    class Uncopyable:
+        def __deepcopy__(self, memo):
+            raise RuntimeError("no copies")
+
+    with pytest.raises(TypeError, match="id_match"):
+        equals_match(X, Uncopyable())

@@ -22,14 +22,18 @@ def default_dtype(dtype):
         torch.set_default_dtype(previous)
 
 
+# torch.use_deterministic_algorithms also imports and sets inductor's config (seconds); the C setter is the state.
+_set_deterministic = torch._C._set_deterministic_algorithms
+
+
 @contextlib.contextmanager
-def deterministic():
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
+def deterministic(warn_only=False):
+    previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    _set_deterministic(True, warn_only=warn_only)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(previous)
+        _set_deterministic(previous[0], warn_only=previous[1])
 
 
 @pytest.mark.parametrize(
@@ -94,12 +98,9 @@ def test_backend_match_needs_a_function():
 
 
 def test_deterministic_warn_only_is_checked_while_deterministic_is_on():
-    previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
-    try:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    with deterministic(warn_only=True):
         c = compiled(global_state())
         assert c.check()
-        torch.use_deterministic_algorithms(True, warn_only=False)
-        assert c.failure_reason() == "global state deterministic algorithms warn_only: expected True, got False"
-    finally:
-        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+        with deterministic(warn_only=False):
+            assert c.failure_reason() == "global state deterministic algorithms warn_only: expected True, got False"
+        assert c.check()

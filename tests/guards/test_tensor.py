@@ -131,3 +131,9 @@ def test_aliasing_many_distinct_inputs():
 def test_aliasing_needs_two_sources():
     with pytest.raises(ValueError, match="two or more"):
         tensor_aliasing([X], [Z])
+
+
+def test_non_cpu_device_compares_the_device():
+    c = compiled(tensor_match(X, torch.zeros(2, device="meta")))
+    assert c.check(torch.ones(2, device="meta"))
+    assert c.failure_reason(torch.ones(2)) == "L['x'] device: expected meta, got cpu"

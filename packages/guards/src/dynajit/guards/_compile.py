@@ -153,8 +153,12 @@ class CompiledGuards:
         checks = _ordered_checks(self.guards)
         ctx = _Context(arg_names, f_globals, closure)
         emitter = _Emitter(ctx, None)
+        emitted: set[str] = set()
         for check in checks:
-            emitter.lines.append(f"if not ({emitter.expression(check)}): return False")
+            expr = emitter.expression(check)
+            if expr not in emitted:  # e.g. TYPE_MATCH and TENSOR_MATCH both checking type(x)
+                emitted.add(expr)
+                emitter.lines.append(f"if not ({expr}): return False")
         self.code = _function(_CHECK_NAME, ctx.params.values(), emitter.lines, "return True")
         namespace = ctx.namespace
         exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), namespace)

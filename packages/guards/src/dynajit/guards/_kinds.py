@@ -149,7 +149,13 @@ def constant_match(source: Source, value: Any) -> Guard:
 def equals_match(source: Source, value: Any) -> Guard:
     """EQUALS_MATCH: same exact type and ``==`` to a copy of ``value`` taken now (tuples, lists, dtypes, ...)."""
     _require_source(source, "equals_match")
-    expected = copy.deepcopy(value)
+    try:
+        expected = copy.deepcopy(value)
+    except Exception as error:
+        raise TypeError(
+            f"equals_match() cannot copy the value of {source.name()} ({type_name(type(value))}: {error}); "
+            "guard an object that cannot be copied with id_match() or type_match()"
+        ) from error
     return Guard(
         "EQUALS_MATCH",
         (source,),

@@ -25,7 +25,9 @@ __all__ = [
     "ItemSource",
     "LocalSource",
     "ParamSource",
+    "SizeSource",
     "Source",
+    "StrideSource",
     "SubmoduleSource",
     "TypeSource",
 ]
@@ -319,3 +321,45 @@ class TypeSource(Source):
 
     def access(self, ctx: AccessContext, base: str | None) -> str:
         return f"{ctx.bind(type)}({base})"
+
+
+@dataclass(frozen=True, slots=True)
+class SizeSource(Source):
+    """One size of a tensor: ``L['x'].size()[0]`` (read as ``x.size(0)``), for symbolic-shape expressions."""
+
+    tensor_source: Source
+    dim: int
+
+    @property
+    def base(self) -> Source:
+        return self.tensor_source
+
+    def name(self) -> str:
+        return f"{self.tensor_source.name()}.size()[{self.dim}]"
+
+    def path(self) -> str:
+        return f"{self.tensor_source.path()}.size()[{self.dim}]"
+
+    def access(self, ctx: AccessContext, base: str | None) -> str:
+        return f"{base}.size({self.dim})"
+
+
+@dataclass(frozen=True, slots=True)
+class StrideSource(Source):
+    """One stride of a tensor: ``L['x'].stride()[0]`` (read as ``x.stride(0)``)."""
+
+    tensor_source: Source
+    dim: int
+
+    @property
+    def base(self) -> Source:
+        return self.tensor_source
+
+    def name(self) -> str:
+        return f"{self.tensor_source.name()}.stride()[{self.dim}]"
+
+    def path(self) -> str:
+        return f"{self.tensor_source.path()}.stride()[{self.dim}]"
+
+    def access(self, ctx: AccessContext, base: str | None) -> str:
+        return f"{base}.stride({self.dim})"

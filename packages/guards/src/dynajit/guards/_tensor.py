@@ -106,7 +106,7 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
         raise TypeError(f"tensor_match() needs a Source as its first argument, got {source!r}")
     if not isinstance(example, torch.Tensor):
         raise TypeError(f"tensor_match() needs a tensor example for {source.name()}, got {type_name(type(example))}")
-    if type(example).__name__ == "FakeTensor":
+    if any(cls.__name__ == "FakeTensor" and cls.__module__.startswith("torch.") for cls in type(example).__mro__):
         raise TypeError(
             f"tensor_match() got a FakeTensor for {source.name()}: guards check the real inputs, "
             "so pass the frame's real argument value"
