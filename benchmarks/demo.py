@@ -15,6 +15,7 @@ import pathlib
 import sys
 import time
 import traceback
+import warnings
 
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -79,11 +80,17 @@ def main(argv: list[str] | None = None) -> int:
 
     expected = case.run(block)
     try:
-        with time_limit(COMPILE_LIMIT_SECONDS, "compiling the block"):
+        with time_limit(COMPILE_LIMIT_SECONDS, "compiling the block"), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             compiled = dynajit.compiler.compile(block, backend=counter)
             compile_seconds, actual = timed_call(lambda: case.run(compiled))
     except Exception as exc:
         return fail("dynajit cannot compile the transformer block yet", exc)
+    for warning in caught:
+        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    if counter.graphs == 0:
+        said = "; ".join(dict.fromkeys(str(w.message) for w in caught)) or "no warning given"
+        return fail("dynajit compiled no graph for the transformer block (it ran eagerly)", RuntimeError(said))
 
     print(f"\ncompile time (first call): {compile_seconds:.2f}s")
     print(f"graphs handed to the backend: {counter.graphs}, ops in them: {counter.ops}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import pathlib
 import sys
 import time
@@ -36,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--no-extra", action="store_true", help="skip guards_bench / overhead_bench")
+    parser.add_argument("--extra", action="store_true", help="run guards_bench / overhead_bench with --quick too")
     parser.add_argument("--keep-caches", action="store_true", help="reuse the usual on-disk compile caches")
     return parser.parse_args(argv)
 
@@ -45,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     ensure_bench_env()
     cache_root = None if args.keep_caches else isolate_compile_caches()
     started = time.perf_counter()
+    load_at_start = os.getloadavg()
 
     import torch
 
     from harness import report
-    from harness.environment import machine_facts, point_dynajit_cache_at
+    from harness.environment import machine_facts, point_dynajit_cache_at, source_revision
     from harness.implementations import DynajitImpl, Implementation, LogCollector, TorchCompileImpl
     from harness.real_models import REAL_MODELS
     from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload, describe_error, run_extra, startup_seconds
@@ -116,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(f"{impl.name} left out after {workload.name}: {error}")
 
     extra = {}
-    if not args.no_extra:
+    if args.quick and not args.extra:
+        notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: left out of --quick runs (add --extra to run them)")
+    elif not args.no_extra:
         for name in EXTRA_BENCHMARKS:
             if (HERE / f"{name}.py").exists():
                 log(f"{name}:")
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": "quick" if args.quick else "full",
         "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": machine_facts(),
+        "revision": source_revision(),
         "settings": vars(settings),
         "implementations": [EAGER, EAGER_AGAIN, *(impl.name for impl in impls)],
         "startup": startup,
@@ -140,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "extra": extra,
         "notes": notes,
         "total_seconds": time.perf_counter() - started,
+        "load_average": {"start": load_at_start, "end": os.getloadavg()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     chart_problem = report.write_chart(results, args.out / "speedups.png")

@@ -82,6 +82,27 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def source_revision() -> str:
+    """The repository's commit, with ``+changes`` when the work tree differs from it ("unknown" outside git)."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "packages"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}+changes" if dirty else commit
+
+
 def machine_facts() -> dict[str, Any]:
     """What the figures were measured on: CPU, cores, versions, and the malloc/thread settings in force."""
     import torch

@@ -28,6 +28,11 @@ def _count(value: int | None) -> str:
     return NOT_APPLICABLE if value is None else str(value)
 
 
+def _load(results: dict[str, Any], when: str) -> str:
+    values = (results.get("load_average") or {}).get(when)
+    return " / ".join(f"{value:.2f}" for value in values) if values else "unknown"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -98,7 +103,11 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         f"Measured {results['date']} on {machine['cpu']} ({machine['cores_usable']} usable cores), {machine['os']}, "
         f"{machine['libc']}, Python {machine['python']}, torch {machine['torch']} "
         f"({machine['torch_threads']} threads). Mode: {results['mode']}, "
-        f"whole run {results['total_seconds']:.0f}s. Command: `{results['command']}`.",
+        f"whole run {results['total_seconds']:.0f}s, dynajit at revision {results.get('revision', 'unknown')}. "
+        f"Command: `{results['command']}`.",
+        "",
+        f"Load average (1/5/15 min) of the machine at the start: {_load(results, 'start')}, at the end: "
+        f"{_load(results, 'end')}; with more runnable processes than cores, every figure is noisier.",
         "",
         f"Environment of the benchmark process: {env}. The malloc thresholds keep freed tensors' pages mapped, so "
         "eager does not fault its buffers back in on every call (see `benchmarks/README.md`).",
