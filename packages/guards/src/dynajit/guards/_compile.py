@@ -164,12 +164,13 @@ class CompiledGuards:
         exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), namespace)
         self.check: Callable[..., bool] = namespace[_CHECK_NAME]
         self._checks = checks
-        self._explain = self._build_explainer(checks, arg_names, f_globals, closure)
+        self._explain, self._explained_sources = self._build_explainer(checks, arg_names, f_globals, closure)
 
     @staticmethod
     def _build_explainer(
         checks: Sequence[Check], arg_names: Sequence[str], f_globals: Mapping[str, Any], closure: Mapping[str, CellType]
-    ) -> Callable[..., tuple[str, int, Any] | None]:
+    ) -> tuple[Callable[..., tuple[str, int, Any] | None], list[Source]]:
+        """The explaining twin, and the sources whose reads it numbers (for "cannot be reached")."""
         ctx = _Context(arg_names, f_globals, closure)
         emitter = _Emitter(ctx, lambda index: [f"return ('unreachable', {index}, ___e)"])
         for index, check in enumerate(checks):
@@ -186,9 +187,7 @@ class CompiledGuards:
         code = f"def {_EXPLAIN_NAME}({', '.join(ctx.params.values())}):\n{body}\n    return None\n"
         namespace = ctx.namespace
         exec(compile(code, "<dynajit guard explanation>", "exec"), namespace)
-        explainer = namespace[_EXPLAIN_NAME]
-        explainer.sources = emitter.sources
-        return explainer
+        return namespace[_EXPLAIN_NAME], emitter.sources
 
     def failure_reason(self, *args: Any) -> str | None:
         """The first failing guard as a sentence (``L['x'] dtype: expected float32, got float64``), or None."""
@@ -197,7 +196,7 @@ class CompiledGuards:
             return None
         what, index, payload = outcome
         if what == "unreachable":
-            source = self._explain.sources[index]
+            source = self._explained_sources[index]
             return f"{source.name()} cannot be reached: {type(payload).__name__}: {payload}"
         check = self._checks[index]
         if what == "raised":

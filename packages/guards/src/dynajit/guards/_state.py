@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +59,8 @@ def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
     any_enabled = torch._C._is_any_autocast_enabled
     if not any_enabled():
         return [_state_check("autocast", "not {any_enabled}()", {"any_enabled": any_enabled}, any_enabled, False)], ()
-    checks, snapshot = [], []
+    checks: list[Check] = []
+    snapshot: list[Any] = []
     for device in _AUTOCAST_DEVICES:
         for what, read in _AUTOCAST_READERS.items():
             value = read(device)
@@ -67,7 +69,7 @@ def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
                     f"autocast({device}) {what}",
                     f"{{read}}({device!r}) is {{expected}}",
                     {"read": read, "expected": value},
-                    lambda read=read, device=device: read(device),
+                    functools.partial(read, device),
                     value,
                 )
             )
@@ -80,7 +82,8 @@ def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
 def global_state() -> Guard:
     """GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
     transforms and torch-function modes are as they are now."""
-    checks, state = [], {}
+    checks: list[Check] = []
+    state: dict[str, Any] = {}
     for what, read in GLOBAL_STATE_READERS.items():
         parent = _ONLY_WHILE_ON.get(what)
         if parent is not None and state[parent] is False:

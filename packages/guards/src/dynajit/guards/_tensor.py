@@ -184,8 +184,20 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
         f" size={list(sizes)} stride={list(strides) if strides is not None else layout}"
         + (f" dynamic_dims={sorted(dynamic)}" if dynamic else "")
     )
-    key = ("TENSOR", source, cls, dtype, str(device), str(layout), example.requires_grad, sizes, strides, dynamic)
-    key += (example.is_inference(), example.is_neg(), example.is_conj(), str(_dispatch_keys(example)))
+    bits = (example.requires_grad, example.is_inference(), example.is_neg(), example.is_conj())
+    key = (
+        "TENSOR",
+        source,
+        cls,
+        dtype,
+        str(device),
+        str(layout),
+        bits,
+        str(_dispatch_keys(example)),
+        sizes,
+        strides,
+        dynamic,
+    )
     return Guard("TENSOR_MATCH", (source,), tuple(checks), detail, key)
 
 
@@ -208,19 +220,7 @@ def tensor_aliasing(sources_same: Sequence[Source], sources_distinct: Sequence[S
             raise TypeError(f"tensor_aliasing() takes sequences of Sources, got {source!r}")
     if len(same) < 2 and len(distinct) < 2:
         raise ValueError("tensor_aliasing() needs two or more sources in sources_same or in sources_distinct")
-    checks: list[Check] = []
-    for other in same[1:]:
-        first = same[0]
-        checks.append(
-            Check(
-                "{0} is {1}",
-                (first, other),
-                Cost.RELATION,
-                lambda values, a=first, b=other: (
-                    f"{b.name()} must be the same tensor as {a.name()}, got a different one"
-                ),
-            )
-        )
+    checks = [_same_check(same[0], other) for other in same[1:]]
     if len(distinct) >= 2:
         checks.append(_distinct_check(distinct))
     parts = []
@@ -232,6 +232,13 @@ def tensor_aliasing(sources_same: Sequence[Source], sources_distinct: Sequence[S
     return Guard(
         "TENSOR_ALIASING", same + distinct, tuple(checks), "; ".join(parts), ("ALIAS", same, distinct), subject
     )
+
+
+def _same_check(first: Source, other: Source) -> Check:
+    def explain(values: tuple[Any, ...]) -> str:
+        return f"{other.name()} must be the same tensor as {first.name()}, got a different one"
+
+    return Check("{0} is {1}", (first, other), Cost.RELATION, explain)
 
 
 def _distinct_check(sources: tuple[Source, ...]) -> Check:
