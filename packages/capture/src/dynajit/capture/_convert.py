@@ -19,7 +19,7 @@ from dynajit.capture._symbolic.export import export_graph
 from dynajit.capture._symbolic.guarding import build_guards
 from dynajit.capture._symbolic.opcodes_control import TensorBranch
 from dynajit.capture._symbolic.output import OutputGraph
-from dynajit.capture._symbolic.tracer import GENERATOR_FLAGS, RootTracer
+from dynajit.capture._symbolic.tracer import GENERATOR_FLAGS, BadCall, RootTracer
 from dynajit.capture._symbolic.transform import Transformed, transform_branch, transform_break, transform_return
 from dynajit.fxgraph import artifact_enabled, artifact_logger
 
@@ -34,6 +34,7 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
     break_at: int | None = None
     graph_break: GraphBreak | None = None
     at_branch = False
+    bad_call = False
     while True:
         output = OutputGraph(ctx)
         tracer = RootTracer(fn, args, output, break_at)
@@ -49,6 +50,7 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
                 raise SkipFrame(f"tracing is not repeatable up to the graph break ({exc.reason})") from None
             break_at = tracer.steps - 1
             at_branch = isinstance(exc, TensorBranch) and innermost is tracer
+            bad_call = isinstance(exc, BadCall) and innermost is tracer
             graph_break = GraphBreak(exc.reason, tuple(stack))
             _log_break(graph_break)
     if graph_break is None and not output.has_ops():
@@ -61,7 +63,7 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
         elif at_branch:
             transformed = transform_branch(tracer, output)
         else:
-            transformed = transform_break(tracer, output)
+            transformed = transform_break(tracer, output, intercept_call=not bad_call)
     except Unsupported as exc:
         raise SkipFrame(f"{exc.reason}; {code.co_name} runs in Python") from None
     converted = _converted(fn, ctx, output, transformed, graph_break)

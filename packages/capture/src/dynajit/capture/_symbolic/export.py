@@ -32,16 +32,20 @@ def export_graph(
     n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     graph = torch.fx.Graph()
     root = transformed.graphs[0].graph_module if transformed.graphs else torch.nn.Module()
-    args = {name: graph.placeholder(name) for name in code.co_varnames[:n_args]}
+    names = list(code.co_varnames[:n_args])
+    # A module's forward is exported as the module is called: without its ``self``.
+    bound_self = names[:1] == ["self"] and isinstance(tracer.self_value, torch.nn.Module)
+    args = {name: graph.placeholder(name) for name in names[bound_self:]}
     attrs: dict[str, Any] = {}
 
     def reach(path: Path, value: Any) -> torch.fx.Node:
-        if isinstance(path, Local):
-            return args[path.local]
-        if isinstance(path, Item):
-            return graph.call_function(operator.getitem, (reach(path.base, None), path.key))
-        if isinstance(path, Attr) and _reachable(path.base):
-            return graph.call_function(getattr, (reach(path.base, None), path.attr))
+        if _reachable(path, args):
+            if isinstance(path, Local):
+                return args[path.local]
+            if isinstance(path, Item):
+                return graph.call_function(operator.getitem, (reach(path.base, None), path.key))
+            if isinstance(path, Attr):
+                return graph.call_function(getattr, (reach(path.base, None), path.attr))
         name = f"_exported_{len(attrs)}"
         attrs[name] = value
         return graph.get_attr(name)
@@ -63,7 +67,10 @@ def export_graph(
             if vt.node in val_map:
                 return val_map[vt.node]
             if vt.source is not None:
-                return reach(vt.source, None)
+                real = next((value for _, value, tv in output.inputs if tv.node is vt.node), None)
+                if real is None:
+                    unsupported("the exported function returns a module parameter; return a computation of it")
+                return reach(vt.source, real)
             unsupported("the exported function returns a tensor the graph does not produce")
         if isinstance(vt, (TupleVar, ListVar)):
             return vt.kind(rebuild(item) for item in vt.items)
@@ -100,10 +107,10 @@ def _outputs_of(transformed: Transformed, output: OutputGraph) -> list[TensorVar
     return [TensorVar(node, node.meta.get("example_value")) for node in nodes]  # type: ignore[arg-type]
 
 
-def _reachable(path: Path) -> bool:
+def _reachable(path: Path, args: dict[str, Any]) -> bool:
     while isinstance(path, (Attr, Item)):
         path = path.base
-    return isinstance(path, Local)
+    return isinstance(path, Local) and path.local in args
 
 
 def _get_path(obj: Any, dotted: str) -> Any:

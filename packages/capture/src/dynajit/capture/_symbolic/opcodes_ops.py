@@ -220,6 +220,16 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     tx.push(ConstVar(bool(found) != bool(inst.arg)))
 
 
+@handler("UNARY_POSITIVE", until=(3, 12))
+def _unary_positive(tx: Tracer, inst: Inst) -> None:
+    tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+
+
+@handler("LIST_TO_TUPLE", until=(3, 12))
+def _list_to_tuple(tx: Tracer, inst: Inst) -> None:
+    tx.push(TupleVar(tx.pop().unpack(tx)))
+
+
 @handler("UNARY_NEGATIVE", "UNARY_INVERT")
 def _unary(tx: Tracer, inst: Inst) -> None:
     tx.push(apply_operator(tx, UNARY_OPS[inst.opname], [tx.pop()]))

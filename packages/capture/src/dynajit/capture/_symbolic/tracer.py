@@ -43,7 +43,12 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.wrap import wrap_value
 
-__all__ = ["RootTracer", "Tracer", "bind_arguments"]
+__all__ = ["BadCall", "RootTracer", "Tracer", "bind_arguments"]
+
+
+class BadCall(Unsupported):
+    """The arguments do not fit the callee: Python raises TypeError before the callee runs any code."""
+
 
 GENERATOR_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -304,28 +309,28 @@ def bind_arguments(
         bound[name] = value
     extra = args[n_pos:]
     if extra and not has_varargs:
-        unsupported(f"{code.co_name}() takes {n_pos} positional arguments but {len(args)} were given (TypeError)")
+        raise BadCall(f"{code.co_name}() takes {n_pos} positional arguments but {len(args)} were given (TypeError)")
     rest: dict[str, VT] = {}
     kwonly = names[n_pos : n_pos + n_kwonly]
     for key, value in kwargs.items():
         if key in names[n_posonly:n_pos] or key in kwonly:
             if key in bound:
-                unsupported(f"{code.co_name}() got multiple values for argument {key!r} (TypeError)")
+                raise BadCall(f"{code.co_name}() got multiple values for argument {key!r} (TypeError)")
             bound[key] = value
         elif has_varkw:
             rest[key] = value
         else:
-            unsupported(f"{code.co_name}() got an unexpected keyword argument {key!r} (TypeError)")
+            raise BadCall(f"{code.co_name}() got an unexpected keyword argument {key!r} (TypeError)")
     first_default = n_pos - len(defaults)
     for i, name in enumerate(names[:n_pos]):
         if name not in bound:
             if i < first_default:
-                unsupported(f"{code.co_name}() missing required argument {name!r} (TypeError)")
+                raise BadCall(f"{code.co_name}() missing required argument {name!r} (TypeError)")
             bound[name] = defaults[i - first_default]
     for name in kwonly:
         if name not in bound:
             if name not in kwdefaults:
-                unsupported(f"{code.co_name}() missing required keyword-only argument {name!r} (TypeError)")
+                raise BadCall(f"{code.co_name}() missing required keyword-only argument {name!r} (TypeError)")
             bound[name] = kwdefaults[name]
     index = n_pos + n_kwonly
     if has_varargs:
@@ -334,6 +339,3 @@ def bind_arguments(
     if has_varkw:
         bound[names[index]] = DictVar(rest)
     return bound
-
-
-_ = Unsupported

@@ -154,8 +154,12 @@ def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
     return emitter.finish()
 
 
-def transform_break(tracer: RootTracer, output: OutputGraph) -> Transformed:
-    """Cut the graph before ``tracer.stopped_at``; run that instruction in Python; resume after it."""
+def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: bool = True) -> Transformed:
+    """Cut the graph before ``tracer.stopped_at``; run that instruction in Python; resume after it.
+
+    A called function goes through the interceptor, except when ``intercept_call`` is false (the
+    arguments do not fit it, so the call raises before any of its code runs).
+    """
     inst = tracer.stopped_at
     assert inst is not None
     _check_resumable(tracer, inst)
@@ -191,7 +195,7 @@ def transform_break(tracer: RootTracer, output: OutputGraph) -> Transformed:
     for vt in below:
         if not isinstance(vt, NullVar):
             vt.reconstruct(cg)
-    _emit_consumed(emitter, inst, consumed)
+    _emit_consumed(emitter, inst, consumed, intercept_call)
     _emit_instruction(emitter, inst)
     for local in live:
         cg.load_local(local)
@@ -200,10 +204,10 @@ def transform_break(tracer: RootTracer, output: OutputGraph) -> Transformed:
     return emitter.finish()
 
 
-def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT]) -> None:
+def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> None:
     cg = emitter.cg
     callable_slot = None
-    if inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
+    if intercept_call and inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
         first, second = consumed[0], consumed[1]
         callable_slot = 1 if PY < (3, 13) and isinstance(first, NullVar) else 0
         _ = second
