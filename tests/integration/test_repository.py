@@ -111,3 +111,9 @@ def test_layer_contract_rejects_an_upward_import(tmp_path: pathlib.Path) -> None
     )
     assert run.returncode != 0, run.stdout
     assert "dynajit.guards._deliberately_bad" in run.stdout
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """pytest imports test modules by basename (rootdir-relative), so two packages' tests may not share one."""
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
