@@ -4,10 +4,14 @@
 as the ``inductor`` entry point of ``dynajit.backends``); ``config`` holds its settings.
 """
 
+from dynajit.inductor_lite._build import BuildError, cache_stats, forget_loaded_libraries
 from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, compiled_graphs, decomposition_table
 from dynajit.inductor_lite._config import InductorConfig, config, list_mode_options, list_options
 
 __all__ = [
+    "BuildError",
+    "cache_stats",
+    "forget_loaded_libraries",
     "CompiledGraph",
     "InductorConfig",
     "compile_fx",

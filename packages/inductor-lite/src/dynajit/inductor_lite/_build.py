@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["BuildError", "CacheStats", "cache_dir", "load_library", "stats"]
+__all__ = ["BuildError", "CacheStats", "cache_dir", "cache_stats", "forget_loaded_libraries", "load_library", "stats"]
 
 log = logging.getLogger("dynajit.inductor_lite")
 
@@ -45,6 +45,17 @@ stats = CacheStats()
 _loaded: dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 _compiler_ids: dict[str, str] = {}
+
+
+def cache_stats() -> dict[str, int]:
+    """This process's kernel-cache outcomes: memory_hits, disk_hits, builds, rebuilt_corrupt."""
+    return stats.as_dict()
+
+
+def forget_loaded_libraries() -> None:
+    """Drop the in-process table of loaded libraries, so the next compile consults the disk cache."""
+    with _lock:
+        _loaded.clear()
 
 
 def cache_dir(configured: str = "") -> Path:
@@ -93,7 +104,8 @@ def load_library(source: str, cxx: str, flags: str, directory: str = "") -> tupl
     """The loaded library built from ``source`` (from memory, disk, or a fresh build) and its key."""
     key = hashlib.sha256("\0".join((source, cxx, flags, _compiler_identity(cxx))).encode()).hexdigest()[:40]
     with _lock:
-        lib = _loaded.get(key)
+        memory_key = f"{directory}:{key}"
+        lib = _loaded.get(memory_key)
         if lib is not None:
             stats.memory_hits += 1
             return lib, key
@@ -115,7 +127,7 @@ def load_library(source: str, cxx: str, flags: str, directory: str = "") -> tupl
             _build(source, cxx, flags, folder, key, so_path, meta_path)
             stats.builds += 1
             lib = ctypes.CDLL(str(so_path))
-        _loaded[key] = lib
+        _loaded[memory_key] = lib
         return lib, key
 
 

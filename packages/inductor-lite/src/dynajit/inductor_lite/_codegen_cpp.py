@@ -168,6 +168,7 @@ _REDUCE = {
     "all": ("true", "{a} && {v}"),
 }
 LANES = 16
+_ROUND = {torch.float16: "dj_round_f16", torch.bfloat16: "dj_round_bf16"}
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,8 @@ class _KernelWriter:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
             ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)
             text = template.format(*args, T=ctype, F="f" if ctype == "float" else "")
+            if expr.dtype in _ROUND:  # eager rounds every 16-bit result; so do we
+                text = f"{_ROUND[expr.dtype]}({text})"
         name = self.tmp()
         self.emit(depth, f"const {compute_ctype(expr.dtype)} {name} = {text};")
         scope.cse[expr] = name

@@ -1,0 +1,73 @@
+"""The disk cache of built kernels: atomic entries, corrupt entries rebuilt, reuse across processes."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from dynajit.inductor_lite import cache_stats, compile_fx, forget_loaded_libraries
+
+
+def _fn(x):
+    return ((x * 1.25).sigmoid() + 3.5,)
+
+
+def _compile(cache_dir):
+    x = torch.randn(3, 11)
+    compiled = compile_fx(torch.fx.symbolic_trace(_fn), [x], options={"cache_dir": str(cache_dir)})
+    torch.testing.assert_close(compiled(x)[0], _fn(x)[0])
+
+
+def test_entry_is_written_with_checksum(tmp_path):
+    _compile(tmp_path)
+    libs = list(tmp_path.glob("*/*.so"))
+    assert len(libs) == 1
+    assert libs[0].with_suffix(".json").exists()
+    assert not list(tmp_path.glob("*/.*"))  # no temporary leftovers
+
+
+def test_corrupt_entry_is_rebuilt(tmp_path):
+    _compile(tmp_path)
+    (lib,) = tmp_path.glob("*/*.so")
+    # Truncated (written beside and moved over, so this process's mapped copy of the library stays intact).
+    damaged = lib.with_suffix(".damaged")
+    damaged.write_bytes(lib.read_bytes()[:100])
+    os.replace(damaged, lib)
+    forget_loaded_libraries()
+    before = cache_stats()
+    _compile(tmp_path)
+    after = cache_stats()
+    assert after["rebuilt_corrupt"] == before["rebuilt_corrupt"] + 1
+    assert after["builds"] == before["builds"] + 1
+    assert lib.stat().st_size > 100
+
+
+def test_missing_checksum_is_rebuilt(tmp_path):
+    _compile(tmp_path)
+    (meta,) = tmp_path.glob("*/*.json")
+    meta.write_text("{not json")
+    forget_loaded_libraries()
+    before = cache_stats()
+    _compile(tmp_path)
+    assert cache_stats()["rebuilt_corrupt"] == before["rebuilt_corrupt"] + 1
+
+
+def test_second_process_hits_the_cache(tmp_path):
+    _compile(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import torch
+        from dynajit.inductor_lite import cache_stats, compile_fx
+        def _fn(x):
+            return ((x * 1.25).sigmoid() + 3.5,)
+        x = torch.randn(3, 11)
+        c = compile_fx(torch.fx.symbolic_trace(_fn), [x], options={{"cache_dir": {str(tmp_path)!r}}})
+        torch.testing.assert_close(c(x)[0], _fn(x)[0])
+        s = cache_stats()
+        print(s["disk_hits"], s["builds"])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out[-2:] == ["1", "0"]
