@@ -32,7 +32,7 @@ def test_mlp_forward_and_backward_match_eager():
     loss_ref.backward()
 
     compiled = compile_fx(torch.fx.symbolic_trace(model), [x, target])
-    for step in range(2):  # the second call reuses the compiled graphs
+    for _step in range(2):  # the second call reuses the compiled graphs
         model.zero_grad()
         loss, probs = compiled(x, target)
         loss.backward()
