@@ -34,7 +34,7 @@ def ensure_bench_env() -> None:
     env = {**os.environ, **missing, _REEXEC_MARK: "1"}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)  # keeps -X, -c and friends
 
 
 def isolate_compile_caches() -> str:

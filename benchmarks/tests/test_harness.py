@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -166,3 +168,45 @@ def test_reports_render(tmp_path):
     pytest.importorskip("matplotlib")
     assert report.write_chart(results, tmp_path / "speedups.png") is None
     assert (tmp_path / "speedups.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_probe_names_a_missing_or_broken_package():
+    from harness.real_models import _probe
+
+    assert _probe("json", lambda: None) is None
+    assert _probe("no_such_package_here", lambda: None).startswith("no_such_package_here not installed")
+
+    def mismatched_forward():
+        raise RuntimeError("operator torchvision::nms does not exist\nmore")
+
+    reason = _probe("json", mismatched_forward)
+    assert reason.startswith("json ") and reason.endswith(
+        "does not run with torch " + torch.__version__ + ": RuntimeError: operator torchvision::nms does not exist"
+    )
+
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run_python(code_or_args: list[str], env_drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key not in env_drop}
+    return subprocess.run([sys.executable, *code_or_args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_bench_env_is_set_by_re_executing():
+    code = (
+        f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); "
+        "from harness.environment import ensure_bench_env; ensure_bench_env(); "
+        "import os; print(os.environ['MALLOC_MMAP_THRESHOLD_'], os.environ['OMP_NUM_THREADS'])"
+    )
+    done = _run_python(["-c", code], env_drop=("MALLOC_MMAP_THRESHOLD_", "OMP_NUM_THREADS", "DYNAJIT_BENCH_REEXEC"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1073741824", "2"]
+
+
+def test_demo_exits_non_zero_with_the_reason_when_it_cannot_compile():
+    done = _run_python([str(BENCHMARKS / "demo.py"), "--backend", "no_such_backend"])
+    assert done.returncode == 1
+    assert "backend 'no_such_backend' is not available" in done.stdout
+    assert "unknown backend 'no_such_backend'" in done.stdout
+    assert "No speed figures" in done.stdout
