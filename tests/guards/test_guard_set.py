@@ -170,3 +170,11 @@ def test_dynamic_dim_with_a_symbolic_shape_expression_over_size_sources():
     assert c.failure_reason(torch.zeros(1), torch.zeros(1)) == (
         "x is not specialized to 0 or 1: expected L['x'].size()[0] >= 2, which is false"
     )
+
+
+def test_an_expression_that_raises_is_a_miss_with_its_error():
+    guard = expression('1 // L["x"] == 0', [X], "x is not zero")  # double quotes name the same source
+    c = GuardSet([guard]).compile(("x",), {})
+    assert c.check(2)
+    assert c.check(0) is False
+    assert c.failure_reason(0) == "1 // L['x'] == 0 raised ZeroDivisionError: integer division or modulo by zero"
