@@ -165,3 +165,13 @@ def test_fullgraph_wrapper_does_not_reuse_an_entry_with_graph_breaks() -> None:
     torch.testing.assert_close(capture.optimize(counter)(toy_example)(a, b), toy_example(a, b))
     with pytest.raises(Unsupported, match="tensor's value"):
         capture.optimize(counter, fullgraph=True)(toy_example)(a, b)
+
+
+def test_throwaway_backends_do_not_exhaust_the_cache_even_with_resume_functions() -> None:
+    a, b = torch.ones(2), -torch.ones(2)
+    with capture.config.patch(cache_size_limit=4), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a limit warning would fail the test
+        for _ in range(6):  # a fresh backend per call, as explain does
+            counter = CompileCounter()
+            torch.testing.assert_close(capture.optimize(counter)(toy_example)(a, b), toy_example(a, b))
+            assert counter.frame_count == 2

@@ -62,6 +62,9 @@ _running: contextvars.ContextVar[_Settings | None] = contextvars.ContextVar("dyn
 _running_settings = _running.get
 _lock = threading.RLock()
 _live: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+# The wrappers optimize() returned: their backends are the ones whose entries can still run. (Interception
+# wrappers do not count: entries keep theirs alive through the globals they install.)
+_public: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 
 
 def current_backend() -> Callable[..., Any] | None:
@@ -158,9 +161,8 @@ def _detached_copy(fn: types.FunctionType) -> types.FunctionType:
     return copy
 
 
-# Settings are shared while some wrapper uses them; _all_settings tells which backends can still run entries.
+# Settings are shared while some wrapper uses them.
 _settings_table: weakref.WeakValueDictionary[tuple[Any, bool, bool | None], _Settings] = weakref.WeakValueDictionary()
-_all_settings: weakref.WeakSet[_Settings] = weakref.WeakSet()
 
 
 def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None) -> _Settings:
@@ -172,7 +174,6 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
         settings, shareable = None, False
     if settings is None:
         settings = _Settings(backend, fullgraph, dynamic)
-        _all_settings.add(settings)
         if shareable:
             _settings_table[key] = settings
     return settings
@@ -181,7 +182,7 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
 def _drop_unreachable_entries(cache: _cache.CodeCache, collect: bool) -> bool:
     """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went."""
     for attempt in range(1 + collect):
-        live = {id(settings.backend) for settings in _all_settings}
+        live = {id(compiled.settings.backend) for compiled in _public}
         kept = [entry for entry in cache.entries if id(entry.backend) in live]
         if len(kept) < len(cache.entries):
             for entry in cache.entries:
@@ -471,6 +472,7 @@ def _compile_target(obj: Any, settings: _Settings) -> Any:
     if _marks.is_disabled(obj):
         return obj
     compiled = CompiledFunction(obj, settings)
+    _public.add(compiled)
     wrapper = compiled.wrapper
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(wrapper, attribute, getattr(obj, attribute))
