@@ -322,3 +322,21 @@ def test_running_backend_is_per_thread(converter) -> None:
     for thread in threads:
         thread.join(timeout=20)
     assert seen == backends
+
+
+def test_an_entry_another_wrapper_cannot_bind_is_skipped_with_a_warning(converter) -> None:
+    def shared(x):
+        return x + 7
+
+    x = torch.ones(1)
+    capture.optimize(eager_backend)(shared)(x)
+    (entry,) = _cache.cache_for(shared.__code__).entries
+
+    def broken_compile(**kwargs):
+        raise RuntimeError("guard compile bug")
+
+    entry.guards.compile = broken_compile
+    with pytest.warns(RuntimeWarning, match="cannot reuse compiled entry.*guard compile bug"):
+        second = capture.optimize(eager_backend)(shared)
+    torch.testing.assert_close(second(x), x + 7)
+    assert converter.names() == ["shared", "shared"]

@@ -282,13 +282,32 @@ class CompiledFunction:
             return False
         return not self.settings.fullgraph or (entry.kind != "eager" and not entry.graph_breaks)
 
+    def _adopt(self, entry: _cache.CacheEntry) -> _Instance | None:
+        """Bind an entry another wrapper of this code created; None when it is not for this wrapper (or fails)."""
+        if not self._usable(entry):
+            return None
+        try:
+            return self._instantiate(entry)
+        except Exception as error:  # a dynajit bug: this wrapper does without the entry rather than fail the call
+            warnings.warn(
+                f"dynajit: cannot reuse compiled entry {entry.compile_id} of {self.fn.__qualname__!r} for this "
+                f"function object ({type(error).__name__}: {error}); it compiles its own",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
+
     def regenerate(self) -> None:
         """Rebuild the dispatcher's chain from the code cache (and the stance) into the same function object."""
         with _lock:
             self.version = self.cache.version
-            mine = [entry for entry in self.cache.entries if self._usable(entry)]
-            self.instances = {entry: self.instances.get(entry) or self._instantiate(entry) for entry in mine}
-            self.ordered = list(self.instances.items())
+            instances = {}
+            for entry in self.cache.entries:
+                instance = self.instances.get(entry) or self._adopt(entry)
+                if instance is not None:
+                    instances[entry] = instance
+            self.instances = instances
+            self.ordered = list(instances.items())
             for name in [name for name in self.namespace if name.startswith((self.prefix + "g", self.prefix + "f"))]:
                 del self.namespace[name]
             if _stance.current_stance() == "force_eager":
