@@ -51,6 +51,21 @@ class WrongAnswer(Implementation):
         return lambda *args: target(*args) + 1
 
 
+class GoesStale(Implementation):
+    """Right for the first calls (the compile checks), wrong afterwards, like a cache entry a guard should drop."""
+
+    compiles = True
+
+    def wrap(self, target):
+        calls = {"n": 0}
+
+        def stale(*args):
+            calls["n"] += 1
+            return target(*args) + (1 if calls["n"] > 1 else 0)
+
+        return stale
+
+
 def _workload() -> Workload:
     def fn(x, y):
         return torch.relu(x) * y
@@ -63,10 +78,10 @@ def _workload() -> Workload:
 
 
 def test_failures_become_cells_and_the_rest_is_timed():
-    result = bench_workload(
-        _workload(), [FxTraced(), Broken("broken"), WrongAnswer("wrong")], TINY, log=lambda message: None
-    )
+    impls = [FxTraced(), Broken("broken"), WrongAnswer("wrong"), GoesStale("stale")]
+    result = bench_workload(_workload(), impls, TINY, log=lambda message: None)
     impls = result["impls"]
+    assert impls["stale"]["correct"].startswith("after timing: MISMATCH")
     assert impls["broken"]["error"] == "failed at cold compile: NotImplementedError: capture of this opcode is missing"
     assert "median_s" not in impls["broken"]
     assert impls["wrong"]["correct"].startswith("MISMATCH")
