@@ -112,3 +112,25 @@ def test_calling_a_deprecated_alias_warns_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _dynamo.list_backends(exclude_tags=None) == compiler.list_backends(exclude_tags=None)
+
+
+def test_each_alias_carries_a_literal_deprecation_that_type_checkers_can_read():
+    """Type checkers read ``@deprecated("...")`` only with a string literal, on the ``def`` itself."""
+    import ast
+
+    from dynajit._dynamo import _aliases
+
+    tree = ast.parse(inspect.getsource(_aliases))
+    marked = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "deprecated":
+                    (message,) = decorator.args
+                    assert isinstance(message, ast.Constant) and isinstance(message.value, str), node.name
+                    category = {kw.arg: kw.value for kw in decorator.keywords}["category"]
+                    assert isinstance(category, ast.Constant) and category.value is None, node.name
+                    marked[node.name] = message.value
+    assert set(marked) == DEPRECATED_FUNCTIONS
+    for name, message in marked.items():
+        assert f"use dynajit.compiler.{name}" in message

@@ -27,46 +27,45 @@ __all__ = [
 ]
 
 
-def _message(name: str) -> str:
-    return f"dynajit._dynamo.{name} is deprecated; use dynajit.compiler.{name}"
-
-
-@deprecated(_message("explain"), category=None)
+# Literal messages: type checkers read the deprecation text only from a string literal.
+@deprecated("dynajit._dynamo.explain is deprecated; use dynajit.compiler.explain", category=None)
 def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eager") -> Any:
     return _public.explain(fn, backend=backend)
 
 
-@deprecated(_message("reset"), category=None)
+@deprecated("dynajit._dynamo.reset is deprecated; use dynajit.compiler.reset", category=None)
 def reset() -> None:
     _public.reset()
 
 
-@deprecated(_message("disable"), category=None)
+@deprecated("dynajit._dynamo.disable is deprecated; use dynajit.compiler.disable", category=None)
 def disable(fn: Callable[..., Any] | None = None, *, recursive: bool = True) -> Any:
     return _public.disable(fn, recursive=recursive)
 
 
-@deprecated(_message("allow_in_graph"), category=None)
+@deprecated("dynajit._dynamo.allow_in_graph is deprecated; use dynajit.compiler.allow_in_graph", category=None)
 def allow_in_graph(fn: Any) -> Any:
     return _public.allow_in_graph(fn)
 
 
-@deprecated(_message("assume_constant_result"), category=None)
+@deprecated(
+    "dynajit._dynamo.assume_constant_result is deprecated; use dynajit.compiler.assume_constant_result", category=None
+)
 def assume_constant_result(fn: Any) -> Any:
     return _public.assume_constant_result(fn)
 
 
-@deprecated(_message("list_backends"), category=None)
+@deprecated("dynajit._dynamo.list_backends is deprecated; use dynajit.compiler.list_backends", category=None)
 def list_backends(exclude_tags: Any = ("debug", "experimental")) -> list[str]:
     return _public.list_backends(exclude_tags)
 
 
-@deprecated(_message("is_compiling"), category=None)
+@deprecated("dynajit._dynamo.is_compiling is deprecated; use dynajit.compiler.is_compiling", category=None)
 def is_compiling() -> bool:
     return _public.is_compiling()
 
 
-@deprecated(_message("set_stance"), category=None)
+@deprecated("dynajit._dynamo.set_stance is deprecated; use dynajit.compiler.set_stance", category=None)
 def set_stance(stance: str = "default") -> Any:
     return _public.set_stance(stance)
 
