@@ -238,6 +238,7 @@ class CompiledFunction:
         self.prefix = _dispatch.internal_prefix(self.layout)
         self.instances: dict[_cache.CacheEntry, _Instance] = {}
         self.ordered: list[tuple[_cache.CacheEntry, _Instance]] = []
+        self.rejected: set[_cache.CacheEntry] = set()
         self.version = -1
         self.namespace: dict[str, Any] = {
             "__builtins__": __builtins__,
@@ -284,11 +285,12 @@ class CompiledFunction:
 
     def _adopt(self, entry: _cache.CacheEntry) -> _Instance | None:
         """Bind an entry another wrapper of this code created; None when it is not for this wrapper (or fails)."""
-        if not self._usable(entry):
+        if not self._usable(entry) or entry in self.rejected:
             return None
         try:
             return self._instantiate(entry)
         except Exception as error:  # a dynajit bug: this wrapper does without the entry rather than fail the call
+            self.rejected.add(entry)
             warnings.warn(
                 f"dynajit: cannot reuse compiled entry {entry.compile_id} of {self.fn.__qualname__!r} for this "
                 f"function object ({type(error).__name__}: {error}); it compiles its own",
