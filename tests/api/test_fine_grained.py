@@ -261,3 +261,13 @@ def test_assume_constant_result_is_called_once_and_baked_in():
     SCALE["value"] = 5
     torch.testing.assert_close(compiled(x), x * 3)  # the baked constant, no re-read, no recompile
     assert SCALE_CALLS == [1] and counter.frame_count == 1
+
+
+def branches_on_private_is_compiling(x):
+    return x + 1 if _dynamo.is_compiling() else x - 1
+
+
+def test_the_private_is_compiling_alias_is_answered_while_tracing():
+    x = torch.zeros(2)
+    torch.testing.assert_close(branches_on_private_is_compiling(x), x - 1)
+    torch.testing.assert_close(compiler.compile(branches_on_private_is_compiling, backend="eager")(x), x + 1)
