@@ -147,3 +147,17 @@ def test_backward_hooks_are_refused_with_a_clear_error():
 def test_wrapping_a_non_module_is_an_error():
     with pytest.raises(TypeError, match=r"wraps an nn\.Module"):
         OptimizedModule(lambda x: x, CompileSettings(), Recorder())
+
+
+def test_setting_and_deleting_attributes_reach_the_original():
+    net = Net().eval()
+    wrapped, _ = wrap(net)
+    wrapped.scale = 5.0
+    assert net.scale == 5.0 and "scale" not in vars(wrapped)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(wrapped(x), net(x))
+    wrapped.linear = torch.nn.Linear(3, 2)
+    assert wrapped.linear is net.linear
+    wrapped.extra = 1
+    del wrapped.extra
+    assert not hasattr(net, "extra")

@@ -28,7 +28,7 @@ class OptimizedModule(torch.nn.Module):
     """A compiled ``nn.Module``: calls run ``_orig_mod.forward`` through dynajit.
 
     Returned by ``dynajit.compiler.compile(module)``. Attribute and method access
-    reach the original module (``_orig_mod``); ``parameters()`` are the original
+    (reading, setting and deleting attributes) reach the original module (``_orig_mod``); ``parameters()`` are the original
     parameter objects; ``state_dict()`` and ``load_state_dict()`` use the original
     keys; ``.to()``, ``.train()`` and ``.eval()`` change the original module, and
     capture's guards recompile when that changes what the graph relied on. The
@@ -81,6 +81,21 @@ class OptimizedModule(torch.nn.Module):
                 return self._modules["_orig_mod"]
             raise AttributeError(name)
         return getattr(self._modules["_orig_mod"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Plain attributes belong to the original module, which the compiled forward reads;
+        # the wrapper keeps only its own bookkeeping (and nn.Module's, set before _orig_mod exists).
+        modules = self.__dict__.get("_modules")
+        if name in _OWN_ATTRIBUTES or name == "training" or not modules or "_orig_mod" not in modules:
+            super().__setattr__(name, value)
+        else:
+            setattr(modules["_orig_mod"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _OWN_ATTRIBUTES or name in self.__dict__:
+            super().__delattr__(name)
+        else:
+            delattr(self._orig_mod, name)
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
