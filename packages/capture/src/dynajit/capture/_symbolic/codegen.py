@@ -37,6 +37,7 @@ class CodeGen:
         self._cached: dict[int, str] = {}
         self._stashed: dict[int, str] = {}
         self._temps = itertools.count()
+        self.cell_names: dict[int, str] = {}  # id of a frame cell's tracker -> its variable name
 
     # ----------------------------------------------------------------- raw
 
@@ -65,6 +66,10 @@ class CodeGen:
             self.emit("STORE_DEREF", self._cell_arg(name))
         else:
             self.emit("STORE_FAST", name)
+
+    def load_cell(self, name: str) -> None:
+        """Push the cell object of a cell or free variable (to build a closure)."""
+        self.emit("LOAD_CLOSURE", self._cell_arg(name))
 
     def load_deref(self, name: str) -> None:
         self.emit("LOAD_DEREF", self._cell_arg(name))

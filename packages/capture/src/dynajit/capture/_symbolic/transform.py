@@ -14,6 +14,7 @@ replay of side effects. Then:
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +94,8 @@ class _FrameEmitter:
     def start(self, values: list[VT]) -> None:
         bc = decoded(self.code)[0]
         self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
-        needed = collect_tensors([*values, *self.output.side_effects.values()])
+        cells = self._own_cells()
+        needed = collect_tensors([*values, *self.output.side_effects.values(), *(c.contents for c in cells.values())])
         compiled = self.output.compile(needed, self.tracer.user_stack())
         if compiled is not None:
             name, graph = compiled
@@ -102,21 +104,52 @@ class _FrameEmitter:
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
         self.output.side_effects.replay(self.cg)
+        # Cells of this frame hold their traced contents for real (closures made while tracing share them).
+        self.cg.cell_names = {id(cell): name for name, cell in self.tracer.cells.items()}
+        for name, cell in cells.items():
+            if cell.contents.source != Local(name):
+                cell.contents.reconstruct(self.cg)
+                self.cg.store_local(name)
+
+    def _own_cells(self) -> dict[str, Any]:
+        return {
+            name: cell
+            for name, cell in self.tracer.cells.items()
+            if name in self.code.co_cellvars and cell.contents is not None
+        }
 
     def finish(self) -> Transformed:
         self.result.code = assemble(decoded(self.code)[0], self.cg.insts)
         return self.result
 
+    def push_resume(self, target: Inst, nulls: tuple[bool, ...], live: list[str]) -> None:
+        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it."""
+        name, code = resume_code(self.code, target, nulls, tuple(live))
+        if not code.co_freevars:
+            if name not in self.result.new_globals:
+                fn = types.FunctionType(code, self.tracer.f_globals, name)
+                self.result.new_globals[name] = self.output.ctx.intercept(fn)
+            self.cg.push_callable_global(name)
+            return
+        # A closure: the function is made at run time over this frame's own cells.
+        if PY >= (3, 13):
+            unsupported("resuming a closure after a graph break is not supported on Python 3.13 yet")
+        maker = _ResumeMaker(code, self.tracer.f_globals, self.output.ctx.intercept)
+
+        def args() -> int:
+            for free in code.co_freevars:
+                self.cg.emit("LOAD_CLOSURE", bytecode.FreeVar(free))
+            self.cg.build("BUILD_TUPLE", len(code.co_freevars))
+            return 1
+
+        self.cg.call_helper(maker, args)
+        self.cg.push_null()  # [fn] -> [NULL, fn], the order of 3.11 and 3.12
+        self.cg.emit("SWAP", 2)
+
     def call_resume(self, target: Inst, stack: list[VT], live: list[str], values: dict[str, VT] | None) -> None:
         """Call the resume function at ``target`` with the stack and live locals; return its result."""
         nulls = tuple(isinstance(v, NullVar) for v in stack)
-        name, code = resume_code(self.code, target, nulls, tuple(live))
-        if name not in self.result.new_globals:
-            import types
-
-            fn = types.FunctionType(code, self.tracer.f_globals, name)
-            self.result.new_globals[name] = self.output.ctx.intercept(fn)
-        self.cg.push_callable_global(name)
+        self.push_resume(target, nulls, live)
         for vt in stack:
             if not isinstance(vt, NullVar):
                 vt.reconstruct(self.cg)
@@ -124,12 +157,36 @@ class _FrameEmitter:
             if values is None:
                 self.cg.load_local(local)
             else:
-                values[local].reconstruct(self.cg)
+                self.local_value(local).reconstruct(self.cg)
         self.cg.call(sum(not n for n in nulls) + len(live))
         self.cg.emit("RETURN_VALUE")
 
+    def local_value(self, name: str) -> VT:
+        """The traced value of a local or of a cell variable of the frame."""
+        if name in self.tracer.locals:
+            return self.tracer.locals[name]
+        return self.tracer.cells[name].get(self.tracer)
+
     def live_at(self, index: int) -> list[str]:
-        return live_locals(self.tracer.insts, index, set(self.tracer.locals))
+        cells = {name for name, cell in self.tracer.cells.items() if name in self.code.co_cellvars and cell.contents}
+        return live_locals(self.tracer.insts, index, set(self.tracer.locals) | cells)
+
+
+class _ResumeMaker:
+    """Makes the resume function of a closure over the running frame's cells (once per set of cells)."""
+
+    def __init__(self, code: types.CodeType, f_globals: dict[str, Any], intercept: Callable[[Any], Any]) -> None:
+        self.code = code
+        self.f_globals = f_globals
+        self.intercept = intercept
+        self._made: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
+
+    def __call__(self, cells: tuple[Any, ...]) -> Any:
+        key = tuple(map(id, cells))
+        if key not in self._made:
+            fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, cells)
+            self._made[key] = (cells, self.intercept(fn))
+        return self._made[key][1]
 
 
 def _copy(inst: bytecode.Instr) -> bytecode.Instr:
@@ -137,11 +194,8 @@ def _copy(inst: bytecode.Instr) -> bytecode.Instr:
 
 
 def _check_resumable(tracer: RootTracer, inst: Inst) -> None:
-    code = tracer.code
     if inst.in_try:
         unsupported("a graph break inside a try/with block cannot be resumed")
-    if code.co_cellvars or code.co_freevars:
-        unsupported("a graph break in a function with closure cells cannot be resumed yet")
 
 
 def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
@@ -171,27 +225,19 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     if pops > len(stack):
         unsupported(f"{inst.opname} consumes more than the traced stack")
     below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
-    live = emitter_live = []  # noqa: F841
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     live = emitter.live_at(inst.index + 1)
-    emitter.start([*stack, *(tracer.locals[name] for name in live)])
+    emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
     for name in live:
-        value = tracer.locals[name]
-        if value.source != Local(name):
+        value = emitter.local_value(name)
+        if value.source != Local(name) or name in tracer.code.co_cellvars:
             value.reconstruct(cg)
             cg.store_local(name)
     nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
         nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
-    target = tracer.insts[inst.index + 1]
-    name, code = resume_code(tracer.code, target, tuple(nulls_after), tuple(live))
-    if name not in emitter.result.new_globals:
-        import types
-
-        fn = types.FunctionType(code, tracer.f_globals, name)
-        emitter.result.new_globals[name] = output.ctx.intercept(fn)
-    cg.push_callable_global(name)
+    emitter.push_resume(tracer.insts[inst.index + 1], tuple(nulls_after), live)
     for vt in below:
         if not isinstance(vt, NullVar):
             vt.reconstruct(cg)
@@ -208,9 +254,7 @@ def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], inter
     cg = emitter.cg
     callable_slot = None
     if intercept_call and inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
-        first, second = consumed[0], consumed[1]
-        callable_slot = 1 if PY < (3, 13) and isinstance(first, NullVar) else 0
-        _ = second
+        callable_slot = 1 if PY < (3, 13) and isinstance(consumed[0], NullVar) else 0
     for i, vt in enumerate(consumed):
         if i == callable_slot and not _runs_unintercepted(vt):
             emitter.result.new_globals[INTERCEPT] = emitter.output.ctx.intercept
@@ -261,7 +305,7 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     }
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
-    values = [*stack, *(tracer.locals[n] for n in {*live["jump"], *live["fall"]})]
+    values = [*stack, *(emitter.local_value(n) for n in {*live["jump"], *live["fall"]})]
     emitter.start(values)
     cg = emitter.cg
     condition.reconstruct(cg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
+from dynajit.capture._symbolic.instructions import PY
 from dynajit.capture._symbolic.variables.base import VT, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
@@ -200,29 +201,35 @@ class NestedFunctionVar(VT):
         return [v for v in (self.defaults_vt, self.kwdefaults_vt) if v is not None]
 
     def reconstruct(self, cg: CodeGen) -> None:
-        if self.closure_vt is not None and self.closure_vt.unpack(None):  # type: ignore[arg-type]
-            unsupported("a closure created while tracing is still alive after the graph")
-        defaults = self.defaults_vt
+        if self.kwdefaults_vt is not None:
+            unsupported("rebuilding a nested function with keyword-only defaults")
+        cells = self.closure_vt.unpack(None) if self.closure_vt is not None else []  # type: ignore[arg-type]
+        names = [cg.cell_names.get(id(cell)) for cell in cells]
+        if None in names or (cells and PY >= (3, 13)):
+            unsupported("a closure over cells made while tracing is still alive after the graph")
 
         def args() -> int:
             cg.load_const(self.code)
             cg.load_global(cg.stash(self.f_globals))
-            if defaults is not None:
-                defaults.reconstruct(cg)
+            if self.defaults_vt is not None:
+                self.defaults_vt.reconstruct(cg)
             else:
                 cg.load_const(None)
-            return 3
+            for name in names:
+                cg.load_cell(name)  # type: ignore[arg-type]
+            cg.build("BUILD_TUPLE", len(names))
+            return 4
 
-        if self.kwdefaults_vt is not None:
-            unsupported("rebuilding a nested function with keyword-only defaults")
-        cg.call_helper(_make_function, args)
+        cg.build_cached(self, lambda: cg.call_helper(_make_function, args))
 
     def __repr__(self) -> str:
         return f"NestedFunctionVar({self.code.co_qualname})"
 
 
-def _make_function(code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...] | None) -> Any:
-    return types.FunctionType(code, f_globals, code.co_name, defaults)
+def _make_function(
+    code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...] | None, closure: tuple[Any, ...]
+) -> Any:
+    return types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
 
 
 class BoundMethodVar(VT):
