@@ -10,7 +10,7 @@ import torch
 from test_rt_support import converter_fixture, eager_backend  # noqa: F401  (the converter fixture)
 
 import dynajit.capture as capture
-from dynajit.capture import _cache
+from dynajit.capture import _cache, _runtime
 from dynajit.capture.testing import CompileCounter
 
 
@@ -124,10 +124,12 @@ def test_guards_log_prints_one_guard_per_line(converter, caplog: pytest.LogCaptu
     assert record.getMessage().splitlines()[:3] == ["GUARDS:", "- local 'a' TENSOR_MATCH", "- local 'n' CONSTANT_MATCH"]
 
 
-def test_cache_size_limit_runs_eagerly_with_one_warning(converter) -> None:
+def test_cache_size_limit_runs_eagerly_with_one_warning(converter, monkeypatch: pytest.MonkeyPatch) -> None:
     def lim(x, n):
         return x + n
 
+    collections = []
+    monkeypatch.setattr(_runtime.gc, "collect", lambda *args: collections.append(args))
     compiled = capture.optimize(eager_backend)(lim)
     x = torch.zeros(2)
     with capture.config.patch(cache_size_limit=3), warnings.catch_warnings(record=True) as caught:
@@ -141,6 +143,7 @@ def test_cache_size_limit_runs_eagerly_with_one_warning(converter) -> None:
     message = str(limit_warnings[0].message)
     assert "cache_size_limit (3)" in message and "cache_size_limit = N" in message and "'n' == 2" in message
     assert limit_warnings[0].filename == __file__
+    assert collections == [], "one backend only: nothing to collect before running eagerly"
 
 
 def test_skip_frame_caches_an_entry_that_runs_the_original(converter) -> None:

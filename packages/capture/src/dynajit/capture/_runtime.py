@@ -179,9 +179,14 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
     return settings
 
 
-def _drop_unreachable_entries(cache: _cache.CodeCache, collect: bool) -> bool:
-    """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went."""
-    for attempt in range(1 + collect):
+def _drop_unreachable_entries(cache: _cache.CodeCache, running: Callable[..., Any], collect: bool) -> bool:
+    """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went.
+
+    ``running`` is the backend of the wrapper asking (certainly live). With ``collect``, garbage is collected
+    first when some entry belongs to another backend, since dropped wrappers sit in reference cycles.
+    """
+    collect = collect and any(entry.backend is not running for entry in cache.entries)
+    for attempt in range(2 if collect else 1):
         live = {id(compiled.settings.backend) for compiled in _public}
         kept = [entry for entry in cache.entries if id(entry.backend) in live]
         if len(kept) < len(cache.entries):
@@ -191,7 +196,7 @@ def _drop_unreachable_entries(cache: _cache.CodeCache, collect: bool) -> bool:
             cache.entries = kept
             cache.version += 1
             return True
-        if attempt == 0:
+        if collect and attempt == 0:
             gc.collect()  # wrappers form reference cycles: collect them before concluding nothing is dead
     return False
 
@@ -350,7 +355,8 @@ class CompiledFunction:
         with _lock:
             limit = config.cache_size_limit
             if len(self.cache.entries) >= limit and not (
-                _drop_unreachable_entries(self.cache, not self.cache.limit_warned) and len(self.cache.entries) < limit
+                _drop_unreachable_entries(self.cache, self.settings.backend, not self.cache.limit_warned)
+                and len(self.cache.entries) < limit
             ):
                 self._warn_limit(values)
                 return self.fn
@@ -561,4 +567,5 @@ def reset() -> None:
         _settings_table.clear()
         for compiled in list(_live):
             compiled.instances.clear()
+            compiled.rejected.clear()
             compiled.regenerate()
