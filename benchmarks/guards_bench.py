@@ -7,7 +7,10 @@ Measures, in microseconds (median over repeats of timeit blocks):
   aliasing between the ten inputs), with each part on its own;
 - the per-call overhead of a compiled ``x + 1`` on an 8-element tensor minus
   eager, for ``torch.compile`` and for dynajit (when dynajit can compile it;
-  otherwise "not available yet" and why).
+  otherwise "not available yet" and why), each also with a backend that runs
+  the captured graph as it is, so the framework's own cost shows. These are
+  sampled interleaved with eager, and the overhead is the median of the
+  per-round differences.
 
 Run ``python benchmarks/guards_bench.py``; ``main()`` prints a Markdown table and
 returns the figures as a dict.
@@ -16,6 +19,7 @@ returns the figures as a dict.
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import sys
 import timeit
@@ -97,50 +101,73 @@ def add_one(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
-def _overhead(
-    compiled: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, eager: tuple[float, float]
-) -> tuple[float, float]:
-    torch.testing.assert_close(compiled(x), add_one(x))
-    median, fastest = timed_us(lambda: compiled(x))
-    return median - eager[0], fastest - eager[1]
-
-
-def _dynajit_compiled() -> tuple[str, Callable[..., Any]]:
-    """dynajit's compiled ``add_one`` through the public API, else through capture with a plain backend."""
-    errors = []
-    try:
-        import dynajit.compiler
-
-        fn = dynajit.compiler.compile(add_one)
-        fn(torch.randn(8))
-        return "dynajit (inductor)", fn
-    except Exception as error:
-        errors.append(f"dynajit.compiler: {type(error).__name__}: {error}")
-    try:
+def _dynajit(backend: str | None) -> Callable[..., Any]:
+    """dynajit's compiled ``add_one``: through the public API (default backend), or capture alone with a
+    backend that runs the captured graph as it is (``backend=None``)."""
+    if backend is None:
         import dynajit.capture
 
-        fn = dynajit.capture.optimize(_backend)(add_one)
-        fn(torch.randn(8))
-        return "dynajit (capture, graph run as is)", fn
-    except Exception as error:
-        errors.append(f"dynajit.capture: {type(error).__name__}: {error}")
-    raise RuntimeError("; ".join(errors))
+        return dynajit.capture.optimize(_backend)(add_one)
+    import dynajit.compiler
+
+    return dynajit.compiler.compile(add_one, backend=backend)
+
+
+# label -> (makes the compiled function, whether a failure means "not available yet" rather than an error)
+IMPLEMENTATIONS: dict[str, tuple[Callable[[], Callable[..., Any]], bool]] = {
+    "torch.compile overhead": (lambda: torch.compile(add_one), False),
+    "dynajit overhead": (lambda: _dynajit("inductor"), True),
+    "torch.compile(backend='eager') overhead": (lambda: torch.compile(add_one, backend="eager"), False),
+    "dynajit capture alone (graph run as is) overhead": (lambda: _dynajit(None), True),
+}
+
+
+def _interleaved_us(fns: dict[str, Callable[[], Any]], rounds: int = REPEATS) -> dict[str, list[float]]:
+    """Microseconds per call of each function, sampled round by round in a shuffled order.
+
+    Load from other processes then hits every function of a round alike, so
+    per-round differences (compiled minus eager) stay meaningful.
+    """
+    calls = {
+        label: max(1, int(SAMPLE_SECONDS / max(timeit.timeit(fn, number=100) / 100, 1e-9))) for label, fn in fns.items()
+    }
+    samples: dict[str, list[float]] = {label: [] for label in fns}
+    order = list(fns)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            random.shuffle(order)
+            for label in order:
+                samples[label].append(timeit.timeit(fns[label], number=calls[label]) / calls[label] * 1e6)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return samples
 
 
 def overhead_figures() -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-    """Per-call microseconds minus eager for torch.compile and dynajit on ``x + 1`` over 8 elements."""
+    """Per-call microseconds minus eager for torch.compile and dynajit on ``x + 1`` over 8 elements.
+
+    Reported as the median over rounds of (compiled - eager) within the round, and min(compiled) - min(eager).
+    """
     x = torch.randn(8)
-    eager_us = timed_us(lambda: add_one(x))
-    figures, notes = {"eager x + 1 (absolute)": eager_us}, {}
-    try:
-        figures["torch.compile overhead"] = _overhead(torch.compile(add_one), x, eager_us)
-    except Exception as error:
-        notes["torch.compile overhead"] = f"failed: {type(error).__name__}: {error}"
-    try:
-        label, fn = _dynajit_compiled()
-        figures[f"{label} overhead"] = _overhead(fn, x, eager_us)
-    except Exception as error:
-        notes["dynajit overhead"] = f"not available yet: {error}"
+    fns: dict[str, Callable[[], Any]] = {"eager x + 1 (absolute)": lambda: add_one(x)}
+    notes = {}
+    for label, (make, ours) in IMPLEMENTATIONS.items():
+        try:
+            compiled = make()
+            torch.testing.assert_close(compiled(x), add_one(x))
+            fns[label] = lambda compiled=compiled: compiled(x)
+        except Exception as error:
+            prefix = "not available yet" if ours else "failed"
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            notes[label] = f"{prefix}: {type(error).__name__}: {first_line}"
+    samples = _interleaved_us(fns)
+    eager = samples.pop("eager x + 1 (absolute)")
+    figures = {"eager x + 1 (absolute)": (statistics.median(eager), min(eager))}
+    for label, times in samples.items():
+        figures[label] = (statistics.median(t - e for t, e in zip(times, eager)), min(times) - min(eager))
     return figures, notes
 
 
@@ -161,15 +188,16 @@ def main() -> dict[str, Any]:
         "us_min": {label: value[1] for label, value in figures.items()},
         "notes": notes,
     }
-    ours = next((value for label, value in figures.items() if label.startswith("dynajit")), None)
+    ours = figures.get("dynajit overhead")
     reference = figures.get("torch.compile overhead")
-    if ours is not None and reference is not None and reference[0] > 0:
-        ratio = ours[0] / reference[0]
-        verdict = "meets" if ratio <= 0.5 else "misses"
+    if ours is not None and reference is not None and reference[0] > 0 and reference[1] > 0:
+        ratios = (ours[0] / reference[0], ours[1] / reference[1])
+        verdict = "meets" if ratios[0] <= 0.5 else "misses"
         print(
-            f"\ndynajit per-call overhead (median) is {ratio:.2f}x torch.compile's ({verdict} the target: at most 0.5x)"
+            f"\ndynajit per-call overhead is {ratios[0]:.2f}x torch.compile's by median, {ratios[1]:.2f}x by min"
+            f" ({verdict} the target: at most 0.5x)"
         )
-        result["overhead_ratio"] = ratio
+        result["overhead_ratio"] = {"median": ratios[0], "min": ratios[1]}
     return result
 
 
