@@ -345,3 +345,18 @@ def test_an_entry_another_wrapper_cannot_bind_is_skipped_with_a_warning(converte
         torch.testing.assert_close(second(x), x + 7)
     assert len(caught) == 1
     assert converter.names() == ["shared", "shared"]
+
+
+def test_a_backend_that_calls_the_compiled_function_does_not_recurse(converter) -> None:
+    def selfish(x):
+        return x * 6
+
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(compiled(torch.ones(1)))  # runs eagerly: the frame is still converting
+        return gm.forward
+
+    compiled = capture.optimize(backend)(selfish)
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 6.0))
+    assert converter.names() == ["selfish"] and len(calls) == 1

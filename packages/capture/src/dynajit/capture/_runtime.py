@@ -344,6 +344,10 @@ class CompiledFunction:
         return _dispatch.call_with_values(run, self.layout, values)
 
     def _recompile(self, values: Sequence[Any]) -> Callable[..., Any]:
+        if _marks.compiling_state().compiling:
+            # called while a frame converts on this thread (a backend running user code): never convert
+            # recursively, run the function as it is
+            return self.fn
         stance = _stance.current_stance()
         if self.ordered and stance == "eager_on_recompile":
             return self.fn
