@@ -106,3 +106,8 @@ def test_disable_returns_the_model_unchanged_without_resolving_anything():
 def test_dynamic_must_be_a_bool_or_none():
     with pytest.raises(TypeError, match="dynamic must be None, True or False"):
         compiler.compile(fn, backend="plain", dynamic="yes")
+
+
+def test_unhashable_option_values_still_bind():
+    bound = resolve_backend("tunable", None, {"unroll": [1, 2]})
+    assert bound.keywords == {"mode": None, "options": {"unroll": [1, 2]}}

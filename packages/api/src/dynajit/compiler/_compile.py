@@ -101,12 +101,12 @@ def resolve_backend(
             f"whose signature has 'mode' and 'options' keyword arguments (such as 'inductor')"
         )
     _check_mode_and_options(name, fn, mode, options)
-    key = (id(fn), mode, _freeze(options))
-    if key not in _bound:
-        bound = functools.partial(fn, mode=mode, options=dict(options or {}))
-        functools.update_wrapper(bound, fn)
-        _bound[key] = bound
-    return _bound[key]
+    bound = functools.partial(fn, mode=mode, options=dict(options or {}))
+    functools.update_wrapper(bound, fn)
+    try:
+        return _bound.setdefault((fn, mode, _freeze(options)), bound)
+    except TypeError:  # an unhashable option value: this compile gets its own bound backend
+        return bound
 
 
 @dataclass(frozen=True)
