@@ -42,6 +42,69 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def select_workloads(only: str, quick: bool) -> tuple[list, list[str]]:
+    """The workloads to run (``--only`` names, else the suite for the mode) and notes on what was left out."""
+    from harness.real_models import REAL_MODELS
+    from harness.workloads import SUITE
+
+    known = [*SUITE, *REAL_MODELS]
+    wanted = {name.strip() for name in only.split(",") if name.strip()}
+    unknown = wanted - {w.name for w in known}
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {sorted(unknown)}; known: {[w.name for w in known]}")
+    if wanted:
+        return [w for w in known if w.name in wanted], []
+    chosen = [w for w in known if w.in_quick or not quick]
+    return chosen, [f"{w.name}: left out of --quick runs" for w in known if w not in chosen]
+
+
+def start_up(impls: list, backends: list[str], logs, settings, log) -> tuple[dict[str, str], list[str]]:
+    """Compile a trivial function with each implementation (paying one-off costs outside the workloads).
+
+    When dynajit's inductor backend cannot, ``dynajit[eager]`` joins ``impls`` so capture is still measured.
+    """
+    from harness.implementations import DynajitImpl
+    from harness.runner import describe_error, startup_seconds
+    from harness.timing import time_limit
+
+    startup: dict[str, str] = {}
+    notes: list[str] = []
+    for impl in impls:  # a fallback appended below is started up too
+        try:
+            with time_limit(settings.compile_limit_seconds, f"{impl.name} start-up"):
+                startup[impl.name] = f"{startup_seconds(impl):.2f}s"
+        except Exception as exc:
+            startup[impl.name] = describe_error(exc)
+        log(f"  {impl.name}: {startup[impl.name]}")
+        if impl.name == "dynajit[inductor]" and startup[impl.name].startswith("failed") and "eager" not in backends:
+            impls.append(DynajitImpl("eager", logs))
+            notes.append(
+                "dynajit[inductor] could not compile a trivial function, so dynajit[eager] (captured graphs run "
+                "as they are) is measured too, to show capture's own cost"
+            )
+    return startup, notes
+
+
+def run_extras(settings, log) -> dict:
+    """Run the other benchmark modules present next to this file through their ``main()``."""
+    from harness.runner import describe_error, run_extra
+    from harness.timing import time_limit
+
+    extra = {}
+    for name in EXTRA_BENCHMARKS:
+        if not (HERE / f"{name}.py").exists():
+            continue
+        log(f"{name}:")
+        try:
+            with time_limit(settings.compile_limit_seconds * 2, name):
+                record = run_extra(name, log)
+        except TimeoutError as exc:
+            record = {"error": describe_error(exc)}
+        if record is not None:
+            extra[name] = record
+    return extra
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ensure_bench_env()
@@ -54,57 +117,26 @@ def main(argv: list[str] | None = None) -> int:
     from harness import report
     from harness.environment import machine_facts, point_dynajit_cache_at, source_revision
     from harness.implementations import DynajitImpl, Implementation, LogCollector, TorchCompileImpl
-    from harness.real_models import REAL_MODELS
-    from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload, describe_error, run_extra, startup_seconds
-    from harness.timing import time_limit
-    from harness.workloads import SUITE
-
-    settings = Settings.quick() if args.quick else Settings()
-    notes: list[str] = []
+    from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload
 
     def log(message: str) -> None:
         print(message, flush=True)
 
+    settings = Settings.quick() if args.quick else Settings()
+    suite, notes = select_workloads(args.only, args.quick)
     torch.set_num_threads(int(machine_facts()["env"]["OMP_NUM_THREADS"]))
-    log_collector = LogCollector()
-    log_collector.install()
+    logs = LogCollector()
+    logs.install()
     impls: list[Implementation] = [] if args.no_torch_compile else [TorchCompileImpl()]
     backends = [name.strip() for name in args.dynajit_backends.split(",") if name.strip()]
-    impls += [DynajitImpl(name, log_collector) for name in backends]
+    impls += [DynajitImpl(name, logs) for name in backends]
     if cache_root:
         changed = point_dynajit_cache_at(cache_root)
         notes.append(f"compile caches isolated in a fresh directory; dynajit config fields set: {changed or 'none'}")
 
     log("start-up compiles:")
-    startup: dict[str, str] = {}
-    for impl in list(impls):
-        try:
-            with time_limit(settings.compile_limit_seconds, f"{impl.name} start-up"):
-                startup[impl.name] = f"{startup_seconds(impl):.2f}s"
-        except Exception as exc:
-            startup[impl.name] = describe_error(exc)
-        log(f"  {impl.name}: {startup[impl.name]}")
-        if impl.name == "dynajit[inductor]" and startup[impl.name].startswith("failed") and "eager" not in backends:
-            fallback = DynajitImpl("eager", log_collector)
-            impls.append(fallback)
-            notes.append(
-                "dynajit[inductor] could not compile a trivial function, so dynajit[eager] (captured graphs run "
-                "as they are) is measured too, to show capture's own cost"
-            )
-            try:
-                startup[fallback.name] = f"{startup_seconds(fallback):.2f}s"
-            except Exception as exc:
-                startup[fallback.name] = describe_error(exc)
-            log(f"  {fallback.name}: {startup[fallback.name]}")
-
-    wanted = {name.strip() for name in args.only.split(",") if name.strip()}
-    suite = [w for w in [*SUITE, *REAL_MODELS] if (w.name in wanted if wanted else (w.in_quick or not args.quick))]
-    unknown = wanted - {w.name for w in [*SUITE, *REAL_MODELS]}
-    if unknown:
-        print(f"unknown workload(s) {sorted(unknown)}; known: {[w.name for w in [*SUITE, *REAL_MODELS]]}")
-        return 2
-    if args.quick and not wanted:
-        notes += [f"{w.name}: left out of --quick runs" for w in REAL_MODELS]
+    startup, startup_notes = start_up(impls, backends, logs, settings, log)
+    notes += startup_notes
 
     workloads = []
     active = list(impls)
@@ -122,16 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick and not args.extra:
         notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: left out of --quick runs (add --extra to run them)")
     elif not args.no_extra:
-        for name in EXTRA_BENCHMARKS:
-            if (HERE / f"{name}.py").exists():
-                log(f"{name}:")
-                try:
-                    with time_limit(settings.compile_limit_seconds * 2, name):
-                        record = run_extra(name, log)
-                except TimeoutError as exc:
-                    record = {"error": describe_error(exc)}
-                if record is not None:
-                    extra[name] = record
+        extra = run_extras(settings, log)
 
     results = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -155,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_json(results, args.out / "latest.json")
     report.write_markdown(results, args.out / "latest.md")
     print("\n".join(["", *report.summary_table(results), ""]))
-    if args.out.resolve() == (HERE / "results").resolve() and not wanted and not args.quick:
+    if args.out.resolve() == (HERE / "results").resolve() and not args.only and not args.quick:
         report.update_readme(results, HERE / "README.md", "results")
     log(f"done in {results['total_seconds']:.0f}s: {args.out / 'latest.md'}")
     return 0

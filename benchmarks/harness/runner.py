@@ -153,13 +153,16 @@ def bench_workload(
 
     steps = {name: (lambda fn=fn: case.run(fn)) for name, fn in callables.items()}
     calls = calls_per_sample(steps[EAGER], settings.sample_seconds)
-    stats, errors = interleaved(
-        steps,
-        calls,
-        budget_seconds=settings.budget_seconds,
-        min_rounds=settings.min_rounds,
-        max_rounds=settings.max_rounds,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # once per location: a recompile storm must not flood the report
+        stats, errors = interleaved(
+            steps,
+            calls,
+            budget_seconds=settings.budget_seconds,
+            min_rounds=settings.min_rounds,
+            max_rounds=settings.max_rounds,
+        )
+    result["warnings_while_timing"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
     result["calls_per_sample"] = calls
     eager_median = stats[EAGER].median
     for name, record in records.items():
