@@ -71,3 +71,21 @@ def test_private_optimize_and_optimize_assert():
     torch.testing.assert_close(_dynamo.optimize(counter)(f)(x, y), f(x, y))
     torch.testing.assert_close(_dynamo.optimize_assert("eager")(f)(x, y), f(x, y))
     assert isinstance(_dynamo.optimize("eager")(torch.nn.Linear(2, 2)), _dynamo.OptimizedModule)
+
+
+def test_compile_decorating_a_method_in_a_class_body():
+    counter = CompileCounter()
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+
+        @compiler.compile(backend=counter)
+        def forward(self, x):
+            return self.linear(x).relu()
+
+    head = Head()
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(head(x), head.linear(x).relu())
+    assert counter.frame_count == 1
