@@ -59,6 +59,7 @@ def test_prints_one_guard_per_line_in_the_seed_format():
     assert "- local 'x' TENSOR_MATCH\n    torch.Tensor float32 cpu requires_grad=False size=[2] stride=[1]" in verbose
     assert "    | L['x'].dtype is torch.float32" in verbose
     assert "    | is_grad_enabled() is True" in verbose
+    assert repr(list(guards)[2]) == "<Guard global 'scale' CONSTANT_MATCH: == 2>"
 
 
 def test_expression_prints_with_source_names_and_checks():

@@ -98,6 +98,9 @@ class Guard:
     def __str__(self) -> str:
         return f"{self.subject()} {self.kind}"
 
+    def __repr__(self) -> str:
+        return f"<Guard {self}: {self.detail}>"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Guard) and self.key == other.key
 

@@ -78,17 +78,18 @@ def _dims_explain(name: str, method: str, expected: Sequence[int], skip: frozens
     return explain
 
 
-def _dims_check(source: Source, method: str, expected: tuple[int, ...], dynamic: frozenset[int]) -> Check:
-    """Sizes or strides equal ``expected`` except on dynamic dims (the ndim check precedes it when any are dynamic)."""
+def _dims_checks(source: Source, method: str, expected: tuple[int, ...], dynamic: frozenset[int]) -> list[Check]:
+    """Sizes or strides equal ``expected`` except on dynamic dims (the ndim check precedes it when any are dynamic);
+    no check when every dim is dynamic."""
     explain = _dims_explain(source.name(), method, expected, dynamic)
     if not dynamic:
         reader = "{0}.shape" if method == "size" else "{0}.stride()"
-        return Check(f"{reader} == {{expected}}", (source,), Cost.TENSOR, explain, {"expected": expected})
+        return [Check(f"{reader} == {{expected}}", (source,), Cost.TENSOR, explain, {"expected": expected})]
     static = [dim for dim in range(len(expected)) if dim not in dynamic]
     if not static:
-        return Check("True", (source,), Cost.TENSOR, explain)
+        return []
     template = " and ".join(f"{{0}}.{method}({dim}) == {expected[dim]}" for dim in static)
-    return Check(template, (source,), Cost.TENSOR, explain)
+    return [Check(template, (source,), Cost.TENSOR, explain)]
 
 
 def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[int] = ()) -> Guard:
@@ -174,11 +175,11 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
     sizes = tuple(example.shape)
     if dynamic:
         checks.append(_property_check(source, "ndim", "{0}.dim() == {expected}", ndim, str, lambda t: t.dim()))
-    checks.append(_dims_check(source, "size", sizes, dynamic))
+    checks.extend(_dims_checks(source, "size", sizes, dynamic))
     strides: tuple[int, ...] | None = None
     if layout == torch.strided:
         strides = tuple(example.stride())
-        checks.append(_dims_check(source, "stride", strides, dynamic))
+        checks.extend(_dims_checks(source, "stride", strides, dynamic))
     detail = (
         f"{type_name(cls)} {dtype_name(dtype)} {device} requires_grad={example.requires_grad}"
         f" size={list(sizes)} stride={list(strides) if strides is not None else layout}"
