@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 import operator
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,6 +110,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
     kernels = [i for i in items if isinstance(i, Kernel)]
     dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
     if _use_triton(lowered.device, settings):
+        if lowered.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError(
+                "inductor-lite: cpu_backend='triton' runs Triton kernels on CPU tensors through Triton's interpreter; "
+                "set TRITON_INTERPRET=1 in the environment before triton is imported"
+            )
         from dynajit.inductor_lite import codegen_triton
 
         calls, source = codegen_triton.build_kernels(kernels, dtypes, settings)
@@ -135,7 +141,7 @@ def _build_cpp(
     settings: dict[str, Any],
     example_inputs: Sequence[Any],
     lowered,
-) -> tuple[dict[str, tuple[Callable[..., Any], list[str]]], str]:
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool]], str]:
     options = CppOptions(settings["parallel_threshold"], settings["num_threads"], settings["vector_lanes"])
     if settings["max_autotune"] and kernels:
         options = _autotune.tune_cpp(kernels, dtypes, settings, options, lowered, example_inputs)
@@ -154,7 +160,7 @@ def _build_cpp(
         fn = getattr(lib, kernel.name)
         fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name])
         fn.restype = None
-        calls[kernel.name] = (fn, params[kernel.name])
+        calls[kernel.name] = (fn, params[kernel.name], True)
     return calls, source
 
 

@@ -63,8 +63,10 @@ class WrapperBuilder:
             return repr(arg)
         return self.bind(arg, "c")
 
-    def build(self, kernel_calls: dict[str, tuple[Callable[..., Any], list[str]]]) -> tuple[Callable[..., Any], str]:
-        """``kernel_calls`` maps a kernel name to (callable taking buffer tensors/pointers, parameter buffer names)."""
+    def build(
+        self, kernel_calls: dict[str, tuple[Callable[..., Any], list[str], bool]]
+    ) -> tuple[Callable[..., Any], str]:
+        """``kernel_calls`` maps a kernel name to (callable, parameter buffer names, whether it takes pointers)."""
         g = self.graph
         names = [b.name if b is not None else f"scalar{i}" for i, b in enumerate(g.inputs)]
         self.lines.append("def call(args):")
@@ -88,9 +90,10 @@ class WrapperBuilder:
                         self.lines.append(
                             f"    {buf.name} = empty_strided({buf.size}, {buf.stride}, dtype={dtype}, device={dev})"
                         )
-                fn, params = kernel_calls[item.name]
+                fn, params, pointers = kernel_calls[item.name]
                 fname = self.bind(fn, item.name + "_")
-                self.lines.append(f"    {fname}({', '.join(f'{p}.data_ptr()' for p in params)})")
+                args = ", ".join(f"{p}.data_ptr()" if pointers else p for p in params)
+                self.lines.append(f"    {fname}({args})")
             else:
                 self._extern(item)
             for name in sorted(n for n, last in last_use.items() if last == pos and n not in outputs):

@@ -1,0 +1,401 @@
+"""Triton code generation from the same scheduled kernels as the C++ path.
+
+A pointwise kernel flattens its loops into one block-strided ``xindex``; a row kernel runs one
+program per row and walks the row in ``RBLOCK`` chunks, accumulating each reduction in a vector
+that is reduced at the end of the loop. The module is written to the kernel cache as a ``.py``
+file (``@triton.jit`` needs source on disk) and imported. For CPU tensors it runs under
+``TRITON_INTERPRET=1``; math without a ``triton.language`` primitive then uses small helpers,
+since the interpreter has no libdevice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dynajit.inductor_lite._build import cache_dir
+from dynajit.inductor_lite._index import Index
+from dynajit.inductor_lite._ir import Expr
+from dynajit.inductor_lite._scheduler import Kernel, Placed
+
+__all__ = ["build_kernels"]
+
+_TL_DTYPE = {
+    torch.float32: "tl.float32",
+    torch.float64: "tl.float64",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.int8: "tl.int8",
+    torch.uint8: "tl.uint8",
+    torch.int16: "tl.int16",
+    torch.int32: "tl.int32",
+    torch.int64: "tl.int64",
+    torch.bool: "tl.int1",
+}
+
+
+def _compute(dtype: torch.dtype) -> str:
+    return "tl.float32" if dtype in (torch.float16, torch.bfloat16) else _TL_DTYPE[dtype]
+
+
+HELPERS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dj_max(a, b):
+    return tl.where((a != a) | (a > b), a, b)
+
+
+@triton.jit
+def dj_min(a, b):
+    return tl.where((a != a) | (a < b), a, b)
+
+
+@triton.jit
+def dj_tanh(x):
+    e = tl.exp(-2.0 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def dj_trunc(x):
+    return tl.where(x >= 0, tl.floor(x), tl.ceil(x))
+
+
+@triton.jit
+def dj_round(x):
+    r = tl.floor(x + 0.5)
+    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0
+    return tl.where((r - x == 0.5) & odd, r - 1.0, r)
+
+
+@triton.jit
+def dj_pow(a, b):
+    mag = tl.exp2(tl.log2(tl.abs(a)) * b)
+    odd = (b - 2.0 * tl.floor(b * 0.5)) == 1.0
+    neg = (a < 0) & (tl.floor(b) == b)
+    res = tl.where(neg & odd, -mag, mag)
+    return tl.where(a == 0, tl.where(b == 0, 1.0, tl.where(b < 0, float("inf"), 0.0)), tl.where((a < 0) & (tl.floor(b) != b), float("nan"), res))
+
+
+@triton.jit
+def dj_ifloordiv(a, b):
+    q = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def dj_iremainder(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def dj_fremainder(a, b):
+    return a - tl.floor(a / b) * b
+
+
+@triton.jit
+def dj_sign(x):
+    return tl.where(x != x, x, (x > 0).to(x.dtype) - (x < 0).to(x.dtype))
+"""
+
+_OPS: dict[str, str] = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
+    "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "expm1": "(tl.exp({0}) - 1.0)",
+    "log": "tl.log({0})", "log2": "tl.log2({0})", "log10": "(tl.log({0}) * 0.4342944819032518)",
+    "log1p": "tl.log(1.0 + {0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})", "tan": "(tl.sin({0}) / tl.cos({0}))", "sinh": "((tl.exp({0}) - tl.exp(-{0})) * 0.5)",
+    "cosh": "((tl.exp({0}) + tl.exp(-{0})) * 0.5)", "tanh": "dj_tanh({0})", "sigmoid": "tl.sigmoid({0})",
+    "erf": "tl.erf({0})", "erfc": "(1.0 - tl.erf({0}))", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
+    "trunc": "dj_trunc({0})", "round": "dj_round({0})", "frac": "({0} - dj_trunc({0}))", "sign": "dj_sign({0})",
+    "reciprocal": "(1.0 / {0})", "relu": "tl.where({0} < 0, 0, {0})", "maximum": "dj_max({0}, {1})",
+    "minimum": "dj_min({0}, {1})", "clamp_min": "tl.where({0} < {1}, {1}, {0})",
+    "clamp_max": "tl.where({0} > {1}, {1}, {0})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
+    "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})", "logical_and": "(({0} != 0) & ({1} != 0))",
+    "logical_or": "(({0} != 0) | ({1} != 0))", "logical_xor": "(({0} != 0) ^ ({1} != 0))", "logical_not": "({0} == 0)",
+    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "lshift": "({0} << {1})",
+    "rshift": "({0} >> {1})", "isnan": "({0} != {0})", "isinf": "(tl.abs({0}) == float('inf'))",
+    "signbit": "(({0} < 0) | ((1.0 / {0}) < 0))", "where": "tl.where({0}, {1}, {2})",
+    "asinh": "tl.log({0} + tl.sqrt({0} * {0} + 1.0))", "acosh": "tl.log({0} + tl.sqrt({0} * {0} - 1.0))",
+    "atanh": "(0.5 * tl.log((1.0 + {0}) / (1.0 - {0})))", "hypot": "tl.sqrt({0} * {0} + {1} * {1})",
+}  # fmt: skip
+_FLOAT_OR_INT = {
+    "pow": ("dj_pow({0}, {1})", None),
+    "floordiv": ("tl.floor({0} / {1})", "dj_ifloordiv({0}, {1})"),
+    "truncdiv": ("dj_trunc({0} / {1})", "({0} // {1})"),
+    "remainder": ("dj_fremainder({0}, {1})", "dj_iremainder({0}, {1})"),
+    "fmod": ("({0} - dj_trunc({0} / {1}) * {1})", "({0} % {1})"),
+    "bitwise_not": (None, "(~{0})"),
+}
+_REDUCE = {
+    "sum": ("0", "{a} + {v}", "tl.sum({a}, 0)"),
+    "prod": ("1", "{a} * {v}", "tl.reduce({a}, 0, dj_mul)"),
+    "max": ("LOWEST", "dj_max({a}, {v})", "tl.reduce({a}, 0, dj_max)"),
+    "min": ("HIGHEST", "dj_min({a}, {v})", "tl.reduce({a}, 0, dj_min)"),
+    "any": ("0", "{a} | ({v} != 0)", "tl.max({a}.to(tl.int32), 0) != 0"),
+    "all": ("1", "{a} & ({v} != 0)", "tl.min({a}.to(tl.int32), 0) != 0"),
+}
+HELPERS += """
+
+@triton.jit
+def dj_mul(a, b):
+    return a * b
+"""
+
+
+def _index_text(index: Index) -> str:
+    def atom(base: str, div: int, mod: int | None) -> str:
+        text = f"(({base}) // {div})" if div != 1 else f"({base})"
+        return f"({text} % {mod})" if mod is not None else text
+
+    return index.render(atom)
+
+
+def _literal(value: Any, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "True" if value else "False"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return f'float("{"-" if value < 0 else ""}inf")'
+        return repr(value)
+    return repr(int(value))
+
+
+class _TritonKernel:
+    def __init__(self, kernel: Kernel, dtypes: dict[str, torch.dtype], block: int) -> None:
+        self.kernel = kernel
+        self.dtypes = dtypes
+        self.block = block
+        self.lines: list[str] = []
+        self.counter = 0
+        self.store_index = {p.buf.name: p.store for p in kernel.nodes}
+        self.params = sorted(kernel.memory_reads | {b.name for b in kernel.stored_buffers()})
+        self.ptr = {name: f"p{i}" for i, name in enumerate(self.params)}
+        self.mask = "xmask"
+        vector_loops = kernel.inner if kernel.inner else kernel.outer
+        self.vector_vars = {v.name for v in vector_loops}
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def value(self, expr: Expr, cse: dict, locals_: dict, depth: int) -> str:
+        if expr in cse:
+            return cse[expr]
+        if expr.op == "const":
+            return _literal(expr.args[0], expr.dtype)
+        if expr.op == "index":
+            text = f"({_index_text(expr.args[0])})"
+        elif expr.op == "load":
+            name, index = expr.args
+            if name in locals_ and index == self.store_index.get(name):
+                return locals_[name]
+            address = self.address(name, index)
+            text = f"tl.load({address})" if self.mask == "True" else f"tl.load({address}, mask={self.mask}, other=0)"
+            if expr.dtype in (torch.float16, torch.bfloat16):
+                text += ".to(tl.float32)"
+        elif expr.op == "cast":
+            inner = self.value(expr.args[0], cse, locals_, depth)
+            text = f"({inner} != 0)" if expr.dtype == torch.bool else f"({inner}).to({_compute(expr.dtype)})"
+            if expr.dtype in (torch.float16, torch.bfloat16):
+                text = f"({inner}).to({_TL_DTYPE[expr.dtype]}).to(tl.float32)"
+        else:
+            args = [self.value(a, cse, locals_, depth) for a in expr.args]
+            template = _OPS.get(expr.op)
+            if expr.op in _FLOAT_OR_INT:
+                floating = expr.dtype.is_floating_point
+                template = _FLOAT_OR_INT[expr.op][0 if floating else 1]
+            if template is None:
+                raise NotImplementedError(
+                    f"inductor-lite Triton codegen: no rendering for op {expr.op!r} ({expr.dtype})"
+                )
+            text = template.format(*args)
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.emit(depth, f"{name} = {text}")
+        cse[expr] = name
+        return name
+
+    def address(self, name: str, index: Index) -> str:
+        text = f"{self.ptr[name]} + ({_index_text(index)})"
+        if self.mask != "True" and not index.variables() & self.vector_vars:
+            # A block of identical addresses, so the block-shaped mask applies.
+            text += f" + 0 * {'xindex' if self.mask == 'xmask' else 'rindex'}"
+        return text
+
+    def store(self, p: Placed, value: str, depth: int, mask: str) -> None:
+        dtype = _TL_DTYPE[p.buf.dtype]
+        address = self.address(p.buf.name, p.store)
+        masking = "" if mask == "True" else f", mask={mask}"
+        self.emit(depth, f"tl.store({address}, tl.full([], 0, {dtype}) + ({value}).to({dtype}){masking})")
+
+    def decompose(self, variables: list, flat: str, depth: int) -> None:
+        stride = 1
+        for var in reversed(variables):
+            self.emit(depth, f"{var.name} = ({flat} // {stride}) % {var.size}")
+            stride *= var.size
+
+    def write(self) -> tuple[str, Callable[[list[Any]], tuple[int, ...]], dict[str, int]]:
+        k = self.kernel
+        self.emit(0, "@triton.jit")
+        self.emit(
+            0, f"def {k.name}({', '.join([*self.ptr.values(), 'XBLOCK: tl.constexpr', 'RBLOCK: tl.constexpr'])}):"
+        )
+        outer_numel = math.prod(v.size for v in k.outer)
+        if not k.inner:
+            self.emit(1, "xindex = tl.program_id(0).to(tl.int64) * XBLOCK + tl.arange(0, XBLOCK)")
+            self.emit(1, f"xmask = xindex < {outer_numel}")
+            self.decompose(k.outer, "xindex", 1)
+            cse: dict = {}
+            locals_: dict = {}
+            for _, nodes in k.steps:
+                for p in nodes:
+                    v = self.value(p.expr, cse, locals_, 1)
+                    locals_[p.buf.name] = v
+                    if p.stored:
+                        self.store(p, v, 1, "xmask")
+            block = min(self.block, _pow2(outer_numel))
+            return "\n".join(self.lines), (max(1, -(-outer_numel // block)),), {"XBLOCK": block, "RBLOCK": 1}
+        self.emit(1, "xindex = tl.program_id(0).to(tl.int64)")
+        self.decompose(k.outer, "xindex", 1)
+        inner_numel = math.prod(v.size for v in k.inner)
+        rblock = min(self.block, _pow2(inner_numel))
+        row_cse: dict = {}
+        row_locals: dict = {}
+        self.mask = "True"
+        for kind, nodes in k.steps:
+            if kind == "row":
+                p = nodes[0]
+                v = self.value(p.expr, row_cse, row_locals, 1)
+                row_locals[p.buf.name] = v
+                if p.stored:
+                    self.store(p, v, 1, "True")
+                continue
+            self._group(nodes, row_cse, row_locals, inner_numel)
+        return "\n".join(self.lines), (outer_numel,), {"XBLOCK": 1, "RBLOCK": rblock}
+
+    def _group(self, nodes: list[Placed], row_cse: dict, row_locals: dict, inner_numel: int) -> None:
+        reductions = [p for p in nodes if p.role == "reduce"]
+        for p in reductions:
+            acc = f"acc_{p.buf.name}"
+            dt = _compute(p.expr.dtype)
+            rtype = p.buf.reduction_type
+            if rtype in ("argmax", "argmin"):
+                init = _extreme("LOWEST" if rtype == "argmax" else "HIGHEST", p.expr.dtype)
+                self.emit(1, f"{acc}_v = tl.full([RBLOCK], {init}, {dt})")
+                self.emit(1, f"{acc}_i = tl.full([RBLOCK], 0, tl.int64)")
+            else:
+                init = _REDUCE[rtype][0]
+                init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
+                self.emit(1, f"{acc} = tl.full([RBLOCK], {init}, {'tl.int1' if rtype in ('any', 'all') else dt})")
+        self.emit(1, f"for roffset in range(0, {inner_numel}, RBLOCK):")
+        self.emit(2, "rindex = roffset + tl.arange(0, RBLOCK)")
+        self.emit(2, f"rmask = rindex < {inner_numel}")
+        self.decompose(self.kernel.inner, "rindex", 2)
+        self.mask = "rmask"
+        cse = dict(row_cse)
+        locals_ = dict(row_locals)
+        for p in nodes:
+            v = self.value(p.expr, cse, locals_, 2)
+            if p.role == "full":
+                locals_[p.buf.name] = v
+                if p.stored:
+                    self.store(p, v, 2, "rmask")
+                continue
+            acc = f"acc_{p.buf.name}"
+            rtype = p.buf.reduction_type
+            if rtype in ("argmax", "argmin"):
+                cmp = ">" if rtype == "argmax" else "<"
+                take = f"rmask & (({v} {cmp} {acc}_v) | (({v} != {v}) & ({acc}_v == {acc}_v)))"
+                self.emit(2, f"take = {take}")
+                self.emit(2, f"{acc}_v = tl.where(take, {v}, {acc}_v)")
+                self.emit(2, f"{acc}_i = tl.where(take, ({_index_text(p.rindex_flat)}).to(tl.int64), {acc}_i)")
+                continue
+            combine = _REDUCE[rtype][1].format(a=acc, v=v)
+            self.emit(2, f"{acc} = tl.where(rmask, {combine}, {acc})")
+        self.mask = "True"
+        for p in reductions:
+            acc = f"acc_{p.buf.name}"
+            rtype = p.buf.reduction_type
+            if rtype in ("argmax", "argmin"):
+                best = "dj_max" if rtype == "argmax" else "dj_min"
+                self.emit(1, f"{acc}_best = tl.reduce({acc}_v, 0, {best})")
+                hit = f"tl.where({acc}_best != {acc}_best, {acc}_v != {acc}_v, {acc}_v == {acc}_best)"
+                self.emit(1, f"{acc}_final = tl.min(tl.where({hit}, {acc}_i, {2**62}), 0)")
+            else:
+                self.emit(1, f"{acc}_final = {_REDUCE[rtype][2].format(a=acc)}")
+            row_locals[p.buf.name] = f"{acc}_final"
+            if p.stored:
+                self.store(p, f"{acc}_final", 1, "True")
+
+
+def _extreme(which: str, dtype: torch.dtype) -> str:
+    if dtype.is_floating_point:
+        return f'float("{"-" if which == "LOWEST" else ""}inf")'
+    if dtype == torch.bool:
+        return "0" if which == "LOWEST" else "1"
+    info = torch.iinfo(dtype)
+    return str(info.min if which == "LOWEST" else info.max)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+def _launcher(fn: Any, grid: tuple[int, ...], meta: dict[str, int]) -> Callable[..., None]:
+    if 0 in grid:
+        return lambda *tensors: None
+    launch = fn[grid]
+
+    def run(*tensors: torch.Tensor) -> None:
+        launch(*tensors, **meta)
+
+    return run
+
+
+def build_kernels(
+    kernels: list[Kernel], dtypes: dict[str, torch.dtype], settings: dict[str, Any]
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool]], str]:
+    """Write and import the Triton module for ``kernels``; returns launchers (taking tensors) and the source."""
+    block = settings["triton_block"]
+    parts = [HELPERS]
+    plans = {}
+    for kernel in kernels:
+        writer = _TritonKernel(kernel, dtypes, block)
+        text, grid, meta = writer.write()
+        parts.append(text)
+        plans[kernel.name] = (writer.params, grid, meta)
+    source = "\n\n".join(parts) + "\n"
+    if not kernels:
+        return {}, ""
+    module = _import_source(source, settings["cache_dir"])
+    calls = {}
+    for name, (params, grid, meta) in plans.items():
+        calls[name] = (_launcher(getattr(module, name), grid, meta), params, False)
+    return calls, source
+
+
+def _import_source(source: str, directory: str) -> Any:
+    key = hashlib.sha256(source.encode()).hexdigest()[:40]
+    folder = cache_dir(directory) / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"k{key}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = folder / f".k{key}.{os.getpid()}.tmp"
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"dynajit_triton_{key}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

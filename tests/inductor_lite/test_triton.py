@@ -1,0 +1,53 @@
+"""The Triton path, run on CPU tensors through Triton's interpreter (TRITON_INTERPRET=1, set by the suite)."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from ilite_helpers import check, check_cases
+
+from dynajit.inductor_lite import compiled_graphs, config
+
+pytest.importorskip("triton")
+
+CASES = {
+    "chain": lambda x, y: torch.sigmoid(x * 2 + y).relu() - 1, "tanh": lambda x, y: torch.tanh(x),
+    "sum": lambda x, y: x.sum(-1), "sum0": lambda x, y: x.sum(0), "mean_all": lambda x, y: x.mean(),
+    "amax": lambda x, y: x.amax(-1), "argmax": lambda x, y: x.argmax(-1), "argmin0": lambda x, y: x.argmin(0),
+    "softmax": lambda x, y: torch.softmax(x, -1), "log_softmax": lambda x, y: torch.log_softmax(x, -1),
+    "layer_norm": lambda x, y: F.layer_norm(x, (40,), y, y), "var": lambda x, y: x.var(-1),
+    "where": lambda x, y: torch.where(x > y, x, y), "transpose": lambda x, y: x.t() * 2,
+    "int": lambda x, y: (x * 10).long() // 3, "any": lambda x, y: (x > 1).any(-1), "prod": lambda x, y: (x * 0.1 + 1).prod(-1),
+    "half": lambda x, y: (x.half() * 2).float(), "round": lambda x, y: torch.round(x * 3),
+}  # fmt: skip
+
+interpreter = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1 when triton is imported"
+)
+
+
+@interpreter
+def test_triton_kernels_under_the_interpreter():
+    with config.patch(cpu_backend="triton"):
+        check_cases(CASES, torch.randn(4, 40), torch.randn(40), atol=1e-5, rtol=1e-5)
+        big = {"big_softmax": lambda z: torch.softmax(z, -1), "big_pointwise": lambda z: z.exp() + 1}
+        c = check_cases(big, torch.randn(3, 3000), atol=1e-5, rtol=1e-5)
+    assert c == 2
+
+
+@interpreter
+def test_triton_kernel_source_is_logged_and_generated_from_the_same_ir():
+    with config.patch(cpu_backend="triton"):
+        c = check(lambda x: (torch.softmax(x, -1),), torch.randn(4, 16))
+    (graph,) = compiled_graphs(c)
+    assert "@triton.jit" in graph.kernel_source and graph.info["kernels"] == 1
+
+
+def test_triton_on_cpu_requires_the_interpreter():
+    from dynajit.inductor_lite import compile_fx
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter is on in this process")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        compile_fx(torch.fx.symbolic_trace(lambda x: (x + 1,)), [torch.randn(3)], options={"cpu_backend": "triton"})
