@@ -93,6 +93,17 @@ def test_dynamic_dims_skip_sizes_and_strides():
     assert not every.check(torch.zeros(9))
 
 
+def test_dynamic_dims_of_a_contiguous_example_require_contiguity():
+    c = compiled(tensor_match(X, torch.zeros(3, 4), dynamic_dims=(1,)))
+    assert c.check(torch.zeros(3, 7))  # stride()[0] follows the dynamic size
+    assert not c.check(torch.zeros(7, 3).t())
+    assert c.failure_reason(torch.zeros(7, 3).t()) == "L['x'] contiguous: expected True, got False"
+    # A non-contiguous example keeps the strides of its static dims.
+    transposed = compiled(tensor_match(X, torch.zeros(4, 3).t(), dynamic_dims=(0,)))
+    assert transposed.check(torch.zeros(4, 3).t())
+    assert transposed.failure_reason(torch.zeros(3, 4)) == "L['x'] stride()[1]: expected 3, got 1"
+
+
 def test_dynamic_dim_out_of_range_is_a_clear_error():
     with pytest.raises(ValueError, match="out of range for L\\['x'\\], which has 2 dimensions"):
         tensor_match(X, torch.zeros(2, 2), dynamic_dims=(2,))

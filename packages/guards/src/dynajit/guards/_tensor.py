@@ -98,8 +98,10 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
     Checks the Python class, dtype, device, layout, requires_grad, dispatch keys
     (inference tensors, conjugate/negative views, and the full key set when
     ``example`` has unusual keys), ndim, sizes and strides. Sizes and strides of
-    the dimensions in ``dynamic_dims`` are not checked; relations between
-    dynamic sizes belong in :func:`~dynajit.guards.expression` guards.
+    the dimensions in ``dynamic_dims`` are not checked (a contiguous example
+    with dynamic dims requires a contiguous value instead of fixed strides);
+    relations between dynamic sizes belong in
+    :func:`~dynajit.guards.expression` guards.
 
     ``example`` must be the real value the frame saw (not a fake tensor).
     """
@@ -179,7 +181,15 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
     strides: tuple[int, ...] | None = None
     if layout == torch.strided:
         strides = tuple(example.stride())
-        checks.extend(_dims_checks(source, "stride", strides, dynamic))
+        if dynamic and example.is_contiguous():
+            # Contiguous strides follow from the sizes, dynamic ones included: one check covers them all
+            # (a per-dim check would pin strides that depend on a dynamic size, or skip ones that matter).
+            contiguous = _property_check(
+                source, "contiguous", "{0}.is_contiguous() is {expected}", True, str, lambda t: t.is_contiguous()
+            )
+            checks.append(contiguous)
+        else:
+            checks.extend(_dims_checks(source, "stride", strides, dynamic))
     detail = (
         f"{type_name(cls)} {dtype_name(dtype)} {device} requires_grad={example.requires_grad}"
         f" size={list(sizes)} stride={list(strides) if strides is not None else layout}"
