@@ -210,8 +210,6 @@ def _min_max(pick: Any) -> Handler:
     def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         items = args[0].unpack(tx) if len(args) == 1 else list(args)
         if any(isinstance(item, TensorVar) for item in items):
-            if len(items) == 2 and not kwargs:
-                return tx.output.call_function(torch.maximum if pick is max else torch.minimum, items, {})
             unsupported(f"{pick.__name__}() over tensors compares their data")
         return _fold_call(tx, pick, [TupleVar(items)], kwargs)
 

@@ -166,6 +166,12 @@ class TorchFunctionVar(VT):
     def python_type(self) -> type:
         return type(self.fn)
 
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.fn
+
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         if self.fn in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.fn])
