@@ -83,7 +83,7 @@ _substitutes: dict[int, tuple[Any, Callable[..., Any], bool]] = {}
 
 def _target(fn: Any) -> Any:
     """The object a mark is recorded on: a bound method's function, anything else itself."""
-    return fn.__func__ if isinstance(fn, types.MethodType) else fn
+    return fn.__func__ if type(fn) is types.MethodType else fn
 
 
 def _require_callable(fn: Any, api: str) -> None:
@@ -134,11 +134,11 @@ def disable(fn: _F | None = None, *, recursive: bool = True) -> Any:
 def is_disabled(fn: Any) -> bool:
     """True when ``fn`` was marked with ``disable(fn)``: never trace it or anything it calls."""
     target = _target(fn)
-    if target in _disabled:
+    members = _disabled._members
+    if id(target) in members:
         return True
     if isinstance(target, torch.nn.Module):
-        forward = type(target).__dict__.get("forward")
-        return forward is not None and forward in _disabled
+        return id(type(target).__dict__.get("forward")) in members
     return False
 
 

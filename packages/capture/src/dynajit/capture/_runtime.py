@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.nn.modules import module as module_globals
 
 from dynajit.capture import _cache, _dispatch, _marks, _stance
 from dynajit.capture._skipfiles import is_library_code, is_untraceable_code
@@ -80,6 +81,74 @@ def _where(code: types.CodeType) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
+_MISSING = object()
+
+
+class _FunctionTable:
+    """function -> value by identity, forgetting a function when it dies; a lookup is one dict get."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[types.FunctionType], Any]] = {}
+
+    def get(self, fn: types.FunctionType) -> Any:
+        item = self._items.get(id(fn))
+        return item[1] if item is not None and item[0]() is fn else _MISSING
+
+    def set(self, fn: types.FunctionType, value: Any) -> None:
+        key, items = id(fn), self._items
+
+        def forget(ref: weakref.ref[types.FunctionType]) -> None:
+            if items.get(key, (None,))[0] is ref:
+                del items[key]
+
+        items[key] = (weakref.ref(fn, forget), value)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+# How interception treats instances of a type other than functions and methods: _MODULE, the class's
+# Python __call__ function, or None (returned unchanged). Decided once per type.
+_MODULE = object()
+_type_kinds: dict[type, Any] = {}
+
+
+def _kind_of(kind: type) -> Any:
+    decided = _type_kinds.get(kind, _MISSING)
+    if decided is _MISSING:
+        if issubclass(kind, torch.nn.Module):
+            decided = _MODULE
+        else:
+            call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
+            decided = call if type(call) is types.FunctionType else None  # classes get type's C __call__
+        _type_kinds[kind] = decided
+    return decided
+
+
+_GLOBAL_MODULE_HOOKS = tuple(
+    getattr(module_globals, name)
+    for name in (
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+    )
+    if hasattr(module_globals, name)
+)
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """True when calling ``module`` would run hooks (its own or global ones) around ``forward``."""
+    own = module.__dict__
+    return bool(
+        own.get("_forward_hooks")
+        or own.get("_forward_pre_hooks")
+        or own.get("_backward_hooks")
+        or own.get("_backward_pre_hooks")
+        or any(_GLOBAL_MODULE_HOOKS)
+    )
+
+
 class _Settings:
     """One combination of compile settings; the interceptor of the frames compiled with it."""
 
@@ -88,16 +157,14 @@ class _Settings:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         # user function -> its compiled wrapper (None: leave it alone); weak, so dropped closures do not pile up
-        self.intercepted: weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction | None] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.intercepted = _FunctionTable()
 
     def wrapper_of(self, fn: types.FunctionType) -> Callable[..., Any]:
         """``fn``'s compiled wrapper under these settings, or ``fn`` when interception leaves it alone."""
-        try:
-            compiled = self.intercepted[fn]
-        except KeyError:
-            compiled = self.intercepted[fn] = self._decide(fn)
+        compiled = self.intercepted.get(fn)
+        if compiled is _MISSING:
+            compiled = self._decide(fn)
+            self.intercepted.set(fn, compiled)
         return fn if compiled is None else compiled.wrapper
 
     def _decide(self, fn: types.FunctionType) -> CompiledFunction | None:
@@ -116,40 +183,29 @@ class _Settings:
         if kind is types.FunctionType:
             return self.wrapper_of(obj)
         if kind is types.MethodType:
-            func = obj.__func__
-            if type(func) is not types.FunctionType:
-                return obj
-            wrapper = self.wrapper_of(func)
-            return obj if wrapper is func else types.MethodType(wrapper, obj.__self__)
-        if isinstance(obj, torch.nn.Module):
+            return self._bind(obj.__func__, obj.__self__, obj)
+        how = _kind_of(kind)
+        if how is None:
+            return obj
+        if how is _MODULE:
             return self._intercept_module(obj)
-        call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
-        if type(call) is types.FunctionType:  # a user object with a Python __call__ (classes have type's)
-            wrapper = self.wrapper_of(call)
-            return obj if wrapper is call else types.MethodType(wrapper, obj)
-        return obj
+        return self._bind(how, obj, obj)
+
+    def _bind(self, func: Any, self_: Any, unchanged: Any) -> Any:
+        """``func``'s wrapper bound to ``self_``, or ``unchanged`` when ``func`` is left alone."""
+        if type(func) is not types.FunctionType:
+            return unchanged
+        wrapper = self.wrapper_of(func)
+        return unchanged if wrapper is func else types.MethodType(wrapper, self_)
 
     def _intercept_module(self, module: torch.nn.Module) -> Any:
-        if _marks.is_disabled(module) or _has_hooks(module):
+        if _has_hooks(module) or _marks.is_disabled(module):
             return module
-        forward = module.forward
-        compiled = self.intercept(forward)
-        return module if compiled is forward else compiled
-
-
-def _has_hooks(module: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as module_globals
-
-    own = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-    shared = (
-        "_global_forward_hooks",
-        "_global_forward_pre_hooks",
-        "_global_backward_hooks",
-        "_global_backward_pre_hooks",
-    )
-    return any(getattr(module, name, None) for name in own) or any(
-        getattr(module_globals, name, None) for name in shared
-    )
+        forward = module.__dict__.get("forward")
+        if forward is not None:  # a forward set on the instance
+            compiled = self.intercept(forward)
+            return module if compiled is forward else compiled
+        return self._bind(type(module).forward, module, module)
 
 
 def _detached_copy(fn: types.FunctionType) -> types.FunctionType:
@@ -568,6 +624,7 @@ def reset() -> None:
             cache.clear()
         for settings in list(_settings_table.values()):
             settings.intercepted.clear()
+        _type_kinds.clear()
         _settings_table.clear()
         for compiled in list(_live):
             compiled.instances.clear()
