@@ -23,8 +23,9 @@ __all__ = [
     "length_check",
     "nn_module",
     "not_none",
-    "type_name",
+    "type_check",
     "type_match",
+    "type_name",
 ]
 
 # Python scalars CONSTANT_MATCH accepts; anything else equality-comparable goes through EQUALS_MATCH.
@@ -47,7 +48,8 @@ def _require_source(source: Any, factory: str) -> Source:
     return source
 
 
-def _type_check(source: Source, cls: type) -> Check:
+def type_check(source: Source, cls: type) -> Check:
+    """The check ``type(value) is cls`` with its sentence."""
     return Check(
         "type({0}) is {cls}",
         (source,),
@@ -62,7 +64,7 @@ def type_match(source: Source, example: Any) -> Guard:
     _require_source(source, "type_match")
     cls = type(example)
     return Guard(
-        "TYPE_MATCH", (source,), (_type_check(source, cls),), f"type is {type_name(cls)}", ("TYPE", source, cls)
+        "TYPE_MATCH", (source,), (type_check(source, cls),), f"type is {type_name(cls)}", ("TYPE", source, cls)
     )
 
 
@@ -174,7 +176,7 @@ def length_check(source: Source, example: Sequence[Any] | dict[Any, Any]) -> Gua
         return f"{source.name()} length: expected {length}, got {len(values[0])}"
 
     checks = (
-        _type_check(source, cls),
+        type_check(source, cls),
         Check("len({0}) == {length}", (source,), Cost.CHEAP, wrong_length, {"length": length}),
     )
     return Guard(
@@ -193,7 +195,7 @@ def dict_keys(source: Source, example: dict[Any, Any]) -> Guard:
         return f"{source.name()} keys: expected {short_repr(list(keys))}, got {short_repr(list(values[0]))}"
 
     checks = (
-        _type_check(source, cls),
+        type_check(source, cls),
         Check("tuple({0}) == {keys}", (source,), Cost.CHEAP, wrong_keys, {"keys": keys}),
     )
     return Guard("DICT_KEYS", (source,), checks, f"keys {short_repr(list(keys))}", ("KEYS", source, cls, keys))

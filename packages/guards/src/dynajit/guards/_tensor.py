@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ._guard import Check, Cost, Guard
-from ._kinds import type_name
+from ._kinds import type_check, type_name
 from ._sources import Source
 
 __all__ = ["dtype_name", "tensor_aliasing", "tensor_match"]
@@ -119,11 +119,8 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
     name = source.name()
     cls, dtype, device, layout = type(example), example.dtype, example.device, example.layout
 
-    def wrong_class(values: tuple[Any, ...]) -> str:
-        return f"{name} type: expected {type_name(cls)}, got {type_name(type(values[0]))}"
-
     checks = [
-        Check("type({0}) is {cls}", (source,), Cost.IDENTITY, wrong_class, {"cls": cls}),
+        type_check(source, cls),
         _property_check(source, "dtype", "{0}.dtype is {expected}", dtype, dtype_name, lambda t: t.dtype),
         _property_check(
             source,
