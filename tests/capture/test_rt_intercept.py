@@ -136,3 +136,28 @@ def test_user_objects_with_a_python_call_method_are_intercepted(converter) -> No
     torch.testing.assert_close(capture.optimize(eager_backend)(use)(torch.ones(2)), torch.full((2,), 3.0))
     assert got["call"].__self__ is affine and got["class"] is Affine
     assert converter.names() == ["use", "__call__"]
+
+
+def test_intercepted_closures_are_forgotten_when_they_die(converter) -> None:
+    import gc
+
+    from dynajit.capture import _runtime
+
+    def make(k):
+        def adder(x):
+            return x + k
+
+        return adder
+
+    settings = {}
+
+    def run(x):
+        settings["running"] = _runtime._running_settings()
+        for k in range(5):
+            x = capture.intercept(make(k))(x)  # a fresh closure each time
+        return x
+
+    torch.testing.assert_close(capture.optimize(eager_backend)(run)(torch.zeros(1)), torch.full((1,), 10.0))
+    gc.collect()
+    assert len(settings["running"].intercepted._items) == 0
+    assert converter.names() == ["run", "adder"], "closures of one code share its cache (the double ignores cells)"
