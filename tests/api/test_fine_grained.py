@@ -2,7 +2,10 @@
 
 Each test runs the same code eagerly and compiled, compares the results, and
 looks at the graphs the counting backend received to see what was traced.
-The functions are module-level, as in the documentation's examples.
+The functions are module-level, as in the documentation's examples. Tests of
+behaviour capture does not implement yet are expected failures naming the gap
+(not strict, so capture implementing it does not break this suite; they then
+show as XPASS and the mark should go).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def driver(x):
     return plus_one_callee(torch.sin(x))
 
 
-@pytest.mark.xfail(strict=True, reason="capture traces the frame of a function marked disable(fn, recursive=False)")
+@pytest.mark.xfail(strict=False, reason="capture traces the frame of a function marked disable(fn, recursive=False)")
 def test_disable_with_recursive_false_still_compiles_the_callees():
     counter = CompileCounter()
     compiled = compiler.compile(compiler.disable(driver, recursive=False), backend=counter)
@@ -97,7 +100,6 @@ def add_sub_add(x):
     return torch.add(x, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="capture still puts a disallow_in_graph op in the graph")
 def test_disallow_in_graph_makes_an_op_a_graph_break_and_allow_in_graph_undoes_it():
     x = torch.randn(3)
     _dynamo.disallow_in_graph(torch.sub)
@@ -221,14 +223,14 @@ def calls_nonstrict_inline(x):
     return _dynamo.nonstrict_trace(breaks_inside_too)(x) * 3
 
 
-@pytest.mark.xfail(strict=True, reason="capture's interpreter does not honour nonstrict_trace yet")
+@pytest.mark.xfail(strict=False, reason="capture's interpreter does not honour nonstrict_trace yet")
 def test_nonstrict_trace_lets_fullgraph_succeed_over_a_graph_break_inside():
     counter = run_both(calls_nonstrict, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1
     assert torch.sin in graph_targets(counter)
 
 
-@pytest.mark.xfail(strict=True, reason="capture's interpreter does not honour nonstrict_trace yet")
+@pytest.mark.xfail(strict=False, reason="capture's interpreter does not honour nonstrict_trace yet")
 def test_nonstrict_trace_inline_form():
     counter = run_both(calls_nonstrict_inline, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1
@@ -250,7 +252,7 @@ def scaled(x):
     return x * current_scale()
 
 
-@pytest.mark.xfail(strict=True, reason="capture traces into assume_constant_result functions and guards their reads")
+@pytest.mark.xfail(strict=False, reason="capture traces into assume_constant_result functions and guards their reads")
 def test_assume_constant_result_is_called_once_and_baked_in():
     x = torch.ones(2)
     SCALE["value"], SCALE_CALLS[:] = 3, []
