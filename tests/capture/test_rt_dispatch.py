@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import types
 import warnings
 
 import pytest
@@ -298,6 +299,10 @@ def test_compiling_a_compiled_function_compiles_its_original(converter) -> None:
     first = capture.optimize(eager_backend)(base)
     second = capture.optimize(CompileCounter())(first)
     assert second.__wrapped__ is base and capture.intercept(first) is first
+    assert _runtime.original_of(first) is base and _runtime.original_of(base) is None
+    holder = types.SimpleNamespace()
+    bound = types.MethodType(first, holder)
+    assert _runtime.original_of(bound).__func__ is base and _runtime.original_of(bound).__self__ is holder
     torch.testing.assert_close(second(torch.zeros(1)), torch.full((1,), 5.0))
     assert converter.conversions[0].fn is base
 

@@ -36,6 +36,7 @@ __all__ = [
     "current_backend",
     "intercept",
     "optimize",
+    "original_of",
     "optimize_assert",
     "reset",
 ]
@@ -255,6 +256,18 @@ def _drop_unreachable_entries(cache: _cache.CodeCache, running: Callable[..., An
         if collect and attempt == 0:
             gc.collect()  # wrappers form reference cycles: collect them before concluding nothing is dead
     return False
+
+
+def original_of(obj: Any) -> Any | None:
+    """The user function behind a compiled wrapper (bound again for a compiled method), or None.
+
+    The interpreter uses it to inline a call to a compiled function instead of breaking the graph on it.
+    """
+    target = obj.__func__ if type(obj) is types.MethodType else obj
+    compiled = getattr(target, "__dict__", {}).get("_dynajit_compiled") if type(target) is types.FunctionType else None
+    if compiled is None:
+        return None
+    return types.MethodType(compiled.fn, obj.__self__) if target is not obj else compiled.fn
 
 
 def intercept(obj: Any) -> Any:
@@ -561,7 +574,7 @@ def _compile_target(obj: Any, settings: _Settings) -> Any:
     compiled = CompiledFunction(obj, settings)
     _public.add(compiled)
     wrapper = compiled.wrapper
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__"):
         setattr(wrapper, attribute, getattr(obj, attribute))
     wrapper.__dict__.update(obj.__dict__)
     wrapper.__wrapped__ = obj  # type: ignore[attr-defined]
