@@ -86,7 +86,7 @@ def py_sorted_keys(x):
 
 
 def py_string_format(x):
-    tag = "mode=%s" % "fast"
+    tag = "mode=%s" % "fast"  # noqa: UP031
     return x + len(tag) + len(f"{3.14159:.2f}") + len(f"{1}-{2}")
 
 

@@ -261,3 +261,45 @@ def test_functools_partial_breaks_but_matches(check, t):
         return part(x) + 1
 
     check(use, t(4))
+
+
+def g_no_grad(x, w):
+    with torch.no_grad():
+        y = x * w
+    z = y + x * w
+    return z, y.requires_grad, z.requires_grad
+
+
+def g_enable_inside_no_grad(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = x * w
+    return a, b
+
+
+def g_set_grad_enabled(x, w):
+    with torch.set_grad_enabled(False):
+        return x * w
+
+
+def g_break_in_with(x, w):
+    with torch.no_grad():
+        y = x * w
+        LOG.append(id(y))
+    return y
+
+
+LOG = []
+
+
+@pytest.mark.parametrize("fn", [g_no_grad, g_enable_inside_no_grad, g_set_grad_enabled], ids=lambda f: f.__name__)
+def test_grad_mode_blocks(check, t, fn):
+    w = t(3).requires_grad_()
+    check(fn, t(3), w, graphs=1)
+    assert torch.is_grad_enabled()
+
+
+def test_break_inside_grad_block_runs_eagerly(check, t):
+    check(g_break_in_with, t(3), t(3).requires_grad_(), graphs=0)
+    assert torch.is_grad_enabled()

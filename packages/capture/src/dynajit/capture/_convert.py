@@ -14,6 +14,8 @@ import io
 import types
 from typing import Any
 
+import torch
+
 from dynajit.capture._frame import ConvertedFrame, FrameContext, GraphBreak, SkipFrame, Unsupported
 from dynajit.capture._symbolic.export import export_graph
 from dynajit.capture._symbolic.guarding import build_guards
@@ -35,6 +37,7 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
     graph_break: GraphBreak | None = None
     at_branch = False
     bad_call = False
+    grad_mode = torch.is_grad_enabled()
     while True:
         output = OutputGraph(ctx)
         tracer = RootTracer(fn, args, output, break_at)
@@ -53,6 +56,8 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
             bad_call = isinstance(exc, BadCall) and innermost is tracer
             graph_break = GraphBreak(exc.reason, tuple(stack))
             _log_break(graph_break)
+        finally:
+            torch._C._set_grad_enabled(grad_mode)  # a grad-mode block entered while tracing
     if graph_break is None and not output.has_ops():
         guards = build_guards(output, ctx) if ctx.export else None
         if not ctx.export:

@@ -55,7 +55,9 @@ def builtin(*fns: Any) -> Callable[[Handler], Handler]:
 
 def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """Trace ``fn(*args, **kwargs)`` for a builtin or a builtin class."""
-    handler = BUILTINS.get(fn)
+    from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
+
+    handler = BUILTINS.get(fn) or GRAD_MODE_CLASSES.get(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
     if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.registry import handler
 from dynajit.capture._symbolic.variables import (
-    ConstVar,
     DictVar,
     ListVar,
     SetVar,
@@ -121,6 +120,3 @@ def _unpack_ex(tx: Tracer, inst: Inst) -> None:
     middle = ListVar(items[before : len(items) - after])
     for item in reversed([*items[:before], middle, *items[len(items) - after :]]):
         tx.push(item)
-
-
-_ = ConstVar

@@ -7,11 +7,9 @@ from typing import TYPE_CHECKING
 from dynajit.capture._symbolic.registry import handler
 from dynajit.capture._symbolic.variables import (
     VT,
-    ConstVar,
     DictVar,
     NestedFunctionVar,
     NullVar,
-    TupleVar,
     unsupported,
 )
 
@@ -123,6 +121,3 @@ def _set_function_attribute(tx: Tracer, inst: Inst) -> None:
     elif flag & 0x01:
         fn.defaults_vt = value
     tx.push(fn)
-
-
-_ = ConstVar, TupleVar

@@ -83,6 +83,17 @@ def _to_bool(tx: Tracer, inst: Inst) -> None:
     tx.stack[-1] = ConstVar(value.truth(tx))
 
 
+@handler("BEFORE_WITH")
+def _before_with(tx: Tracer, inst: Inst) -> None:
+    from dynajit.capture._symbolic.variables.contexts import GradModeVar
+
+    manager = tx.pop()
+    if not isinstance(manager, GradModeVar):
+        unsupported(f"with-blocks over {manager} are not traced (only grad-mode blocks are)")
+    tx.push(manager.enter(tx))
+    tx.push(ConstVar(None))
+
+
 @handler("GET_ITER")
 def _get_iter(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
@@ -129,7 +140,7 @@ breaks(
 breaks(
     _EXCEPTIONS,
     "RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
-    "WITH_EXCEPT_START", "BEFORE_WITH", "LOAD_ASSERTION_ERROR", "PREP_RERAISE_STAR", "EXIT_INIT_CHECK",
+    "WITH_EXCEPT_START", "LOAD_ASSERTION_ERROR", "PREP_RERAISE_STAR", "EXIT_INIT_CHECK",
 )  # fmt: skip
 breaks(
     _SCOPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.registry import handler
-from dynajit.capture._symbolic.variables import CellVar, ConstVar, NullVar, TupleVar, unsupported
+from dynajit.capture._symbolic.variables import CellVar, NullVar, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -145,6 +145,3 @@ def _return_const(tx: Tracer, inst: Inst) -> None:
 @handler("KW_NAMES", until=(3, 13))
 def _kw_names(tx: Tracer, inst: Inst) -> None:
     tx.kw_names = tuple(inst.arg)
-
-
-_ = TupleVar, ConstVar

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.paths import Attr, Item
+from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
@@ -45,10 +45,10 @@ class ObjectVar(VT):
         return self.value
 
     def truth(self, tx: Tracer) -> bool:
-        if type(self.value).__bool__ is object.__bool__ if hasattr(type(self.value), "__bool__") else True:
-            if not hasattr(type(self.value), "__len__"):
-                return True
-        unsupported(f"the truth value of a {type(self.value).__name__} object")
+        cls = type(self.value)
+        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
+            unsupported(f"the truth value of a {cls.__name__} object")
+        return True  # an object without __bool__ or __len__ is always true
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({type(self.value).__name__})"
@@ -125,12 +125,6 @@ class UserObjectVar(ObjectVar):
             unsupported(f"{type(self.value).__name__} customises attribute writes")
         tx.output.side_effects.record_attr_write(self, name, value)
 
-    def truth(self, tx: Tracer) -> bool:
-        cls = type(self.value)
-        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
-            unsupported(f"the truth value of a {cls.__name__} object")
-        return True
-
 
 class NNModuleVar(UserObjectVar):
     """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes."""
@@ -193,6 +187,3 @@ class NNModuleVar(UserObjectVar):
         if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(self.value) > 0
         return True
-
-
-_ = Item

@@ -55,7 +55,6 @@ _BREAKING_METHODS = {
 # torch functions that must not become graph nodes.
 _NOT_IN_GRAPH = {
     torch.manual_seed: "torch.manual_seed changes global state",
-    torch.set_grad_enabled: "torch.set_grad_enabled changes global state",
     torch.save: "torch.save does I/O",
     torch.load: "torch.load does I/O",
 }
@@ -173,6 +172,10 @@ class TorchFunctionVar(VT):
         return self.fn
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
+
+        if self.fn in GRAD_MODE_CLASSES:
+            return GRAD_MODE_CLASSES[self.fn](tx, args, kwargs)
         if self.fn in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.fn])
         if self.fn in _CONSTANT_TORCH_FUNCTIONS:
