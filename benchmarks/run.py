@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.quick() if args.quick else Settings()
     suite, notes = select_workloads(args.only, args.quick)
     torch.set_num_threads(int(machine_facts()["env"]["OMP_NUM_THREADS"]))
+    machine = machine_facts()  # now, before anything run later can change the thread count
     logs = LogCollector()
     logs.install()
     impls: list[Implementation] = [] if args.no_torch_compile else [TorchCompileImpl()]
@@ -144,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{workload.name}: {workload.description}")
         result = bench_workload(workload, active, settings, log)
         workloads.append(result)
+        if torch.get_num_threads() != machine["torch_threads"]:
+            notes.append(f"torch's thread count changed to {torch.get_num_threads()} during {workload.name}; reset")
+            torch.set_num_threads(machine["torch_threads"])
         for impl in list(active):
             error = result["impls"].get(impl.name, {}).get("error", "")
             if "TimeoutError" in error:
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if args.quick else "full",
         "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": machine_facts(),
+        "machine": machine,
         "revision": source_revision(),
         "settings": vars(settings),
         "implementations": [EAGER, EAGER_AGAIN, *(impl.name for impl in impls)],

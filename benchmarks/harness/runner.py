@@ -221,7 +221,7 @@ def run_extra(module_name: str, log: Callable[[str], None]) -> dict[str, Any] | 
         return {"error": f"{module_name} has no main()"}
     buffer = io.StringIO()
     started = time.perf_counter()
-    saved_argv = sys.argv
+    saved_argv, saved_threads = sys.argv, torch.get_num_threads()
     sys.argv = [module_name]
     try:
         with contextlib.redirect_stdout(buffer):
@@ -237,6 +237,7 @@ def run_extra(module_name: str, log: Callable[[str], None]) -> dict[str, Any] | 
         record = {"output": buffer.getvalue(), "error": describe_error(exc)}
     finally:
         sys.argv = saved_argv
+        torch.set_num_threads(saved_threads)  # a module may pin its own thread count
     record["seconds"] = time.perf_counter() - started
     log(f"  {module_name}: {record.get('error', 'done')} in {record['seconds']:.1f}s")
     return record

@@ -99,7 +99,8 @@ def interleaved(
     """Sample every step round by round, each round in a new random order.
 
     One warm-up round is discarded and sizes the run: as many rounds as fit in
-    ``budget_seconds``, within [``min_rounds``, ``max_rounds``]. A step that
+    ``budget_seconds``, within [``min_rounds``, ``max_rounds``], but no more than
+    fit in three budgets (and at least 5). A step that
     raises is dropped and its error returned; the others go on.
     """
     rng = random.Random(seed)
@@ -135,6 +136,8 @@ def interleaved(
         faults.update(dict.fromkeys(faults, 0))
         rounds = int(budget_seconds / max(round_seconds, 1e-9))
         rounds = max(min_rounds, min(max_rounds, rounds))
+        # On a crowded machine min_rounds alone could run long: never more than three budgets, nor under 5 rounds.
+        rounds = min(rounds, max(5, int(3 * budget_seconds / max(round_seconds, 1e-9))))
         for _ in range(rounds):
             if not live:
                 break
