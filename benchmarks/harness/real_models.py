@@ -92,9 +92,17 @@ def _token_case(make: Callable[[], torch.nn.Module]) -> Case:
     return Case(model, run, rtol=1e-3, atol=1e-3)
 
 
+def _torchvision_forward() -> None:
+    """A tiny resnet18 forward, and one of torchvision's own C++ operators (absent when built for another torch)."""
+    from torchvision.ops import nms
+
+    _resnet18()(torch.randn(1, 3, 32, 32))
+    nms(torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]), torch.tensor([0.9, 0.8]), 0.5)
+
+
 @functools.cache
 def _torchvision_unavailable() -> str | None:
-    return _probe("torchvision", lambda: _resnet18()(torch.randn(1, 3, 32, 32)))
+    return _probe("torchvision", _torchvision_forward)
 
 
 @functools.cache
