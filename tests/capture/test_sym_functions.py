@@ -303,3 +303,15 @@ def test_grad_mode_blocks(check, t, fn):
 def test_break_inside_grad_block_runs_eagerly(check, t):
     check(g_break_in_with, t(3), t(3).requires_grad_(), graphs=0)
     assert torch.is_grad_enabled()
+
+
+def test_call_to_a_compiled_function_is_inlined(check, t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    inner = capture.optimize(CompileCounter())(helper)
+
+    def outer(x):
+        return inner(x) * 2
+
+    check(outer, t(3), graphs=1)

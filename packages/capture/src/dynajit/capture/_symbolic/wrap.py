@@ -88,6 +88,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return TorchFunctionVar(value, path)
     if isinstance(value, types.FunctionType):
         output.guard("function_match", path, value)
+        compiled = value.__dict__.get("_dynajit_compiled")
+        if compiled is not None:  # a compiled wrapper: trace the function it wraps
+            return UserFunctionVar(compiled.fn, _attr(_attr(path, "_dynajit_compiled"), "fn"))
         return UserFunctionVar(value, path)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         output.guard("id_match", path, value)
