@@ -86,3 +86,13 @@ def test_extern_matmul_and_conv():
     inputs = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4), torch.randn(4, 5)
     c = check(fn, *inputs, atol=1e-5, rtol=1e-5)
     assert compiled_graphs(c)[0].info["fallbacks"] == []  # extern by design, not a fallback
+
+
+def test_max_autotune_picks_a_measured_variant():
+    def fn(x, w):
+        return (torch.softmax(x * w, -1).sum(0),)
+
+    c = check(fn, torch.randn(64, 200), torch.randn(200), mode="max-autotune", atol=1e-5, rtol=1e-5)
+    (graph,) = compiled_graphs(c)
+    tuned = graph.info["tuned"]
+    assert tuned.num_threads in (0, 1) and tuned.vector_lanes in (8, 16)

@@ -328,12 +328,15 @@ class _KernelWriter:
         else:
             vector_loop = None
         if parallel and (outer or vector_loop):
+            # Dynamic chunks: a thread that loses its core to another process does not hold up the others.
             n = len(outer)
             if n == 0:
-                self.emit(depth, f"#pragma omp parallel for{threads}")
+                chunk = max(1024, vector_loop.size // 64 // 64 * 64)
+                self.emit(depth, f"#pragma omp parallel for schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
-                self.emit(depth, f"#pragma omp parallel for{collapse}{threads}")
+                chunk = max(1, math.prod(v.size for v in outer) // 32)
+                self.emit(depth, f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}){threads}")
         for var in outer:
             self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {var.size}; {var.name}++) {{")
             depth += 1

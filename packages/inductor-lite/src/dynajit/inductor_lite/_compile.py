@@ -17,6 +17,7 @@ import operator
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -109,42 +110,60 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
     items = schedule(lowered)
     kernels = [i for i in items if isinstance(i, Kernel)]
     dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
-    if _use_triton(lowered.device, settings):
-        if lowered.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RuntimeError(
-                "inductor-lite: cpu_backend='triton' runs Triton kernels on CPU tensors through Triton's interpreter; "
-                "set TRITON_INTERPRET=1 in the environment before triton is imported"
-            )
-        from dynajit.inductor_lite import codegen_triton
+    triton = _use_triton(lowered.device, settings)
+    if triton and lowered.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(
+            "inductor-lite: cpu_backend='triton' runs Triton kernels on CPU tensors through Triton's interpreter; "
+            "set TRITON_INTERPRET=1 in the environment before triton is imported"
+        )
 
-        calls, source = codegen_triton.build_kernels(kernels, dtypes, settings)
+    def build(variant: Any) -> CompiledGraph:
+        if triton:
+            from dynajit.inductor_lite import codegen_triton
+
+            calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
+        else:
+            calls, source = _build_cpp(kernels, dtypes, settings, variant)
+        call, wrapper_source = WrapperBuilder(lowered, items).build(calls)
+        return CompiledGraph(call, wrapper_source, source, {})
+
+    if triton:
+        base: Any = settings["triton_block"]
+        candidates = [base] + [b for b in (128, 512, 2048) if b != base]
     else:
-        calls, source = _build_cpp(kernels, dtypes, settings, example_inputs, lowered)
-    call, wrapper_source = WrapperBuilder(lowered, items).build(calls)
-    info = {
-        "kernels": len(kernels),
-        "externs": len(items) - len(kernels),
-        "fallbacks": fallbacks,
-        "compile_seconds": time.perf_counter() - start,
-    }
+        base = CppOptions(settings["parallel_threshold"], settings["num_threads"], settings["vector_lanes"])
+        candidates = [
+            base,
+            replace(base, num_threads=1),
+            replace(base, vector_lanes=8),
+            replace(base, parallel_threshold=4096),
+        ]
+    chosen = base
+    if settings["max_autotune"] and kernels:
+        chosen = _autotune.tune(build, candidates, example_inputs)
+    compiled = build(chosen)
+    compiled.info.update(
+        kernels=len(kernels),
+        externs=len(items) - len(kernels),
+        fallbacks=fallbacks,
+        tuned=chosen,
+        compile_seconds=time.perf_counter() - start,
+    )
     if artifact_enabled("output_code"):
-        output_code_log.info("inductor-lite kernels:\n%s\n\ninductor-lite wrapper:\n%s", source, wrapper_source)
-    compiled = CompiledGraph(call, wrapper_source, source, info)
+        output_code_log.info(
+            "inductor-lite kernels:\n%s\n\ninductor-lite wrapper:\n%s", compiled.kernel_source, compiled.wrapper_source
+        )
     if settings["cudagraphs"] and lowered.device.type == "cuda":
-        compiled = _autotune.wrap_cudagraphs(compiled, example_inputs)
+        wrapped = _autotune.wrap_cudagraphs(compiled, example_inputs)
+        compiled = CompiledGraph(wrapped, compiled.wrapper_source, compiled.kernel_source, compiled.info)
     return compiled
 
 
 def _build_cpp(
-    kernels: list[Kernel],
-    dtypes: dict[str, torch.dtype],
-    settings: dict[str, Any],
-    example_inputs: Sequence[Any],
-    lowered,
+    kernels: list[Kernel], dtypes: dict[str, torch.dtype], settings: dict[str, Any], options: CppOptions
 ) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool]], str]:
-    options = CppOptions(settings["parallel_threshold"], settings["num_threads"], settings["vector_lanes"])
-    if settings["max_autotune"] and kernels:
-        options = _autotune.tune_cpp(kernels, dtypes, settings, options, lowered, example_inputs)
+    if not kernels:
+        return {}, ""
     parts = [PRELUDE, vector_math_declarations() if _has_libmvec() else ""]
     params: dict[str, list[str]] = {}
     for kernel in kernels:
@@ -152,8 +171,6 @@ def _build_cpp(
         parts.append(text)
         params[kernel.name] = names
     source = "\n\n".join(parts) + "\n"
-    if not kernels:
-        return {}, ""
     lib, _ = load_library(source, settings["cxx"], settings["cxx_flags"], settings["cache_dir"])
     calls = {}
     for kernel in kernels:
