@@ -53,6 +53,19 @@ def test_export_with_nothing_to_capture_is_an_error(converter) -> None:
         capture.export(h)(1)
 
 
+def test_export_of_compiled_functions_and_methods_exports_the_original(converter) -> None:
+    class M(torch.nn.Module):
+        @capture.optimize(lambda gm, example_inputs: gm.forward)
+        def forward(self, x):
+            return x + 1
+
+    m = M()
+    capture.export(m)(torch.ones(2))
+    capture.export(capture.optimize(lambda gm, example_inputs: gm.forward)(torch.nn.Linear.forward))
+    (conversion,) = converter.conversions
+    assert conversion.fn is vars(M)["forward"].__wrapped__ and conversion.values[0] is m
+
+
 def test_export_rejects_non_python_callables() -> None:
     with pytest.raises(TypeError, match="export expects a Python function"):
         capture.export(torch.sin)

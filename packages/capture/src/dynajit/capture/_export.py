@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from dynajit.capture import _dispatch, _marks
+from dynajit.capture._runtime import original_of
 
 __all__ = ["ExportError", "ExportResult", "export"]
 
@@ -41,11 +42,11 @@ class ExportResult:
 def _function_and_bound_self(fn: Any) -> tuple[types.FunctionType, tuple[Any, ...]]:
     if isinstance(fn, torch.nn.Module):
         fn = fn.forward
+    fn = original_of(fn) or fn  # exporting a compiled function exports its original
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         return fn.__func__, (fn.__self__,)
     if isinstance(fn, types.FunctionType):
-        compiled = fn.__dict__.get("_dynajit_compiled")
-        return (fn if compiled is None else compiled.fn), ()
+        return fn, ()
     raise TypeError(
         f"export expects a Python function, method or nn.Module, got {type(fn).__name__} {fn!r}; "
         "wrap other callables in a Python function"
