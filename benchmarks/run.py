@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(chart_problem)
     report.write_json(results, args.out / "latest.json")
     report.write_markdown(results, args.out / "latest.md")
-    print("\n".join(["", *report.summary_table(results), ""]))
+    print("\n".join(["", *report.summary_table(results), "", report.headline(results), ""]))
     if args.out.resolve() == (HERE / "results").resolve() and not args.only and not args.quick:
         report.update_readme(results, HERE / "README.md", "results")
     log(f"done in {results['total_seconds']:.0f}s: {args.out / 'latest.md'}")

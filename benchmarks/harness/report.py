@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any
 
-__all__ = ["summary_table", "update_readme", "write_chart", "write_json", "write_markdown"]
+__all__ = [
+    "geometric_means",
+    "headline",
+    "summary_table",
+    "update_readme",
+    "write_chart",
+    "write_json",
+    "write_markdown",
+]
 
 OVERHEAD_WORKLOAD = "tiny_call"
 NOT_APPLICABLE = "—"
@@ -118,6 +127,8 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "first call after clearing in-memory caches (on-disk caches kept). Both include that one call's run. "
         "Peak MB is the most the CPU allocator held above its starting level during one call.",
         "",
+        headline(results),
+        "",
         "![speedups](speedups.png)",
         "",
         "## Results",
@@ -186,6 +197,31 @@ def _summary_cell(rec: dict[str, Any]) -> str:
     return f"**{rec['speedup']:.2f}x**{mark}; compile {_s(rec.get('cold_compile_s'))} / {_s(rec.get('warm_compile_s'))} s; {graphs}"
 
 
+def geometric_means(results: dict[str, Any]) -> dict[str, tuple[float, int, int]]:
+    """Per compiler: (geometric mean speedup, workloads it ran correctly, workloads measured), tiny_call excluded."""
+    workloads = [w for w in results["workloads"] if w.get("status") == "ok" and w["name"] != OVERHEAD_WORKLOAD]
+    means = {}
+    for name in results["implementations"]:
+        if name in ("eager", "eager (again)"):
+            continue
+        speedups = [
+            w["impls"][name]["speedup"]
+            for w in workloads
+            if "speedup" in w["impls"].get(name, {}) and w["impls"][name].get("correct", "").startswith("ok")
+        ]
+        if speedups:
+            means[name] = (math.exp(sum(map(math.log, speedups)) / len(speedups)), len(speedups), len(workloads))
+    return means
+
+
+def headline(results: dict[str, Any]) -> str:
+    means = geometric_means(results)
+    if not means:
+        return "No compiler ran a workload correctly."
+    parts = [f"{name} **{mean:.2f}x** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
+    return "Geometric mean speedup over eager (workloads run correctly, tiny_call excluded): " + ", ".join(parts) + "."
+
+
 def summary_table(results: dict[str, Any]) -> list[str]:
     """One row per workload: eager's time and noise floor, then per compiler: speedup; cold / warm compile; graphs."""
     compilers = [name for name in results["implementations"] if name not in ("eager", "eager (again)")]
@@ -221,6 +257,8 @@ def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: st
         f"Measured {results['date']} on {machine['cpu']} ({machine['cores_usable']} usable cores), "
         f"torch {machine['torch']}, Python {machine['python']} ({results['mode']} run, "
         f"{results['total_seconds']:.0f}s). Every figure: [{results_dir}/latest.md]({results_dir}/latest.md).",
+        "",
+        headline(results),
         "",
         *summary_table(results),
         "",

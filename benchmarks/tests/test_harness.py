@@ -179,6 +179,9 @@ def test_reports_render(tmp_path):
     text = (tmp_path / "latest.md").read_text()
     assert "| relu_mul | broken | failed at cold compile: NotImplementedError" in text
     assert "- resnet18: not installed" in text
+    means = report.geometric_means(results)
+    assert set(means) == {"fx"} and means["fx"][1:] == (1, 1)  # broken ran nothing; skipped workloads don't count
+    assert "Geometric mean speedup over eager" in text
     assert json.loads((tmp_path / "latest.json").read_text())["workloads"][0]["name"] == "relu_mul"
     pytest.importorskip("matplotlib")
     assert report.write_chart(results, tmp_path / "speedups.png") is None
