@@ -1,7 +1,10 @@
 """The opcode table covers every opcode of the running CPython, and debug logs show bytecode, graphs and breaks."""
 
 import dis
+import glob
 import logging
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -16,6 +19,34 @@ def test_every_opcode_has_a_handler_or_a_break_reason():
     version = sys.version_info[:2]
     missing = [name for name in dis.opmap if lookup(name, version) is None and name not in BREAKS]
     assert not missing, f"opcodes with neither a handler nor a graph-break reason on {version}: {missing}"
+
+
+def _interpreters() -> list[tuple[str, tuple[int, int]]]:
+    found = []
+    for minor in (11, 12, 13):
+        candidates = [
+            *glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"),
+            shutil.which(f"python3.{minor}"),
+        ]
+        for exe in filter(None, candidates):
+            if subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+                found.append((exe, (3, minor)))
+                break
+    return found
+
+
+@pytest.mark.parametrize("exe,version", _interpreters(), ids=lambda v: str(v))
+def test_opcode_table_covers_each_installed_python(exe, version):
+    """Walk ``dis.opmap`` of every CPython 3.11-3.13 found on this machine, not only the running one."""
+    names = subprocess.run(
+        [exe, "-c", "import dis; print(' '.join(dis.opmap))"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    missing = [
+        name
+        for name in names
+        if lookup(name, version) is None and name not in BREAKS and not name.startswith("INSTRUMENTED_")
+    ]
+    assert not missing, f"opcodes of CPython {version} with neither a handler nor a break reason: {missing}"
 
 
 def test_break_reasons_are_sentences():

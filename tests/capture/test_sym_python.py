@@ -230,8 +230,25 @@ def test_tuple_input(check, t):
     check(p_tuple_of_tensors_arg, (t(3), t(3)), 0, graphs=1)
 
 
-def test_constant_change_recompiles(check, t):
+def test_guarded_constant_change_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(p_range_loop)
     x = t(4)
-    counter = check(p_range_loop, x, 2, graphs=1)
-    compiled_counter = counter
-    assert compiled_counter.frame_count == 1
+    for n in (2, 3, 2, 3):
+        torch.testing.assert_close(compiled(x, n), p_range_loop(x, n))
+    assert counter.frame_count == 2
+
+
+def test_dtype_change_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(p_const_arith)
+    for dtype in (torch.float32, torch.float64, torch.float32):
+        x = t(4, dtype=dtype)
+        torch.testing.assert_close(compiled(x, 3), p_const_arith(x, 3))
+    assert counter.frame_count == 2
