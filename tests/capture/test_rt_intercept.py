@@ -161,3 +161,34 @@ def test_intercepted_closures_are_forgotten_when_they_die(converter) -> None:
     gc.collect()
     assert len(settings["running"].intercepted._items) == 0
     assert converter.names() == ["run", "adder"], "closures of one code share its cache (the double ignores cells)"
+
+
+def test_partials_and_modules_overriding_call_are_intercepted(converter) -> None:
+    import functools
+
+    class Custom(torch.nn.Module):
+        def forward(self, x):
+            return x * 100
+
+        def __call__(self, x):  # its own call logic: must run instead of forward alone
+            return self.forward(x) + 1
+
+    custom = Custom()
+
+    def power(x, exponent):
+        return x**exponent
+
+    got = {}
+
+    def use(x):
+        got["partial"] = capture.intercept(functools.partial(power, exponent=2))
+        got["custom"] = capture.intercept(custom)
+        got["builtin_partial"] = capture.intercept(functools.partial(max, 0))
+        return got["partial"](x) + got["custom"](x)
+
+    x = torch.full((2,), 3.0)
+    torch.testing.assert_close(capture.optimize(eager_backend)(use)(x), x**2 + x * 100 + 1)
+    assert isinstance(got["partial"], functools.partial) and got["partial"].func is not power
+    assert got["custom"].__self__ is custom and got["custom"].__func__ is not Custom.__call__
+    assert got["builtin_partial"].func is max
+    assert sorted(converter.names()) == ["__call__", "power", "use"]

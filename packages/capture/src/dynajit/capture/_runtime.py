@@ -11,6 +11,7 @@ guards most recent first and calls the hit. On a miss it converts the frame
 from __future__ import annotations
 
 import contextvars
+import functools
 import gc
 import logging
 import threading
@@ -111,16 +112,19 @@ class _FunctionTable:
 # How interception treats instances of a type other than functions and methods: _MODULE, the class's
 # Python __call__ function, or None (returned unchanged). Decided once per type.
 _MODULE = object()
+_PARTIAL = object()
 _type_kinds: dict[type, Any] = {}
 
 
 def _kind_of(kind: type) -> Any:
     decided = _type_kinds.get(kind, _MISSING)
     if decided is _MISSING:
-        if issubclass(kind, torch.nn.Module):
+        call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
+        if issubclass(kind, torch.nn.Module) and call is torch.nn.Module.__call__:
             decided = _MODULE
+        elif issubclass(kind, functools.partial):
+            decided = _PARTIAL
         else:
-            call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
             decided = call if type(call) is types.FunctionType else None  # classes get type's C __call__
         _type_kinds[kind] = decided
     return decided
@@ -190,6 +194,9 @@ class _Settings:
             return obj
         if how is _MODULE:
             return self._intercept_module(obj)
+        if how is _PARTIAL:
+            func = self.intercept(obj.func)
+            return obj if func is obj.func else functools.partial(func, *obj.args, **obj.keywords)
         return self._bind(how, obj, obj)
 
     def _bind(self, func: Any, self_: Any, unchanged: Any) -> Any:
@@ -281,9 +288,10 @@ def intercept(obj: Any) -> Any:
     unchanged. An ``nn.Module`` instance without hooks gets its compiled
     ``forward``; a module with hooks (its own or global ones) is returned
     unchanged, so the hooks run and its ``forward`` runs eagerly. Another
-    object whose class defines ``__call__`` in Python gets that method
-    compiled and bound to it. Outside compiled code, every object is
-    returned unchanged.
+    object whose class defines ``__call__`` in Python (a module overriding
+    ``__call__`` included) gets that method compiled and bound to it; a
+    ``functools.partial`` gets its function intercepted. Outside compiled
+    code, every object is returned unchanged.
     """
     settings = _running_settings()
     return obj if settings is None else settings.intercept(obj)
