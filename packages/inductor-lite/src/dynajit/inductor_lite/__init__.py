@@ -6,7 +6,14 @@ as the ``inductor`` entry point of ``dynajit.backends``); ``config`` holds its s
 
 from dynajit.inductor_lite._build import BuildError, cache_stats, forget_loaded_libraries
 from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, compiled_graphs, decomposition_table
-from dynajit.inductor_lite._config import InductorConfig, config, list_mode_options, list_options
+from dynajit.inductor_lite._config import (
+    InductorConfig,
+    config,
+    cudagraph_mark_step_begin,
+    describe_modes,
+    list_mode_options,
+    list_options,
+)
 
 __all__ = [
     "BuildError",
@@ -17,6 +24,8 @@ __all__ = [
     "compile_fx",
     "compiled_graphs",
     "config",
+    "cudagraph_mark_step_begin",
+    "describe_modes",
     "decomposition_table",
     "list_mode_options",
     "list_options",

@@ -11,7 +11,16 @@ from typing import Any
 
 from dynajit.fxgraph import Config, ConfigError, option
 
-__all__ = ["MODES", "InductorConfig", "config", "list_mode_options", "list_options", "resolve_settings"]
+__all__ = [
+    "MODES",
+    "InductorConfig",
+    "config",
+    "cudagraph_mark_step_begin",
+    "describe_modes",
+    "list_mode_options",
+    "list_options",
+    "resolve_settings",
+]
 
 
 class InductorConfig(Config):
@@ -58,12 +67,25 @@ _MODE_DOCS = {
 }
 
 
-def list_mode_options(mode: str | None = None) -> dict[str, Any]:
-    """The option values each mode sets (all modes, or the one named), with a description under ``"doc"``."""
+def list_mode_options(mode: str | None = None, dynamic: bool | None = None) -> dict[str, Any]:
+    """The option values each mode sets: ``{mode: {option: value}}``, or ``{option: value}`` for one mode.
+
+    ``dynamic`` is accepted for signature compatibility with ``torch._inductor.list_mode_options``; the
+    modes do not depend on it.
+    """
     if mode is None:
-        return {name: {**values, "doc": _MODE_DOCS[name]} for name, values in MODES.items()}
+        return {name: dict(values) for name, values in MODES.items()}
     _check_mode(mode)
-    return {**MODES[mode], "doc": _MODE_DOCS[mode]}
+    return dict(MODES[mode])
+
+
+def describe_modes() -> dict[str, str]:
+    """One sentence per mode saying what it does."""
+    return dict(_MODE_DOCS)
+
+
+def cudagraph_mark_step_begin() -> None:
+    """Start of a new step for CUDA graphs. Replays hand out copies of their outputs, so there is nothing to release."""
 
 
 def list_options() -> dict[str, str]:
