@@ -511,8 +511,8 @@ class CompiledFunction:
                 dict(converted.new_globals),
             )
             instance = self._instantiate(entry)
-            entry.install_globals(self.fn.__globals__)
             self._log_guards(entry)
+            entry.install_globals(self.fn.__globals__)  # last: nothing is installed for an entry that failed
         except SkipFrame as skip:
             entry = _cache.CacheEntry(backend, "skip", self.code, skip.guards, reason=skip.reason)
             instance = self._instantiate(entry)
