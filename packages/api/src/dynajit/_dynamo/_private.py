@@ -68,7 +68,10 @@ def optimize(
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> f = dynajit._dynamo.optimize("eager")(torch.nn.functional.relu)  # doctest: +SKIP
+        >>> def f(x):
+        ...     return torch.relu(x) + 1
+        >>> dynajit._dynamo.optimize("eager")(f)(torch.zeros(2))
+        tensor([1., 1.])
     """
     if disable:
         return lambda model: model
@@ -89,7 +92,10 @@ def optimize_assert(
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> f = dynajit._dynamo.optimize_assert("eager")(torch.sin)  # doctest: +SKIP
+        >>> def f(x):
+        ...     return torch.cos(x) * 2
+        >>> dynajit._dynamo.optimize_assert("eager")(f)(torch.zeros(2))
+        tensor([2., 2.])
     """
     return _Optimizer(CompileSettings(backend=backend, fullgraph=True, dynamic=dynamic))
 
@@ -107,8 +113,11 @@ def export(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> result = dynajit._dynamo.export(torch.sin)(torch.ones(2))  # doctest: +SKIP
-        >>> result.graph_module  # doctest: +SKIP
+        >>> def f(x):
+        ...     return torch.sin(x) + 1
+        >>> result = dynajit._dynamo.export(f)(torch.zeros(2))
+        >>> result.graph_module(torch.zeros(2))
+        tensor([1., 1.])
     """
     return _capture.export(fn, **kwargs)
 
@@ -132,7 +141,10 @@ def disallow_in_graph(fn: Any) -> Any:
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> dynajit._dynamo.disallow_in_graph(torch.sub)  # doctest: +SKIP
+        >>> dynajit._dynamo.disallow_in_graph(torch.sub)
+        <built-in method sub ...>
+        >>> import dynajit.compiler
+        >>> _ = dynajit.compiler.allow_in_graph(torch.sub)  # undo it
     """
     for each in fn if isinstance(fn, (list, tuple)) else (fn,):
         if not _is_graph_callable(each):
@@ -172,7 +184,7 @@ def mark_dynamic(tensor: Any, index: int | list[int], **kwargs: Any) -> None:
     Example:
         >>> import torch, dynajit._dynamo
         >>> x = torch.ones(4, 3)
-        >>> dynajit._dynamo.mark_dynamic(x, 0)  # doctest: +SKIP
+        >>> dynajit._dynamo.mark_dynamic(x, 0)
     """
     _capture.mark_dynamic(tensor, index, **kwargs)
 
@@ -189,7 +201,7 @@ def maybe_mark_dynamic(tensor: Any, index: int | list[int]) -> None:
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> dynajit._dynamo.maybe_mark_dynamic(torch.ones(4), 0)  # doctest: +SKIP
+        >>> dynajit._dynamo.maybe_mark_dynamic(torch.ones(4), 0)
     """
     _capture.maybe_mark_dynamic(tensor, index)
 
@@ -206,7 +218,7 @@ def mark_static(value: Any, index: int | list[int] | None = None) -> None:
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> dynajit._dynamo.mark_static(torch.ones(4), 0)  # doctest: +SKIP
+        >>> dynajit._dynamo.mark_static(torch.ones(4), 0)
     """
     _capture.mark_static(value, index)
 
@@ -223,6 +235,6 @@ def mark_static_address(tensor: Any, **kwargs: Any) -> None:
 
     Example:
         >>> import torch, dynajit._dynamo
-        >>> dynajit._dynamo.mark_static_address(torch.zeros(4))  # doctest: +SKIP
+        >>> dynajit._dynamo.mark_static_address(torch.zeros(4))
     """
     _capture.mark_static_address(tensor, **kwargs)

@@ -26,8 +26,9 @@ class CompilerConfig:
 
     Example:
         >>> import dynajit.compiler
-        >>> with dynajit.compiler.config.patch(cache_size_limit=4):  # doctest: +SKIP
-        ...     pass
+        >>> with dynajit.compiler.config.patch(cache_size_limit=4):
+        ...     dynajit.compiler.config.cache_size_limit
+        4
     """
 
     @staticmethod

@@ -178,7 +178,7 @@ def set_stance(stance: str = "default") -> Any:
 
     Example:
         >>> import dynajit.compiler
-        >>> with dynajit.compiler.set_stance("force_eager"):  # doctest: +SKIP
+        >>> with dynajit.compiler.set_stance("force_eager"):
         ...     pass  # compiled functions run eagerly here
     """
     return _capture.set_stance(stance)
@@ -270,8 +270,8 @@ def inductor_list_mode_options(mode: str | None = None, **kwargs: Any) -> dict[s
 
     Example:
         >>> import dynajit.compiler
-        >>> sorted(dynajit.compiler.inductor_list_mode_options())  # doctest: +SKIP
-        ['default', 'max-autotune', 'reduce-overhead']
+        >>> {"default", "reduce-overhead", "max-autotune"} <= set(dynajit.compiler.inductor_list_mode_options())
+        True
     """
     return dict(_inductor.list_mode_options(mode, **kwargs))
 
@@ -284,7 +284,7 @@ def inductor_list_options() -> list[str]:
 
     Example:
         >>> import dynajit.compiler
-        >>> "max_autotune" in dynajit.compiler.inductor_list_options()  # doctest: +SKIP
+        >>> "max_autotune" in dynajit.compiler.inductor_list_options()
         True
     """
     return list(_inductor.list_options())
