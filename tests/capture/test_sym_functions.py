@@ -315,3 +315,29 @@ def test_call_to_a_compiled_function_is_inlined(check, t):
         return inner(x) * 2
 
     check(outer, t(3), graphs=1)
+
+
+class Greeter:
+    def scale(self, x):
+        return x * 2
+
+
+def call_method(g, x):
+    return g.scale(x) + 1
+
+
+def test_method_replaced_on_the_class_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(call_method)
+    g, x = Greeter(), t(3)
+    torch.testing.assert_close(compiled(g, x), x * 2 + 1)
+    original = Greeter.scale
+    try:
+        Greeter.scale = lambda self, v: v * 5
+        torch.testing.assert_close(compiled(g, x), x * 5 + 1)
+    finally:
+        Greeter.scale = original
+    assert counter.frame_count == 2

@@ -107,13 +107,17 @@ class UserObjectVar(ObjectVar):
         except AttributeError:
             unsupported(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         if isinstance(static, types.FunctionType):
-            return BoundMethodVar(UserFunctionVar(static), self, _attr_path(self, name))
+            # Guarded through the class, so a method replaced on the class recompiles.
+            func = tx.wrap(static, _attr_path(self, "__class__") and Attr(_attr_path(self, "__class__"), name))
+            return BoundMethodVar(func, self, _attr_path(self, name))
         if isinstance(static, staticmethod):
             return tx.wrap(static.__func__, None)
         if isinstance(static, classmethod):
             return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, None), _attr_path(self, name))
         if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
-            return UserFunctionVar(static.fget).call(tx, [self], {})
+            class_path = _attr_path(self, "__class__")
+            fget = tx.wrap(static.fget, class_path and Attr(Attr(class_path, name), "fget"))
+            return fget.call(tx, [self], {})
         if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple)):
             unsupported(f"descriptor {cls.__name__}.{name} is not traced")
         return tx.wrap(static, _attr_path(self, name))
@@ -156,8 +160,12 @@ class NNModuleVar(UserObjectVar):
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             unsupported(f"{type(module).__name__}.forward is not a Python function")
+        class_path = _attr_path(self, "__class__")
+        forward_path = class_path and Attr(class_path, "forward")
+        tx.output.guard("function_match", forward_path, forward)
+        forward_vt = UserFunctionVar(forward, forward_path)
         with tx.output.module_scope(self):
-            return UserFunctionVar(forward).call(tx, [self, *args], kwargs)
+            return forward_vt.call(tx, [self, *args], kwargs)
 
     def call_method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return self.getattr(tx, name).call(tx, args, kwargs)
