@@ -37,3 +37,12 @@ def test_explain_without_breaks_and_the_private_alias():
 
     report = _dynamo.explain(clean)(torch.randn(2))
     assert (report.graph_count, report.graph_break_count, report.op_count) == (1, 0, 2)
+
+
+def test_explain_a_compiled_module_explains_the_module_it_wraps():
+    module = torch.nn.Linear(3, 2)
+    compiled = compiler.compile(module, backend="eager")
+    x = torch.randn(1, 3)
+    report = compiler.explain(compiled)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    torch.testing.assert_close(compiled(x), module(x))

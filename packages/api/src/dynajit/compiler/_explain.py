@@ -26,6 +26,7 @@ import torch
 
 import dynajit.capture as _capture
 from dynajit.compiler._compile import CompileSettings, resolve_backend
+from dynajit.compiler._module import OptimizedModule
 from dynajit.fxgraph import artifact_logger
 
 __all__ = ["BreakReason", "ExplainOutput", "explain"]
@@ -166,7 +167,8 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
     Like ``reset()``, it first forgets everything compiled so far.
 
     Args:
-        fn: a function or an ``nn.Module``.
+        fn: a function or an ``nn.Module`` (a compiled ``OptimizedModule`` is explained
+            through the module it wraps).
         backend: the backend the graphs are compiled with (default ``"eager"``: the
             report is about capture, so no code generation is needed).
 
@@ -200,7 +202,8 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
             return compiled
 
         _capture.reset()
-        compiled_fn = CompileSettings(backend=recording_backend).apply(fn)
+        target = fn._orig_mod if isinstance(fn, OptimizedModule) else fn  # explain the module, not the wrapper
+        compiled_fn = CompileSettings(backend=recording_backend).apply(target)
         with _collect("graph_breaks") as breaks, _collect("guards") as guards:
             compiled_fn(*args, **kwargs)
         output.graph_count = len(output.graphs)
