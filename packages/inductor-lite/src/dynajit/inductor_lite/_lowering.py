@@ -383,6 +383,26 @@ def _slice(ctx: Any, x: TensorValue, dim: int = 0, start: Any = None, end: Any =
     return _view_of(ctx, x, remap)
 
 
+@lowering(aten.split_with_sizes, aten.split.Tensor)
+def _split(ctx: Any, x: TensorValue, sizes: Any, dim: int = 0) -> tuple[TensorValue, ...]:
+    dim = dim % len(x.size)
+    if isinstance(sizes, int):
+        sizes = [min(sizes, x.size[dim] - start) for start in range(0, x.size[dim], sizes)] or [0]
+    parts = []
+    start = 0
+    for length in sizes:
+        size = tuple(length if d == dim else s for d, s in enumerate(x.size))
+
+        def remap(idx: Sequence[Index], start: int = start) -> list[Index]:
+            out = list(idx)
+            out[dim] = idx[dim] + start
+            return out
+
+        parts.append(TensorValue(size, x.dtype, lambda idx, remap=remap: x.loader(remap(idx)), x.device, cost=x.cost))
+        start += length
+    return tuple(parts)
+
+
 @lowering(aten.select.int)
 def _select(ctx: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
     dim = dim % len(x.size)

@@ -267,23 +267,55 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     return items
 
 
+def _inline(expr: Expr, name: str, replacement: Expr, memo: dict[int, Expr] | None = None) -> Expr:
+    """``expr`` with loads of buffer ``name`` replaced by ``replacement`` (the value at the same element)."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(expr))
+    if hit is not None:
+        return hit
+    if expr.op == "load":
+        out = replacement if expr.args[0] == name else expr
+    elif any(isinstance(a, Expr) for a in expr.args):
+        out = Expr(
+            expr.op,
+            tuple(_inline(a, name, replacement, memo) if isinstance(a, Expr) else a for a in expr.args),
+            expr.dtype,
+        )
+    else:
+        out = expr
+    memo[id(expr)] = out
+    return out
+
+
 def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
     needed = {o.arg.buffer for o in graph.outputs if o.arg is not None}
     for item in items:
         if isinstance(item, ExternBuffer):
             needed |= item.reads
             continue
-        own = {p.buf.name: p for p in item.nodes}
+        own = {p.buf.name for p in item.nodes}
+        needed |= {name for p in item.nodes for name, _ in loads(p.expr) if name not in own}
+    for item in items:
+        if isinstance(item, ExternBuffer):
+            continue
+        own_nodes = {p.buf.name: p for p in item.nodes}
         for p in item.nodes:
+            # A full node from an earlier loop of this kernel that nothing else needs is recomputed, not stored.
+            changed = True
+            while changed:
+                changed = False
+                for name, _ in loads(p.expr):
+                    dep = own_nodes.get(name)
+                    if dep is not None and dep.role == "full" and dep.step < p.step and name not in needed:
+                        p.expr = _inline(p.expr, name, dep.expr)
+                        changed = True
+                        break
             for name, _ in loads(p.expr):
-                dep = own.get(name)
+                dep = own_nodes.get(name)
                 if dep is None:
                     item.memory_reads.add(name)
-                    needed.add(name)
                 elif dep.role == "full" and dep.step < p.step:
                     dep.stored = True
                     item.memory_reads.add(name)
-    for item in items:
-        if isinstance(item, Kernel):
-            for p in item.nodes:
-                p.stored = p.stored or p.buf.name in needed
+        for p in item.nodes:
+            p.stored = p.stored or p.buf.name in needed
