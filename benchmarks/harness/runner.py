@@ -180,14 +180,14 @@ def bench_workload(
                 speedup_of_medians=eager_median / stats[name].median,
                 page_faults_per_call=stats[name].page_faults_per_call,
             )
-            if record.get("correct") == "ok" and name not in (EAGER, EAGER_AGAIN):
-                # A stale cache entry or a guard that misses a change shows up only after many calls.
-                verdict = compare(_detach(steps[name]()), reference, case)
-                record["correct"] = "ok" if verdict == "ok" else f"after timing: {verdict}"
             try:
+                if record.get("correct") == "ok" and name not in (EAGER, EAGER_AGAIN):
+                    # A stale cache entry or a guard that misses a change shows up only after many calls.
+                    verdict = compare(_detach(steps[name]()), reference, case)
+                    record["correct"] = "ok" if verdict == "ok" else f"after timing: {verdict}"
                 record["peak_bytes"] = peak_bytes(steps[name])
             except Exception as exc:
-                record["memory_error"] = describe_error(exc)
+                record["error"] = describe_error(exc, "the check after timing")
     again = stats.get(EAGER_AGAIN)
     if again:
         result["noise_floor_pct"] = 100.0 * abs(paired_ratio(stats[EAGER], again)[1] - 1.0)
