@@ -183,3 +183,33 @@ def test_new_list_keeps_identity(t):
 
     a, b = capture.optimize(CompileCounter())(s_new_list_returned_twice)(t(3))
     assert a is b
+
+
+class WithSetter:
+    def __init__(self):
+        self._v = 1
+
+    @property
+    def v(self):
+        return self._v * 10
+
+    @v.setter
+    def v(self, value):
+        self._v = value + 1
+
+
+def s_property_setter(x, obj):
+    obj.v = 2
+    return x * obj.v
+
+
+def test_property_setter_runs_in_python(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    eager_obj, compiled_obj = WithSetter(), WithSetter()
+    x = t(3)
+    expected = s_property_setter(x, eager_obj)
+    actual = capture.optimize(CompileCounter())(s_property_setter)(x, compiled_obj)
+    torch.testing.assert_close(actual, expected)
+    assert compiled_obj._v == eager_obj._v == 3

@@ -116,3 +116,43 @@ def test_generator_call(check, t):
 def test_super_forward(check, t):
     torch.manual_seed(0)
     check(run_child, Child(), t(2, 3))
+
+
+class Dynamic:
+    def __getattr__(self, name):
+        if name == "double":
+            return lambda v: v * 2
+        raise AttributeError(name)
+
+
+def method_via_getattr(x, obj):
+    y = x + 1
+    return obj.double(y) - 1
+
+
+def try_without_break(x):
+    try:
+        y = x + 1
+    except Exception:
+        y = x
+    return y * 2
+
+
+def with_unsupported_manager(x):
+    import contextlib
+
+    with contextlib.nullcontext():
+        y = x + 1
+    return y
+
+
+def test_break_at_a_method_load(check, t):
+    check(method_via_getattr, t(3), Dynamic(), graphs=2)
+
+
+def test_try_block_without_break_is_traced(check, t):
+    check(try_without_break, t(3), graphs=1)
+
+
+def test_unsupported_context_manager(check, t):
+    check(with_unsupported_manager, t(3))

@@ -125,8 +125,11 @@ class UserObjectVar(ObjectVar):
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         if self.source is None:
             unsupported("writing an attribute of an object that cannot be reached from the frame")
-        if "__setattr__" in vars(type(self.value)):
-            unsupported(f"{type(self.value).__name__} customises attribute writes")
+        cls = type(self.value)
+        if cls.__setattr__ not in (object.__setattr__, torch.nn.Module.__setattr__):
+            unsupported(f"{cls.__name__} customises attribute writes")
+        if hasattr(inspect.getattr_static(cls, name, None), "__set__"):
+            unsupported(f"{cls.__name__}.{name} is a property or slot: writing it runs code")
         tx.output.side_effects.record_attr_write(self, name, value)
 
 
