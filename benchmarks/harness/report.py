@@ -256,7 +256,8 @@ def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: st
         README_START,
         f"Measured {results['date']} on {machine['cpu']} ({machine['cores_usable']} usable cores), "
         f"torch {machine['torch']}, Python {machine['python']} ({results['mode']} run, "
-        f"{results['total_seconds']:.0f}s). Every figure: [{results_dir}/latest.md]({results_dir}/latest.md).",
+        f"{results['total_seconds']:.0f}s, load average {_load(results, 'start')} at the start). "
+        f"Every figure: [{results_dir}/latest.md]({results_dir}/latest.md).",
         "",
         headline(results),
         "",
