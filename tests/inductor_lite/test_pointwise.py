@@ -3,7 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from ilite_helpers import check, check_cases
+from ilite_helpers import check, check_cases, compiled
 
 UNARY = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
@@ -110,3 +110,18 @@ def _compiled_graphs(c):
     from dynajit.inductor_lite import compiled_graphs
 
     return compiled_graphs(c)
+
+
+def test_input_mutation_and_extern_views():
+    def fn(x, y):
+        x.add_(1)
+        return (x.unfold(0, 2, 1) * 2, y.mul_(3).sum())
+
+    x, y = torch.randn(6), torch.randn(4)
+    xe, ye, xc, yc = x.clone(), y.clone(), x.clone(), y.clone()
+    expected = fn(xe, ye)
+    actual = compiled(fn, x.clone(), y.clone())(xc, yc)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    torch.testing.assert_close(xc, xe)  # mutations of inputs are applied
+    torch.testing.assert_close(yc, ye)

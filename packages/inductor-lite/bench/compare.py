@@ -1,16 +1,20 @@
 """Eager vs torch.compile (inductor) vs dynajit inductor-lite on CPU, in one process.
 
-Run: ``python packages/inductor-lite/bench/compare.py [--quick] [--cache-dir DIR]``. For each workload
-it prints steady-state time per call, speedup over eager, and cold compile time; warm compile
-time is measured by compiling the same graph again in a fresh process (``--warm`` re-runs the
-script against the same cache). torch.compile is called here only as the reference.
+Run: ``python packages/inductor-lite/bench/compare.py [--quick] [--only a,b] [--no-torch-compile]``.
+For each workload it prints steady-state time per call, speedup over eager and cold compile time
+(fresh cache directories), then warm compile times measured in a second process against the
+caches the first one filled. torch.compile is called here only as the reference.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -91,12 +95,52 @@ def compile_dynajit(fn, args):
         return compile_fx(gm, list(args))
 
 
+def compile_times(names: list[str], with_torch_compile: bool) -> dict[str, tuple[float, float]]:
+    """Compile time of each workload (dynajit, torch.compile), first call included."""
+    out = {}
+    for name, (fn, args) in workloads().items():
+        if names and name not in names:
+            continue
+        start = time.perf_counter()
+        compile_dynajit(fn, args)(*args)
+        ours = time.perf_counter() - start
+        ref = math.nan
+        if with_torch_compile:
+            torch._dynamo.reset()  # noqa: TID251
+            start = time.perf_counter()
+            with torch.no_grad():
+                torch.compile(fn)(*args)  # noqa: TID251
+            ref = time.perf_counter() - start
+        out[name] = (ours, ref)
+    return out
+
+
+def warm_compile_times(names: list[str], with_torch_compile: bool) -> dict[str, tuple[float, float]]:
+    """Compile times in a fresh process against the caches the first run filled."""
+    cmd = [sys.executable, __file__, "--warm-child", "--only", ",".join(names)]
+    if not with_torch_compile:
+        cmd.append("--no-torch-compile")
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--only", default="")
+    parser.add_argument("--warm-child", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    # Import what both compilers share (AOT autograd, decompositions) before timing either.
+    import functorch.compile  # noqa: F401
+    import torch._decomp
+
+    names = [n for n in opts.only.split(",") if n]
+    if opts.warm_child:
+        print(json.dumps(compile_times(names, not opts.no_torch_compile)))
+        return
+    os.environ.setdefault("DYNAJIT_CACHE_DIR", tempfile.mkdtemp(prefix="dynajit-bench-"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
     reps = 5 if opts.quick else 20
     rows = []
     for name, (fn, args) in workloads().items():
@@ -122,6 +166,10 @@ def main() -> None:
             row += [ref_t * 1e3, eager / ref_t, ref_compile]
         rows.append(row)
         print(_fmt(row), flush=True)
+    warm = warm_compile_times([r[0] for r in rows], not opts.no_torch_compile)
+    for r in rows:
+        ours_warm, ref_warm = warm[r[0]]
+        print(f"{r[0]:18s} warm compile: dynajit {ours_warm:6.2f}s | torch.compile {ref_warm:6.2f}s")
     speedups = [r[3] for r in rows]
     print(f"dynajit geomean speedup {math.prod(speedups) ** (1 / len(speedups)):.2f}x", end="")
     if not opts.no_torch_compile:

@@ -20,6 +20,13 @@ from dynajit.inductor_lite._scheduler import Kernel
 __all__ = ["WrapperBuilder", "restride"]
 
 
+def _aliases(item: ExternBuffer) -> bool:
+    schema = getattr(item.target, "_schema", None)
+    if schema is None:
+        return item.target is not None
+    return any(r.alias_info is not None for r in schema.returns)
+
+
 def restride(t: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     """``t`` with the strides the kernels were compiled for (a copy only if aten chose others)."""
     if t.stride() == stride or t.numel() <= 1:
@@ -77,6 +84,10 @@ class WrapperBuilder:
             self.namespace[name] = value
         last_use = self._last_uses()
         outputs = {o.arg.buffer for o in g.outputs if o.arg is not None}
+        # Storage an extern result may alias (a view op called through aten) is never handed to another buffer.
+        outputs |= {
+            name for item in self.items if isinstance(item, ExternBuffer) and _aliases(item) for name in item.reads
+        }
         free: dict[tuple, list[str]] = {}
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
