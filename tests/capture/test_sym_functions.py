@@ -341,3 +341,18 @@ def test_method_replaced_on_the_class_recompiles(t):
     finally:
         Greeter.scale = original
     assert counter.frame_count == 2
+
+
+class Clash(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Module()
+        self.a.b = nn.Parameter(torch.ones(3))
+        self.a_b = nn.Parameter(torch.full((3,), 2.0))
+
+    def forward(self, x):
+        return x * self.a.b + self.a_b
+
+
+def test_parameters_with_clashing_flat_names(check, t):
+    check(run_module, Clash(), t(3), graphs=1)

@@ -87,7 +87,8 @@ class OutputGraph:
             return known
         if path is None:
             unsupported("a module parameter that cannot be reached from the frame")
-        node = self.builder.get_attr(_attr_name(path, self._attr_names), value)
+        taken = {tv.node.target for tv in self._attr_names.values()}
+        node = self.builder.get_attr(_unique_attr_name(path, taken), value)
         tv = TensorVar(node, node.meta["example_value"], path)
         self._attr_names[id(value)] = tv
         self.guard("id_match", path, value)
@@ -189,7 +190,7 @@ class OutputGraph:
     def has_ops(self) -> bool:
         return any(n.op in ("call_function", "call_method", "call_module") for n in self.builder.graph.nodes)
 
-    def compile(self, outputs: list[TensorVar], user_stack: list[Any]) -> tuple[str, CompiledGraph] | None:
+    def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
         if not self.has_ops():
             return None
@@ -212,6 +213,12 @@ def _placeholder_name(path: Path) -> str:
     return "_".join(part for part in text.split("_") if part) or "input"
 
 
-def _attr_name(path: Path, taken: dict[int, Any]) -> str:
+def _unique_attr_name(path: Path, taken: set[Any]) -> str:
+    """A flat attribute name for a module tensor (``L_self_fc1_weight``), unique in the graph module."""
     base = _placeholder_name(path)
-    return base if base[0].isalpha() else f"p_{base}"
+    base = base if base[0].isalpha() else f"p_{base}"
+    name, suffix = base, 0
+    while name in taken:
+        suffix += 1
+        name = f"{base}_{suffix}"
+    return name

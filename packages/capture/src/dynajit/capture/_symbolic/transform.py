@@ -96,7 +96,7 @@ class _FrameEmitter:
         self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
         cells = self._own_cells()
         needed = collect_tensors([*values, *self.output.side_effects.values(), *(c.contents for c in cells.values())])
-        compiled = self.output.compile(needed, self.tracer.user_stack())
+        compiled = self.output.compile(needed)
         if compiled is not None:
             name, graph = compiled
             self.result.graphs.append(graph)
