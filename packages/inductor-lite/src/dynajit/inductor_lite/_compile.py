@@ -188,8 +188,10 @@ def _has_libmvec() -> bool:
 
 def _signature(args: Sequence[Any]) -> tuple:
     return tuple(
-        (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a)
-        for a in args
+        [
+            (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a)
+            for a in args
+        ]
     )
 
 
@@ -212,8 +214,12 @@ def _flat_outputs(
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     result = output.args[0]
     example = _example_output(gm, example_inputs)
-    if example is None and type(result) is tuple and all(not isinstance(x, (list, tuple, dict)) for x in result):
-        return gm, None
+    if type(result) is tuple and all(not isinstance(x, (list, tuple, dict)) for x in result):
+        flat_example = example is None or (
+            type(example) is tuple and all(not isinstance(x, (list, tuple, dict)) for x in example)
+        )
+        if flat_example:
+            return gm, None
     graph = copy.deepcopy(gm.graph)
     new_output = next(n for n in reversed(graph.nodes) if n.op == "output")
     if example is None:
@@ -278,7 +284,7 @@ class _Specialized:
             fn = self.compiled.get(key) or self.compile_for(args)
             self.last_key, self.last_fn = key, fn
         out = fn(*args)
-        return out if self.spec is None else pytree.tree_unflatten(list(out), self.spec)
+        return tuple(out) if self.spec is None else pytree.tree_unflatten(list(out), self.spec)
 
 
 def compiled_graphs(fn: Callable[..., Any]) -> list[CompiledGraph]:
