@@ -228,3 +228,15 @@ def test_demo_exits_non_zero_with_the_reason_when_it_cannot_compile():
     assert "backend 'no_such_backend' is not available" in done.stdout
     assert "unknown backend 'no_such_backend'" in done.stdout
     assert "No speed figures" in done.stdout
+
+
+def test_workload_selection_by_mode_and_name():
+    import run
+
+    quick, notes = run.select_workloads("", quick=True)
+    full, _ = run.select_workloads("", quick=False)
+    assert {w.name for w in full} - {w.name for w in quick} == {"resnet18", "bert_small", "gpt2_small"}
+    assert "resnet18: left out of --quick runs" in notes
+    assert [w.name for w in run.select_workloads("softmax, tiny_call", quick=True)[0]] == ["softmax", "tiny_call"]
+    with pytest.raises(SystemExit, match=r"unknown workload\(s\) \['softmaxx'\]"):
+        run.select_workloads("softmaxx", quick=False)
