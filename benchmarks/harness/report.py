@@ -186,7 +186,8 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
             lines += ["```", extra["output"].rstrip(), "```"]
         elif extra.get("returned") is not None:  # printed output already shows it; JSON keeps both
             lines += ["```json", json.dumps(extra["returned"], indent=2, default=str), "```"]
-    path.write_text("\n".join(lines) + "\n")
+    repository = str(pathlib.Path(__file__).resolve().parents[2]) + "/"
+    path.write_text("\n".join(lines).replace(repository, "") + "\n")  # paths relative to the repository
 
 
 def _summary_cell(rec: dict[str, Any]) -> str:
