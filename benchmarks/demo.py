@@ -57,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    import dynajit.compiler
-    from dynajit.compiler._registry import lookup_backend
     from harness.implementations import CountingBackend, LogCollector
     from harness.timing import calls_per_sample, interleaved, paired_ratio, time_limit, timed_call
     from harness.workloads import make_transformer_case
@@ -74,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     logs = LogCollector()
     logs.install()
     try:
+        import dynajit.compiler
+        from dynajit.compiler._registry import lookup_backend
+
         counter = CountingBackend(lookup_backend(args.backend))
     except Exception as exc:
         return fail(f"backend {args.backend!r} is not available", exc)
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     recompiles = logs.messages["recompiles"]
     if recompiles:
         print(f"recompiles while timing: {len(recompiles)} (first: {recompiles[0]})")
+    print(
+        "\nnext: DYNAJIT_LOGS=graph_breaks,recompiles python your_script.py shows breaks and recompiles as they"
+        " happen;\n      python -m nox -s bench compares eager, torch.compile and dynajit on more workloads."
+    )
     return 0
 
 
