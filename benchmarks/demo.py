@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
         counter = CountingBackend(lookup_backend(args.backend))
     except Exception as exc:
-        return fail(f"backend {args.backend!r} is not available", exc)
+        return fail(f"dynajit or its backend {args.backend!r} is not available", exc)
 
     expected = case.run(block)
     try:
