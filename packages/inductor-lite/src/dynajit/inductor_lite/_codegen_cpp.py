@@ -49,8 +49,8 @@ PRELUDE = r"""
 #include <cmath>
 #include <limits>
 #define DJ_INLINE static inline __attribute__((always_inline))
-template <typename T> DJ_INLINE T dj_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <typename T> DJ_INLINE T dj_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
+template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {
   if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
   else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
