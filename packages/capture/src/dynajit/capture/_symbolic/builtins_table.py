@@ -152,9 +152,10 @@ def _enumerate(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 @builtin(zip)
 def _zip(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    if kwargs.get("strict", ConstVar(False)).const():
-        unsupported("zip(strict=True)")
-    return IteratorVar([TupleVar(list(group)) for group in zip(*[a.unpack(tx) for a in args])])
+    sequences = [a.unpack(tx) for a in args]
+    if kwargs.get("strict", ConstVar(False)).const() and len({len(seq) for seq in sequences}) > 1:
+        unsupported("zip(strict=True) over sequences of different lengths raises ValueError")
+    return IteratorVar([TupleVar(list(group)) for group in zip(*sequences)])
 
 
 @builtin(reversed)

@@ -94,6 +94,26 @@ def _before_with(tx: Tracer, inst: Inst) -> None:
     tx.push(ConstVar(None))
 
 
+_MAX_YIELDS = 10_000
+
+
+@handler("RETURN_GENERATOR")
+def _return_generator(tx: Tracer, inst: Inst) -> None:
+    if tx.yielded is None:
+        unsupported("generators are traced only when called from traced code")
+    tx.push(ConstVar(None))  # popped by the POP_TOP that follows
+
+
+@handler("YIELD_VALUE")
+def _yield_value(tx: Tracer, inst: Inst) -> None:
+    if tx.yielded is None:
+        unsupported("generators are traced only when called from traced code")
+    if len(tx.yielded) >= _MAX_YIELDS:
+        unsupported(f"a generator yielded more than {_MAX_YIELDS} values while tracing")
+    tx.yielded.append(tx.pop())
+    tx.push(ConstVar(None))  # the value ``send`` would pass back: iteration sends None
+
+
 @handler("GET_ITER")
 def _get_iter(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
@@ -134,7 +154,7 @@ _SPECIALISED = "an internal instruction of the interpreter: it never appears in 
 
 breaks(
     _GENERATORS,
-    "YIELD_VALUE", "SEND", "END_SEND", "RETURN_GENERATOR", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
+    "SEND", "END_SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
     "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
 )  # fmt: skip
 breaks(

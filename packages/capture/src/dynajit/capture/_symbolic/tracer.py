@@ -34,6 +34,7 @@ from dynajit.capture._symbolic.variables import (
     CellVar,
     ConstVar,
     DictVar,
+    IteratorVar,
     ListVar,
     NNModuleVar,
     SetVar,
@@ -93,6 +94,7 @@ class Tracer:
         self.result: VT | None = None
         self.current: Inst | None = None
         self.self_value = self_value
+        self.yielded: list[VT] | None = None  # values yielded, when this frame is an inlined generator
 
     # ----------------------------------------------------------------- stack
 
@@ -173,8 +175,9 @@ class Tracer:
         if self.depth + 1 > limit:
             unsupported(f"inlining deeper than inline_depth_limit={limit}")
         code = fn.code
-        if code.co_flags & GENERATOR_FLAGS:
-            unsupported(f"{code.co_name} is a generator or coroutine")
+        is_generator = bool(code.co_flags & inspect.CO_GENERATOR)
+        if code.co_flags & GENERATOR_FLAGS and not is_generator:
+            unsupported(f"{code.co_name} is a coroutine or an async generator")
         defaults, kwdefaults = fn.defaults(self)
         bound = bind_arguments(code, args, kwargs, defaults, kwdefaults)
         f_globals, global_path = self._globals_of(fn)
@@ -183,6 +186,12 @@ class Tracer:
         child.locals = bound
         for name, cell in zip(code.co_freevars, fn.closure_cells(self)):
             child.cells[name] = cell
+        if is_generator:
+            # A generator is run to its end here; the caller iterates over what it yielded.
+            child.yielded = []
+            child.run_inline()
+            self.output.current_tx = self
+            return IteratorVar(child.yielded)
         result = child.run_inline()
         self.output.current_tx = self
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +71,11 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         output.guard("length_check", path, value)
         items = [wrap_value(output, item, Item(path, i) if path is not None else None) for i, item in enumerate(value)]
         return TupleVar(items, path) if isinstance(value, tuple) else ListVar(items, path)
-    if type(value) is dict and all(isinstance(k, (str, int)) for k in value):
+    if type(value) in (dict, collections.OrderedDict) and all(isinstance(k, (str, int)) for k in value):
         output.guard("type_match", path, value)
         output.guard("dict_keys", path, value)
         items = {k: wrap_value(output, v, Item(path, k) if path is not None else None) for k, v in value.items()}
-        return DictVar(items, path)
+        return DictVar(items, path, type(value))
     if isinstance(value, torch.nn.Module):
         output.guard("nn_module", path, value)
         return NNModuleVar(value, path)

@@ -162,12 +162,13 @@ class ListVar(_Sequence):
 class DictVar(VT):
     """A dict whose keys are constants."""
 
-    def __init__(self, items: dict[Any, VT], source: Any = None) -> None:
+    def __init__(self, items: dict[Any, VT], source: Any = None, kind: type = dict) -> None:
         self.items = dict(items)
         self.source = source
+        self.kind = kind
 
     def python_type(self) -> type:
-        return dict
+        return self.kind
 
     def truth(self, tx: Tracer) -> bool:
         return bool(self.items)

@@ -152,6 +152,8 @@ class NNModuleVar(UserObjectVar):
             return tx.wrap(sub, path) if sub is not None else ConstVar(None)
         if name == "training":
             return tx.wrap(module.training, path)
+        if name in _MODULE_ITERATORS and getattr(type(module), name) is getattr(torch.nn.Module, name):
+            return _ModuleIterator(self, name)
         return self._read(tx, name)
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -198,3 +200,42 @@ class NNModuleVar(UserObjectVar):
         if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(self.value) > 0
         return True
+
+
+# nn.Module methods that walk the module tree: answered from the real module, each item reached by its path.
+_MODULE_ITERATORS = {
+    "modules": ("named_modules", False),
+    "named_modules": ("named_modules", True),
+    "children": ("named_children", False),
+    "named_children": ("named_children", True),
+    "parameters": ("named_parameters", False),
+    "named_parameters": ("named_parameters", True),
+    "buffers": ("named_buffers", False),
+    "named_buffers": ("named_buffers", True),
+}
+
+
+class _ModuleIterator(VT):
+    """``module.modules`` / ``parameters`` / ... before the call."""
+
+    def __init__(self, module: NNModuleVar, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.variables.containers import IteratorVar, TupleVar
+
+        walker, named = _MODULE_ITERATORS[self.name]
+        const_args = [a.const() for a in args]
+        const_kwargs = {k: v.const() for k, v in kwargs.items()}
+        items = []
+        for qualname, value in getattr(self.module.value, walker)(*const_args, **const_kwargs):
+            path = self.module.source
+            for part in qualname.split(".") if qualname else ():
+                path = Attr(path, part) if path is not None else None
+            item = tx.wrap(value, path)
+            items.append(TupleVar([ConstVar(qualname), item]) if named else item)
+        return IteratorVar(items)
+
+    def children(self) -> list[VT]:
+        return [self.module]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -70,16 +72,31 @@ _CONSTANT_TORCH_FUNCTIONS = {
 }
 
 
+# Python (not C) functions of these modules compute on tensors and go in the graph as calls.
+_PYTHON_GRAPH_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional", "torch.random", "torch.fft"})
+
+
 def is_graphable_torch_function(fn: Any) -> bool:
-    """True for callables from torch that compute on tensors (torch.*, torch.nn.functional, Tensor methods)."""
+    """True for torch callables that compute on tensors: torch.*, torch.nn.functional.*, Tensor methods.
+
+    Python functions elsewhere in torch (module methods such as ``Conv2d._conv_forward``) are not: they
+    are inlined like user code.
+    """
     if isinstance(fn, type) or not callable(fn):
         return False
     module = getattr(fn, "__module__", None) or ""
+    qualname = getattr(fn, "__qualname__", "") or ""
+    if isinstance(fn, types.FunctionType):
+        if module == "torch._tensor":
+            return qualname.startswith("Tensor.")
+        return module in _PYTHON_GRAPH_MODULES and "." not in qualname
     if module.startswith("torch") and not module.startswith(("torch.fx", "torch._dynamo", "torch.utils")):
         return True
-    qualname = getattr(fn, "__qualname__", "")
+    owner = getattr(fn, "__self__", None)
     return (
-        qualname.startswith(("TensorBase.", "Tensor.")) or getattr(fn, "__self__", None) is torch._C._VariableFunctions
+        qualname.startswith(("TensorBase.", "Tensor."))
+        or (isinstance(owner, types.ModuleType) and owner.__name__.startswith("torch"))
+        or owner is torch._C._VariableFunctions
     )
 
 
@@ -109,11 +126,20 @@ class TensorVar(VT):
             return ConstVar(getattr(self.example, name))
         if name in _GRAPH_ATTRS:
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
-        if name in ("grad", "data", "_version", "grad_fn"):
+        if name in ("grad", "data", "_version", "grad_fn", "_base", "untyped_storage"):
             unsupported(f"Tensor.{name} is not traced")
-        if not hasattr(torch.Tensor, name):
-            unsupported(f"tensor has no attribute {name!r}")
-        return TensorMethodVar(self, name)
+        static = inspect.getattr_static(torch.Tensor, name, None)
+        if static is None:
+            unsupported(f"tensor has no attribute {name!r} (AttributeError)")
+        if inspect.isroutine(static):
+            return TensorMethodVar(self, name)
+        # A property (is_nested, is_leaf, ...): a fact of the example value when it is a plain constant.
+        value = getattr(self.example, name)
+        if isinstance(value, (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout)):
+            return ConstVar(value)
+        if isinstance(value, torch.Tensor):
+            return tx.output.call_function(getattr, [self, ConstVar(name)], {})
+        unsupported(f"Tensor.{name} of type {type(value).__name__} is not traced")
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         unsupported(f"setting Tensor.{name}")

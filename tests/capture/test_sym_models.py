@@ -1,0 +1,96 @@
+"""Library modules and idioms from torch.nn code: attention, transformer layers, module walks, generators."""
+
+import collections
+
+import pytest
+import torch
+from torch import nn
+
+
+def run(m, *args):
+    return m(*args)
+
+
+def test_multihead_attention_is_one_graph(check, t):
+    torch.manual_seed(0)
+    m = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = t(2, 5, 8)
+    check(run, m, x, x, x, graphs=1)
+
+
+def test_transformer_encoder_layer_is_one_graph(check, t):
+    torch.manual_seed(0)
+    m = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()
+    check(run, m, t(2, 5, 8), graphs=1)
+
+
+def test_conv_block(check, t):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten()).eval()
+    check(run, m, t(2, 3, 8, 8), graphs=1)
+
+
+def test_embedding_and_norm(check):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Embedding(10, 4), nn.LayerNorm(4))
+    check(run, m, torch.randint(0, 10, (2, 3)), graphs=1)
+
+
+class Walker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+
+    def forward(self, x):
+        n_linear = sum(1 for m in self.modules() if isinstance(m, nn.Linear))
+        total = sum(p.sum() for p in self.parameters())
+        names = [name for name, _ in self.named_children()]
+        return self.b(self.a(x)) * n_linear + total, names
+
+
+def test_module_walks(check, t):
+    torch.manual_seed(0)
+    check(run, Walker(), t(2, 3), graphs=1)
+
+
+def squares(n):
+    for i in range(n):
+        yield i * i
+
+
+def generator_consumers(x):
+    return x * sum(squares(4)) + max(v for v in (1, 5, 2)), list(squares(3)), any(v > 3 for v in squares(3))
+
+
+def test_generators_are_run_to_the_end(check, t):
+    check(generator_consumers, t(3), graphs=1)
+
+
+def ordered_dict_input(x, od):
+    return x * od["a"] + sum(od.values())
+
+
+def test_ordered_dict(check, t):
+    check(ordered_dict_input, t(3), collections.OrderedDict(a=2, b=3), graphs=1)
+
+
+def tensor_properties(x):
+    return x * (not x.is_nested) + x.is_leaf + x.is_contiguous()
+
+
+def test_tensor_properties(check, t):
+    check(tensor_properties, t(3), graphs=1)
+
+
+def test_zip_strict(check, t):
+    def f(x):
+        return [a * b for a, b in zip([x, x], [1, 2], strict=True)]
+
+    check(f, t(3), graphs=1)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_dropout_train_and_eval(check, t, train):
+    m = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.0)).train(train)
+    check(run, m, t(2, 3), graphs=1)
