@@ -83,8 +83,8 @@ def export_graph(
     assert tracer.result is not None
     graph.output(rebuild(tracer.result))
     holder = torch.nn.Module()
-    for key, value in dict(root.named_children()).items():
-        holder.add_module(key, value)
+    for key, child in dict(root.named_children()).items():
+        holder.add_module(key, child)
     for key, value in root.__dict__.get("_parameters", {}).items():
         holder.register_parameter(key, value)
     for key, value in root.__dict__.get("_buffers", {}).items():

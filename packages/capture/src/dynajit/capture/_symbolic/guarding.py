@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dynajit.guards as guards
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["build_guards"]
 
-_FACTORIES = {
+_FACTORIES: dict[str, Any] = {
     "tensor_match": guards.tensor_match,
     "constant_match": guards.constant_match,
     "equals_match": guards.equals_match,

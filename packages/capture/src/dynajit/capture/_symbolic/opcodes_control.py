@@ -131,6 +131,7 @@ def _for_iter(tx: Tracer, inst: Inst) -> None:
         return
     tx.pop()
     target = inst.target
+    assert target is not None
     # 3.12 skips the END_FOR at the target; 3.13 skips END_FOR and the POP_TOP after it.
     for skipped in ("END_FOR", "POP_TOP")[: {(3, 11): 0, (3, 12): 1}.get(tx.version, 2)]:
         if target < len(tx.insts) and tx.insts[target].opname == skipped:

@@ -251,7 +251,7 @@ def _call_intrinsic_1(tx: Tracer, inst: Inst) -> None:
         unsupported(f"CALL_INTRINSIC_1 {name} is not traced")
 
 
-_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+_CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
 
 
 def _format(tx: Tracer, value: VT, conversion: int, spec: VT | None) -> VT:

@@ -70,7 +70,8 @@ class OutputGraph:
             unsupported("a tensor that cannot be reached from the frame's arguments or globals")
         known = self._by_id.get(id(value))
         if known is not None:
-            self.aliases.append((known.source, path))
+            if known.source is not None:
+                self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
         example = self.fake_mode.from_tensor(value, static_shapes=True)
         node = self.builder.placeholder(_placeholder_name(path), example_value=example)
@@ -168,7 +169,7 @@ class OutputGraph:
         if isinstance(example, torch.Tensor):
             return TensorVar(node, example)
         if isinstance(example, (tuple, list)) and not isinstance(example, torch.Size):
-            items = []
+            items: list[VT] = []
             for i, item in enumerate(example):
                 if isinstance(item, torch.Tensor):
                     sub = self.builder.call_function(operator.getitem, (node, i), meta=self._meta())

@@ -8,6 +8,7 @@ cells), in the order the effects were first made.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,7 @@ class SideEffects:
         for effect in self._effects.values():
             if effect.kind == "contents":
                 container = effect.target
+                assert container.source is not None  # only containers from the frame are recorded
                 if isinstance(container, ListVar):
                     # real[:] = [items]: one write, keeping the list's identity.
                     for item in container.items:
@@ -88,7 +90,7 @@ class SideEffects:
                     cg.build("BUILD_SLICE", 2)
                     cg.emit("STORE_SUBSCR")
                 elif isinstance(container, DictVar):
-                    cg.call_helper(_replace_dict, lambda c=container: _dict_args(cg, c))
+                    cg.call_helper(_replace_dict, functools.partial(_dict_args, cg, container))
                     cg.emit("POP_TOP")
             elif effect.kind == "attr":
                 obj, name = effect.target

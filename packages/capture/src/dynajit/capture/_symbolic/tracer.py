@@ -83,7 +83,7 @@ class Tracer:
         self.output = output
         self.global_path = global_path
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.locals: dict[str, VT] = {}
         self.cells: dict[str, CellVar] = {}
         self.stack: list[VT] = []

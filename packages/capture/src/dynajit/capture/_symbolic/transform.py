@@ -297,6 +297,7 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     keeps_on_jump = inst.opname.startswith("JUMP_IF_")
     stack = tracer.stack
     condition = stack[-1]
+    assert inst.target is not None
     jumped = tracer.insts[inst.target]
     fallthrough = tracer.insts[inst.index + 1]
     stacks = {

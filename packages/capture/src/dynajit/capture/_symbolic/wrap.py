@@ -69,8 +69,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size):
         output.guard("type_match", path, value)
         output.guard("length_check", path, value)
-        items = [wrap_value(output, item, Item(path, i) if path is not None else None) for i, item in enumerate(value)]
-        return TupleVar(items, path) if isinstance(value, tuple) else ListVar(items, path)
+        elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
+        return TupleVar(elements, path) if isinstance(value, tuple) else ListVar(elements, path)
     if type(value) in (dict, collections.OrderedDict) and all(isinstance(k, (str, int)) for k in value):
         output.guard("type_match", path, value)
         output.guard("dict_keys", path, value)

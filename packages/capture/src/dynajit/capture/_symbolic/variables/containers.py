@@ -8,6 +8,7 @@ as a side effect and written back after the graph runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.variables.base import VT, unsupported
@@ -101,7 +102,7 @@ class ListVar(_Sequence):
             tx.output.side_effects.record_mutation(self)
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        table = {
+        table: dict[str, Callable[..., Any]] = {
             "append": lambda x: self.items.append(x),
             "extend": lambda x: self.items.extend(x.unpack(tx)),
             "insert": lambda i, x: self.items.insert(i.const(), x),
