@@ -1,6 +1,7 @@
 """Library modules and idioms from torch.nn code: attention, transformer layers, module walks, generators."""
 
 import collections
+import math
 
 import pytest
 import torch
@@ -94,3 +95,35 @@ def test_zip_strict(check, t):
 def test_dropout_train_and_eval(check, t, train):
     m = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.0)).train(train)
     check(run, m, t(2, 3), graphs=1)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU], ids=lambda c: c.__name__)
+def test_recurrent_modules(check, t, cls):
+    torch.manual_seed(0)
+    check(run, cls(4, 4), t(3, 2, 4), graphs=1)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd=8, n_head=2, block=4):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+def test_causal_self_attention(check, t):
+    torch.manual_seed(0)
+    check(run, CausalSelfAttention(), t(2, 4, 8), graphs=1)

@@ -95,6 +95,10 @@ class OutputGraph:
         self.guard("id_match", path, value)
         return tv
 
+    def known_tensor(self, value: torch.Tensor) -> TensorVar | None:
+        """The tracker of a tensor this trace already read (an input or a module tensor), else None."""
+        return self._by_id.get(id(value)) or self._attr_names.get(id(value))
+
     def cell_for(self, cell: Any, path: Path | None) -> Any:
         from dynajit.capture._symbolic.variables import CellVar
 

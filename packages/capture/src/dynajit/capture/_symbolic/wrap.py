@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,6 +26,7 @@ from dynajit.capture._symbolic.variables import (
     UserObjectVar,
 )
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
+from dynajit.capture._symbolic.variables.objects import WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
 if TYPE_CHECKING:
@@ -79,6 +81,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     if isinstance(value, torch.nn.Module):
         output.guard("nn_module", path, value)
         return NNModuleVar(value, path)
+    if isinstance(value, weakref.ReferenceType):
+        output.guard("id_match", path, value)
+        return WeakRefVar(value, path)
     if isinstance(value, types.ModuleType):
         output.guard("id_match", path, value)
         return PyModuleVar(value, path)

@@ -21,7 +21,7 @@ from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFu
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["ClassVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar"]
+__all__ = ["ClassVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar", "WeakRefVar"]
 
 
 def _attr_path(vt: VT, name: str) -> Any:
@@ -239,3 +239,20 @@ class _ModuleIterator(VT):
 
     def children(self) -> list[VT]:
         return [self.module]
+
+
+class WeakRefVar(ObjectVar):
+    """A ``weakref.ref`` (guarded by identity): calling it gives the referent's tracker."""
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if args or kwargs:
+            unsupported("calling a weak reference with arguments raises TypeError")
+        referent = self.value()
+        if referent is None:
+            return ConstVar(None)
+        if isinstance(referent, torch.Tensor):
+            known = tx.output.known_tensor(referent)
+            if known is None:
+                unsupported("a weak reference to a tensor the traced code has not read otherwise")
+            return known
+        return tx.wrap(referent, None)
