@@ -102,4 +102,4 @@ def test_max_autotune_picks_a_measured_variant():
     c = check(fn, torch.randn(64, 200), torch.randn(200), mode="max-autotune", atol=1e-5, rtol=1e-5)
     (graph,) = compiled_graphs(c)
     tuned = graph.info["tuned"]
-    assert tuned.num_threads in (0, 1) and tuned.vector_lanes in (8, 16)
+    assert tuned.num_threads in (0, 1) and tuned.vector_lanes in (0, 16)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dynajit.inductor_lite._index import Index
+from dynajit.inductor_lite._index import Index, flatten
 from dynajit.inductor_lite._ir import Expr
 from dynajit.inductor_lite._scheduler import Kernel, Placed
 
@@ -168,6 +168,16 @@ _REDUCE = {
     "all": ("true", "{a} && {v}"),
 }
 LANES = 16
+# reduction type -> OpenMP reduction identifier and the combine the loop body writes (NaNs tracked apart).
+_SIMD_REDUCE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
+_SIMD_COMBINE = {
+    "sum": "{a} + {v}",
+    "prod": "{a} * {v}",
+    "max": "({a} > {v} ? {a} : {v})",
+    "min": "({a} < {v} ? {a} : {v})",
+    "any": "{a} || {v}",
+    "all": "{a} && {v}",
+}
 _ROUND = {torch.float16: "dj_round_f16", torch.bfloat16: "dj_round_bf16"}
 
 
@@ -175,7 +185,7 @@ _ROUND = {torch.float16: "dj_round_f16", torch.bfloat16: "dj_round_bf16"}
 class CppOptions:
     parallel_threshold: int = 32768
     num_threads: int = 0  # 0: OpenMP's default
-    vector_lanes: int = LANES
+    vector_lanes: int = 0  # 0: OpenMP SIMD reductions; n: n independent accumulator lanes
 
 
 def _index_text(index: Index) -> str:
@@ -241,6 +251,8 @@ class _KernelWriter:
         self.counter = 0
         self.ptr: dict[str, str] = {}
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
+        self.scratch = {p.buf.name: p for p in kernel.nodes if p.scratch}
+        self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
 
     def tmp(self) -> str:
         self.counter += 1
@@ -262,6 +274,8 @@ class _KernelWriter:
             local = scope.local(name)
             if local is not None and index == self.store_index.get(name):
                 return local
+            if name in self.scratch and index == self.store_index.get(name):
+                return f"scratch_{name}[{self.flat_inner}]"
             raw = f"{self.ptr[name]}[{_index_text(index)}]"
             text = f"dj_bf16_to_float({raw})" if expr.dtype == torch.bfloat16 else raw
         elif expr.op == "cast":
@@ -346,29 +360,29 @@ class _KernelWriter:
                 f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {vector_loop.size}; {vector_loop.name}++) {{",
             )
             depth += 1
+        inner_numel = math.prod(v.size for v in k.inner)
+        for name, p in self.scratch.items():
+            self.emit(depth, f"{compute_ctype(p.expr.dtype)} scratch_{name}[{inner_numel}];")
         for kind, nodes in k.steps:
             if kind == "row":
-                self._row(nodes[0], row_scope, depth)
+                self._pointwise(nodes[0], row_scope, depth)
             elif k.inner:
                 self._group(nodes, row_scope, depth)
             else:
                 for p in nodes:
-                    self._full(p, row_scope, depth)
+                    self._pointwise(p, row_scope, depth)
         while depth > 1:
             depth -= 1
             self.emit(depth, "}")
         self.emit(0, "}")
         return "\n".join(self.lines)
 
-    def _row(self, p: Placed, scope: _Scope, depth: int) -> None:
+    def _pointwise(self, p: Placed, scope: _Scope, depth: int) -> None:
+        """A full or row node: compute its value into a local, store it if something reads memory."""
         v = self.value(p.expr, scope, depth)
         scope.locals[p.buf.name] = v
-        if p.stored:
-            self.store(p, v, depth)
-
-    def _full(self, p: Placed, scope: _Scope, depth: int) -> None:
-        v = self.value(p.expr, scope, depth)
-        scope.locals[p.buf.name] = v
+        if p.scratch:
+            self.emit(depth, f"scratch_{p.buf.name}[{self.flat_inner}] = {v};")
         if p.stored:
             self.store(p, v, depth)
 
@@ -392,7 +406,8 @@ class _KernelWriter:
                 self.emit(depth, f"{ctype} {acc} = {init};")
         lanes = self.options.vector_lanes
         use_lanes = (
-            len(k.inner) == 1
+            lanes > 0
+            and len(k.inner) == 1
             and reductions
             and all(p.buf.reduction_type in _REDUCE for p in reductions)
             and k.inner[0].size >= 2 * lanes
@@ -420,6 +435,25 @@ class _KernelWriter:
             self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {r.size}; {r.name}++) {{")
             self._body(nodes, row_scope, depth + 1, accs, lane=None)
             self.emit(depth, "}")
+        elif len(k.inner) == 1 and all(p.buf.reduction_type in _SIMD_REDUCE for p in reductions):
+            # OpenMP SIMD reductions: the one reassociation we allow, and only of the accumulators.
+            clauses = []
+            for p in reductions:
+                acc = accs[p.buf.name]
+                clauses.append(f"reduction({_SIMD_REDUCE[p.buf.reduction_type]}:{acc})")
+                if p.buf.reduction_type in ("max", "min") and p.expr.dtype.is_floating_point:
+                    self.emit(depth, f"bool {acc}_nan = false;")
+                    clauses.append(f"reduction(||:{acc}_nan)")
+            r = var[0]
+            self.emit(depth, f"#pragma omp simd {' '.join(clauses)}")
+            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {r.size}; {r.name}++) {{")
+            self._body(nodes, row_scope, depth + 1, accs, lane=None, simd=True)
+            self.emit(depth, "}")
+            for p in reductions:
+                acc = accs[p.buf.name]
+                if p.buf.reduction_type in ("max", "min") and p.expr.dtype.is_floating_point:
+                    nan = f"std::numeric_limits<{compute_ctype(p.expr.dtype)}>::quiet_NaN()"
+                    self.emit(depth, f"if ({acc}_nan) {acc} = {nan};")
         else:
             d = depth
             for v in var:
@@ -445,11 +479,19 @@ class _KernelWriter:
             if p.stored:
                 self.store(p, final, depth)
 
-    def _body(self, nodes: list[Placed], row_scope: _Scope, depth: int, accs: dict[str, str], lane: str | None) -> None:
+    def _body(
+        self,
+        nodes: list[Placed],
+        row_scope: _Scope,
+        depth: int,
+        accs: dict[str, str],
+        lane: str | None,
+        simd: bool = False,
+    ) -> None:
         scope = _Scope(row_scope)
         for p in nodes:
             if p.role == "full":
-                self._full(p, scope, depth)
+                self._pointwise(p, scope, depth)
                 continue
             v = self.value(p.expr, scope, depth)
             acc = accs[p.buf.name]
@@ -462,6 +504,11 @@ class _KernelWriter:
                     depth,
                     f"if ({v} {cmp} {acc}_v || ({v} != {v} && {acc}_v == {acc}_v)) {{ {acc}_v = {v}; {acc} = {pos}; }}",
                 )
+                continue
+            if simd:
+                self.emit(depth, f"{acc} = {_SIMD_COMBINE[rtype].format(a=acc, v=v)};")
+                if rtype in ("max", "min") and p.expr.dtype.is_floating_point:
+                    self.emit(depth, f"{acc}_nan = {acc}_nan || ({v} != {v});")
                 continue
             target = f"{acc}_l[{lane}]" if lane else acc
             self.emit(depth, f"{target} = {_REDUCE[rtype][1].format(a=target, v=v, T=t)};")

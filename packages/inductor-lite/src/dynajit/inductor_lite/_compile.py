@@ -135,7 +135,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
         candidates = [
             base,
             replace(base, num_threads=1),
-            replace(base, vector_lanes=8),
+            replace(base, vector_lanes=16),
             replace(base, parallel_threshold=4096),
         ]
     chosen = base

@@ -40,7 +40,9 @@ class InductorConfig(Config):
     )
     parallel_threshold: int = option(32768, "minimum elements of work before a kernel's loops use OpenMP threads")
     num_threads: int = option(0, "OpenMP threads per kernel; 0 uses OpenMP's default")
-    vector_lanes: int = option(16, "independent accumulators per reduction row, so g++ vectorises reductions")
+    vector_lanes: int = option(
+        0, "how reductions vectorise: 0 uses OpenMP SIMD reductions; n > 0 uses n independent accumulator lanes"
+    )
     max_autotune: bool = option(
         False, "time candidate thread counts / block sizes on the example inputs, keep the fastest"
     )

@@ -7,7 +7,6 @@ by the graph lowering (an extern call), never an error.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,10 +34,6 @@ def lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]
         return fn
 
     return register
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return dtype
 
 
 def to_value(ctx: Any, x: Any, dtype: torch.dtype) -> TensorValue:
@@ -425,7 +420,3 @@ def _as_strided(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
     buf, _, offset = base
     offset += val.storage_offset() - base_val.storage_offset()
     return ctx.storage_value(buf, tuple(val.stride()), offset, tuple(val.shape))
-
-
-def numel(size: Sequence[int]) -> int:
-    return math.prod(size)

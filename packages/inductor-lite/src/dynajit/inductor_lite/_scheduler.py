@@ -34,6 +34,7 @@ class Placed:
     rindex_flat: Index | None = None  # reductions: flat position within the row (for argmax/argmin)
     step: int = 0
     stored: bool = False
+    scratch: bool = False  # kept for later loops of its row in a per-thread row array, not in memory
 
 
 @dataclass
@@ -287,6 +288,28 @@ def _inline(expr: Expr, name: str, replacement: Expr, memo: dict[int, Expr] | No
     return out
 
 
+SCRATCH_LIMIT = 16384
+_TRANSCENDENTAL = {
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "pow",
+    "sin",
+    "cos",
+}
+
+
+def _expensive(expr: Expr) -> bool:
+    return any(e.op in _TRANSCENDENTAL for e in walk(expr))
+
+
 def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
     needed = {o.arg.buffer for o in graph.outputs if o.arg is not None}
     for item in items:
@@ -300,21 +323,26 @@ def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> N
             continue
         own_nodes = {p.buf.name: p for p in item.nodes}
         for p in item.nodes:
-            # A full node from an earlier loop of this kernel that nothing else needs is recomputed, not stored.
+            # A full node from an earlier loop of this kernel that nothing else needs is recomputed (cheap)
+            # or kept in a row-sized scratch array (transcendental math, rows that fit in cache); never stored.
             changed = True
             while changed:
                 changed = False
                 for name, _ in loads(p.expr):
                     dep = own_nodes.get(name)
-                    if dep is not None and dep.role == "full" and dep.step < p.step and name not in needed:
+                    if dep is None or dep.role != "full" or dep.step >= p.step or name in needed or dep.scratch:
+                        continue
+                    if _expensive(dep.expr) and item.inner and math.prod(v.size for v in item.inner) <= SCRATCH_LIMIT:
+                        dep.scratch = True
+                    else:
                         p.expr = _inline(p.expr, name, dep.expr)
                         changed = True
-                        break
+                    break
             for name, _ in loads(p.expr):
                 dep = own_nodes.get(name)
                 if dep is None:
                     item.memory_reads.add(name)
-                elif dep.role == "full" and dep.step < p.step:
+                elif dep.role == "full" and dep.step < p.step and not dep.scratch:
                     dep.stored = True
                     item.memory_reads.add(name)
         for p in item.nodes:

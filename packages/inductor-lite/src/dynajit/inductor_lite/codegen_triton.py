@@ -22,7 +22,7 @@ import torch
 from dynajit.inductor_lite._build import cache_dir
 from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import Expr
-from dynajit.inductor_lite._scheduler import Kernel, Placed
+from dynajit.inductor_lite._scheduler import Kernel, Placed, _inline
 
 __all__ = ["build_kernels"]
 
@@ -181,6 +181,10 @@ class _TritonKernel:
         self.lines: list[str] = []
         self.counter = 0
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
+        # Row scratch arrays are a C++ device: here later loops recompute those values instead.
+        for dep in [p for p in kernel.nodes if p.scratch]:
+            for p in kernel.nodes:
+                p.expr = _inline(p.expr, dep.buf.name, dep.expr)
         self.params = sorted(kernel.memory_reads | {b.name for b in kernel.stored_buffers()})
         self.ptr = {name: f"p{i}" for i, name in enumerate(self.params)}
         self.mask = "xmask"
