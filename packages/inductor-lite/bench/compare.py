@@ -115,13 +115,13 @@ def compile_times(names: list[str], with_torch_compile: bool) -> dict[str, tuple
     return out
 
 
-def warm_compile_times(names: list[str], with_torch_compile: bool) -> dict[str, tuple[float, float]]:
-    """Compile times in a fresh process against the caches the first run filled."""
-    cmd = [sys.executable, __file__, "--warm-child", "--only", ",".join(names)]
+def child_compile_times(name: str, with_torch_compile: bool, env: dict[str, str]) -> tuple[float, float]:
+    """Compile times of one workload measured in a fresh process with the given cache directories."""
+    cmd = [sys.executable, __file__, "--compile-child", "--only", name]
     if not with_torch_compile:
         cmd.append("--no-torch-compile")
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, **env})
+    return tuple(json.loads(proc.stdout.strip().splitlines()[-1])[name])
 
 
 def main() -> None:
@@ -129,14 +129,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--only", default="")
-    parser.add_argument("--warm-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     # Import what both compilers share (AOT autograd, decompositions) before timing either.
     import functorch.compile  # noqa: F401
     import torch._decomp
 
     names = [n for n in opts.only.split(",") if n]
-    if opts.warm_child:
+    if opts.compile_child:
         print(json.dumps(compile_times(names, not opts.no_torch_compile)))
         return
     os.environ.setdefault("DYNAJIT_CACHE_DIR", tempfile.mkdtemp(prefix="dynajit-bench-"))
@@ -166,10 +166,23 @@ def main() -> None:
             row += [ref_t * 1e3, eager / ref_t, ref_compile]
         rows.append(row)
         print(_fmt(row), flush=True)
-    warm = warm_compile_times([r[0] for r in rows], not opts.no_torch_compile)
+    # Compile times in fresh processes: cold (empty caches), then warm (the caches the cold run filled).
+    cold_total = [0.0, 0.0]
     for r in rows:
-        ours_warm, ref_warm = warm[r[0]]
-        print(f"{r[0]:18s} warm compile: dynajit {ours_warm:6.2f}s | torch.compile {ref_warm:6.2f}s")
+        env = {
+            "DYNAJIT_CACHE_DIR": tempfile.mkdtemp(prefix="dynajit-bench-"),
+            "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-bench-"),
+        }
+        cold = child_compile_times(r[0], not opts.no_torch_compile, env)
+        warm = child_compile_times(r[0], not opts.no_torch_compile, env)
+        cold_total = [cold_total[0] + cold[0], cold_total[1] + cold[1]]
+        print(
+            f"{r[0]:18s} fresh-process compile: cold dynajit {cold[0]:6.2f}s torch.compile {cold[1]:6.2f}s"
+            f" | warm dynajit {warm[0]:6.2f}s torch.compile {warm[1]:6.2f}s",
+            flush=True,
+        )
+    if not opts.no_torch_compile:
+        print(f"fresh-process cold compile ratio (dynajit / torch.compile) {cold_total[0] / cold_total[1]:.3f}")
     speedups = [r[3] for r in rows]
     print(f"dynajit geomean speedup {math.prod(speedups) ** (1 / len(speedups)):.2f}x", end="")
     if not opts.no_torch_compile:
