@@ -356,3 +356,46 @@ class Clash(nn.Module):
 
 def test_parameters_with_clashing_flat_names(check, t):
     check(run_module, Clash(), t(3), graphs=1)
+
+
+GLOBAL_WEIGHT = torch.linspace(-1, 1, 3)
+
+
+def uses_global_tensor(x):
+    return x * GLOBAL_WEIGHT
+
+
+def make_uses_closure_tensor():
+    weight = torch.linspace(0, 1, 3)
+
+    def inner(x):
+        return x + weight
+
+    return inner
+
+
+def test_global_tensor_is_a_graph_input(check, t):
+    counter = check(uses_global_tensor, t(3), graphs=1)
+    assert len([n for n in counter.graphs[0].graph.nodes if n.op == "placeholder"]) == 2
+
+
+def test_closure_tensor_is_a_graph_input(check, t):
+    check(make_uses_closure_tensor(), t(3), graphs=1)
+
+
+def test_global_tensor_replaced_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    global GLOBAL_WEIGHT
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(uses_global_tensor)
+    x = t(3)
+    torch.testing.assert_close(compiled(x), x * GLOBAL_WEIGHT)
+    saved = GLOBAL_WEIGHT
+    try:
+        GLOBAL_WEIGHT = torch.ones(3, dtype=torch.float64)
+        torch.testing.assert_close(compiled(x), x * GLOBAL_WEIGHT)
+    finally:
+        GLOBAL_WEIGHT = saved
+    assert counter.frame_count == 2

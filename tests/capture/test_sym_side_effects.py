@@ -213,3 +213,34 @@ def test_property_setter_runs_in_python(t):
     actual = capture.optimize(CompileCounter())(s_property_setter)(x, compiled_obj)
     torch.testing.assert_close(actual, expected)
     assert compiled_obj._v == eager_obj._v == 3
+
+
+class Noisy:
+    calls = 0
+
+    def __eq__(self, other):
+        Noisy.calls += 1
+        return True
+
+    __hash__ = object.__hash__
+
+    def __str__(self):
+        Noisy.calls += 1
+        return "noisy"
+
+
+def s_user_dunders(x, a, b):
+    same = a == b
+    text = str(a)
+    return x * same + len(text)
+
+
+def test_user_dunder_methods_run_once_per_call(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    compiled = capture.optimize(CompileCounter())(s_user_dunders)
+    a, b, x = Noisy(), Noisy(), t(3)
+    Noisy.calls = 0
+    torch.testing.assert_close(compiled(x, a, b), s_user_dunders(x, a, b))
+    assert Noisy.calls == 4  # two in the compiled call, two in the eager one

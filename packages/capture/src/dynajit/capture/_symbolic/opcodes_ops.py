@@ -12,6 +12,7 @@ from dynajit.capture._symbolic.variables import (
     DictVar,
     ListVar,
     NNModuleVar,
+    ObjectVar,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -187,6 +188,8 @@ def _is_op(tx: Tracer, inst: Inst) -> None:
 def identical(a: VT, b: VT) -> bool:
     if a is b:
         return True
+    if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
+        return a.value is b.value
     const_a = a.const() if a.is_const() else _NOT_CONST
     const_b = b.const() if b.is_const() else _NOT_CONST
     if const_a is not _NOT_CONST and const_b is not _NOT_CONST:

@@ -82,7 +82,14 @@ class ClassVar(ObjectVar):
 
 
 class UserObjectVar(ObjectVar):
-    """A user-defined object: attribute reads are traced, writes are recorded side effects."""
+    """A user-defined object: attribute reads are traced, writes are recorded side effects.
+
+    It is not a constant: operators and builtins on it may run user code (``__eq__``, ``__str__``), so
+    they run in Python rather than at trace time.
+    """
+
+    def is_const(self) -> bool:
+        return False
 
     def pending(self, tx: Tracer, name: str) -> VT | None:
         return tx.output.side_effects.pending_attr(self.value, name)
