@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -196,7 +197,7 @@ def _index_text(index: Index) -> str:
     return index.render(atom)
 
 
-def _literal(value: object, dtype: torch.dtype) -> str:
+def _literal(value: Any, dtype: torch.dtype) -> str:
     ctype = compute_ctype(dtype)
     if dtype == torch.bool:
         return "true" if value else "false"
@@ -244,8 +245,9 @@ class _Scope:
 
 
 class _KernelWriter:
-    def __init__(self, kernel: Kernel, options: CppOptions) -> None:
+    def __init__(self, kernel: Kernel, options: CppOptions, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel = kernel
+        self.dtypes = dtypes
         self.options = options
         self.lines: list[str] = []
         self.counter = 0
@@ -341,10 +343,11 @@ class _KernelWriter:
             vector_loop = outer.pop()  # the innermost loop of a pointwise kernel stays serial and vectorised
         else:
             vector_loop = None
-        if parallel and (outer or vector_loop):
+        if parallel and (outer or vector_loop is not None):
             # Dynamic chunks: a thread that loses its core to another process does not hold up the others.
             n = len(outer)
             if n == 0:
+                assert vector_loop is not None
                 chunk = max(1024, vector_loop.size // 64 // 64 * 64)
                 self.emit(depth, f"#pragma omp parallel for schedule(dynamic, {chunk}){threads}")
             else:
@@ -516,7 +519,6 @@ class _KernelWriter:
 
 def kernel_source(kernel: Kernel, dtypes: dict[str, torch.dtype], options: CppOptions) -> tuple[str, list[str]]:
     """The C++ function for ``kernel`` and the buffer names of its pointer parameters, in order."""
-    writer = _KernelWriter(kernel, options)
-    writer.dtypes = dtypes
+    writer = _KernelWriter(kernel, options, dtypes)
     text = writer.write()
     return text, writer.param_names

@@ -256,7 +256,7 @@ class _Specialized:
         self.compiled: dict[tuple, Callable[..., Any]] = {}
         self.graphs: list[CompiledGraph] = []
         self.last_key: tuple | None = None
-        self.last_fn: Callable[..., Any] | None = None
+        self.last_fn: Any = None
 
     def compile_for(self, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         settings = self.settings

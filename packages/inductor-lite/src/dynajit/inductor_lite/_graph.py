@@ -101,7 +101,7 @@ class GraphLowering:
         self.buffers: dict[str, Buffer] = {}
         self.order: list[Buffer] = []
         self.env: dict[torch.fx.Node, Any] = {}
-        self.current_node: torch.fx.Node | None = None
+        self.current_node: Any = None  # the FX node being lowered
         self.device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
         self.fallbacks: list[str] = []
 
@@ -192,6 +192,7 @@ class GraphLowering:
         view = self.strided_view(value)
         if view is None:
             value = self.realize(value)
+            assert value.buffer is not None
             view = (value.buffer, value.buffer.stride, 0)
         buf, stride, offset = view
         natural = stride == buf.stride and offset == 0 and value.size == buf.size
@@ -268,9 +269,9 @@ class GraphLowering:
                 value = getattr(self.gm, node.target)
                 name = f"const{len(constants)}"
                 constants[name] = value
-                buf = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
-                buf.value = value
-                self.buffers[name] = buf
+                constant = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
+                constant.value = value
+                self.buffers[name] = constant
                 self.env[node] = self.storage_value(buf)
             elif node.op == "call_function":
                 self.env[node] = self._lower_call(node)
@@ -282,7 +283,8 @@ class GraphLowering:
 
     def _lower_call(self, node: torch.fx.Node) -> Any:
         if node.target is operator.getitem:
-            return self.env[node.args[0]][node.args[1]]
+            container: Any = self.env[node.args[0]]  # type: ignore[index]
+            return container[node.args[1]]
         args = [self._arg(a) for a in node.args]
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         lower = LOWERINGS.get(node.target)

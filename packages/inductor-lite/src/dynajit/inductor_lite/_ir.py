@@ -114,14 +114,14 @@ class ComputedBuffer(Buffer):
     ``reduction_type`` names the combine (sum, prod, max, min, argmax, argmin, any, all).
     """
 
-    fn: Callable[..., Expr] | None = None
+    fn: Any = None  # Callable[..., Expr]: index (and rindex) -> value
     reduction_ranges: tuple[int, ...] = ()
-    reduction_type: str | None = None
+    reduction_type: str = ""
     reads: set[str] = field(default_factory=set)
 
     @property
     def is_reduction(self) -> bool:
-        return self.reduction_type is not None
+        return bool(self.reduction_type)
 
 
 @dataclass(eq=False)

@@ -388,12 +388,12 @@ def _split(ctx: Any, x: TensorValue, sizes: Any, dim: int = 0) -> tuple[TensorVa
     for length in sizes:
         size = tuple(length if d == dim else s for d, s in enumerate(x.size))
 
-        def remap(idx: Sequence[Index], start: int = start) -> list[Index]:
-            out = list(idx)
-            out[dim] = idx[dim] + start
-            return out
+        def part_loader(idx: Sequence[Index], start: int = start) -> Expr:
+            shifted = list(idx)
+            shifted[dim] = idx[dim] + start
+            return x.loader(shifted)
 
-        parts.append(TensorValue(size, x.dtype, lambda idx, remap=remap: x.loader(remap(idx)), x.device, cost=x.cost))
+        parts.append(TensorValue(size, x.dtype, part_loader, x.device, cost=x.cost))
         start += length
     return tuple(parts)
 

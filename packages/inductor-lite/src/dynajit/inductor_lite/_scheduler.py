@@ -31,7 +31,7 @@ class Placed:
     role: str  # "full" | "reduce" | "row"
     expr: Expr
     store: Index
-    rindex_flat: Index | None = None  # reductions: flat position within the row (for argmax/argmin)
+    rindex_flat: Index = Index()  # reductions: flat position within the row (for argmax/argmin)
     step: int = 0
     stored: bool = False
     scratch: bool = False  # kept for later loops of its row in a per-thread row array, not in memory
@@ -120,14 +120,15 @@ class _Geometry:
         if buf.is_reduction:
             if self.inner_numel != math.prod(buf.reduction_ranges) or self.outer_numel != buf.numel() or not self.inner:
                 return None
-            index = unflatten(self.flat_outer, buf.size)
+            out_index = unflatten(self.flat_outer, buf.size)
             rindex = unflatten(self.flat_inner, buf.reduction_ranges)
-            expr = buf.fn(index, rindex)
-            return Placed(buf, "reduce", expr, buf.store_index(index), flatten(rindex, buf.reduction_ranges))
+            expr = buf.fn(out_index, rindex)
+            return Placed(buf, "reduce", expr, buf.store_index(out_index), flatten(rindex, buf.reduction_ranges))
         numel = buf.numel()
         if not self.inner:
+            index: list[Index]
             if buf.size == self.size and self.perm is not None:
-                index: list[Index] = [Index()] * len(buf.size)
+                index = [Index()] * len(buf.size)
                 for var, d in zip(self.outer, self.perm):
                     index[d] = Index.of(var)
             elif _nontrivial(buf.size) == _nontrivial(self.size) and self.perm == sorted(self.perm or []):
@@ -234,8 +235,7 @@ def _merge_loops(kernel: Kernel) -> None:
             if not any(i.has_divmod({merged.name}) for i in indices):
                 for p, e, s in zip(kernel.nodes, exprs, stores):
                     p.expr, p.store = e, s
-                    if p.rindex_flat is not None:
-                        p.rindex_flat = p.rindex_flat.subs(mapping)
+                    p.rindex_flat = p.rindex_flat.subs(mapping)
                 loops[k : k + 2] = [merged]
             k -= 1
         # Size-1 loops carry no work.
@@ -257,6 +257,8 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
         if isinstance(buf, ExternBuffer):
             flush()
             items.append(buf)
+        elif not isinstance(buf, ComputedBuffer):
+            raise TypeError(f"inductor-lite scheduler: unexpected buffer kind {type(buf).__name__}")
         elif builder is None or not builder.try_add(buf):
             flush()
             builder = _KernelBuilder(buf)

@@ -108,9 +108,9 @@ class WrapperBuilder:
             else:
                 self._extern(item)
             for name in sorted(n for n, last in last_use.items() if last == pos and n not in outputs):
-                buf = g.all_buffers.get(name)
-                if buf is not None and not isinstance(buf, ExternBuffer) and name.startswith("buf"):
-                    free.setdefault((buf.size, buf.stride, buf.dtype, buf.device), []).append(name)
+                dead = g.all_buffers.get(name)
+                if dead is not None and not isinstance(dead, ExternBuffer) and name.startswith("buf"):
+                    free.setdefault((dead.size, dead.stride, dead.dtype, dead.device), []).append(name)
                 elif name.startswith("buf"):
                     self.lines.append(f"    del {name}")
         results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]

@@ -250,7 +250,7 @@ class _TritonKernel:
             self.emit(depth, f"{var.name} = ({flat} // {stride}) % {var.size}")
             stride *= var.size
 
-    def write(self) -> tuple[str, Callable[[list[Any]], tuple[int, ...]], dict[str, int]]:
+    def write(self) -> tuple[str, tuple[int, ...], dict[str, int]]:
         k = self.kernel
         self.emit(0, "@triton.jit")
         self.emit(
@@ -400,6 +400,8 @@ def _import_source(source: str, directory: str) -> Any:
         tmp.write_text(source)
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(f"dynajit_triton_{key}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"inductor-lite: cannot import generated Triton module {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
