@@ -252,3 +252,35 @@ def test_dtype_change_recompiles(t):
         x = t(4, dtype=dtype)
         torch.testing.assert_close(compiled(x, 3), p_const_arith(x, 3))
     assert counter.frame_count == 2
+
+
+def p_append_while_iterating(x, n):
+    items = [1, 2]
+    out = x
+    for v in items:
+        if v < 4:
+            items.append(v + 2)
+        out = out + v
+    return out, items
+
+
+def test_appending_while_iterating(check, t):
+    check(p_append_while_iterating, t(3), 0, graphs=1)
+
+
+SEEN = []
+
+
+def p_break_while_iterating_a_list(x, n):
+    items = [1, 2]
+    out = x
+    for v in items:
+        SEEN.append(id(v) > 0)  # a graph break inside the loop
+        if v < 4:
+            items.append(v + 2)
+        out = out + v
+    return out, items
+
+
+def test_break_while_iterating_a_growing_list(check, t):
+    check(p_break_while_iterating_a_list, t(3), 0)

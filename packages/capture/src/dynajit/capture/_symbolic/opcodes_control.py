@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.opcodes_ops import identical
 from dynajit.capture._symbolic.registry import breaks, handler
-from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, TensorVar, unsupported
+from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -117,7 +117,10 @@ def _yield_value(tx: Tracer, inst: Inst) -> None:
 @handler("GET_ITER")
 def _get_iter(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
-    tx.push(value if isinstance(value, IteratorVar) else IteratorVar(value.unpack(tx)))
+    if isinstance(value, ListVar):
+        tx.push(IteratorVar(value.items, over=value))
+    else:
+        tx.push(value if isinstance(value, IteratorVar) else IteratorVar(value.unpack(tx)))
 
 
 @handler("FOR_ITER")

@@ -345,8 +345,10 @@ class SliceVar(VT):
 class IteratorVar(VT):
     """An iterator over a known list of items (lists, tuples, ranges, dicts, zip, enumerate, ...)."""
 
-    def __init__(self, items: list[VT]) -> None:
-        self.items = list(items)
+    def __init__(self, items: list[VT], *, over: ListVar | None = None) -> None:
+        # ``over``: iterate over that list itself, so appends made while iterating are seen (as in Python).
+        self.over = over
+        self.items = over.items if over is not None else list(items)
         self.position = 0
 
     def python_type(self) -> type:
@@ -368,6 +370,16 @@ class IteratorVar(VT):
         return self.items[self.position :]
 
     def reconstruct(self, cg: CodeGen) -> None:
+        if self.over is not None:
+            over = self.over
+
+            def list_and_position() -> int:
+                over.reconstruct(cg)
+                cg.load_const(self.position)
+                return 2
+
+            cg.call_helper(_list_iterator_at, list_and_position)
+            return
         rest = self.items[self.position :]
 
         def tuple_of_rest() -> int:
@@ -377,3 +389,11 @@ class IteratorVar(VT):
             return 1
 
         cg.call_helper(iter, tuple_of_rest)
+
+
+def _list_iterator_at(items: list[Any], position: int) -> Any:
+    """An iterator over the list object itself, advanced to ``position``."""
+    iterator = iter(items)
+    for _ in range(position):
+        next(iterator)
+    return iterator
