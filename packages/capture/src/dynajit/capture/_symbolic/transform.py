@@ -168,7 +168,7 @@ class _FrameEmitter:
         return self.tracer.cells[name].get(self.tracer)
 
     def live_at(self, index: int) -> list[str]:
-        cells = {name for name, cell in self.tracer.cells.items() if name in self.code.co_cellvars and cell.contents}
+        cells = set(self._own_cells())
         return live_locals(self.tracer.insts, index, set(self.tracer.locals) | cells)
 
 
@@ -181,11 +181,15 @@ class _ResumeMaker:
         self.intercept = intercept
         self._made: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
 
+    _KEEP = 8  # functions kept for the most recent sets of cells (closures made per call come and go)
+
     def __call__(self, cells: tuple[Any, ...]) -> Any:
         key = tuple(map(id, cells))
         if key not in self._made:
             fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, cells)
             self._made[key] = (cells, self.intercept(fn))
+            if len(self._made) > self._KEEP:
+                del self._made[next(iter(self._made))]
         return self._made[key][1]
 
 
