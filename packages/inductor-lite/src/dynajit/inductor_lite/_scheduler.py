@@ -31,7 +31,7 @@ class Placed:
     role: str  # "full" | "reduce" | "row"
     expr: Expr
     store: Index
-    rindex_flat: Index = Index()  # reductions: flat position within the row (for argmax/argmin)
+    rindex_flat: Index = field(default_factory=Index)  # reductions: flat position within the row (for argmax/argmin)
     step: int = 0
     stored: bool = False
     scratch: bool = False  # kept for later loops of its row in a per-thread row array, not in memory
