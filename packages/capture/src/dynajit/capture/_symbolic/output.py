@@ -110,9 +110,11 @@ class OutputGraph:
 
     @contextlib.contextmanager
     def module_scope(self, module_vt: Any) -> Iterator[None]:
-        path = module_vt.source.name() if module_vt.source is not None else type(module_vt.value).__name__
         cls = type(module_vt.value)
-        self._module_stack.append((path, (f"{cls.__module__}.{cls.__qualname__}", cls)))
+        source = module_vt.source
+        path = source.name() if source is not None else cls.__name__
+        key = _placeholder_name(source) if source is not None else f"{cls.__name__}_{id(module_vt.value):x}"
+        self._module_stack.append((key, (path, cls)))
         try:
             yield
         finally:
