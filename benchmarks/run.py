@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if args.quick else "full",
-        "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine,
         "revision": source_revision(),
         "settings": vars(settings),
