@@ -17,6 +17,7 @@ ROOT = pathlib.Path(__file__).parent
 PYTHONS = ["3.11", "3.12", "3.13"]
 TORCH = "torch==2.13.0"
 TRITON = "triton==3.7.1"  # the release torch 2.13 pins; used directly by the Triton code path
+RUFF = "ruff==0.17.6"
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.100", "numpy"]
 
 # Each distribution and the dynajit distributions it depends on (the layer graph).
@@ -60,8 +61,8 @@ def _local(*names: str, extras: str = "") -> list[str]:
     return [str(ROOT / "packages" / name) + (extras if name == "inductor-lite" else "") for name in names]
 
 
-def _install_all_editable(session: nox.Session) -> None:
-    session.install(TORCH, TRITON, *TEST_DEPS)
+def _install_all_editable(session: nox.Session, *extra: str) -> None:
+    session.install(TORCH, *extra)
     editable = []
     for name in PACKAGES:
         editable += ["-e", str(ROOT / "packages" / name)]
@@ -72,7 +73,7 @@ def _install_all_editable(session: nox.Session) -> None:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """All test suites on this interpreter (missing interpreters are skipped with a message)."""
-    _install_all_editable(session)
+    _install_all_editable(session, TRITON, *TEST_DEPS)
     workers = os.environ.get("DYNAJIT_TEST_WORKERS", "2")
     session.run("pytest", "-n", workers, "--dist", "loadfile", *session.posargs, env={"TRITON_INTERPRET": "1"})
 
@@ -97,7 +98,7 @@ def package_tests(session: nox.Session, package: str) -> None:
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check over the whole repository."""
-    session.install("ruff>=0.6")
+    session.install(RUFF)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -112,7 +113,7 @@ def types(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def layers(session: nox.Session) -> None:
     """The layer contract: import-linter over the packages, and ruff's banned-API rule for torch.compile & co."""
-    session.install(TORCH, "import-linter>=2.1", "ruff>=0.6")
+    session.install(TORCH, "import-linter>=2.1", RUFF)
     session.install("--no-deps", *[arg for name in PACKAGES for arg in ("-e", str(ROOT / "packages" / name))])
     session.run("lint-imports", "--config", str(ROOT / "pyproject.toml"))
     session.run("ruff", "check", "--select", "TID251", *[str(ROOT / "packages" / name / "src") for name in PACKAGES])
@@ -152,13 +153,12 @@ def _bench_env() -> dict[str, str]:
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks: eager vs torch.compile vs dynajit, side by side in one process (``-- --quick`` for a short run)."""
-    _install_all_editable(session)
-    session.install("matplotlib")
+    _install_all_editable(session, "matplotlib", "numpy")
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs, env=_bench_env())
 
 
 @nox.session(python="3.11")
 def demo(session: nox.Session) -> None:
     """Compile a small transformer and show graphs, breaks, compile time and speed."""
-    _install_all_editable(session)
+    _install_all_editable(session, "numpy")
     session.run("python", str(ROOT / "benchmarks" / "demo.py"), *session.posargs, env=_bench_env())
