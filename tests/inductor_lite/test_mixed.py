@@ -1,0 +1,41 @@
+"""Mixed cases: views of non-contiguous values, integer arithmetic, fallbacks, padding, arange, flips."""
+
+import torch
+from ilite_helpers import check_cases
+
+CASES = {
+ "t_reshape": lambda x, i: x.t().reshape(-1) * 2,
+ "t_view_sum": lambda x, i: x.t().contiguous().view(4, 12).sum(0),
+ "int_sub_alpha": lambda x, i: torch.sub(i, i * 2, alpha=3),
+ "masked_fill_tensor": lambda x, i: x.masked_fill(i > 0, torch.tensor(2.0)),
+ "where_scalars": lambda x, i: torch.where(i > 0, 1.0, -1.0),
+ "int_pow_neg": lambda x, i: torch.pow(i, 2),
+ "div_int_scalar": lambda x, i: i / 3,
+ "mean_int_as_float": lambda x, i: i.float().mean(0),
+ "argmax_ties": lambda x, i: i.argmax(1),
+ "min_dim_int": lambda x, i: i.min(1).values,
+ "cumsum_fallback": lambda x, i: x.cumsum(0) + 1,
+ "topk_fallback": lambda x, i: x.topk(3, 1).values * 2,
+ "expand_reshape": lambda x, i: x[:, None, :].expand(6, 3, 8).reshape(18, 8).sum(1),
+ "permute_sum_mid": lambda x, i: x.view(2, 3, 8).sum(1),
+ "var_int_dim": lambda x, i: x.view(2, 3, 8).var((0, 2)),
+ "amax_multi": lambda x, i: x.view(2, 3, 8).amax((0, 2), keepdim=True),
+ "softmax_dim0": lambda x, i: torch.softmax(x.view(2, 3, 8), 1),
+ "bool_mul": lambda x, i: (i > 0) * (i < 3),
+ "neg_slice_step": lambda x, i: x[:, 1::3][:, :2] + x[:, ::3][:, :2],
+ "full_like": lambda x, i: torch.full_like(x, 3.5) + torch.zeros_like(i),
+ "arange": lambda x, i: torch.arange(8) * x,
+ "arange_float": lambda x, i: torch.arange(0.5, 4.5, 0.5) + x,
+ "sum_dtype": lambda x, i: i.sum(1, dtype=torch.float64),
+ "flip": lambda x, i: x.flip(1) - x,
+ "roll": lambda x, i: x.roll(2, 1),
+ "pad": lambda x, i: torch.nn.functional.pad(x, (1, 2)) * 2,
+ "tril": lambda x, i: x.tril(),
+ "clamp_int": lambda x, i: i.clamp(min=-2),
+}  # fmt: skip
+
+
+def test_mixed_cases():
+    x = torch.randn(6, 8)
+    i = torch.randint(-5, 5, (6, 8))
+    assert check_cases(CASES, x, i, atol=1e-5, rtol=1e-5) == len(CASES)
