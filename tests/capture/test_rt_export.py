@@ -69,3 +69,66 @@ def test_export_of_compiled_functions_and_methods_exports_the_original(converter
 def test_export_rejects_non_python_callables() -> None:
     with pytest.raises(TypeError, match="export expects a Python function"):
         capture.export(torch.sin)
+
+
+# The exported graph module takes exactly the user's inputs: these run the real converter and compare with eager.
+
+
+def _scaled(x, y, scale=2.0):
+    return x * scale + y
+
+
+def _variadic(x, *args, k=3, **kw):
+    return x + sum(args) * k + kw["z"]
+
+
+def _keyword_only(x, *, shift=1.0, gain):
+    return (x + shift) * gain
+
+
+def _positional_only(x, y=None, /, z=0.5):
+    return x - z if y is None else x * y - z
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x, scale=3.0):
+        return torch.relu(x) * scale
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs"),
+    [
+        (_scaled, (torch.randn(3), torch.randn(3)), {}),
+        (_scaled, (torch.randn(3), torch.randn(3), 0.5), {}),
+        (_variadic, (torch.randn(3), torch.randn(3), torch.randn(3)), {"z": torch.randn(3)}),
+        (_variadic, (torch.randn(3),), {"k": 2, "z": torch.randn(3)}),
+        (_keyword_only, (torch.randn(2),), {"gain": torch.randn(2)}),
+        (_positional_only, (torch.randn(2),), {}),
+        (_positional_only, (torch.randn(2), torch.randn(2)), {"z": 1.5}),
+        (_Scale(), (torch.randn(4),), {}),
+    ],
+    ids=[
+        "default-omitted",
+        "default-given",
+        "varargs-and-kwargs",
+        "no-extra-args",
+        "keyword-only",
+        "posonly",
+        "posonly-given",
+        "module-default",
+    ],
+)
+def test_exported_graph_module_takes_the_user_inputs(fn, args, kwargs) -> None:
+    gm = capture.export(fn)(*args, **kwargs).graph_module
+    torch.testing.assert_close(gm(*args, **kwargs), fn(*args, **kwargs))
+
+
+def test_exported_signature_matches_the_function_and_rejects_what_it_rejects() -> None:
+    import inspect
+
+    x = torch.randn(3)
+    gm = capture.export(_variadic)(x, x, z=x).graph_module
+    assert str(inspect.signature(gm.forward)).startswith("(x, *args, k=")
+    assert inspect.signature(gm.forward).parameters["k"].default == 3
+    with pytest.raises(TypeError, match="required positional argument"):
+        capture.export(_scaled)(x, x).graph_module(x)

@@ -53,6 +53,75 @@ def _function_and_bound_self(fn: Any) -> tuple[types.FunctionType, tuple[Any, ..
     )
 
 
+class _UserSignature(torch.fx.graph.CodeGen):
+    """Generates ``forward`` with the exported function's own parameters: defaults, ``*args``, keyword-only, ``**kw``.
+
+    The graph's placeholders stay as the converter made them (one per argument);
+    the generated ``forward`` binds them from the user's parameters, so
+    ``gm(x, y)`` works when ``f(x, y, scale=2.0)`` was exported from ``f(x, y)``.
+    """
+
+    # The one global the signature's default expressions read (a tuple, so torch.fx registers it under this name).
+    DEFAULTS = "_dynajit_export_defaults"
+
+    def __init__(self, params: str, targets: tuple[str, ...], sources: tuple[str, ...], defaults: tuple[Any, ...]):
+        super().__init__()
+        self.params, self.targets, self.sources, self.defaults = params, targets, sources, defaults
+
+    def gen_fn_def(self, free_vars: list[str], maybe_return_annotation: str, *, expanded_def: bool = False) -> str:
+        header = f"def {self._func_name}(self, {self.params}){maybe_return_annotation}:"
+        renamed = [(target, source) for target, source in zip(self.targets, self.sources) if target != source]
+        if not renamed:
+            return header
+        # one simultaneous assignment, so a placeholder named like another parameter cannot clobber it
+        targets = ", ".join(target for target, _ in renamed)
+        sources = ", ".join(source for _, source in renamed)
+        return f"{header}\n    {targets}, = {sources},"
+
+    def additional_globals(self) -> list[tuple[str, Any]]:
+        return [(self.DEFAULTS, self.defaults)]
+
+
+def _take_user_signature(gm: torch.fx.GraphModule, fn: types.FunctionType, n_bound: int, where: str) -> None:
+    """Give ``gm.forward`` the parameters of ``fn`` (after ``n_bound`` bound ones such as a module's ``self``)."""
+    code = fn.__code__
+    layout = _dispatch.layout_of(code)
+    names = layout.names[n_bound:]
+    targets = tuple(node.target for node in gm.graph.nodes if node.op == "placeholder")
+    if len(targets) != len(names):
+        raise ExportError(
+            f"exporting {where}: the graph takes {len(targets)} inputs for {len(names)} parameters {names}; "
+            "the converter's export graph must have one placeholder per parameter"
+        )
+    # placeholders named after the parameters are matched by name, otherwise by position (co_varnames order)
+    sources = tuple(t.lstrip("*") for t in targets) if set(t.lstrip("*") for t in targets) == set(names) else names
+    if "self" in names:
+        raise ExportError(f"exporting {where}: a parameter named 'self' clashes with the graph module's own 'self'")
+    positional = layout.names[: layout.n_positional]
+    defaults: dict[str, Any] = dict(
+        zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or ())
+    )
+    defaults.update(fn.__kwdefaults__ or {})
+    values = tuple(defaults.values())
+    slots = {name: f"{_UserSignature.DEFAULTS}[{index}]" for index, name in enumerate(defaults)}
+    fixed = ", ".join(f"{name}={slots[name]}" if name in slots else name for name in _parameters(layout, n_bound))
+    gm.graph.set_codegen(_UserSignature(fixed, targets, sources, values))
+    gm.recompile()
+
+
+def _parameters(layout: _dispatch.ArgumentLayout, n_bound: int) -> list[str]:
+    """The parameter list of ``layout`` without its first ``n_bound`` positional parameters, as source pieces."""
+    params = [piece.strip() for piece in layout.params.split(",")] if layout.params else []
+    dropped = 0
+    while dropped < n_bound:
+        if params[0] != "/":
+            dropped += 1
+        params.pop(0)
+    if params and params[0] == "/":
+        params.pop(0)
+    return params
+
+
 def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
     """Return a function that captures ``fn`` on the given arguments as one graph.
 
@@ -103,6 +172,8 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
             if len(converted.graphs) != 1:
                 raise ExportError(f"exporting {where} produced {len(converted.graphs)} graphs; expected exactly one")
             graph_module = converted.graphs[0].graph_module
+        else:
+            _take_user_signature(graph_module, function, len(bound), where)
         return ExportResult(graph_module=graph_module, guards=converted.guards)
 
     return run_export
