@@ -52,3 +52,9 @@ def test_triton_on_cpu_requires_the_interpreter():
         pytest.skip("the interpreter is on in this process")
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
         compile_fx(torch.fx.symbolic_trace(lambda x: (x + 1,)), [torch.randn(3)], options={"cpu_backend": "triton"})
+
+
+@interpreter
+def test_libdevice_only_op_is_a_clear_error_under_the_interpreter():
+    with config.patch(cpu_backend="triton"), pytest.raises(NotImplementedError, match="libdevice"):
+        check(lambda x: (torch.asin(x.clamp(-1, 1)),), torch.randn(4))

@@ -129,6 +129,8 @@ _OPS: dict[str, str] = {
     "asinh": "tl.log({0} + tl.sqrt({0} * {0} + 1.0))", "acosh": "tl.log({0} + tl.sqrt({0} * {0} - 1.0))",
     "atanh": "(0.5 * tl.log((1.0 + {0}) / (1.0 - {0})))", "hypot": "tl.sqrt({0} * {0} + {1} * {1})",
 }  # fmt: skip
+# Ops rendered through libdevice on GPUs (no triton.language primitive or formula here).
+_LIBDEVICE_ONLY = {"asin", "acos", "atan", "atan2", "lgamma", "copysign"}
 _FLOAT_OR_INT = {
     "pow": ("dj_pow({0}, {1})", None),
     "floordiv": ("tl.floor({0} / {1})", "dj_ifloordiv({0}, {1})"),
@@ -220,6 +222,13 @@ class _TritonKernel:
             if expr.op in _FLOAT_OR_INT:
                 floating = expr.dtype.is_floating_point
                 template = _FLOAT_OR_INT[expr.op][0 if floating else 1]
+            if template is None and expr.op in _LIBDEVICE_ONLY:
+                if os.environ.get("TRITON_INTERPRET") == "1":
+                    raise NotImplementedError(
+                        f"inductor-lite Triton codegen: {expr.op!r} needs libdevice, which Triton's interpreter lacks; "
+                        "use the C++ backend for CPU tensors (cpu_backend='cpp')"
+                    )
+                template = f"libdevice.{expr.op}(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")"
             if template is None:
                 raise NotImplementedError(
                     f"inductor-lite Triton codegen: no rendering for op {expr.op!r} ({expr.dtype})"
