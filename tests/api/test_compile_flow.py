@@ -89,3 +89,28 @@ def test_compile_decorating_a_method_in_a_class_body():
     x = torch.randn(3, 2)
     torch.testing.assert_close(head(x), head.linear(x).relu())
     assert counter.frame_count == 1
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x, scale=2.0):
+        return x * scale
+
+
+def test_bad_calls_raise_the_eager_type_error():
+    module = _Scaled()
+    cases = [
+        (f, compiler.compile(f, backend="eager")),
+        (module, compiler.compile(module, backend="eager")),
+        (module.forward, compiler.compile(module.forward, backend="eager")),
+    ]
+    calls = [((), {}), ((1, 2, 3), {}), ((1,), {"x": 2}), ((1,), {"z": 2})]
+    for eager, compiled in cases:
+        for args, kwargs in calls:
+            messages = []
+            for fn in (eager, compiled):
+                try:
+                    fn(*args, **kwargs)
+                    messages.append(None)
+                except TypeError as error:
+                    messages.append(str(error))
+            assert messages[0] is not None and messages[1] == messages[0], (eager, args, kwargs)

@@ -365,3 +365,63 @@ def test_a_backend_that_calls_the_compiled_function_does_not_recurse(converter) 
     compiled = capture.optimize(backend)(selfish)
     torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 6.0))
     assert converter.names() == ["selfish"] and len(calls) == 1
+
+
+# A bad call through any generated function raises eager's TypeError, word for word (naming the user's function).
+
+
+def _two(x, y, *, k=1):
+    return x + y * k
+
+
+def _posonly(a, /, b, *rest, scale, **extra):
+    return (a + b) * scale
+
+
+class _Holder:
+    def method(self, x, scale=2.0):
+        return x * scale
+
+
+_BAD_CALLS = [
+    ((), {}),
+    ((1,), {}),
+    ((1, 2, 3), {}),
+    ((1,), {"y": 2, "z": 3}),
+    ((1, 2), {"x": 3}),
+    ((1, 2), {"k": 1, "scale": 2}),
+    ((), {"a": 1, "b": 2, "scale": 3}),
+]
+
+
+def _type_error(fn, args, kwargs) -> str | None:
+    try:
+        fn(*args, **kwargs)
+    except TypeError as error:
+        return str(error)
+    return None
+
+
+def _generated_callers(fn):
+    """Every generated function a user call can reach first: the optimize wrapper, an intercepted call, export."""
+    settings = _runtime._settings(eager_backend, False, None)
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    intercepted = settings.wrapper_of(target)
+    if isinstance(fn, types.MethodType):
+        intercepted = types.MethodType(intercepted, fn.__self__)
+    return {
+        "optimize": capture.optimize(eager_backend)(fn),
+        "intercept": intercepted,
+        "export": capture.export(fn),
+    }
+
+
+@pytest.mark.parametrize("fn", [_two, _posonly, _Holder().method], ids=["function", "posonly", "method"])
+def test_bad_calls_raise_the_eager_type_error(converter, fn) -> None:
+    for name, caller in _generated_callers(fn).items():
+        for args, kwargs in _BAD_CALLS:
+            expected = _type_error(fn, args, kwargs)
+            if expected is None:
+                continue
+            assert _type_error(caller, args, kwargs) == expected, (name, args, kwargs)
+    assert not converter.conversions  # every call was rejected before reaching the cache

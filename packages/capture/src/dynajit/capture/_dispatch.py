@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ArgumentLayout", "Branch", "binder", "call_with_values", "dispatcher_source", "layout_of"]
+__all__ = ["ArgumentLayout", "Branch", "binder", "call_with_values", "dispatcher_source", "layout_of", "take_name"]
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,21 @@ def compile_function(source: str, name: str, namespace: dict[str, Any], filename
     return namespace.pop(name)
 
 
+def take_name(generated: types.FunctionType, fn: types.FunctionType) -> None:
+    """Give a generated function ``fn``'s names, so a call with bad arguments raises eager's own TypeError.
+
+    CPython names the function in those messages from ``__qualname__`` (and the code's names in tracebacks).
+    """
+    generated.__code__ = generated.__code__.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)
+    generated.__name__, generated.__qualname__ = fn.__name__, fn.__qualname__
+
+
 def binder(fn: types.FunctionType) -> Callable[..., tuple[Any, ...]]:
     """A function with ``fn``'s signature and defaults returning the argument values in ``co_varnames`` order."""
     layout = layout_of(fn.__code__)
     source = f"def bind({layout.params}):\n    return ({layout.values})\n"
     bind = compile_function(source, "bind", {}, f"<dynajit binder of {fn.__qualname__}>")
+    take_name(bind, fn)
     bind.__defaults__ = fn.__defaults__
     bind.__kwdefaults__ = fn.__kwdefaults__
     return bind

@@ -340,7 +340,7 @@ class CompiledFunction:
 
     def _compile(self, source: str) -> types.FunctionType:
         function = _dispatch.compile_function(source, "dispatch", self.namespace, self.filename)
-        function.__code__ = function.__code__.replace(co_name=self.fn.__name__, co_qualname=self.fn.__qualname__)
+        _dispatch.take_name(function, self.fn)
         return function
 
     def _instantiate(self, entry: _cache.CacheEntry) -> _Instance:
