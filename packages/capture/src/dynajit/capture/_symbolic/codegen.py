@@ -69,7 +69,8 @@ class CodeGen:
 
     def load_cell(self, name: str) -> None:
         """Push the cell object of a cell or free variable (to build a closure)."""
-        self.emit("LOAD_CLOSURE", self._cell_arg(name))
+        # 3.13 made LOAD_CLOSURE a pseudo-instruction: LOAD_FAST of the cell's slot pushes the cell itself.
+        self.emit("LOAD_FAST" if PY >= (3, 13) else "LOAD_CLOSURE", self._cell_arg(name))
 
     def load_deref(self, name: str) -> None:
         self.emit("LOAD_DEREF", self._cell_arg(name))

@@ -132,19 +132,18 @@ class _FrameEmitter:
             self.cg.push_callable_global(name)
             return
         # A closure: the function is made at run time over this frame's own cells.
-        if PY >= (3, 13):
-            unsupported("resuming a closure after a graph break is not supported on Python 3.13 yet")
         maker = _ResumeMaker(code, self.tracer.f_globals, self.output.ctx.intercept)
 
         def args() -> int:
             for free in code.co_freevars:
-                self.cg.emit("LOAD_CLOSURE", bytecode.FreeVar(free))
+                self.cg.load_cell(free)
             self.cg.build("BUILD_TUPLE", len(code.co_freevars))
             return 1
 
         self.cg.call_helper(maker, args)
-        self.cg.push_null()  # [fn] -> [NULL, fn], the order of 3.11 and 3.12
-        self.cg.emit("SWAP", 2)
+        self.cg.push_null()
+        if PY < (3, 13):  # [fn, NULL] -> [NULL, fn], the order of 3.11 and 3.12
+            self.cg.emit("SWAP", 2)
 
     def call_resume(self, target: Inst, stack: list[VT], live: list[str], values: dict[str, VT] | None) -> None:
         """Call the resume function at ``target`` with the stack and live locals; return its result."""

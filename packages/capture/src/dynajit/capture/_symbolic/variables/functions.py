@@ -5,7 +5,6 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.instructions import PY
 from dynajit.capture._symbolic.variables.base import VT, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
@@ -205,7 +204,7 @@ class NestedFunctionVar(VT):
             unsupported("rebuilding a nested function with keyword-only defaults")
         cells = self.closure_vt.unpack(None) if self.closure_vt is not None else []  # type: ignore[arg-type]
         names = [cg.cell_names.get(id(cell)) for cell in cells]
-        if None in names or (cells and PY >= (3, 13)):
+        if None in names:
             unsupported("a closure over cells made while tracing is still alive after the graph")
 
         def args() -> int:
