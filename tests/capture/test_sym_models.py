@@ -127,3 +127,37 @@ class CausalSelfAttention(nn.Module):
 def test_causal_self_attention(check, t):
     torch.manual_seed(0)
     check(run, CausalSelfAttention(), t(2, 4, 8), graphs=1)
+
+
+class SlicedLayers(nn.Module):
+    """The benchmark MLP's idiom: all layers but the last through a slice, then the last one."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = torch.nn.functional.gelu(layer(x))
+        x = self.seq[1:](self.layers[-1](x))
+        return x, len(self.layers[::2]), self.seq[:2][0](x)
+
+
+def test_slicing_module_containers_is_one_graph(check, t):
+    torch.manual_seed(0)
+    check(run, SlicedLayers(), t(3, 4), graphs=1, calls=3)
+
+
+def sliced_after_break(m, x):
+    layers = m.layers[1:]
+    print(end="")  # a graph break: the fresh ModuleList is handed to the resume function
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def test_fresh_module_container_does_not_recompile(check, t):
+    torch.manual_seed(0)
+    counter = check(sliced_after_break, SlicedLayers(), t(3, 4), graphs=1, calls=4)
+    assert counter.frame_count == 1

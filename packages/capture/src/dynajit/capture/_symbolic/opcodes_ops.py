@@ -11,6 +11,7 @@ from dynajit.capture._symbolic.variables import (
     ConstVar,
     DictVar,
     ListVar,
+    ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
     SliceVar,
@@ -103,7 +104,7 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
     if isinstance(obj, TensorVar):
         return tx.output.call_function(operator.getitem, [obj, key], {})
-    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar)):
+    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar)):
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)

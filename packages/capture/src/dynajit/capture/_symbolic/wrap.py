@@ -79,7 +79,14 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         items = {k: wrap_value(output, v, Item(path, k) if path is not None else None) for k, v in value.items()}
         return DictVar(items, path, type(value))
     if isinstance(value, torch.nn.Module):
-        output.guard("nn_module", path, value)
+        if path is not None and _is_plain_container(value):
+            # It holds nothing but its submodules and is often made per call (a slice of another one, handed to
+            # a resume function): guard its shape, not its identity; each submodule used is guarded through it.
+            output.guard("type_match", path, value)
+            output.guard("dict_keys", _attr(path, "_modules"), value._modules)
+            output.guard("constant_match", _attr(path, "training"), value.training)
+        else:
+            output.guard("nn_module", path, value)
         return NNModuleVar(value, path)
     if isinstance(value, weakref.ReferenceType):
         output.guard("id_match", path, value)
@@ -121,6 +128,19 @@ def _attr(path: Path | None, name: str) -> Path | None:
     from dynajit.capture._symbolic.paths import Attr
 
     return Attr(path, name) if path is not None else None
+
+
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
+
+
+def _is_plain_container(module: torch.nn.Module) -> bool:
+    """A ModuleList, Sequential or ModuleDict with no tensors or hooks of its own."""
+    return (
+        type(module) in _CONTAINERS
+        and not module._parameters
+        and not module._buffers
+        and not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks)
+    )
 
 
 def _from_module(path: Path) -> bool:

@@ -19,6 +19,7 @@ from dynajit.capture._symbolic.variables.functions import (
 )
 from dynajit.capture._symbolic.variables.objects import (
     ClassVar,
+    ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
     PyModuleVar,
@@ -36,6 +37,7 @@ __all__ = [
     "DictVar",
     "IteratorVar",
     "ListVar",
+    "ModuleSliceVar",
     "NNModuleVar",
     "NestedFunctionVar",
     "NullVar",

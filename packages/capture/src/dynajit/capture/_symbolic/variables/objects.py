@@ -19,9 +19,10 @@ from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
 
 if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["ClassVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar", "WeakRefVar"]
+__all__ = ["ClassVar", "ModuleSliceVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar", "WeakRefVar"]
 
 
 def _attr_path(vt: VT, name: str) -> Any:
@@ -195,18 +196,74 @@ class NNModuleVar(UserObjectVar):
         index = key.const()
         if isinstance(module, torch.nn.ModuleDict):
             return self.getattr(tx, index)
-        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(index, int):
-            keys = list(module._modules)
-            try:
-                return self.getattr(tx, keys[index])
-            except IndexError:
-                unsupported(f"index {index} is out of range for {type(module).__name__} (IndexError)")
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(index, (int, slice)):
+            return _index_modules(tx, self, [self.getattr(tx, key) for key in module._modules], index)
         unsupported(f"indexing {type(module).__name__} with {index!r}")
 
     def truth(self, tx: Tracer) -> bool:
         if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(self.value) > 0
         return True
+
+
+def _index_modules(tx: Tracer, container: VT, items: list[VT], index: int | slice) -> VT:
+    """``container[index]`` of a ModuleList or Sequential whose submodules are ``items``."""
+    if isinstance(index, slice):
+        return ModuleSliceVar(container, index, items[index])
+    try:
+        return items[index]
+    except IndexError:
+        unsupported(f"index {index} is out of range for {container.python_type().__name__} (IndexError)")
+
+
+class ModuleSliceVar(VT):
+    """``modules[a:b]`` of a ModuleList or Sequential: a new container of the same submodules.
+
+    Its items are the original container's submodules, reached (and guarded) through the original, so the
+    container made by each call never becomes a guarded value of its own.
+    """
+
+    def __init__(self, container: VT, index: slice, items: list[VT]) -> None:
+        self.container = container
+        self.index = index
+        self.items = items
+
+    def python_type(self) -> type:
+        return self.container.python_type()
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        return list(self.items)
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.items)
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        index = key.const()
+        if not isinstance(index, (int, slice)):
+            unsupported(f"indexing {self.python_type().__name__} with {index!r}")
+        return _index_modules(tx, self, self.items, index)
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        cls = self.python_type()
+        if not issubclass(cls, torch.nn.Sequential) or cls.forward is not torch.nn.Sequential.forward:
+            unsupported(f"calling a slice of {cls.__name__}")
+        if kwargs or len(args) != 1:
+            unsupported("a Sequential slice called with other than one positional argument")
+        value = args[0]
+        for module in self.items:  # what Sequential.forward does
+            value = module.call(tx, [value], {})
+        return value
+
+    def children(self) -> list[VT]:
+        return [self.container, *self.items]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.container.reconstruct(cg)
+        cg.load_const(self.index)
+        cg.subscr()
+
+    def __repr__(self) -> str:
+        return f"ModuleSliceVar({self.container!r}[{self.index!r}])"
 
 
 # nn.Module methods that walk the module tree: answered from the real module, each item reached by its path.
