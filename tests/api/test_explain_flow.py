@@ -46,3 +46,29 @@ def test_explain_a_compiled_module_explains_the_module_it_wraps():
     report = compiler.explain(compiled)(x)
     assert report.graph_count == 1 and report.graph_break_count == 0
     torch.testing.assert_close(compiled(x), module(x))
+
+
+def _inner(x):
+    _dynamo.graph_break()
+    return x
+
+
+def breaks_in_a_call(x):
+    x = torch.sin(x)
+    x = _inner(x)
+    return torch.cos(x)
+
+
+def test_break_reasons_carry_the_full_user_stack_and_logs_stay_quiet(capsys):
+    report = compiler.explain(breaks_in_a_call)(torch.randn(2))
+    first = report.break_reasons[0]
+    caller, callee = first.user_stack[-2:]
+    assert (caller.filename, caller.lineno, caller.name) == (
+        __file__,
+        breaks_in_a_call.__code__.co_firstlineno + 2,
+        "breaks_in_a_call",
+    )
+    assert (callee.filename, callee.lineno, callee.name) == (__file__, _inner.__code__.co_firstlineno + 1, "_inner")
+    text = str(report)
+    assert f"{__file__}:{caller.lineno} in breaks_in_a_call" in text and "in _inner" in text
+    assert capsys.readouterr().err == ""

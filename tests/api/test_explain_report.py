@@ -1,15 +1,14 @@
-"""``explain``'s report and its log collection, checked without compiling anything."""
+"""``explain``'s report, built from observed frames, checked without compiling anything."""
 
 from __future__ import annotations
 
-import logging
 import traceback
 
 import pytest
 import torch
 
-from dynajit.compiler._explain import BreakReason, ExplainOutput, _break_reason, _collect, _graph_ops, _guard_lines
-from dynajit.fxgraph import artifact_logger
+import dynajit.capture as capture
+from dynajit.compiler._explain import BreakReason, ExplainOutput, _graph_ops, _output_from
 
 
 def sample_graph() -> torch.fx.GraphModule:
@@ -44,31 +43,31 @@ def test_str_is_a_readable_report():
     assert "Compile times: 0.7500s in total (graph 1 0.2500s, graph 2 0.5000s)" in text
 
 
-def test_collect_gathers_records_without_printing_an_artifact_that_is_off(capsys):
-    logger = artifact_logger("graph_breaks")
-    assert not logger.isEnabledFor(logging.INFO)
-    with _collect("graph_breaks") as records:
-        logger.info("break at %s", "line 3")
-    logger.info("after the block")
-    assert [record.getMessage() for record in records] == ["break at line 3"]
-    assert not logger.isEnabledFor(logging.INFO) and logger.propagate
-    assert capsys.readouterr().err == ""
-
-
-def test_break_reasons_and_guards_prefer_structured_record_extras():
-    frame = traceback.FrameSummary("m.py", 3, "f")
-
-    class GraphBreakLike:
-        reason = "unsupported opcode"
-        user_stack = (frame,)
-
-    structured = logging.LogRecord("dynajit.graph_breaks", logging.INFO, "m.py", 3, "text", (), None)
-    structured.graph_break = GraphBreakLike()
-    assert _break_reason(structured) == BreakReason("unsupported opcode", (frame,))
-    plain = logging.LogRecord("dynajit.graph_breaks", logging.INFO, "m.py", 3, "graph break: %s", ("print",), None)
-    assert _break_reason(plain) == BreakReason("graph break: print")
-    guards = logging.LogRecord("dynajit.guards", logging.INFO, "m.py", 3, "- a\n\n- b\n", (), None)
-    assert _guard_lines(guards) == ["- a", "- b"]
+def test_the_report_gathers_every_observed_frame_in_order():
+    gm = sample_graph()
+    frame = traceback.FrameSummary("m.py", 3, "f", line="print(x)")
+    code = sample_graph.__code__
+    graph = capture.CompiledGraph("__compiled_fn_0", gm, gm.forward, [], 0.125)
+    observation = capture.Observation(
+        [
+            capture.FrameRecord(
+                code,
+                "f",
+                "compiled",
+                graphs=(graph,),
+                graph_breaks=(capture.GraphBreak("print", (frame,)),),
+                guards="- a\n\n- b\n",
+            ),
+            capture.FrameRecord(code, "g", "skip", reason="no tensor operations"),
+            capture.FrameRecord(code, "h", "compiled", graphs=(graph,), guards="- c"),
+        ]
+    )
+    report = _output_from(observation)
+    assert report.graphs == [gm, gm] and report.graph_count == 2
+    assert report.break_reasons == [BreakReason("print", (frame,))] and report.graph_break_count == 1
+    assert report.ops_per_graph == [_graph_ops(gm)] * 2 and report.op_count == 6
+    assert report.guards == ["- a", "- b", "- c"]
+    assert report.compile_times == [0.125, 0.125]
 
 
 def test_explain_rejects_an_unknown_backend_at_once():
@@ -77,19 +76,3 @@ def test_explain_rejects_an_unknown_backend_at_once():
 
     with pytest.raises(BackendNotFound):
         explain(lambda x: x, backend="nope")
-
-
-def test_a_break_message_with_a_location_gives_a_one_frame_user_stack():
-    record = logging.LogRecord(
-        "dynajit.graph_breaks",
-        logging.INFO,
-        "c.py",
-        1,
-        "Graph break: %s at %s%s",
-        ("print", "/m.py:7", "\n    print(x)"),
-        None,
-    )
-    reason = _break_reason(record)
-    assert reason.reason == "print"
-    (frame,) = reason.user_stack
-    assert (frame.filename, frame.lineno, frame.line) == ("/m.py", 7, "print(x)")

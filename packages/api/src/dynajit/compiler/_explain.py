@@ -1,24 +1,17 @@
 """``explain``: compile a function once and report its graphs, graph breaks, ops, guards and compile times.
 
-It relies only on what capture exposes: the backend contract (a recording
-wrapper around the real backend sees every graph), the ``graph_breaks`` log
-artifact (every break with its reason and user stack) and the ``guards`` log
-artifact (each compiled entry's guards). It starts from an empty code cache
-(it calls ``reset()``), so every frame is converted afresh and an earlier
-compile's entries (which count towards ``cache_size_limit``) cannot hide graphs.
+It is built on capture's public ``observe()``: one record per converted frame
+with its graphs and compile times, graph breaks (reason and full user stack)
+and guards. It starts from an empty code cache (it calls ``reset()``), so
+every frame is converted afresh and an earlier compile's entries cannot hide graphs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import linecache
-import logging
-import re
 import sys
-import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +20,6 @@ import torch
 import dynajit.capture as _capture
 from dynajit.compiler._compile import CompileSettings, resolve_backend
 from dynajit.compiler._module import OptimizedModule
-from dynajit.fxgraph import artifact_logger
 
 __all__ = ["BreakReason", "ExplainOutput", "explain"]
 
@@ -105,57 +97,20 @@ def _graph_ops(gm: torch.fx.GraphModule) -> list[Any]:
     return [node.target for node in gm.graph.nodes if node.op in _OP_KINDS]
 
 
-class _RecordCollector(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def _collect(artifact: str) -> Iterator[list[logging.LogRecord]]:
-    """Collect an artifact's records; an artifact the user has not switched on stays silent on stderr."""
-    logger = artifact_logger(artifact)
-    collector = _RecordCollector()
-    saved_level, saved_propagate = logger.level, logger.propagate
-    was_enabled = logger.isEnabledFor(logging.INFO)
-    logger.addHandler(collector)
-    if not was_enabled:
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    try:
-        yield collector.records
-    finally:
-        logger.removeHandler(collector)
-        logger.setLevel(saved_level)
-        logger.propagate = saved_propagate
-
-
-_LOCATION = re.compile(r" at (?P<file>\S+):(?P<line>\d+)")
-
-
-def _break_reason(record: logging.LogRecord) -> BreakReason:
-    """A break from a record: its ``graph_break`` extra (a ``GraphBreak``), else its message's ``at file:line``."""
-    graph_break = getattr(record, "graph_break", None)
-    if graph_break is not None:
-        return BreakReason(str(graph_break.reason), tuple(graph_break.user_stack))
-    message = record.getMessage()
-    first, *rest = message.splitlines()
-    location = _LOCATION.search(first)
-    if location is None:
-        return BreakReason(message)
-    filename, lineno = location["file"], int(location["line"])
-    source = rest[0].strip() if rest else (linecache.getline(filename, lineno).strip() or None)
-    frame = traceback.FrameSummary(filename, lineno, "<unknown>", line=source)
-    return BreakReason(first[: location.start()].strip().removeprefix("Graph break: "), (frame,))
-
-
-def _guard_lines(record: logging.LogRecord) -> list[str]:
-    guards = getattr(record, "guards", None)
-    text = str(guards) if guards is not None else record.getMessage()
-    return [line.strip() for line in text.splitlines() if line.strip()]
+def _output_from(observation: _capture.Observation) -> ExplainOutput:
+    """The report of the frames converted while ``explain`` observed: every graph, break and guard, in order."""
+    output = ExplainOutput()
+    for frame in observation.frames:
+        output.graphs.extend(graph.graph_module for graph in frame.graphs)
+        output.compile_times.extend(graph.compile_seconds for graph in frame.graphs)
+        output.break_reasons.extend(BreakReason(brk.reason, tuple(brk.user_stack)) for brk in frame.graph_breaks)
+        if frame.guards is not None:
+            output.guards.extend(line.strip() for line in str(frame.guards).splitlines() if line.strip())
+    output.graph_count = len(output.graphs)
+    output.ops_per_graph = [_graph_ops(gm) for gm in output.graphs]
+    output.op_count = sum(len(ops) for ops in output.ops_per_graph)
+    output.graph_break_count = len(output.break_reasons)
+    return output
 
 
 def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eager") -> Callable[..., ExplainOutput]:
@@ -192,26 +147,11 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        output = ExplainOutput()
-
-        def recording_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-            start = time.perf_counter()
-            compiled = real_backend(gm, example_inputs)
-            output.compile_times.append(time.perf_counter() - start)
-            output.graphs.append(gm)
-            return compiled
-
         _capture.reset()
         target = fn._orig_mod if isinstance(fn, OptimizedModule) else fn  # explain the module, not the wrapper
-        compiled_fn = CompileSettings(backend=recording_backend).apply(target)
-        with _collect("graph_breaks") as breaks, _collect("guards") as guards:
+        compiled_fn = CompileSettings(backend=real_backend).apply(target)
+        with _capture.observe() as observation:
             compiled_fn(*args, **kwargs)
-        output.graph_count = len(output.graphs)
-        output.ops_per_graph = [_graph_ops(gm) for gm in output.graphs]
-        output.op_count = sum(len(ops) for ops in output.ops_per_graph)
-        output.break_reasons = [_break_reason(record) for record in breaks]
-        output.graph_break_count = len(output.break_reasons)
-        output.guards = [line for record in guards for line in _guard_lines(record)]
-        return output
+        return _output_from(observation)
 
     return run

@@ -5,10 +5,12 @@ dispatcher that tries the cached entries' guards and runs the hit, or
 converts the frame into FX graphs (compiled by ``backend``) plus rewritten
 bytecode. ``export(fn)(*args)`` captures one whole graph. The marks
 (``disable``, ``allow_in_graph``, ``mark_dynamic``, ...) steer what gets traced.
+``observe()`` reports every converted frame: graphs, graph breaks, guards, recompile reasons.
 """
 
 from dynajit.capture import testing
 from dynajit.capture._export import ExportError, ExportResult, export
+from dynajit.capture._frame import CompiledGraph, GraphBreak
 from dynajit.capture._marks import (
     allow_in_graph,
     assume_constant_result,
@@ -27,6 +29,7 @@ from dynajit.capture._marks import (
     nonstrict_trace,
     substitute_in_graph,
 )
+from dynajit.capture._observe import FRAME_KINDS, FrameRecord, Observation, observe
 from dynajit.capture._runtime import (
     InternalCompilerError,
     RecompileError,
@@ -41,9 +44,13 @@ from dynajit.capture._stance import set_stance
 from dynajit.capture.config import CaptureConfig, config
 
 __all__ = [
+    "FRAME_KINDS",
     "CaptureConfig",
+    "CompiledGraph",
     "ExportError",
     "ExportResult",
+    "FrameRecord",
+    "GraphBreak",
     "InternalCompilerError",
     "RecompileError",
     "RecompileLimitWarning",
@@ -66,6 +73,8 @@ __all__ = [
     "mark_static_address",
     "maybe_mark_dynamic",
     "nonstrict_trace",
+    "Observation",
+    "observe",
     "optimize",
     "optimize_assert",
     "reset",

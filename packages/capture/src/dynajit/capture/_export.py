@@ -7,6 +7,7 @@ it works with dynajit-capture and its lower layers alone.
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from dynajit.capture import _dispatch, _marks
+from dynajit.capture import _dispatch, _marks, _observe
 from dynajit.capture._runtime import original_of
 
 __all__ = ["ExportError", "ExportResult", "export"]
@@ -122,6 +123,10 @@ def _parameters(layout: _dispatch.ArgumentLayout, n_bound: int) -> list[str]:
     return params
 
 
+def _record(function: types.FunctionType, kind: str, **details: Any) -> _observe.FrameRecord:
+    return _observe.FrameRecord(code=function.__code__, name=function.__qualname__, kind=kind, **details)
+
+
 def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
     """Return a function that captures ``fn`` on the given arguments as one graph.
 
@@ -146,7 +151,7 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
 
     def run_export(*args: Any, **kwargs: Any) -> ExportResult:
         from dynajit.capture import _convert
-        from dynajit.capture._frame import FrameContext, SkipFrame, Unsupported
+        from dynajit.capture._frame import FrameContext, GraphBreak, SkipFrame, Unsupported
 
         values = bind(*bound, *args, **kwargs)
         recorded: list[torch.fx.GraphModule] = []
@@ -157,6 +162,8 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
 
         ctx = FrameContext(backend=record, fullgraph=True, export=True)
         where = f"{function.__qualname__!r} ({function.__code__.co_filename}:{function.__code__.co_firstlineno})"
+        observed = _observe.active()
+        start = time.perf_counter()
         try:
             with _marks.compiling(exporting=True):
                 converted = _convert.convert_frame(function, values, ctx)
@@ -164,9 +171,25 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
             error = ExportError(f"cannot export {where} as one graph: {unsupported}")
             error.reason = unsupported.reason  # type: ignore[attr-defined]
             error.user_stack = unsupported.user_stack  # type: ignore[attr-defined]
+            if observed:
+                brk = GraphBreak(unsupported.reason, tuple(unsupported.user_stack))
+                _observe.notify(_record(function, "error", graph_breaks=(brk,), reason=str(error)))
             raise error from unsupported
         except SkipFrame as skip:
-            raise ExportError(f"nothing to export in {where}: {skip.reason}") from skip
+            error = ExportError(f"nothing to export in {where}: {skip.reason}")
+            if observed:
+                _observe.notify(_record(function, "error", reason=str(error)))
+            raise error from skip
+        if observed:
+            _observe.notify(
+                _record(
+                    function,
+                    "export",
+                    graphs=tuple(converted.graphs),
+                    guards=converted.guards,
+                    seconds=time.perf_counter() - start,
+                )
+            )
         graph_module = getattr(converted, "export_graph_module", None)
         if graph_module is None:
             if len(converted.graphs) != 1:

@@ -15,6 +15,7 @@ import functools
 import gc
 import logging
 import threading
+import time
 import types
 import warnings
 import weakref
@@ -24,7 +25,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as module_globals
 
-from dynajit.capture import _cache, _dispatch, _marks, _stance
+from dynajit.capture import _cache, _dispatch, _marks, _observe, _stance
 from dynajit.capture._skipfiles import is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
@@ -433,6 +434,7 @@ class CompiledFunction:
                 f"function {self.fn.__qualname__!r} ({_where(self.code)}) needs a recompile while the stance is "
                 f"'fail_on_recompile': {self._failure_reasons(values)[0]}. Use set_stance('default') to allow it."
             )
+        observed = _observe.active()
         with _lock:
             limit = config.cache_size_limit
             if len(self.cache.entries) >= limit and not (
@@ -440,20 +442,44 @@ class CompiledFunction:
                 and len(self.cache.entries) < limit
             ):
                 self._warn_limit(values)
+                if observed:
+                    reasons = tuple(self._failure_reasons(values))
+                    reason = f"config.cache_size_limit ({limit}) reached"
+                    _observe.notify(self._record("cache_limit", recompile_reasons=reasons, reason=reason))
                 return self.fn
-            if self.ordered and artifact_enabled("recompiles"):
-                reasons = "\n".join(f"    - {reason}" for reason in self._failure_reasons(values))
+            reasons = (
+                self._failure_reasons(values) if self.ordered and (observed or artifact_enabled("recompiles")) else []
+            )
+            if reasons and artifact_enabled("recompiles"):
                 _recompiles_log.info(
                     "Recompiling function %s in %s\n    triggered by the following guard failure(s):\n%s",
                     self.fn.__qualname__,
                     _where(self.code),
-                    reasons,
+                    "\n".join(f"    - {reason}" for reason in reasons),
                 )
-            entry, instance = self._convert(values)
+            start = time.perf_counter()
+            entry, instance = self._convert(values, tuple(reasons))
             self.cache.add(entry)
             self.instances[entry] = instance
             self.regenerate()
-            return instance.run
+        if observed:
+            _observe.notify(self._entry_record(entry, tuple(reasons), time.perf_counter() - start))
+        return instance.run
+
+    def _record(self, kind: str, **details: Any) -> _observe.FrameRecord:
+        return _observe.FrameRecord(code=self.code, name=self.fn.__qualname__, kind=kind, **details)
+
+    def _entry_record(self, entry: _cache.CacheEntry, reasons: tuple[str, ...], seconds: float) -> Any:
+        return self._record(
+            entry.kind,
+            graphs=tuple(entry.graphs),
+            graph_breaks=tuple(entry.graph_breaks),
+            guards=entry.guards,
+            recompile_reasons=reasons,
+            reason=entry.reason,
+            compile_id=entry.compile_id,
+            seconds=seconds,
+        )
 
     def _failure_reasons(self, values: Sequence[Any]) -> list[str]:
         reasons = []
@@ -492,9 +518,9 @@ class CompiledFunction:
             dynamic_hints=hints,
         )
 
-    def _convert(self, values: Sequence[Any]) -> tuple[_cache.CacheEntry, _Instance]:
+    def _convert(self, values: Sequence[Any], reasons: tuple[str, ...]) -> tuple[_cache.CacheEntry, _Instance]:
         from dynajit.capture import _convert
-        from dynajit.capture._frame import SkipFrame, Unsupported
+        from dynajit.capture._frame import GraphBreak, SkipFrame, Unsupported
 
         backend = self.settings.backend
         self.cache.note_sizes(self.layout.names, values)
@@ -518,16 +544,25 @@ class CompiledFunction:
             instance = self._instantiate(entry)
         except Unsupported as unsupported:
             if self.settings.fullgraph:
+                if _observe.active():
+                    graph_break = GraphBreak(unsupported.reason, tuple(unsupported.user_stack))
+                    record = self._record(
+                        "error", graph_breaks=(graph_break,), recompile_reasons=reasons, reason=str(unsupported)
+                    )
+                    _observe.notify(record)
                 raise
             # without fullgraph the converter handles graph breaks itself: reaching here is a dynajit bug
             entry = self._eager_entry(unsupported)
             instance = self._instantiate(entry)
         except Exception as error:
             if self.settings.fullgraph and not config.suppress_errors:
-                raise InternalCompilerError(
+                message = (
                     f"dynajit failed to convert {self.fn.__qualname__!r} ({_where(self.code)}): "
                     f"{type(error).__name__}: {error}"
-                ) from error
+                )
+                if _observe.active():
+                    _observe.notify(self._record("error", recompile_reasons=reasons, reason=message))
+                raise InternalCompilerError(message) from error
             entry = self._eager_entry(error)
             instance = self._instantiate(entry)
         return entry, instance
