@@ -252,7 +252,6 @@ def scaled(x):
     return x * current_scale()
 
 
-@pytest.mark.xfail(strict=False, reason="capture traces into assume_constant_result functions and guards their reads")
 def test_assume_constant_result_is_called_once_and_baked_in():
     x = torch.ones(2)
     SCALE["value"], SCALE_CALLS[:] = 3, []

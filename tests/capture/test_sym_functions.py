@@ -399,3 +399,36 @@ def test_global_tensor_replaced_recompiles(t):
     finally:
         GLOBAL_WEIGHT = saved
     assert counter.frame_count == 2
+
+
+SETTINGS = {"scale": 3}
+SETTINGS_READS = []
+
+
+def read_scale(offset):
+    SETTINGS_READS.append(offset)
+    return SETTINGS["scale"] + offset
+
+
+def scaled_by_setting(x):
+    return x * read_scale(1)
+
+
+def test_assume_constant_result_is_called_once_and_baked_in(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    capture.assume_constant_result(read_scale)
+    try:
+        SETTINGS["scale"], SETTINGS_READS[:] = 3, []
+        counter = CompileCounter()
+        compiled = capture.optimize(counter)(scaled_by_setting)
+        x = t(3)
+        torch.testing.assert_close(compiled(x), x * 4)
+        assert SETTINGS_READS == [1]  # once, while tracing
+        SETTINGS["scale"] = 10  # not guarded: the baked-in result stays
+        torch.testing.assert_close(compiled(x), x * 4)
+        assert SETTINGS_READS == [1] and counter.frame_count == 1
+        assert not any(n.op == "call_function" and n.target is read_scale for n in counter.graphs[0].graph.nodes)
+    finally:
+        capture.reset()

@@ -40,6 +40,7 @@ from dynajit.capture._symbolic.variables import (
     SetVar,
     TupleVar,
     UserObjectVar,
+    is_literal,
     unsupported,
 )
 from dynajit.capture._symbolic.wrap import wrap_value
@@ -167,7 +168,19 @@ class Tracer:
                 return self.wrap(substitute, None).call(self, args, kwargs)
             if marks.is_allowed_in_graph(target):
                 return self.output.call_function(target, args, kwargs)
+            if marks.has_constant_result(target):
+                return self._constant_result(target, args, kwargs)
         return fn.call(self, args, kwargs)
+
+    def _constant_result(self, target: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """Call an ``assume_constant_result`` function now and bake its result in, unguarded."""
+        name = getattr(target, "__qualname__", target)
+        if not all(a.is_const() for a in [*args, *kwargs.values()]):
+            unsupported(f"{name} is marked assume_constant_result but is called with non-constant arguments")
+        result = target(*[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()})
+        if not is_literal(result):
+            unsupported(f"{name} is marked assume_constant_result but returned a {type(result).__name__}")
+        return self.wrap_const(result)
 
     def inline_call(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """Run a user function's code in a child tracer; its result is the call's value."""
