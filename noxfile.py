@@ -18,6 +18,10 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 TORCH = "torch==2.13.0"
 TRITON = "triton==3.7.1"  # the release torch 2.13 pins; used directly by the Triton code path
 RUFF = "ruff==0.17.6"
+# The real-model workloads need a torchvision built against the installed torch: PyPI's torchvision pairs with
+# PyPI's torch of the same release, so benchmarks run on that pair (CPU execution either way).
+BENCH_TORCH = "torch==2.14.1"
+BENCH_MODELS = ["torchvision==0.29.1", "transformers>=4.45"]
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.100", "numpy"]
 
 # Each distribution and the dynajit distributions it depends on (the layer graph).
@@ -61,8 +65,8 @@ def _local(*names: str, extras: str = "") -> list[str]:
     return [str(ROOT / "packages" / name) + (extras if name == "inductor-lite" else "") for name in names]
 
 
-def _install_all_editable(session: nox.Session, *extra: str) -> None:
-    session.install(TORCH, *extra)
+def _install_all_editable(session: nox.Session, *extra: str, torch: str = TORCH) -> None:
+    session.install(torch, *extra)
     editable = []
     for name in PACKAGES:
         editable += ["-e", str(ROOT / "packages" / name)]
@@ -153,7 +157,7 @@ def _bench_env() -> dict[str, str]:
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks: eager vs torch.compile vs dynajit, side by side in one process (``-- --quick`` for a short run)."""
-    _install_all_editable(session, "matplotlib", "numpy")
+    _install_all_editable(session, *BENCH_MODELS, "matplotlib", "numpy", torch=BENCH_TORCH)
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs, env=_bench_env())
 
 
