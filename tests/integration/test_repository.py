@@ -117,3 +117,10 @@ def test_test_module_basenames_are_unique() -> None:
     """pytest imports test modules by basename (rootdir-relative), so two packages' tests may not share one."""
     names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme_commands = [line.strip() for line in (ROOT / "README.md").read_text().splitlines() if "nox -s" in line]
+    test_command = next(line for line in readme_commands if " tests" in line)
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in ci_lines
