@@ -74,9 +74,8 @@ def _candidates(x: torch.Tensor) -> tuple[dict[str, Callable[[], Any]], dict[str
 
 
 def _dynajit_guard_check(timed: dict[str, Callable[[], Any]], x: torch.Tensor) -> Callable[[], Any] | None:
-    """The compiled guard of dynajit[eager]'s entry, called as its dispatcher calls it (inside the running scope)."""
+    """The compiled guard of dynajit[eager]'s entry, called as its dispatcher calls it (before any scope is set)."""
     import dynajit.capture as capture
-    from dynajit.capture import _runtime
 
     if "dynajit[eager]" not in timed:
         return None
@@ -86,16 +85,9 @@ def _dynajit_guard_check(timed: dict[str, Callable[[], Any]], x: torch.Tensor) -
     if not state.ordered or state.ordered[0][1].check is None:
         return None
     check = state.ordered[0][1].check
-    enter, leave, settings = _runtime._running.set, _runtime._running.reset, state.settings
-
-    def guarded() -> bool:
-        token = enter(settings)
-        try:
-            return check(x)
-        finally:
-            leave(token)
-
-    return guarded
+    if not check(x):
+        raise RuntimeError("dynajit's guard check fails on the input it was compiled for")
+    return lambda: check(x)
 
 
 def measure(rounds: int = 41, calls: int = 2000) -> dict[str, Any]:

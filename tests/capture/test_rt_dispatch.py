@@ -425,3 +425,33 @@ def test_bad_calls_raise_the_eager_type_error(converter, fn) -> None:
                 continue
             assert _type_error(caller, args, kwargs) == expected, (name, args, kwargs)
     assert not converter.conversions  # every call was rejected before reaching the cache
+
+
+def test_only_entries_that_may_reach_the_interceptor_run_inside_the_settings_scope() -> None:
+    def pure(x):
+        return torch.sin(x) + 1
+
+    def helper(x):
+        return capture.current_backend()
+
+    def breaks(x):
+        y = torch.cos(x)
+        return y, helper(y)
+
+    backend = CompileCounter()
+    compiled_pure, compiled_breaks = capture.optimize(backend)(pure), capture.optimize(backend)(breaks)
+    x = torch.ones(2)
+    for _ in range(2):  # the miss, then the hit through the regenerated chain
+        torch.testing.assert_close(compiled_pure(x), pure(x))
+        out, seen = compiled_breaks(x)
+        torch.testing.assert_close(out, torch.cos(x))
+        assert seen is backend  # the call at the graph break ran under the wrapper's settings
+    pure_source, breaks_source = compiled_state(compiled_pure).source, compiled_state(compiled_breaks).source
+    # a hit on an entry that only calls its graph sets nothing up; BACKEND_MATCH is not checked per call
+    assert pure_source.split("\n")[1:3] == ["    if __dj_g0(x,):", "        return __dj_f0(x)"]
+    assert "__dj_enter" in breaks_source.split("__dj_miss")[0]
+    (_, instance), *_ = compiled_state(compiled_pure).ordered
+    assert "BACKEND_MATCH" not in str(instance.guards.guards) and "BACKEND_MATCH" in str(
+        compiled_state(compiled_pure).entries()[0].guards
+    )
+    assert capture.current_backend() is None

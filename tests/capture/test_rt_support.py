@@ -38,12 +38,16 @@ class FakeCompiledGuards:
         self.checks = 0
 
     def check(self, *values: Any) -> bool:
+        # like real guards compiled by a dispatcher: without BACKEND_MATCH (the chain holds one backend's entries)
         self.checks += 1
-        return self.failure_reason(*values) is None
+        return self._mismatch(values) is None
 
     def failure_reason(self, *values: Any) -> str | None:
         if capture.current_backend() is not self.backend:
             return "backend mismatch"
+        return self._mismatch(values)
+
+    def _mismatch(self, values: tuple[Any, ...]) -> str | None:
         for (name, (kind, expected)), value in zip(self.expected.items(), values):
             got = _describe(name, value)[1]
             if kind == "TENSOR_MATCH" and got != expected:

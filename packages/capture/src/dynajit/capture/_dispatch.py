@@ -98,35 +98,49 @@ def internal_prefix(layout: ArgumentLayout) -> str:
 
 @dataclass(frozen=True)
 class Branch:
-    """One rung of the chain: call ``run`` when ``check`` (a global name, or None for always) passes."""
+    """One rung of the chain: call ``run`` when ``check`` (a global name, or None for always) passes.
+
+    ``scoped``: ``run`` executes with the running settings set (its code may call the interceptor).
+    """
 
     check: str | None
     run: str
+    scoped: bool = True
+
+
+def _scoped_call(prefix: str, call: str, indent: str) -> list[str]:
+    return [
+        f"{indent}{prefix}token = {prefix}enter({prefix}settings)",
+        f"{indent}try:",
+        f"{indent}    return {call}",
+        f"{indent}finally:",
+        f"{indent}    {prefix}leave({prefix}token)",
+    ]
 
 
 def dispatcher_source(name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch]) -> str:
-    """Source of ``def <name>(<signature>)`` that sets the running settings and walks ``branches`` in order.
+    """Source of ``def <name>(<signature>)`` that walks ``branches`` in order and ends in the miss handler.
 
+    Guard checks run as they are; the running settings are set (and restored
+    in ``finally``) only around a scoped branch's run and the miss handler, so
+    a hit on an entry that only calls its compiled graphs pays for nothing else.
     The globals it reads: ``<prefix>enter`` / ``<prefix>leave`` (set and
     restore the running settings, e.g. a context variable's ``set`` and
     ``reset``), ``<prefix>settings``, ``<prefix>miss`` (called with the values
     when no branch applies) and each branch's names.
     """
-    lines = [
-        f"def {name}({layout.params}):",
-        f"    {prefix}token = {prefix}enter({prefix}settings)",
-        "    try:",
-    ]
+    lines = [f"def {name}({layout.params}):"]
     for branch in branches:
+        call = f"{branch.run}({layout.call})"
+        indent = "    " if branch.check is None else "        "
+        if branch.check is not None:
+            lines.append(f"    if {branch.check}({layout.values}):")
+        lines += _scoped_call(prefix, call, indent) if branch.scoped else [f"{indent}return {call}"]
         if branch.check is None:
-            lines.append(f"        return {branch.run}({layout.call})")
             break
-        lines.append(f"        if {branch.check}({layout.values}):")
-        lines.append(f"            return {branch.run}({layout.call})")
     else:
-        lines.append(f"        return {prefix}miss({layout.values})")
-    lines += ["    finally:", f"        {prefix}leave({prefix}token)", ""]
-    return "\n".join(lines)
+        lines += _scoped_call(prefix, f"{prefix}miss({layout.values})", "    ")
+    return "\n".join([*lines, ""])
 
 
 def passthrough_source(name: str, layout: ArgumentLayout, target: str) -> str:

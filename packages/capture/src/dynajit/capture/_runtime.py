@@ -29,6 +29,7 @@ from dynajit.capture import _cache, _dispatch, _marks, _observe, _stance
 from dynajit.capture._skipfiles import is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
+from dynajit.guards import GuardSet
 
 __all__ = [
     "CompiledFunction",
@@ -299,14 +300,36 @@ def intercept(obj: Any) -> Any:
 
 
 class _Instance:
-    """A cache entry bound to one function: its compiled guard check and the function to run."""
+    """A cache entry bound to one function: its compiled guard check, the function to run, and whether that
+    function needs the running settings (``scoped``)."""
 
-    __slots__ = ("check", "guards", "run")
+    __slots__ = ("check", "guards", "run", "scoped")
 
-    def __init__(self, check: Callable[..., bool] | None, guards: Any, run: Callable[..., Any]) -> None:
+    def __init__(self, check: Callable[..., bool] | None, guards: Any, run: Callable[..., Any], scoped: bool) -> None:
         self.check = check
         self.guards = guards
         self.run = run
+        self.scoped = scoped
+
+
+def _without_backend_match(guards: Any) -> Any:
+    """``guards`` minus BACKEND_MATCH: a dispatcher's chain holds only its own backend's entries, so the check
+    always passes there (and it would need the running settings set before every guard check)."""
+    if not isinstance(guards, GuardSet):
+        return guards
+    return GuardSet(guard for guard in guards if guard.kind != "BACKEND_MATCH")
+
+
+def _needs_settings(entry: _cache.CacheEntry) -> bool:
+    """Whether running ``entry`` may reach the interceptor (or other readers of the running settings).
+
+    Transformed code that names nothing but its compiled graphs (no other global, attribute or method) can
+    only call those graphs; anything else (a graph break's Python, resume functions, side effects) is scoped.
+    """
+    if entry.kind != "compiled":
+        return False  # the original code runs: its calls are not intercepted
+    graph_names = {graph.name for graph in entry.graphs}
+    return bool(entry.graph_breaks) or not set(entry.code.co_names) <= graph_names
 
 
 class CompiledFunction:
@@ -354,11 +377,13 @@ class CompiledFunction:
             run.__qualname__ = fn.__qualname__
         else:
             run = fn
+        scoped = _needs_settings(entry)
         if entry.guards is None:
-            return _Instance(None, None, run)
+            return _Instance(None, None, run, scoped)
         closure = dict(zip(self.code.co_freevars, (cell for cell in fn.__closure__ or ())))
-        compiled = entry.guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
-        return _Instance(compiled.check, compiled, run)
+        guards = _without_backend_match(entry.guards)
+        compiled = guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
+        return _Instance(compiled.check, compiled, run, scoped)
 
     def _usable(self, entry: _cache.CacheEntry) -> bool:
         """Entries of this backend; under fullgraph, not those with graph breaks or that fell back to eager."""
@@ -404,7 +429,7 @@ class CompiledFunction:
                     if check is not None:
                         self.namespace[check] = instance.check
                     self.namespace[f"{self.prefix}f{index}"] = instance.run
-                    branches.append(_dispatch.Branch(check, f"{self.prefix}f{index}"))
+                    branches.append(_dispatch.Branch(check, f"{self.prefix}f{index}", instance.scoped))
                 source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches)
             self.wrapper.__code__ = self._compile(source).__code__
             self.source = source
