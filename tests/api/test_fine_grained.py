@@ -68,7 +68,6 @@ def driver(x):
     return plus_one_callee(torch.sin(x))
 
 
-@pytest.mark.xfail(strict=False, reason="capture traces the frame of a function marked disable(fn, recursive=False)")
 def test_disable_with_recursive_false_still_compiles_the_callees():
     counter = CompileCounter()
     compiled = compiler.compile(compiler.disable(driver, recursive=False), backend=counter)
@@ -223,14 +222,12 @@ def calls_nonstrict_inline(x):
     return _dynamo.nonstrict_trace(breaks_inside_too)(x) * 3
 
 
-@pytest.mark.xfail(strict=False, reason="capture's interpreter does not honour nonstrict_trace yet")
 def test_nonstrict_trace_lets_fullgraph_succeed_over_a_graph_break_inside():
     counter = run_both(calls_nonstrict, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1
     assert torch.sin in graph_targets(counter)
 
 
-@pytest.mark.xfail(strict=False, reason="capture's interpreter does not honour nonstrict_trace yet")
 def test_nonstrict_trace_inline_form():
     counter = run_both(calls_nonstrict_inline, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1

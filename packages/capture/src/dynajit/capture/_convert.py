@@ -17,6 +17,8 @@ from typing import Any
 import torch
 
 from dynajit.capture._frame import ConvertedFrame, FrameContext, GraphBreak, SkipFrame, Unsupported
+from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic.call_sites import INTERCEPT, intercept_call_sites
 from dynajit.capture._symbolic.export import export_graph
 from dynajit.capture._symbolic.guarding import build_guards
 from dynajit.capture._symbolic.opcodes_control import TensorBranch
@@ -33,6 +35,8 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
     code = fn.__code__
     if code.co_flags & GENERATOR_FLAGS:
         raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")
+    if marks.is_disabled_frame_only(fn):
+        return _frame_only(fn, ctx)
     break_at: int | None = None
     graph_break: GraphBreak | None = None
     at_branch = False
@@ -93,6 +97,20 @@ def _converted(
         graphs=transformed.graphs,
         graph_breaks=[brk] if brk is not None else [],
         new_globals=transformed.new_globals,
+    )
+
+
+def _frame_only(fn: types.FunctionType, ctx: FrameContext) -> ConvertedFrame:
+    """``disable(fn, recursive=False)``: fn's own code, run in Python, with its call sites intercepted."""
+    if ctx.export:
+        raise Unsupported(f"{fn.__qualname__} is marked disable(recursive=False): its frame cannot be exported")
+    return ConvertedFrame(
+        original_code=fn.__code__,
+        code=intercept_call_sites(fn.__code__),
+        guards=build_guards(OutputGraph(ctx), ctx),
+        graphs=[],
+        graph_breaks=[],
+        new_globals={INTERCEPT: ctx.intercept},
     )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "is_disabled_frame_only",
     "is_disallowed_in_graph",
     "is_nonstrict_traced",
+    "nonstrict_trace_function",
     "substitute_for",
 ]
 
@@ -74,6 +75,12 @@ def substitute_for(fn: Any) -> Any:
 def graph_break_function() -> Any:
     registry = _registry()
     return getattr(registry, "graph_break", None)
+
+
+def nonstrict_trace_function() -> Any:
+    """``nonstrict_trace`` itself (called inline in traced code as ``nonstrict_trace(fn)(...)``)."""
+    registry = _registry()
+    return getattr(registry, "nonstrict_trace", None)
 
 
 def is_compile_query(value: Any) -> str | None:

@@ -154,6 +154,10 @@ class OutputGraph:
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
+    def record_node(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VT:
+        """Record ``fn`` on arguments that are already graph nodes and constants."""
+        return self._record(lambda meta: self.builder.call_function(fn, args, kwargs, meta=meta), fn)
+
     def call_method(self, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}

@@ -26,6 +26,7 @@ from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noq
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
+from dynajit.capture._symbolic.nonstrict import call_nonstrict
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, Path
 from dynajit.capture._symbolic.registry import BREAKS, lookup
@@ -161,6 +162,9 @@ class Tracer:
                 return ConstVar(self.output.ctx.export if query == "is_exporting" else True)
             if marks.is_disabled(target):
                 unsupported(f"{getattr(target, '__qualname__', target)} is marked disable(): it runs in Python")
+            if marks.is_disabled_frame_only(target):
+                name = getattr(target, "__qualname__", target)
+                unsupported(f"{name} is marked disable(recursive=False): its frame runs in Python")
             if marks.is_disallowed_in_graph(target):
                 unsupported(f"{getattr(target, '__qualname__', target)} is disallowed in the graph")
             substitute = marks.substitute_for(target)
@@ -170,6 +174,13 @@ class Tracer:
                 return self.output.call_function(target, args, kwargs)
             if marks.has_constant_result(target):
                 return self._constant_result(target, args, kwargs)
+            if target is marks.nonstrict_trace_function() and target is not None and len(args) == 1:
+                if not args[0].is_const():
+                    unsupported(f"nonstrict_trace() of {args[0]}, which is not known while tracing")
+                target(args[0].const())  # the mark is global, as in eager code; the call returns its argument
+                return args[0]
+            if marks.is_nonstrict_traced(target):
+                return call_nonstrict(self, target, args, kwargs)
         return fn.call(self, args, kwargs)
 
     def _constant_result(self, target: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:

@@ -14,6 +14,7 @@ replay of side effects. Then:
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import bytecode
 
 from dynajit.capture._frame import CompiledGraph, Unsupported
 from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.output import OutputGraph
@@ -33,7 +35,7 @@ from dynajit.capture._symbolic.variables import VT, NullVar, unsupported
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
-INTERCEPT = "__dynajit_intercept"
+FRAME_ONLY = "__dynajit_frame_only"  # makes a disable(recursive=False) function with intercepted call sites
 
 
 @dataclass
@@ -260,20 +262,31 @@ def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], inter
         callable_slot = 1 if PY < (3, 13) and isinstance(consumed[0], NullVar) else 0
     for i, vt in enumerate(consumed):
         if i == callable_slot and not _runs_unintercepted(vt):
-            emitter.result.new_globals[INTERCEPT] = emitter.output.ctx.intercept
-            cg.push_callable_global(INTERCEPT)
+            intercept = emitter.output.ctx.intercept
+            if _const_target(vt) is not None and marks.is_disabled_frame_only(_const_target(vt)):
+                helper, value = FRAME_ONLY, functools.partial(frame_only_function, intercept=intercept)
+            else:
+                helper, value = INTERCEPT, intercept
+            emitter.result.new_globals[helper] = value
+            cg.push_callable_global(helper)
             vt.reconstruct(cg)
             cg.call(1)
         else:
             vt.reconstruct(cg)
 
 
-def _runs_unintercepted(vt: VT) -> bool:
+def _const_target(vt: VT) -> Any:
     if not vt.is_const():
-        return False
+        return None
     try:
-        target = vt.const()
+        return vt.const()
     except Unsupported:
+        return None
+
+
+def _runs_unintercepted(vt: VT) -> bool:
+    target = _const_target(vt)
+    if target is None:
         return False
     return marks.is_disabled(target) or target is marks.graph_break_function()
 
