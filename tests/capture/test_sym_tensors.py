@@ -178,3 +178,23 @@ def test_no_tensor_ops_is_skipped(check):
         return a + b
 
     check(plain, 1, 2, graphs=0)
+
+
+def bump_then_add(a, b):
+    a.add_(1)  # when b is a, b sees the update
+    return a + b
+
+
+def test_aliased_and_distinct_inputs_get_separate_entries(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(bump_then_add)
+    x, y = t(3), t(3)
+    for args in [(x, y), (x, x), (y, x), (y, y)]:
+        eager_args = [a.clone() for a in args] if args[0] is not args[1] else [args[0].clone()] * 2
+        compiled_args = [a.clone() for a in args] if args[0] is not args[1] else [args[0].clone()] * 2
+        torch.testing.assert_close(compiled(*compiled_args), bump_then_add(*eager_args))
+        torch.testing.assert_close(compiled_args, eager_args)
+    assert counter.frame_count == 2  # one entry for distinct tensors, one for the same tensor twice

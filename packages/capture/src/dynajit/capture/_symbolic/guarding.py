@@ -42,4 +42,8 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
         a, b = first.to_source(), second.to_source()
         if a is not None and b is not None:
             result.add(guards.tensor_aliasing([a, b], []))
+    # One graph input per tensor object: the graph is only right while those objects stay distinct.
+    distinct = [source for path, _, _ in output.inputs if (source := path.to_source()) is not None]
+    if len(distinct) >= 2:
+        result.add(guards.tensor_aliasing([], distinct))
     return result

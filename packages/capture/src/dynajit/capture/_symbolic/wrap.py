@@ -43,8 +43,10 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
     A mutable object gets one tracker per trace, however it is reached, so a
     mutation made through one name is seen through every other.
     """
+    # Tensors are not cached here: the output keeps one graph input per tensor object and guards each
+    # further path that reaches it as an alias of the first.
     if isinstance(value, (list, dict)) or (
-        hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType))
+        hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor))
     ):
         known = output.wrapped.get(id(value))
         if known is not None:
