@@ -116,3 +116,18 @@ def test_a_callback_error_reaches_the_caller() -> None:
 
     with capture.observe(refuse), pytest.raises(LookupError, match="observer refused"):
         capture.optimize(CompileCounter())(f)(torch.ones(1))
+
+
+def test_the_cache_limit_is_recorded_with_the_guard_failures() -> None:
+    def limited(x):
+        return x + 2
+
+    compiled = capture.optimize(CompileCounter())(limited)
+    with capture.config.patch(cache_size_limit=1), capture.observe() as seen:
+        compiled(torch.ones(1))
+        with pytest.warns(capture.RecompileLimitWarning):
+            torch.testing.assert_close(compiled(torch.ones(2)), limited(torch.ones(2)))
+    first, limit = seen.frames
+    assert (first.kind, limit.kind) == ("compiled", "cache_limit")
+    assert "cache_size_limit (1)" in limit.reason and "size" in limit.recompile_reasons[0]
+    assert not limit.graphs and limit.compile_id is None

@@ -468,9 +468,9 @@ class CompiledFunction:
             ):
                 self._warn_limit(values)
                 if observed:
-                    reasons = tuple(self._failure_reasons(values))
+                    failures = tuple(self._failure_reasons(values))
                     reason = f"config.cache_size_limit ({limit}) reached"
-                    _observe.notify(self._record("cache_limit", recompile_reasons=reasons, reason=reason))
+                    _observe.notify(self._record("cache_limit", recompile_reasons=failures, reason=reason))
                 return self.fn
             reasons = (
                 self._failure_reasons(values) if self.ordered and (observed or artifact_enabled("recompiles")) else []
