@@ -97,3 +97,8 @@ def test_fullgraph_tensor_branch(t):
 
 def test_fullgraph_without_breaks_compiles(check, t):
     check(e_shape_mismatch, t(2, 3), t(3, 2), graphs=1, fullgraph=True)
+
+
+@pytest.mark.parametrize("fn,make", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_fullgraph_user_error_is_the_eager_error(check, t, fn, make):
+    check(fn, *make(t), fullgraph=True, calls=2)

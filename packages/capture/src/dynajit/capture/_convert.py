@@ -25,6 +25,7 @@ from dynajit.capture._symbolic.opcodes_control import TensorBranch
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.tracer import GENERATOR_FLAGS, BadCall, RootTracer
 from dynajit.capture._symbolic.transform import Transformed, transform_branch, transform_break, transform_return
+from dynajit.capture._symbolic.variables import RaisesInPython
 from dynajit.fxgraph import artifact_enabled, artifact_logger
 
 __all__ = ["convert_frame"]
@@ -51,7 +52,9 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
         except Unsupported as exc:
             innermost = output.current_tx or tracer
             stack = innermost.user_stack()
-            if ctx.fullgraph or ctx.export:
+            # A step that raises anyway runs in Python even under fullgraph, so the error is eager's own.
+            raises = isinstance(exc, RaisesInPython)
+            if ctx.export or (ctx.fullgraph and not raises):
                 raise Unsupported(exc.reason, user_stack=stack) from None
             if break_at is not None:
                 raise SkipFrame(f"tracing is not repeatable up to the graph break ({exc.reason})") from None
@@ -75,7 +78,8 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
             transformed = transform_break(tracer, output, intercept_call=not bad_call)
     except Unsupported as exc:
         raise SkipFrame(f"{exc.reason}; {code.co_name} runs in Python") from None
-    converted = _converted(fn, ctx, output, transformed, graph_break)
+    # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
+    converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)
     if ctx.export:
         converted.export_graph_module = export_graph(fn, tracer, output, transformed)
     return converted

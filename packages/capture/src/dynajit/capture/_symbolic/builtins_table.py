@@ -66,6 +66,10 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
         from dynajit.capture._symbolic.opcodes_ops import apply_operator
 
         return apply_operator(tx, fn, args)
+    if isinstance(fn, type) and issubclass(fn, BaseException) and not kwargs and all(a.is_const() for a in args):
+        from dynajit.capture._symbolic.variables import ExceptionVar
+
+        return ExceptionVar(fn, args)
     unsupported(f"call to {getattr(fn, '__qualname__', fn)!s} is not traced")
 
 

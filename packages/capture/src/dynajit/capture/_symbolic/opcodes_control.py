@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.opcodes_ops import identical
 from dynajit.capture._symbolic.registry import breaks, handler
-from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, unsupported
+from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -161,9 +161,17 @@ breaks(
     "SEND", "END_SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
     "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
 )  # fmt: skip
+
+
+@handler("RAISE_VARARGS")
+def _raise(tx: Tracer, inst: Inst) -> None:
+    # The frame stops here for good: the graph runs, then Python raises the exception itself.
+    raises_in_python("a raise statement: the exception is raised in Python")
+
+
 breaks(
     _EXCEPTIONS,
-    "RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
+    "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
     "WITH_EXCEPT_START", "LOAD_ASSERTION_ERROR", "PREP_RERAISE_STAR", "EXIT_INIT_CHECK",
 )  # fmt: skip
 breaks(

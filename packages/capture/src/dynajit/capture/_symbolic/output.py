@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedFakeTensorException,
+    UnsupportedOperatorException,
+)
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
@@ -20,6 +26,7 @@ from dynajit.capture._symbolic.variables import (
     ConstVar,
     DictVar,
     ListVar,
+    RaisesInPython,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -170,7 +177,10 @@ class OutputGraph:
             raise
         except Exception as exc:
             name = getattr(what, "__name__", what)
-            unsupported(f"{name} cannot be traced on fake tensors ({type(exc).__name__}: {str(exc)[:200]})")
+            reason = f"{name} cannot be traced on fake tensors ({type(exc).__name__}: {str(exc)[:200]})"
+            if _is_user_error(exc):
+                raise RaisesInPython(reason) from None
+            unsupported(reason)
         self.n_ops += 1
         return self.wrap_result(node)
 
@@ -233,3 +243,18 @@ def _unique_attr_name(path: Path, taken: set[Any]) -> str:
         suffix += 1
         name = f"{base}_{suffix}"
     return name
+
+
+# What the fake tensors cannot do, as opposed to what the operation itself refuses (which eager refuses too).
+_FAKE_LIMITS = (
+    NotImplementedError,
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+    UnsupportedFakeTensorException,
+)
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """True when an operation failed on fake tensors because its inputs are wrong (a shape mismatch, ...)."""
+    return isinstance(exc, (RuntimeError, ValueError, IndexError, TypeError)) and not isinstance(exc, _FAKE_LIMITS)

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic import opcodes_build as _opcodes_build  # noqa: F401  (registers handlers)
 from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F401
@@ -38,10 +37,12 @@ from dynajit.capture._symbolic.variables import (
     IteratorVar,
     ListVar,
     NNModuleVar,
+    RaisesInPython,
     SetVar,
     TupleVar,
     UserObjectVar,
     is_literal,
+    raises_in_python,
     unsupported,
 )
 from dynajit.capture._symbolic.wrap import wrap_value
@@ -49,7 +50,7 @@ from dynajit.capture._symbolic.wrap import wrap_value
 __all__ = ["BadCall", "RootTracer", "Tracer", "bind_arguments"]
 
 
-class BadCall(Unsupported):
+class BadCall(RaisesInPython):
     """The arguments do not fit the callee: Python raises TypeError before the callee runs any code."""
 
 
@@ -118,7 +119,7 @@ class Tracer:
     def load_local(self, name: str) -> VT:
         if name in self.locals:
             return self.locals[name]
-        unsupported(f"local variable {name!r} referenced before assignment raises UnboundLocalError")
+        raises_in_python(f"local variable {name!r} referenced before assignment raises UnboundLocalError")
 
     def load_global(self, name: str) -> VT:
         if self.global_path is Global:

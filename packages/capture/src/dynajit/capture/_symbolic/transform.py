@@ -78,6 +78,7 @@ def _pops_pushes(inst: Inst) -> tuple[int, int] | None:
         "BUILD_STRING": lambda: (n, 1),
         "UNPACK_SEQUENCE": lambda: (1, n),
         "UNPACK_EX": lambda: (1, (n & 0xFF) + (n >> 8) + 1),
+        "RAISE_VARARGS": lambda: (n, 0),
     }
     entry = table.get(inst.opname)
     return entry() if entry is not None else None
@@ -242,6 +243,10 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
         nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
+    if inst.opname in _TERMINAL:  # nothing runs after it: no resume function
+        _emit_consumed(emitter, inst, consumed, intercept_call)
+        _emit_instruction(emitter, inst)
+        return emitter.finish()
     emitter.push_resume(tracer.insts[inst.index + 1], tuple(nulls_after), live)
     for vt in below:
         if not isinstance(vt, NullVar):
@@ -253,6 +258,9 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     cg.call(sum(not n for n in nulls_after) + len(live))
     cg.emit("RETURN_VALUE")
     return emitter.finish()
+
+
+_TERMINAL = frozenset({"RAISE_VARARGS"})
 
 
 def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> None:

@@ -1,6 +1,6 @@
 """Variable trackers: the abstract values the symbolic interpreter keeps on its stack and in its locals."""
 
-from dynajit.capture._symbolic.variables.base import VT, NullVar, unsupported
+from dynajit.capture._symbolic.variables.base import VT, NullVar, RaisesInPython, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
@@ -19,6 +19,7 @@ from dynajit.capture._symbolic.variables.functions import (
 )
 from dynajit.capture._symbolic.variables.objects import (
     ClassVar,
+    ExceptionVar,
     ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
@@ -37,10 +38,12 @@ __all__ = [
     "DictVar",
     "IteratorVar",
     "ListVar",
+    "ExceptionVar",
     "ModuleSliceVar",
     "NNModuleVar",
     "NestedFunctionVar",
     "NullVar",
+    "RaisesInPython",
     "ObjectVar",
     "PyModuleVar",
     "SetVar",
@@ -52,5 +55,6 @@ __all__ = [
     "UserFunctionVar",
     "UserObjectVar",
     "is_literal",
+    "raises_in_python",
     "unsupported",
 ]

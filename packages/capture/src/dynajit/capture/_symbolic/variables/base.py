@@ -11,12 +11,21 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["VT", "NullVar", "unsupported"]
+__all__ = ["VT", "NullVar", "RaisesInPython", "raises_in_python", "unsupported"]
 
 
 def unsupported(reason: str) -> NoReturn:
     """Stop tracing here: a graph break (or an error under fullgraph) with ``reason``."""
     raise Unsupported(reason)
+
+
+class RaisesInPython(Unsupported):
+    """A step that raises when run: Python raises the same error itself, so even fullgraph runs it there."""
+
+
+def raises_in_python(reason: str) -> NoReturn:
+    """Stop tracing before a step that raises ``reason``'s error when Python runs it."""
+    raise RaisesInPython(reason)
 
 
 class VT:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -103,7 +103,7 @@ def fold(op: Any, *values: Any) -> ConstVar:
     try:
         return ConstVar(op(*values))
     except Exception as exc:
-        unsupported(f"{getattr(op, '__name__', op)} on constants raises {type(exc).__name__}: {exc}")
+        raises_in_python(f"{getattr(op, '__name__', op)} on constants raises {type(exc).__name__}: {exc}")
 
 
 __all__ += ["fold"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class _Sequence(VT):
         try:
             picked = self.items[index]
         except (IndexError, TypeError) as exc:
-            unsupported(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}")
         return type(self)(picked) if isinstance(index, slice) else picked
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -134,14 +134,14 @@ class ListVar(_Sequence):
         try:
             self.items[index] = value.unpack(tx) if isinstance(index, slice) else value
         except (IndexError, TypeError) as exc:
-            unsupported(f"list assignment raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"list assignment raises {type(exc).__name__}: {exc}")
         self.mutated(tx)
 
     def delitem(self, tx: Tracer, key: VT) -> None:
         try:
             del self.items[as_index(key)]
         except (IndexError, TypeError) as exc:
-            unsupported(f"list deletion raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"list deletion raises {type(exc).__name__}: {exc}")
         self.mutated(tx)
 
     def reconstruct(self, cg: CodeGen) -> None:
@@ -183,7 +183,7 @@ class DictVar(VT):
     def getitem(self, tx: Tracer, key: VT) -> VT:
         k = key.const()
         if k not in self.items:
-            unsupported(f"dict lookup raises KeyError: {k!r}")
+            raises_in_python(f"dict lookup raises KeyError: {k!r}")
         return self.items[k]
 
     def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
@@ -193,7 +193,7 @@ class DictVar(VT):
     def delitem(self, tx: Tracer, key: VT) -> None:
         k = key.const()
         if k not in self.items:
-            unsupported(f"dict deletion raises KeyError: {k!r}")
+            raises_in_python(f"dict deletion raises KeyError: {k!r}")
         del self.items[k]
         self.mutated(tx)
 
@@ -220,7 +220,7 @@ class DictVar(VT):
             if key in self.items:
                 return self.items[key]
             if name == "__getitem__":
-                unsupported(f"dict lookup raises KeyError: {key!r}")
+                raises_in_python(f"dict lookup raises KeyError: {key!r}")
             return args[1] if len(args) > 1 else ConstVar(None)
         if name == "__contains__":
             return ConstVar(args[0].const() in self.items)
@@ -252,7 +252,7 @@ class DictVar(VT):
             return self.items.pop(key)
         if len(args) > 1:
             return args[1]
-        unsupported(f"dict.pop raises KeyError: {key!r}")
+        raises_in_python(f"dict.pop raises KeyError: {key!r}")
 
     def reconstruct(self, cg: CodeGen) -> None:
         if self.source is not None:
@@ -304,7 +304,7 @@ class SetVar(VT):
         try:
             result = getattr(self.values, name)(*[a.const() for a in args])
         except Exception as exc:
-            unsupported(f"set.{name} raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"set.{name} raises {type(exc).__name__}: {exc}")
         if isinstance(result, set):
             return SetVar([ConstVar(v) for v in result])
         return ConstVar(result)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._symbolic.paths import Attr
-from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
 
@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["ClassVar", "ModuleSliceVar", "NNModuleVar", "ObjectVar", "PyModuleVar", "UserObjectVar", "WeakRefVar"]
+__all__ = [
+    "ClassVar",
+    "ExceptionVar",
+    "ModuleSliceVar",
+    "NNModuleVar",
+    "ObjectVar",
+    "PyModuleVar",
+    "UserObjectVar",
+    "WeakRefVar",
+]
 
 
 def _attr_path(vt: VT, name: str) -> Any:
@@ -113,7 +122,7 @@ class UserObjectVar(ObjectVar):
         try:
             static = inspect.getattr_static(cls, name)
         except AttributeError:
-            unsupported(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         if isinstance(static, types.FunctionType):
             # Guarded through the class, so a method replaced on the class recompiles.
             func = tx.wrap(static, _attr_path(self, "__class__") and Attr(_attr_path(self, "__class__"), name))
@@ -213,7 +222,7 @@ def _index_modules(tx: Tracer, container: VT, items: list[VT], index: int | slic
     try:
         return items[index]
     except IndexError:
-        unsupported(f"index {index} is out of range for {container.python_type().__name__} (IndexError)")
+        raises_in_python(f"index {index} is out of range for {container.python_type().__name__} (IndexError)")
 
 
 class ModuleSliceVar(VT):
@@ -264,6 +273,31 @@ class ModuleSliceVar(VT):
 
     def __repr__(self) -> str:
         return f"ModuleSliceVar({self.container!r}[{self.index!r}])"
+
+
+class ExceptionVar(VT):
+    """An exception made from constants (``ValueError("bad")``); rebuilt in Python by calling its class again."""
+
+    def __init__(self, cls: type[BaseException], args: list[VT]) -> None:
+        self.cls = cls
+        self.args = args
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def children(self) -> list[VT]:
+        return list(self.args)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def emit_args() -> int:
+            for arg in self.args:
+                arg.reconstruct(cg)
+            return len(self.args)
+
+        cg.call_helper(self.cls, emit_args)
+
+    def __repr__(self) -> str:
+        return f"ExceptionVar({self.cls.__name__})"
 
 
 # nn.Module methods that walk the module tree: answered from the real module, each item reached by its path.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class TensorVar(VT):
             unsupported(f"Tensor.{name} is not traced")
         static = inspect.getattr_static(torch.Tensor, name, None)
         if static is None:
-            unsupported(f"tensor has no attribute {name!r} (AttributeError)")
+            raises_in_python(f"tensor has no attribute {name!r} (AttributeError)")
         if inspect.isroutine(static):
             return TensorMethodVar(self, name)
         # A property (is_nested, is_leaf, ...): a fact of the example value when it is a plain constant.
