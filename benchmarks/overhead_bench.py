@@ -1,12 +1,14 @@
 """Per-call overhead of a compiled function: ``x + 1`` on an 8-element tensor, compiled minus eager.
 
 Measures, in one process and interleaved round by round (so machine noise
-hits every implementation alike), the median time per call of:
+hits every implementation alike), the median time per call of (module rows:
+the same ``x + 1`` as an ``nn.Module``, compared with calling it eagerly):
 
 - eager ``x + 1``;
 - dynajit with the eager backend (captured graph run as-is);
 - dynajit with ``dynajit.inductor_lite.compile_fx`` (when importable and it compiles);
-- ``torch.compile(backend="eager")``, the reference.
+- ``torch.compile(backend="eager")``, the reference;
+- the module eagerly, through ``dynajit.compiler.compile`` (``OptimizedModule``) and through ``torch.compile``.
 
 It also times dynajit's guard check alone, to show how much of the overhead is
 guards and how much is the dispatcher. Run ``python benchmarks/overhead_bench.py``;
@@ -27,6 +29,15 @@ import torch
 
 def add_one(x: torch.Tensor) -> torch.Tensor:
     return x + 1
+
+
+class AddOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+# Rows timed against eager "module" calls rather than eager function calls.
+MODULE_BASELINE = "eager module"
 
 
 def _per_call_seconds(fn: Callable[[], Any], calls: int) -> float:
@@ -56,7 +67,16 @@ def _candidates(x: torch.Tensor) -> tuple[dict[str, Callable[[], Any]], dict[str
     else:
         skipped = {}
 
-    timed: dict[str, Callable[[], Any]] = {"eager": lambda: add_one(x)}
+    module = AddOne()
+    compilers["torch.compile module[eager]"] = lambda: torch.compile(module, backend="eager")
+    try:
+        import dynajit.compiler
+
+        compilers["dynajit module[eager]"] = lambda: dynajit.compiler.compile(module, backend="eager")
+    except ImportError as exc:
+        skipped["dynajit module[eager]"] = f"not importable: {exc}"
+
+    timed: dict[str, Callable[[], Any]] = {"eager": lambda: add_one(x), MODULE_BASELINE: lambda: module(x)}
     expected = add_one(x)
     for name, make in compilers.items():
         try:
@@ -103,15 +123,18 @@ def measure(rounds: int = 41, calls: int = 2000) -> dict[str, Any]:
             names.reverse()
         for name in names:
             samples[name].append(_per_call_seconds(timed[name], calls))
-    eager = statistics.median(samples["eager"])
+    eager = {"": statistics.median(samples["eager"]), "module": statistics.median(samples[MODULE_BASELINE])}
     results = {}
     for name, values in samples.items():
         median = statistics.median(values)
+        baseline = eager["module" if "module" in name else ""]
         results[name] = {
             "median_us": median * 1e6,
             "min_us": min(values) * 1e6,
             "max_us": max(values) * 1e6,
-            "overhead_us": None if name in ("eager", "dynajit guard check alone") else (median - eager) * 1e6,
+            "overhead_us": None
+            if name in ("eager", MODULE_BASELINE, "dynajit guard check alone")
+            else (median - baseline) * 1e6,
         }
     return {
         "workload": "x + 1, 8 float32 elements",
@@ -128,7 +151,7 @@ def format_table(figures: dict[str, Any]) -> str:
         f"Per-call overhead: {figures['workload']}, median of {figures['rounds']} interleaved rounds "
         f"of {figures['calls_per_round']} calls",
         "",
-        "| implementation | median µs/call | min | max | overhead vs eager µs |",
+        "| implementation | median µs/call | min | max | overhead vs eager (module rows: eager module) µs |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, row in figures["results"].items():

@@ -46,7 +46,7 @@ class OptimizedModule(torch.nn.Module):
         if not isinstance(mod, torch.nn.Module):
             raise TypeError(f"OptimizedModule wraps an nn.Module, got {type(mod).__name__}")
         super().__init__()
-        self._orig_mod = mod
+        self._orig_mod = mod  # in _modules, for parameters() and state_dict()
         object.__setattr__(self, "_compile_settings", settings)
         object.__setattr__(self, "_decorate", decorate or settings.decorator())
         object.__setattr__(self, "_compiled_for", None)
@@ -55,25 +55,35 @@ class OptimizedModule(torch.nn.Module):
         self.register_state_dict_post_hook(_drop_wrapper_prefix)
         self.register_load_state_dict_pre_hook(_add_wrapper_prefix)
 
-    def _forward_function(self) -> Callable[..., Any]:
-        # Compiled per forward function, so replacing ``forward`` on the original is honoured.
-        forward = self._orig_mod.forward
-        target = getattr(forward, "__func__", forward)
+    def _forward_function(self, module: torch.nn.Module) -> Callable[..., Any]:
+        # Compiled per forward function (one set on the instance, else the class's), so replacing ``forward``
+        # on the original is honoured; the check reads two dicts, without making a bound method per call.
+        target = module.__dict__.get("forward") or type(module).forward
         if self._compiled_for is not target:
-            object.__setattr__(self, "_compiled_forward", self._decorate(forward))
+            object.__setattr__(self, "_compiled_forward", self._decorate(module.forward))
             object.__setattr__(self, "_compiled_for", target)
         return self._compiled_forward  # type: ignore[return-value]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        module = self._orig_mod
+        module = self._original
+        if module._forward_pre_hooks or module._forward_hooks or module._backward_hooks or module._backward_pre_hooks:
+            return self._forward_with_hooks(module, args, kwargs)
+        return self._forward_function(module)(*args, **kwargs)
+
+    def _forward_with_hooks(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if module._backward_hooks or module._backward_pre_hooks:
             raise NotImplementedError(
                 "OptimizedModule does not run module backward hooks yet; register them on a tensor "
                 "(tensor.register_hook) or call the module without compiling it"
             )
         args, kwargs = _run_pre_hooks(module, args, kwargs)
-        result = self._forward_function()(*args, **kwargs)
+        result = self._forward_function(module)(*args, **kwargs)
         return _run_forward_hooks(module, args, kwargs, result)
+
+    @property
+    def _original(self) -> torch.nn.Module:
+        """``_orig_mod`` without the ``__getattr__`` detour (nn.Module keeps submodules in ``_modules``)."""
+        return self.__dict__["_modules"]["_orig_mod"]
 
     def __getattr__(self, name: str) -> Any:
         if name in _OWN_ATTRIBUTES:
