@@ -42,21 +42,25 @@ class CacheEntry:
     new_globals: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     compile_id: int = field(default_factory=lambda: next(_compile_ids))
-    installed_in: dict[str, Any] | None = None
+    # Equal code objects share one cache, and one code object can run under several globals
+    # (the same source exec'd twice, FunctionType(code, other_globals)): every globals dict an
+    # entry runs under gets its names.
+    installed_in: list[dict[str, Any]] = field(default_factory=list)
 
     def install_globals(self, f_globals: dict[str, Any]) -> None:
-        """Put the names the transformed code reads into the function's globals."""
+        """Put the names the transformed code reads into ``f_globals`` (once per globals dict)."""
+        if any(target is f_globals for target in self.installed_in):
+            return
         f_globals.update(self.new_globals)
-        self.installed_in = f_globals
+        self.installed_in.append(f_globals)
 
     def uninstall_globals(self) -> None:
         """Remove the installed names that still hold this entry's values."""
-        target, self.installed_in = self.installed_in, None
-        if target is None:
-            return
-        for name, value in self.new_globals.items():
-            if target.get(name) is value:
-                del target[name]
+        targets, self.installed_in = self.installed_in, []
+        for target in targets:
+            for name, value in self.new_globals.items():
+                if target.get(name) is value:
+                    del target[name]
 
 
 class CodeCache:

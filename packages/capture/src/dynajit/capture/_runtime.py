@@ -379,11 +379,15 @@ class CompiledFunction:
             run = fn
         scoped = _needs_settings(entry)
         if entry.guards is None:
-            return _Instance(None, None, run, scoped)
-        closure = dict(zip(self.code.co_freevars, (cell for cell in fn.__closure__ or ())))
-        guards = _without_backend_match(entry.guards)
-        compiled = guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
-        return _Instance(compiled.check, compiled, run, scoped)
+            instance = _Instance(None, None, run, scoped)
+        else:
+            closure = dict(zip(self.code.co_freevars, (cell for cell in fn.__closure__ or ())))
+            guards = _without_backend_match(entry.guards)
+            compiled = guards.compile(arg_names=self.layout.names, f_globals=fn.__globals__, closure=closure)
+            instance = _Instance(compiled.check, compiled, run, scoped)
+        if entry.installed_in and entry.kind == "compiled":  # adopted under other globals: give them its names
+            entry.install_globals(fn.__globals__)
+        return instance
 
     def _usable(self, entry: _cache.CacheEntry) -> bool:
         """Entries of this backend; under fullgraph, not those with graph breaks or that fell back to eager."""

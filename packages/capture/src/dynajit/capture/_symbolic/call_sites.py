@@ -63,7 +63,7 @@ def _without_method_bit(inst: bytecode.Instr) -> list[bytecode.Instr] | None:
         plain = _instr("LOAD_ATTR", inst.arg, inst)
     elif inst.name == "LOAD_ATTR" and isinstance(inst.arg, tuple) and inst.arg[0]:
         plain = _instr("LOAD_ATTR", (False, inst.arg[1]), inst)
-    elif inst.name == "LOAD_SUPER_ATTR" and inst.arg[0]:
+    elif inst.name == "LOAD_SUPER_ATTR" and isinstance(inst.arg, tuple) and inst.arg[0]:
         plain = _instr("LOAD_SUPER_ATTR", (False, *inst.arg[1:]), inst)
     else:
         return None

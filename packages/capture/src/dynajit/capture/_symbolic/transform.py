@@ -271,6 +271,7 @@ def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], inter
     for i, vt in enumerate(consumed):
         if i == callable_slot and not _runs_unintercepted(vt):
             intercept = emitter.output.ctx.intercept
+            value: Callable[[Any], Any]
             if _const_target(vt) is not None and marks.is_disabled_frame_only(_const_target(vt)):
                 helper, value = FRAME_ONLY, functools.partial(frame_only_function, intercept=intercept)
             else:
