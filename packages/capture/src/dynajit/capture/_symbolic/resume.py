@@ -26,6 +26,8 @@ _STOPS = frozenset(
     {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP",
      "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_NO_INTERRUPT"}
 )  # fmt: skip
+# The saved stack arrives in arguments named ``___stack<i>``; only the prologue reads them.
+_STACK_PREFIX = "___stack"
 _READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "LOAD_DEREF", "LOAD_CLOSURE"})
 
 
@@ -40,7 +42,12 @@ def _read_names(inst: Inst) -> list[str]:
 
 
 def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str]:
-    """Locals among ``candidates`` that code reachable from ``start`` may read (a safe over-approximation)."""
+    """Locals among ``candidates`` that code reachable from ``start`` may read (a safe over-approximation).
+
+    A resume function's stack arguments are never live: its prologue, the only code that reads
+    them, runs before the body. (Counting them made a break in a resume function with a try block
+    pass them again as live locals, under the names of its new resume function's stack arguments.)
+    """
     seen: set[int] = set()
     pending = [start]
     read: set[str] = set()
@@ -59,7 +66,7 @@ def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str
             pending.append(index + 1)
     if touches_try:  # an exception handler may read anything
         read.update(name for inst in insts for name in _read_names(inst))
-    return sorted(read & candidates)
+    return sorted(name for name in read & candidates if not name.startswith(_STACK_PREFIX))
 
 
 def resume_code(
@@ -92,8 +99,10 @@ def resume_code(
                 body.append(entry)
             index += 1
         body.append(item)
-    stack_names = [f"___stack{i}" for i, null in enumerate(stack_nulls) if not null]
+    stack_names = [f"{_STACK_PREFIX}{i}" for i, null in enumerate(stack_nulls) if not null]
     argnames = [*stack_names, *live]
+    if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
+        raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
     new = bytecode.Bytecode([*prologue, *body])
     new._copy_attr_from(bc)
     new.argnames = argnames
@@ -114,5 +123,5 @@ def _push_stack(stack_nulls: tuple[bool, ...], lineno: int) -> list[bytecode.Ins
         if null:
             out.append(bytecode.Instr("PUSH_NULL", lineno=lineno))
         else:
-            out.append(bytecode.Instr("LOAD_FAST", f"___stack{i}", lineno=lineno))
+            out.append(bytecode.Instr("LOAD_FAST", f"{_STACK_PREFIX}{i}", lineno=lineno))
     return out
