@@ -1,6 +1,6 @@
 """Eager vs torch.compile (inductor) vs dynajit inductor-lite on CPU, in one process.
 
-Run: ``python packages/inductor-lite/bench/compare.py [--quick] [--only a,b] [--no-torch-compile]``.
+Run: ``python benchmarks/inductor_compile_bench.py [--quick] [--only a,b] [--no-torch-compile]``.
 For each workload it prints steady-state time per call, speedup over eager and cold compile time
 (fresh cache directories), then warm compile times measured in a second process against the
 caches the first one filled. torch.compile is called here only as the reference.
@@ -106,10 +106,10 @@ def compile_times(names: list[str], with_torch_compile: bool) -> dict[str, tuple
         ours = time.perf_counter() - start
         ref = math.nan
         if with_torch_compile:
-            torch._dynamo.reset()  # noqa: TID251
+            torch._dynamo.reset()
             start = time.perf_counter()
             with torch.no_grad():
-                torch.compile(fn)(*args)  # noqa: TID251
+                torch.compile(fn)(*args)
             ref = time.perf_counter() - start
         out[name] = (ours, ref)
     return out
@@ -156,9 +156,9 @@ def main() -> None:
         ours_t = timeit(ours, args, reps)
         row = [name, eager * 1e3, ours_t * 1e3, eager / ours_t, ours_compile]
         if not opts.no_torch_compile:
-            torch._dynamo.reset()  # noqa: TID251  (the reference, benchmarks only)
+            torch._dynamo.reset()
             start = time.perf_counter()
-            ref = torch.compile(fn)  # noqa: TID251
+            ref = torch.compile(fn)
             with torch.no_grad():
                 ref(*args)
             ref_compile = time.perf_counter() - start
