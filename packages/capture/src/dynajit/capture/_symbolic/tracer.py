@@ -224,7 +224,7 @@ class Tracer:
     def _globals_of(self, fn: Any) -> tuple[dict[str, Any], Any]:
         if hasattr(fn, "f_globals"):
             return fn.f_globals, fn.global_path
-        fn_globals = fn.fn.__globals__
+        fn_globals = fn.value.__globals__
         root = self.root()
         if fn_globals is root.f_globals:
             return fn_globals, Global

@@ -81,6 +81,23 @@ class VT:
         return f"{type(self).__name__}{where}"
 
 
+class HeldVar(VT):
+    """A value the interpreter holds as the real Python object: its type and its constant are that object's."""
+
+    def __init__(self, value: Any, source: Any = None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self) -> Any:
+        return self.value
+
+
 class NullVar(VT):
     """The NULL CPython pushes below a callable (or after it, in 3.13)."""
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -49,21 +49,8 @@ def is_literal(value: Any) -> bool:
     return type(value) in _LITERAL_TYPES
 
 
-class ConstVar(VT):
+class ConstVar(HeldVar):
     """A Python constant known at trace time."""
-
-    def __init__(self, value: Any, source: Any = None) -> None:
-        self.value = value
-        self.source = source
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def is_const(self) -> bool:
-        return True
-
-    def const(self) -> Any:
-        return self.value
 
     def truth(self, tx: Tracer) -> bool:
         return bool(self.value)

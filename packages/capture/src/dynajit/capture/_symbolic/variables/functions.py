@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -15,22 +15,12 @@ if TYPE_CHECKING:
 __all__ = ["BoundMethodVar", "BuiltinVar", "CellVar", "MethodOf", "NestedFunctionVar", "UserFunctionVar"]
 
 
-class BuiltinVar(VT):
+class BuiltinVar(HeldVar):
     """A builtin callable; calls go through the builtins table (or run directly when ``pure`` and all-constant)."""
 
     def __init__(self, fn: Any, source: Any = None, *, pure: bool = False) -> None:
-        self.fn = fn
-        self.source = source
+        super().__init__(fn, source)
         self.pure = pure
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def is_const(self) -> bool:
-        return True
-
-    def const(self) -> Any:
-        return self.fn
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.builtins_table import call_builtin
@@ -39,14 +29,14 @@ class BuiltinVar(VT):
             from dynajit.capture._symbolic.variables.constant import fold
 
             const_kwargs = {k: v.const() for k, v in kwargs.items()}
-            return tx.wrap_const(fold(lambda *a: self.fn(*a, **const_kwargs), *[a.const() for a in args]).value)
-        return call_builtin(tx, self.fn, args, kwargs)
+            return tx.wrap_const(fold(lambda *a: self.value(*a, **const_kwargs), *[a.const() for a in args]).value)
+        return call_builtin(tx, self.value, args, kwargs)
 
     def reconstruct(self, cg: CodeGen) -> None:
-        self.reconstruct_object(cg, self.fn)
+        self.reconstruct_object(cg, self.value)
 
     def __repr__(self) -> str:
-        return f"BuiltinVar({getattr(self.fn, '__name__', self.fn)})"
+        return f"BuiltinVar({getattr(self.value, '__name__', self.value)})"
 
 
 class MethodOf(VT):
@@ -98,25 +88,15 @@ class CellVar(VT):
         return [self.contents] if self.contents is not None else []
 
 
-class UserFunctionVar(VT):
+class UserFunctionVar(HeldVar):
     """A Python function object from the frame's reach: calls are inlined."""
 
     def __init__(self, fn: types.FunctionType, source: Any = None) -> None:
-        self.fn = fn
-        self.source = source
-
-    def python_type(self) -> type:
-        return types.FunctionType
+        super().__init__(fn, source)
 
     @property
     def code(self) -> types.CodeType:
-        return self.fn.__code__
-
-    def is_const(self) -> bool:
-        return True
-
-    def const(self) -> Any:
-        return self.fn
+        return self.value.__code__
 
     def defaults(self, tx: Tracer) -> tuple[list[VT], dict[str, VT]]:
         from dynajit.capture._symbolic.paths import Attr, Item
@@ -127,11 +107,11 @@ class UserFunctionVar(VT):
         base = self.source
         positional = [
             wrap(v, Item(Attr(base, "__defaults__"), i) if base else None)
-            for i, v in enumerate(self.fn.__defaults__ or ())
+            for i, v in enumerate(self.value.__defaults__ or ())
         ]
         keyword = {
             k: wrap(v, Item(Attr(base, "__kwdefaults__"), k) if base else None)
-            for k, v in (self.fn.__kwdefaults__ or {}).items()
+            for k, v in (self.value.__kwdefaults__ or {}).items()
         }
         return positional, keyword
 
@@ -139,7 +119,7 @@ class UserFunctionVar(VT):
         from dynajit.capture._symbolic.paths import Attr, Item
 
         cells = []
-        for i, cell in enumerate(self.fn.__closure__ or ()):
+        for i, cell in enumerate(self.value.__closure__ or ()):
             path = Attr(Item(Attr(self.source, "__closure__"), i), "cell_contents") if self.source else None
             cells.append(tx.output.cell_for(cell, path))
         return cells
@@ -149,11 +129,11 @@ class UserFunctionVar(VT):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstVar(getattr(self.fn, name))
-        unsupported(f"attribute {name!r} of function {self.fn.__qualname__}")
+            return ConstVar(getattr(self.value, name))
+        unsupported(f"attribute {name!r} of function {self.value.__qualname__}")
 
     def __repr__(self) -> str:
-        return f"UserFunctionVar({self.fn.__qualname__})"
+        return f"UserFunctionVar({self.value.__qualname__})"
 
 
 class NestedFunctionVar(VT):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._symbolic.paths import Attr
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
 
@@ -38,21 +38,8 @@ def _attr_path(vt: VT, name: str) -> Any:
     return Attr(vt.source, name) if vt.source is not None else None
 
 
-class ObjectVar(VT):
+class ObjectVar(HeldVar):
     """A Python object the interpreter holds concretely (it only reads it)."""
-
-    def __init__(self, value: Any, source: Any = None) -> None:
-        self.value = value
-        self.source = source
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def is_const(self) -> bool:
-        return True
-
-    def const(self) -> Any:
-        return self.value
 
     def truth(self, tx: Tracer) -> bool:
         cls = type(self.value)

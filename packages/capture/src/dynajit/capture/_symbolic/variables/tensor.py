@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -181,44 +181,31 @@ class TensorMethodVar(VT):
         return f"TensorMethodVar({self.tensor.node.name}.{self.name})"
 
 
-class TorchFunctionVar(VT):
+class TorchFunctionVar(HeldVar):
     """A torch callable (torch.*, torch.nn.functional.*, torch.Tensor.*): calls become graph nodes."""
-
-    def __init__(self, fn: Any, source: Any = None) -> None:
-        self.fn = fn
-        self.source = source
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def is_const(self) -> bool:
-        return True
-
-    def const(self) -> Any:
-        return self.fn
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
 
-        if self.fn in GRAD_MODE_CLASSES:
-            return GRAD_MODE_CLASSES[self.fn](tx, args, kwargs)
-        if self.fn in _NOT_IN_GRAPH:
-            unsupported(_NOT_IN_GRAPH[self.fn])
-        if self.fn in _CONSTANT_TORCH_FUNCTIONS:
-            return _call_on_examples(self.fn, args, kwargs)
-        return tx.output.call_function(self.fn, args, kwargs)
+        if self.value in GRAD_MODE_CLASSES:
+            return GRAD_MODE_CLASSES[self.value](tx, args, kwargs)
+        if self.value in _NOT_IN_GRAPH:
+            unsupported(_NOT_IN_GRAPH[self.value])
+        if self.value in _CONSTANT_TORCH_FUNCTIONS:
+            return _call_on_examples(self.value, args, kwargs)
+        return tx.output.call_function(self.value, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         from dynajit.capture._symbolic.paths import Attr
 
         source = Attr(self.source, name) if self.source is not None else None
-        return tx.wrap(getattr(self.fn, name), source)
+        return tx.wrap(getattr(self.value, name), source)
 
     def reconstruct(self, cg: CodeGen) -> None:
-        self.reconstruct_object(cg, self.fn)
+        self.reconstruct_object(cg, self.value)
 
     def __repr__(self) -> str:
-        return f"TorchFunctionVar({getattr(self.fn, '__name__', self.fn)})"
+        return f"TorchFunctionVar({getattr(self.value, '__name__', self.value)})"
 
 
 def _call_on_examples(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:
