@@ -190,11 +190,7 @@ class CppOptions:
 
 
 def _index_text(index: Index) -> str:
-    def atom(base: str, div: int, mod: int | None) -> str:
-        text = f"(({base}) / {div})" if div != 1 else f"({base})"
-        return f"({text} % {mod})" if mod is not None else text
-
-    return index.render(atom)
+    return index.source("/")  # index arithmetic is non-negative: C++'s truncating division is floor division
 
 
 def _literal(value: Any, dtype: torch.dtype) -> str:

@@ -132,6 +132,15 @@ class Index:
             parts.append(str(self.const))
         return " + ".join(parts)
 
+    def source(self, floordiv: str) -> str:
+        """Source text in a C-like language whose (non-negative) floor division is spelt ``floordiv``."""
+
+        def atom(base: str, div: int, mod: int | None) -> str:
+            text = f"(({base}) {floordiv} {div})" if div != 1 else f"({base})"
+            return f"({text} % {mod})" if mod is not None else text
+
+        return self.render(atom)
+
 
 def _build(terms: list[tuple[Atom, int]], const: int) -> Index:
     merged: dict[Atom, int] = {}

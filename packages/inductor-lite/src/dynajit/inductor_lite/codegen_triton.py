@@ -156,11 +156,7 @@ def dj_mul(a, b):
 
 
 def _index_text(index: Index) -> str:
-    def atom(base: str, div: int, mod: int | None) -> str:
-        text = f"(({base}) // {div})" if div != 1 else f"({base})"
-        return f"({text} % {mod})" if mod is not None else text
-
-    return index.render(atom)
+    return index.source("//")
 
 
 def _literal(value: Any, dtype: torch.dtype) -> str:
