@@ -25,6 +25,7 @@ from dynajit.fxgraph._passes import (
 )
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
+from dynajit.fxgraph._symbolic import SizeName, is_symbolic, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SOURCE_FN_STACK",
     "SOURCE_META_KEYS",
     "STACK_TRACE",
+    "SizeName",
     "Config",
     "ConfigError",
     "GraphBuilder",
@@ -50,11 +52,15 @@ __all__ = [
     "has_side_effects",
     "is_generated_forward",
     "is_random",
+    "is_symbolic",
     "line_node_map",
     "option",
     "recapture_meta",
     "set_logs",
     "source_meta",
+    "symbolic_fake",
+    "symbolic_int",
+    "symbols_of",
     "target_name",
     "user_source_line",
 ]

@@ -1,0 +1,128 @@
+"""Symbolic sizes for example values: fake tensors and ints whose sizes are ShapeEnv symbols.
+
+Capture makes graph inputs symbolic where a dimension is dynamic; backends
+(and their tests) read the same fake values back from placeholder metadata.
+Each symbol is created under a :class:`SizeName`, the guard-style name of the
+value it stands for (``L['x'].size()[0]``), so shape guards print readably.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import sympy
+import torch
+from torch._guards import GuardSource, Source
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StrictMinMaxConstraint
+from torch.utils._sympy.value_ranges import ValueRanges
+
+__all__ = ["SizeName", "is_symbolic", "symbolic_fake", "symbolic_int", "symbols_of"]
+
+DimRange = tuple[int | None, int | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeName(Source):
+    """The name of one symbolic value as guards print it (``L['x'].size()[0]``, ``L['n']``)."""
+
+    text: str
+
+    @property
+    def _name_template(self) -> str:
+        return self.text
+
+    @property
+    def guard_source(self) -> GuardSource:  # type: ignore[override]
+        return GuardSource.LOCAL
+
+
+def _symbol(shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None, duck: bool) -> torch.SymInt | int:
+    constraint = None
+    if bounds is not None and bounds != (None, None):
+        low, high = bounds
+        constraint = StrictMinMaxConstraint(
+            vr=ValueRanges(low if low is not None else 0, high if high is not None else sympy.oo), warn_only=False
+        )
+    source = SizeName(name)
+    kind = DimDynamic.DUCK if duck and constraint is None else DimDynamic.DYNAMIC
+    expr = shape_env.create_symbol(value, source, dynamic_dim=kind, constraint_dim=constraint)
+    return shape_env.create_symintnode(expr, hint=value, source=source)
+
+
+def symbolic_int(shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None = None) -> torch.SymInt | int:
+    """A SymInt standing for the Python int ``value`` named ``name`` (an int stays an int when 0 or 1)."""
+    return _symbol(shape_env, value, name, bounds, duck=False)
+
+
+def symbolic_fake(
+    fake_mode: FakeTensorMode,
+    value: torch.Tensor,
+    name: str,
+    dims: Mapping[int, DimRange | None],
+    *,
+    duck: bool = True,
+) -> torch.Tensor:
+    """A fake tensor like ``value`` whose dimensions in ``dims`` are symbols (``dim -> (min, max)`` or None).
+
+    ``name`` is the guard-style name of the tensor (``L['x']``); symbol names
+    are ``{name}.size()[{dim}]``. Sizes 0 and 1 stay static, as in
+    torch.compile, and with ``duck`` equal sizes share one symbol. Strides
+    follow the value's memory order, so the value must be dense
+    (``ValueError`` otherwise: the caller keeps such a tensor static).
+    """
+    shape_env = fake_mode.shape_env
+    if shape_env is None:
+        raise ValueError("symbolic_fake needs a FakeTensorMode created with a ShapeEnv")
+    order = _dense_order(value)
+    if order is None:
+        raise ValueError(f"{name} is not dense in memory (strides {tuple(value.stride())}); it cannot be symbolic")
+    sizes: list[torch.SymInt | int] = []
+    for dim, size in enumerate(value.shape):
+        if dim in dims:
+            sizes.append(_symbol(shape_env, size, f"{name}.size()[{dim}]", dims[dim], duck))
+        else:
+            sizes.append(size)
+    strides: list[torch.SymInt | int] = [1] * value.dim()
+    running: torch.SymInt | int = 1
+    for dim in order:  # innermost first
+        strides[dim] = running
+        running = running * sizes[dim]
+    with fake_mode:
+        fake = torch.empty_strided(sizes, strides, dtype=value.dtype, device=value.device)
+    if value.requires_grad:
+        fake.requires_grad_(True)
+    return fake
+
+
+def _dense_order(value: torch.Tensor) -> list[int] | None:
+    """Dimensions from innermost to outermost if ``value`` is dense and non-overlapping, else None."""
+    order = sorted(range(value.dim()), key=lambda d: (value.stride(d), value.shape[d]))
+    expected = 1
+    for dim in order:
+        if value.shape[dim] != 1 and value.stride(dim) != expected:
+            return None
+        expected *= value.shape[dim]
+    return order
+
+
+def is_symbolic(value: object) -> bool:
+    """True for a SymInt, or a tensor with a symbolic size."""
+    if isinstance(value, torch.SymInt):
+        return not isinstance(value.node.expr, sympy.Integer)
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in value.shape)
+    return False
+
+
+def symbols_of(value: object) -> set[sympy.Symbol]:
+    """The free symbols in a SymInt or in a tensor's sizes and strides."""
+    found: set[sympy.Symbol] = set()
+    items = [value] if isinstance(value, torch.SymInt) else []
+    if isinstance(value, torch.Tensor):
+        items = [*value.shape, *value.stride()]
+    for item in items:
+        if isinstance(item, torch.SymInt):
+            found |= item.node.expr.free_symbols
+    return found
