@@ -72,6 +72,8 @@ class CodeCache:
         self.limit_warned = False
         self.sizes_seen: dict[str, tuple[int, ...]] = {}
         self.dynamic_hints: dict[str, set[int]] = {}
+        self.ints_seen: dict[str, int] = {}
+        self.dynamic_ints: set[str] = set()
 
     def add(self, entry: CacheEntry) -> None:
         self.entries.insert(0, entry)
@@ -85,10 +87,16 @@ class CodeCache:
         self.limit_warned = False
         self.sizes_seen.clear()
         self.dynamic_hints.clear()
+        self.ints_seen.clear()
+        self.dynamic_ints.clear()
 
     def note_sizes(self, names: Sequence[str], values: Sequence[Any]) -> dict[str, set[int]]:
-        """Record the sizes of tensor arguments; dimensions whose size changed since an earlier compile are hints."""
+        """Record the sizes of tensor arguments (and int arguments); what changed since an earlier compile is a hint."""
         for name, value in zip(names, values):
+            if type(value) is int:
+                if self.ints_seen.setdefault(name, value) != value:
+                    self.dynamic_ints.add(name)
+                continue
             if not isinstance(value, torch.Tensor):
                 continue
             size = tuple(value.shape)

@@ -33,6 +33,13 @@ __all__ = ["convert_frame"]
 
 def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
     """Convert one call of ``fn`` (its argument values in ``co_varnames`` order) into guarded, compiled code."""
+    # Dynamic sizes may be 0 or 1 too: reason about them size-obliviously (a dynamic size is never assumed to
+    # broadcast), so one entry serves every size instead of a separate one for size 1.
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+        return _convert_frame(fn, args, ctx)
+
+
+def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
     code = fn.__code__
     if code.co_flags & GENERATOR_FLAGS:
         raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")

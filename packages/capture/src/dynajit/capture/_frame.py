@@ -97,6 +97,8 @@ class FrameContext:
     intercept: Callable[[Any], Any] = lambda obj: obj
     # Sizes seen to change for this code object (source name -> dims), used to mark dims dynamic.
     dynamic_hints: dict[str, set[int]] = field(default_factory=dict)
+    # Int arguments seen to change for this code object: they become symbolic graph inputs.
+    dynamic_ints: set[str] = field(default_factory=set)
 
 
 @dataclass

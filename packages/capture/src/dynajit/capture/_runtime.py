@@ -537,19 +537,26 @@ class CompiledFunction:
 
         settings = self.settings
         hints: dict[str, set[int]] = {}
+        ints: set[str] = set()
         if config.automatic_dynamic_shapes and settings.dynamic is not False:
             hints = {name: set(dims) for name, dims in self.cache.dynamic_hints.items()}
+            ints = set(self.cache.dynamic_ints) if not config.specialize_int else set()
+        dynamic = settings.dynamic
+        if dynamic is None and not config.assume_static_by_default:
+            dynamic = True
         return FrameContext(
             backend=settings.backend,
             fullgraph=settings.fullgraph,
-            dynamic=settings.dynamic,
+            dynamic=dynamic,
             intercept=intercept,
             dynamic_hints=hints,
+            dynamic_ints=ints,
         )
 
     def _convert(self, values: Sequence[Any], reasons: tuple[str, ...]) -> tuple[_cache.CacheEntry, _Instance]:
         from dynajit.capture import _convert
         from dynajit.capture._frame import GraphBreak, SkipFrame, Unsupported
+        from dynajit.capture._symbolic.shapes import DynamicShapeError
 
         backend = self.settings.backend
         self.cache.note_sizes(self.layout.names, values)
@@ -583,6 +590,8 @@ class CompiledFunction:
             # without fullgraph the converter handles graph breaks itself: reaching here is a dynajit bug
             entry = self._eager_entry(unsupported)
             instance = self._instantiate(entry)
+        except DynamicShapeError:
+            raise  # the user's mark_dynamic contradicts the input or the program: theirs to fix, never eager
         except Exception as error:
             if self.settings.fullgraph and not config.suppress_errors:
                 message = (

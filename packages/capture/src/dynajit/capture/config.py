@@ -27,7 +27,11 @@ class CaptureConfig(Config):
     assume_static_by_default: bool = option(
         True, "Compile every dimension static first; only sizes seen to change (or marked) become dynamic."
     )
-    specialize_int: bool = option(True, "Guard on the value of int arguments instead of tracing them symbolically.")
+    specialize_int: bool = option(
+        False,
+        "Always guard on the value of int arguments; when False an int argument seen to change (or any int under "
+        "dynamic=True) becomes a symbolic graph input.",
+    )
     suppress_errors: bool = option(
         False,
         "An internal error while converting a frame is always reported with a warning and the frame runs "

@@ -136,7 +136,7 @@ class GraphBuilder:
             return value
         mode = self._mode()
         return torch.utils._pytree.tree_map_only(
-            torch.Tensor, lambda t: t if isinstance(t, FakeTensor) else mode.from_tensor(t), value
+            torch.Tensor, lambda t: t if isinstance(t, FakeTensor) else mode.from_tensor(t, static_shapes=True), value
         )
 
     def _fake_args(self, args: Any) -> Any:
@@ -252,7 +252,9 @@ class GraphBuilder:
         }
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            fake_state: dict[str, torch.Tensor] = {name: mode.from_tensor(t) for name, t in state.items()}
+            fake_state: dict[str, torch.Tensor] = {
+                name: mode.from_tensor(t, static_shapes=True) for name, t in state.items()
+            }
             return torch.func.functional_call(module, fake_state, args, kwargs)
 
         return call

@@ -38,7 +38,9 @@ class SizeName(Source):
         return GuardSource.LOCAL
 
 
-def _symbol(shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None, duck: bool) -> torch.SymInt | int:
+def _symbol(
+    shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None, duck: bool, zero_one: bool = True
+) -> torch.SymInt | int:
     constraint = None
     if bounds is not None and bounds != (None, None):
         low, high = bounds
@@ -47,7 +49,9 @@ def _symbol(shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None,
         )
     source = SizeName(name)
     kind = DimDynamic.DUCK if duck and constraint is None else DimDynamic.DYNAMIC
-    expr = shape_env.create_symbol(value, source, dynamic_dim=kind, constraint_dim=constraint)
+    expr = shape_env.create_symbol(
+        value, source, dynamic_dim=kind, constraint_dim=constraint, do_not_specialize_zero_one=not zero_one
+    )
     return shape_env.create_symintnode(expr, hint=value, source=source)
 
 
@@ -63,12 +67,16 @@ def symbolic_fake(
     dims: Mapping[int, DimRange | None],
     *,
     duck: bool = True,
+    specialize_zero_one: bool = True,
 ) -> torch.Tensor:
     """A fake tensor like ``value`` whose dimensions in ``dims`` are symbols (``dim -> (min, max)`` or None).
 
     ``name`` is the guard-style name of the tensor (``L['x']``); symbol names
     are ``{name}.size()[{dim}]``. Sizes 0 and 1 stay static, as in
-    torch.compile, and with ``duck`` equal sizes share one symbol. Strides
+    torch.compile, unless ``specialize_zero_one`` is False (then the symbol's
+    range starts at 0: use it with size-oblivious reasoning,
+    ``torch.fx.experimental._config.backed_size_oblivious``); with ``duck``
+    equal sizes share one symbol. Strides
     follow the value's memory order, so the value must be dense
     (``ValueError`` otherwise: the caller keeps such a tensor static).
     """
@@ -81,7 +89,7 @@ def symbolic_fake(
     sizes: list[torch.SymInt | int] = []
     for dim, size in enumerate(value.shape):
         if dim in dims:
-            sizes.append(_symbol(shape_env, size, f"{name}.size()[{dim}]", dims[dim], duck))
+            sizes.append(_symbol(shape_env, size, f"{name}.size()[{dim}]", dims[dim], duck, specialize_zero_one))
         else:
             sizes.append(size)
     strides: list[torch.SymInt | int] = [1] * value.dim()

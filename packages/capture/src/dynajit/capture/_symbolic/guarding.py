@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 import dynajit.guards as guards
 
 if TYPE_CHECKING:
@@ -43,7 +45,13 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
         if a is not None and b is not None:
             result.add(guards.tensor_aliasing([a, b], []))
     # One graph input per tensor object: the graph is only right while those objects stay distinct.
-    distinct = [source for path, _, _ in output.inputs if (source := path.to_source()) is not None]
+    distinct = [
+        source
+        for path, value, _ in output.inputs
+        if isinstance(value, torch.Tensor) and (source := path.to_source()) is not None
+    ]
     if len(distinct) >= 2:
         result.add(guards.tensor_aliasing([], distinct))
+    for guard in output.shapes.guards():
+        result.add(guard)
     return result

@@ -20,6 +20,7 @@ from dynajit.capture._symbolic.variables import (
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -75,11 +76,36 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
+    if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
+        return symbolic_operator(tx, op, args)
     if all(a.is_const() for a in args) and not any(isinstance(a, (ListVar, DictVar)) for a in args):
         return tx.wrap_const(fold(op, *[a.const() for a in args]).value)
     if op is operator.getitem:
         return getitem(tx, args[0], args[1])
     return _sequence_operator(tx, op, args)
+
+
+def _number(vt: VT) -> bool:
+    return vt.is_const() and type(vt.const()) in (int, float, bool)
+
+
+def symbolic_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
+    """An operator on symbolic ints: a graph node for arithmetic, a guarded Python bool for a comparison."""
+    if op in COMPARE_OPS.values():
+        values = [a.example if isinstance(a, SymIntVar) else a.const() for a in args]
+        return ConstVar(bool(op(*values)))
+    return tx.output.call_function(_OUT_OF_PLACE.get(op, op), args, {})
+
+
+_OUT_OF_PLACE = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.itruediv: operator.truediv,
+    operator.ipow: operator.pow,
+}
 
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:

@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
+from dynajit.capture._symbolic import shapes
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.variables import (
     VT,
@@ -32,6 +33,7 @@ from dynajit.capture._symbolic.variables import (
     TupleVar,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 from dynajit.fxgraph import GraphBuilder, artifact_enabled, artifact_logger, format_stack_trace
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class OutputGraph:
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
         self.n_ops = 0
+        self.shapes = shapes.ShapePlan(ctx, self.fake_mode)
 
     # ----------------------------------------------------------------- guards
 
@@ -80,13 +83,25 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
-        example = self.fake_mode.from_tensor(value, static_shapes=True)
+        example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.builder.placeholder(_placeholder_name(path), example_value=example)
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
-        self.guard("tensor_match", path, value)
+        self.guard("tensor_match", path, value, dynamic_dims)
         return tv
+
+    def input_int(self, value: int, path: Path) -> VT:
+        """An int argument that varies between calls: a graph input holding a SymInt (0 and 1 stay constants)."""
+        example = self.shapes.symbolic_int(value, path)
+        if not isinstance(example, torch.SymInt):
+            self.guard("constant_match", path, value)
+            return ConstVar(value, path)
+        node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        var = SymIntVar(node, example, (path, None))
+        self.inputs.append((path, value, var))  # type: ignore[arg-type]
+        self.guard("type_match", path, value)
+        return var
 
     def module_tensor(self, value: torch.Tensor, path: Path | None) -> TensorVar:
         """A parameter or buffer of a module: a get_attr node bound to the real tensor, guarded by identity."""
@@ -140,7 +155,7 @@ class OutputGraph:
         return meta
 
     def to_proxy(self, vt: VT) -> Any:
-        if isinstance(vt, TensorVar):
+        if isinstance(vt, (TensorVar, SymIntVar)):
             return vt.node
         if isinstance(vt, (TupleVar, ListVar)):
             return vt.kind(self.to_proxy(item) for item in vt.items)
@@ -188,19 +203,24 @@ class OutputGraph:
         example = node.meta.get("example_value")
         if isinstance(example, torch.Tensor):
             return TensorVar(node, example)
-        if isinstance(example, (tuple, list)) and not isinstance(example, torch.Size):
+        if isinstance(example, torch.SymInt):
+            return SymIntVar(node, example)
+        if isinstance(example, torch.SymBool | torch.SymFloat):
+            # Python code branches on it or computes with it as a number: specialise (the ShapeEnv keeps the guard).
+            return ConstVar(bool(example) if isinstance(example, torch.SymBool) else float(example))
+        if isinstance(example, (tuple, list)) and (
+            not isinstance(example, torch.Size) or any(isinstance(s, torch.SymInt) for s in example)
+        ):
             items: list[VT] = []
             for i, item in enumerate(example):
-                if isinstance(item, torch.Tensor):
+                if isinstance(item, torch.Tensor | torch.SymInt):
                     sub = self.builder.call_function(operator.getitem, (node, i), meta=self._meta())
-                    items.append(TensorVar(sub, item))
+                    items.append(TensorVar(sub, item) if isinstance(item, torch.Tensor) else SymIntVar(sub, item))
                 elif isinstance(item, (int, float, bool, type(None))):
                     items.append(ConstVar(item))
                 else:
                     unsupported(f"a torch operation returned a {type(item).__name__} inside a sequence")
             return TupleVar(items) if isinstance(example, tuple) else ListVar(items)
-        if isinstance(example, torch.SymInt | torch.SymFloat | torch.SymBool):
-            unsupported("a torch operation returned a symbolic scalar (dynamic shapes are not traced yet)")
         if isinstance(example, (int, float, bool, type(None), torch.Size, torch.dtype, torch.device)):
             # The value is fixed by the guarded example values; the node stays for any effect it has (setitem).
             return ConstVar(example)

@@ -64,6 +64,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
             return output.module_tensor(value, path)
         return output.input_tensor(value, path)
+    if output.shapes.wants_symbolic_int(value, path):
+        return output.input_int(value, path)  # type: ignore[arg-type]
     if isinstance(value, _GUARDED_CONSTANTS):
         output.guard("constant_match", path, value)
         return ConstVar(value, path)

@@ -122,6 +122,8 @@ class TensorVar(VT):
         ]
 
     def getattr(self, tx: Tracer, name: str) -> VT:
+        if name == "shape" and _has_symbols(self.example.shape):
+            return self.symbolic_sizes(tx, [], {})
         if name in _CONSTANT_ATTRS:
             return ConstVar(getattr(self.example, name))
         if name in _GRAPH_ATTRS:
@@ -143,6 +145,23 @@ class TensorVar(VT):
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         unsupported(f"setting Tensor.{name}")
+
+    def symbolic_sizes(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """``size()`` / ``size(d)`` of a tensor with symbolic sizes: graph nodes, reachable again from an input."""
+        from dynajit.capture._symbolic.variables.containers import TupleVar
+        from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+
+        result = tx.output.call_method("size", [self, *args], kwargs)
+        if self.source is None:
+            return result
+        if isinstance(result, SymIntVar):
+            dim = (args[0] if args else kwargs["dim"]).const()
+            result.origin = (self.source, dim % self.example.dim())
+        elif isinstance(result, TupleVar):
+            for dim, item in enumerate(result.items):
+                if isinstance(item, SymIntVar):
+                    item.origin = (self.source, dim)
+        return result
 
     def call_method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return self.getattr(tx, name).call(tx, args, kwargs)
@@ -167,7 +186,12 @@ class TensorMethodVar(VT):
         if self.name in _CONSTANT_METHODS:
             const_args = [a.const() for a in args]
             const_kwargs = {k: v.const() for k, v in kwargs.items()}
-            return ConstVar(_CONSTANT_METHODS[self.name](self.tensor.example, *const_args, **const_kwargs))
+            value = _CONSTANT_METHODS[self.name](self.tensor.example, *const_args, **const_kwargs)
+            if not _has_symbols(value):
+                return ConstVar(value)
+            if self.name == "size":
+                return self.tensor.symbolic_sizes(tx, args, kwargs)
+            return tx.output.call_method(self.name, [self.tensor, *args], kwargs)
         return tx.output.call_method(self.name, [self.tensor, *args], kwargs)
 
     def children(self) -> list[VT]:
@@ -206,6 +230,12 @@ class TorchFunctionVar(HeldVar):
 
     def __repr__(self) -> str:
         return f"TorchFunctionVar({getattr(self.value, '__name__', self.value)})"
+
+
+def _has_symbols(value: Any) -> bool:
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return isinstance(value, tuple) and any(isinstance(v, torch.SymInt) for v in value)
 
 
 def _call_on_examples(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:

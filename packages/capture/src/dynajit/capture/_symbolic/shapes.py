@@ -1,0 +1,245 @@
+"""Dynamic shapes for one trace: which sizes are symbolic, and the guards the ShapeEnv's facts become.
+
+A dimension is symbolic when ``compile(dynamic=True)``, when it changed since
+an earlier compile of the same code (automatic dynamic, ``dynamic=None``), or
+when the tensor was passed to ``mark_dynamic`` / ``maybe_mark_dynamic``;
+``mark_static`` keeps it static whatever else says. Int arguments follow the
+same rules. Sizes 0 and 1 always stay static, as in torch.compile.
+
+Every condition the trace relies on (``bool(s0 == s1)`` while broadcasting, a
+branch on a size, the range a symbol may take) is recorded by the ShapeEnv;
+:meth:`ShapePlan.guards` prints each one with the sources' own names
+(``L['x'].size()[0] == L['y'].size()[0]``, ``2 <= L['x'].size()[0]``) and
+makes it a ``dynajit.guards.expression`` guard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import sympy
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+from torch.utils._sympy.printers import PythonPrinter
+
+import dynajit.guards as guards
+from dynajit.capture._frame import Unsupported
+from dynajit.fxgraph import symbolic_fake, symbolic_int
+
+if TYPE_CHECKING:
+    from dynajit.capture._frame import FrameContext
+    from dynajit.capture._symbolic.paths import Path
+
+__all__ = ["DynamicShapeError", "ShapePlan"]
+
+Bounds = tuple[int | None, int | None]
+
+
+class DynamicShapeError(ValueError):
+    """A ``mark_dynamic`` request the program or the input contradicts (a size outside its range, or specialised)."""
+
+
+@dataclasses.dataclass
+class _Symbolic:
+    """One symbolic value: its guard source and, for ``mark_dynamic``, its declared range."""
+
+    source: Any
+    strict: Bounds | None = None
+
+
+class _SourcePrinter(PythonPrinter):
+    def __init__(self, names: dict[sympy.Symbol, str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return self.names[expr]
+
+
+class ShapePlan:
+    """Decides what is symbolic in one trace and turns the ShapeEnv's facts into guards."""
+
+    def __init__(self, ctx: FrameContext, fake_mode: FakeTensorMode) -> None:
+        self.ctx = ctx
+        self.fake_mode = fake_mode
+        self.shape_env = fake_mode.shape_env
+        self.values: dict[str, _Symbolic] = {}  # by guard-style name (``L['x'].size()[0]``)
+        # (source, expected) for sizes and strides TENSOR_MATCH leaves unchecked because the dim is dynamic
+        self.layout: list[tuple[Any, Any]] = []
+
+    # ----------------------------------------------------------------- what is dynamic
+
+    def _marks(self) -> Any:
+        from dynajit.capture._symbolic.marks import _registry
+
+        return _registry()
+
+    def _tensor_dims(self, value: torch.Tensor, path: Path) -> dict[int, Bounds | None]:
+        registry = self._marks()
+        strict = registry.dynamic_dims(value) if registry is not None else {}
+        weak = registry.weak_dynamic_dims(value) if registry is not None else frozenset()
+        static = registry.static_dims(value) if registry is not None else frozenset()
+        dims: dict[int, Bounds | None] = {}
+        if self.ctx.dynamic is True:
+            dims = dict.fromkeys(range(value.dim()))
+        elif self.ctx.dynamic is None:
+            dims = dict.fromkeys(d for d in self.ctx.dynamic_hints.get(_root_local(path) or "", ()) if d < value.dim())
+        dims.update(dict.fromkeys(weak))
+        dims.update(strict)
+        return {d: b for d, b in dims.items() if d not in static}
+
+    def fake_input(self, value: torch.Tensor, path: Path) -> tuple[torch.Tensor, tuple[int, ...]]:
+        """The fake example value of input ``value`` and the dims whose sizes (or strides) are symbolic."""
+        dims = self._tensor_dims(value, path) if not value.is_sparse else {}
+        if dims:
+            strict = self._marks().dynamic_dims(value)
+            name = path.name()
+            try:
+                fake = symbolic_fake(self.fake_mode, value, name, dims, duck=False, specialize_zero_one=False)
+            except ConstraintViolationError as error:
+                raise DynamicShapeError(_range_message(name, value, strict, str(error))) from None
+            except ValueError:  # not dense in memory: its strides cannot follow its sizes, so it stays static
+                return self.fake_mode.from_tensor(value, static_shapes=True), ()
+            tensor_source = path.to_source()
+            sized = [d for d in range(value.dim()) if isinstance(fake.shape[d], torch.SymInt)]
+            for dim in sized:
+                source = guards.SizeSource(tensor_source, dim)
+                self.values.setdefault(source.name(), _Symbolic(source, strict.get(dim)))
+            if sized and value.is_contiguous():
+                return fake, tuple(sized)  # TENSOR_MATCH checks contiguity instead of each stride
+            strided = [d for d in range(value.dim()) if isinstance(fake.stride()[d], torch.SymInt)]
+            for dim in strided:
+                self.layout.append((guards.StrideSource(tensor_source, dim), fake.stride()[dim].node.expr))
+                if dim not in sized:
+                    self.layout.append((guards.SizeSource(tensor_source, dim), value.shape[dim]))
+            if sized or strided:
+                return fake, tuple(sorted({*sized, *strided}))
+        return self.fake_mode.from_tensor(value, static_shapes=True), ()
+
+    def wants_symbolic_int(self, value: Any, path: Path | None) -> bool:
+        """True when the int argument ``value`` should be a graph input rather than a constant."""
+        if type(value) is not int or path is None:
+            return False
+        local = _root_local(path) if path.name() == f"L[{_root_local(path)!r}]" else None
+        if local is None:
+            return False
+        from dynajit.capture.config import config
+
+        return (self.ctx.dynamic is True and not config.specialize_int) or (
+            self.ctx.dynamic is None and local in self.ctx.dynamic_ints
+        )
+
+    def symbolic_int(self, value: int, path: Path) -> torch.SymInt | int:
+        name = path.name()
+        example = symbolic_int(self.shape_env, value, name)
+        if isinstance(example, torch.SymInt):
+            self.values.setdefault(name, _Symbolic(path.to_source()))
+        return example
+
+    # ----------------------------------------------------------------- guards
+
+    def _names(self) -> dict[sympy.Symbol, str]:
+        names = {}
+        for symbol, sources in self.shape_env.var_to_sources.items():
+            known = [s.name for s in sources if s.name in self.values]
+            if known:
+                names[symbol] = known[0]
+        return names
+
+    def check_marks(self) -> None:
+        """``mark_dynamic`` promised a dimension varies: it is an error if the trace fixed it to one size."""
+        env = self.shape_env
+        for symbol, sources in env.var_to_sources.items():
+            for source in sources:
+                info = self.values.get(source.name)
+                if info is None or info.strict is None:
+                    continue
+                fixed = env.replacements.get(symbol)
+                vr = env.var_to_range.get(symbol)
+                if isinstance(fixed, sympy.Integer) or (vr is not None and vr.is_singleton()):
+                    value = int(fixed) if isinstance(fixed, sympy.Integer) else int(vr.lower)
+                    raise DynamicShapeError(
+                        f"{source.name} was marked dynamic with mark_dynamic, but the program specialises it to "
+                        f"{value} (it relies on that exact size). Remove the mark_dynamic call for this dimension, "
+                        "or use maybe_mark_dynamic, which lets the program specialise it."
+                    )
+
+    def guards(self) -> list[guards.Guard]:
+        """Expression guards for every condition the ShapeEnv recorded, the ranges, and duck-sized equalities."""
+        if not self.values and not self.layout:
+            return []
+        self.check_marks()
+        env = self.shape_env
+        names = self._names()
+        printer = _SourcePrinter(names)
+        made: dict[str, guards.Guard] = {}
+
+        def add(expr: Any, description: str) -> None:
+            if expr is sympy.true or isinstance(expr, bool):
+                return
+            free = expr.free_symbols
+            if not free or not free <= names.keys():
+                if free - names.keys():
+                    raise Unsupported(f"a shape condition on a value with no source ({expr})")
+                return
+            code = printer.doprint(expr)
+            if code not in made:
+                sources = [self.values[names[s]].source for s in sorted(free, key=str)]
+                made[code] = guards.expression(code, sources, description)
+
+        for symbol, sources in env.var_to_sources.items():
+            first = names.get(symbol)
+            for source in sources[1:]:
+                if first is not None and source.name in self.values and source.name != first:
+                    made.setdefault(
+                        f"{first} == {source.name}",
+                        guards.expression(
+                            f"{first} == {source.name}",
+                            [self.values[first].source, self.values[source.name].source],
+                            "the two sizes were equal when compiled, so they share one symbol",
+                        ),
+                    )
+        for source, expected in self.layout:
+            free = getattr(expected, "free_symbols", set())
+            code = f"{source.name()} == {printer.doprint(expected) if free else expected}"
+            made.setdefault(
+                code,
+                guards.expression(
+                    code,
+                    [source, *(self.values[names[s]].source for s in sorted(free, key=str))],
+                    "the memory layout the graph was compiled for",
+                ),
+            )
+        for shape_guard in env.guards:
+            add(shape_guard.expr, "the compiled graph relies on this shape condition")
+        for asserts in env.deferred_runtime_asserts.values():
+            for runtime_assert in asserts:  # checks torch defers to run time: checked up front instead
+                add(runtime_assert.expr, "an operation requires this shape condition")
+        for symbol in names:
+            vr = env.var_to_range.get(symbol)
+            if vr is None:
+                continue
+            if isinstance(vr.lower, sympy.Integer) and int(vr.lower) > 0:
+                add(sympy.Le(int(vr.lower), symbol, evaluate=False), "the range of a dynamic size")
+            if isinstance(vr.upper, sympy.Integer):
+                add(sympy.Le(symbol, int(vr.upper), evaluate=False), "the range of a dynamic size")
+        return list(made.values())
+
+
+def _root_local(path: Path) -> str | None:
+    from dynajit.capture._symbolic.paths import Local
+
+    return path.local if isinstance(path, Local) else None
+
+
+def _range_message(name: str, value: torch.Tensor, strict: dict[int, Bounds], detail: str) -> str:
+    for dim, (low, high) in strict.items():
+        size = value.shape[dim]
+        if (low is not None and size < low) or (high is not None and size > high):
+            return (
+                f"{name}.size()[{dim}] is {size}, outside the range [{low}, {high}] given to mark_dynamic; "
+                "pass a tensor whose size is in range, or widen min/max in the mark_dynamic call"
+            )
+    return f"{name}: {detail}"

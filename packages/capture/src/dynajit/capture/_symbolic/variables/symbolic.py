@@ -1,0 +1,79 @@
+"""Symbolic ints: a size (or an int argument) that varies between calls, as an FX node plus its SymInt.
+
+Arithmetic on them becomes graph nodes, so ``x.view(x.size(0) * 2, -1)`` stays
+symbolic. Whenever Python needs the actual value (a branch, ``range``, a
+float) the SymInt is evaluated: the ShapeEnv records the condition relied on
+and capture turns it into a guard, so the answer is right for every call the
+entry accepts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.variables.base import VT, unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.paths import Path
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["SymIntVar"]
+
+
+class SymIntVar(VT):
+    """An int that is symbolic in the graph: ``node`` computes it, ``example`` is its SymInt.
+
+    ``origin`` is how Python code reaches the same value without the graph:
+    ``(tensor_path, dim)`` for a size of an input tensor, ``(path, None)`` for
+    an int argument.
+    """
+
+    def __init__(self, node: torch.fx.Node, example: torch.SymInt, origin: tuple[Path, int | None] | None = None):
+        self.node = node
+        self.example = example
+        self.origin = origin
+        self.source = origin[0] if origin is not None and origin[1] is None else None
+
+    def python_type(self) -> type:
+        return int
+
+    def specialize(self) -> int:
+        """The value of this call, guarded: the entry is then only valid while it stays the same."""
+        return int(self.example)
+
+    def const(self) -> Any:
+        # Python needs the number itself (a range, an index into a list, ...): specialise on it.
+        return self.specialize()
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.example != 0)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        unsupported("iteration over an int")
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.constant import ConstVar
+
+        if name in ("real", "numerator"):
+            return self
+        if name in ("imag",):
+            return ConstVar(0)
+        if name == "denominator":
+            return ConstVar(1)
+        return ConstVar(self.specialize()).getattr(tx, name)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.origin is not None:
+            path, dim = self.origin
+            if dim is None:
+                path.emit(cg)
+            else:
+                cg.call_helper(torch.Tensor.size, lambda: (path.emit(cg), cg.load_const(dim), 2)[-1])
+            return
+        cg.load_const(self.specialize())
+
+    def __repr__(self) -> str:
+        return f"SymIntVar({self.node.name}: {self.example})"
