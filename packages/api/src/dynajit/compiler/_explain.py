@@ -54,6 +54,7 @@ class ExplainOutput:
     ops_per_graph: list[list[Any]] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     compile_times: list[float] = field(default_factory=list)
+    recompile_reasons: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [
@@ -69,6 +70,9 @@ class ExplainOutput:
             lines.append("Ops per graph:")
             for number, ops in enumerate(self.ops_per_graph, 1):
                 lines.append(f"  Graph {number}: {', '.join(_op_name(op) for op in ops) or '(no ops)'}")
+        if self.recompile_reasons:
+            lines.append("Recompile reasons:")
+            lines.extend(f"  {reason}" for reason in self.recompile_reasons)
         if self.guards:
             lines.append("Guards:")
             lines.extend(f"  {guard}" for guard in self.guards)
@@ -104,6 +108,7 @@ def _output_from(observation: _capture.Observation) -> ExplainOutput:
         output.graphs.extend(graph.graph_module for graph in frame.graphs)
         output.compile_times.extend(graph.compile_seconds for graph in frame.graphs)
         output.break_reasons.extend(BreakReason(brk.reason, tuple(brk.user_stack)) for brk in frame.graph_breaks)
+        output.recompile_reasons.extend(frame.recompile_reasons)
         if frame.guards is not None:
             output.guards.extend(line.strip() for line in str(frame.guards).splitlines() if line.strip())
     output.graph_count = len(output.graphs)
@@ -119,7 +124,11 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
     ``explain(fn)(*args, **kwargs)`` compiles and runs ``fn`` once on the given
     arguments (its side effects happen once) and returns an :class:`ExplainOutput`
     whose ``str()`` is a readable report. Use it to find graph breaks to remove.
-    Like ``reset()``, it first forgets everything compiled so far.
+    Like ``reset()``, its first call forgets everything compiled so far; later
+    calls of the same returned function keep what was compiled, so a call
+    whose inputs fail the earlier guards reports the recompile and why
+    (``recompile_reasons``: which guard failed, naming the dimension for a
+    size change).
 
     Args:
         fn: a function or an ``nn.Module`` (a compiled ``OptimizedModule`` is explained
@@ -130,7 +139,8 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
     Returns:
         A function taking ``fn``'s arguments and returning an :class:`ExplainOutput`
         (``graphs``, ``graph_count``, ``graph_break_count``, ``break_reasons`` with
-        user stacks, ``op_count``, ``ops_per_graph``, ``guards``, ``compile_times``).
+        user stacks, ``op_count``, ``ops_per_graph``, ``guards``, ``compile_times``,
+        ``recompile_reasons``) for the frames that call converted.
 
     Example:
         >>> import torch, dynajit.compiler
@@ -144,12 +154,15 @@ def explain(fn: Callable[..., Any], *, backend: str | Callable[..., Any] = "eage
         (2, 1)
     """
     real_backend = resolve_backend(backend)
+    target = fn._orig_mod if isinstance(fn, OptimizedModule) else fn  # explain the module, not the wrapper
+    compiled: list[Callable[..., Any]] = []
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        _capture.reset()
-        target = fn._orig_mod if isinstance(fn, OptimizedModule) else fn  # explain the module, not the wrapper
-        compiled_fn = CompileSettings(backend=real_backend).apply(target)
+        if not compiled:
+            _capture.reset()
+            compiled.append(CompileSettings(backend=real_backend).apply(target))
+        compiled_fn = compiled[0]
         with _capture.observe() as observation:
             compiled_fn(*args, **kwargs)
         return _output_from(observation)

@@ -41,12 +41,14 @@ from dynajit.capture._runtime import (
     reset,
 )
 from dynajit.capture._stance import set_stance
+from dynajit.capture._symbolic.shapes import DynamicShapeError
 from dynajit.capture.config import CaptureConfig, config
 
 __all__ = [
     "FRAME_KINDS",
     "CaptureConfig",
     "CompiledGraph",
+    "DynamicShapeError",
     "ExportError",
     "ExportResult",
     "FrameRecord",
