@@ -22,7 +22,7 @@ if str(HERE) not in sys.path:
 
 from harness.environment import ensure_bench_env, isolate_compile_caches  # noqa: E402  (no torch import yet)
 
-EXTRA_BENCHMARKS = ("guards_bench", "overhead_bench")
+EXTRA_BENCHMARKS = ("guards_bench", "overhead_bench", "dynamic_bench")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
