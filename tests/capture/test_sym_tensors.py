@@ -198,3 +198,15 @@ def test_aliased_and_distinct_inputs_get_separate_entries(t):
         torch.testing.assert_close(compiled(*compiled_args), bump_then_add(*eager_args))
         torch.testing.assert_close(compiled_args, eager_args)
     assert counter.frame_count == 2  # one entry for distinct tensors, one for the same tensor twice
+
+
+def named_results(x):
+    top = x.flatten().topk(3)
+    best = x.max(dim=1)
+    values, indices = best
+    return top.values, top.indices, best, values + best.values, best.indices, best[0:1], type(best).__name__
+
+
+def test_named_results_of_torch_ops_keep_their_fields(check, t):
+    # the harness compares types too: the returned `best` must be a torch.return_types.max again, not a tuple
+    check(named_results, t(4, 5), graphs=1)

@@ -33,6 +33,7 @@ from dynajit.capture._symbolic.variables import (
     TupleVar,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.containers import StructSeqVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 from dynajit.fxgraph import GraphBuilder, artifact_enabled, artifact_logger, format_stack_trace
 
@@ -220,6 +221,8 @@ class OutputGraph:
                     items.append(ConstVar(item))
                 else:
                     unsupported(f"a torch operation returned a {type(item).__name__} inside a sequence")
+            if type(example).__module__ == "torch.return_types":
+                return StructSeqVar(items, type(example))
             return TupleVar(items) if isinstance(example, tuple) else ListVar(items)
         if isinstance(example, (int, float, bool, type(None), torch.Size, torch.dtype, torch.device)):
             # The value is fixed by the guarded example values; the node stays for any effect it has (setitem).

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DictVar", "IteratorVar", "ListVar", "SetVar", "SliceVar", "TupleVar", "as_index"]
+__all__ = ["DictVar", "IteratorVar", "ListVar", "SetVar", "SliceVar", "StructSeqVar", "TupleVar", "as_index"]
 
 
 def as_index(vt: VT) -> Any:
@@ -92,6 +92,29 @@ class TupleVar(_Sequence):
 
     def __repr__(self) -> str:
         return f"TupleVar({self.items!r})"
+
+
+class StructSeqVar(TupleVar):
+    """A named result of a torch operation (``torch.return_types.topk``: ``.values``, ``.indices``)."""
+
+    def __init__(self, items: list[VT], kind: type = tuple, source: Any = None) -> None:
+        super().__init__(items, source)
+        self.kind = kind  # a slice or a sum of it is a plain tuple, as in Python
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        fields = getattr(self.kind, "__match_args__", ())
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().getattr(tx, name)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+        cg.call_helper(self.kind, lambda: (TupleVar.reconstruct(TupleVar(self.items), cg), 1)[-1])
+
+    def __repr__(self) -> str:
+        return f"StructSeqVar({self.kind.__name__}, {self.items!r})"
 
 
 class ListVar(_Sequence):
