@@ -204,7 +204,7 @@ def named_results(x):
     top = x.flatten().topk(3)
     best = x.max(dim=1)
     values, indices = best
-    return top.values, top.indices, best, values + best.values, best.indices, best[0:1], type(best).__name__
+    return top.values, top.indices, best, values + best.values, indices * best.indices, best[0:1], type(best).__name__
 
 
 def test_named_results_of_torch_ops_keep_their_fields(check, t):
