@@ -432,3 +432,37 @@ def test_assume_constant_result_is_called_once_and_baked_in(t):
         assert not any(n.op == "call_function" and n.target is read_scale for n in counter.graphs[0].graph.nodes)
     finally:
         capture.reset()
+
+
+def _scaled(x, factor=2.0):
+    return x * factor
+
+
+def code_introspection(x):
+    # as decorators do: look a parameter up in the wrapped function's code object
+    position = _scaled.__code__.co_varnames.index("factor") if "factor" in _scaled.__code__.co_varnames else 0
+    return _scaled(x) + position
+
+
+def test_reading_a_functions_code_object_stays_in_the_graph(check, t):
+    check(code_introspection, t(3), graphs=1)
+
+
+def test_replacing_a_functions_code_object_recompiles(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    def reads_code(x):
+        return x + len(_scaled.__code__.co_varnames)
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(reads_code)
+    x = t(3)
+    torch.testing.assert_close(compiled(x), reads_code(x))
+    original = _scaled.__code__
+    try:
+        _scaled.__code__ = (lambda x, factor=2.0, extra=1: x).__code__
+        torch.testing.assert_close(compiled(x), reads_code(x))
+    finally:
+        _scaled.__code__ = original
+    assert counter.frame_count == 2

@@ -128,6 +128,13 @@ class UserFunctionVar(HeldVar):
         return tx.inline_call(self, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
+        if name == "__code__":
+            from dynajit.capture._symbolic.paths import Attr
+
+            # Assignable, unlike the function's identity that FUNCTION_MATCH checks: guarded on its own.
+            path = Attr(self.source, name) if self.source is not None else None
+            tx.output.guard("id_match", path, self.value.__code__)
+            return ConstVar(self.value.__code__, path)
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstVar(getattr(self.value, name))
         unsupported(f"attribute {name!r} of function {self.value.__qualname__}")
@@ -174,6 +181,8 @@ class NestedFunctionVar(VT):
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name in ("__name__", "__qualname__"):
             return ConstVar(getattr(self.code, "co_qualname" if name == "__qualname__" else "co_name"))
+        if name == "__code__":
+            return ConstVar(self.code)
         unsupported(f"attribute {name!r} of a nested function")
 
     def children(self) -> list[VT]:
