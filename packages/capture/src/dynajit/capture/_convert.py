@@ -64,7 +64,8 @@ def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameCont
             if ctx.export or (ctx.fullgraph and not raises):
                 raise Unsupported(exc.reason, user_stack=stack) from None
             if break_at is not None:
-                raise SkipFrame(f"tracing is not repeatable up to the graph break ({exc.reason})") from None
+                reason = f"tracing is not repeatable up to the graph break ({exc.reason})"
+                return _calls_intercepted(fn, ctx, GraphBreak(reason, tuple(stack)))
             break_at = tracer.steps - 1
             at_branch = isinstance(exc, TensorBranch) and innermost is tracer
             bad_call = isinstance(exc, BadCall) and innermost is tracer
@@ -84,7 +85,8 @@ def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameCont
         else:
             transformed = transform_break(tracer, output, intercept_call=not bad_call)
     except Unsupported as exc:
-        raise SkipFrame(f"{exc.reason}; {code.co_name} runs in Python") from None
+        assert graph_break is not None  # a whole-frame graph always transforms
+        return _calls_intercepted(fn, ctx, GraphBreak(f"{exc.reason} ({graph_break.reason})", graph_break.user_stack))
     # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
     converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)
     if ctx.export:
@@ -115,12 +117,23 @@ def _frame_only(fn: types.FunctionType, ctx: FrameContext) -> ConvertedFrame:
     """``disable(fn, recursive=False)``: fn's own code, run in Python, with its call sites intercepted."""
     if ctx.export:
         raise Unsupported(f"{fn.__qualname__} is marked disable(recursive=False): its frame cannot be exported")
+    return _calls_intercepted(fn, ctx, None)
+
+
+def _calls_intercepted(fn: types.FunctionType, ctx: FrameContext, brk: GraphBreak | None) -> ConvertedFrame:
+    """fn's own code in Python with every call site intercepted, so the functions it calls are still compiled.
+
+    The fallback for a graph break that cannot be resumed (inside a try/with block, ...): the frame itself
+    runs eagerly, its callees do not. Valid for every input, so only the global guards apply.
+    """
+    if brk is not None:
+        _log_break(brk)
     return ConvertedFrame(
         original_code=fn.__code__,
         code=intercept_call_sites(fn.__code__),
         guards=build_guards(OutputGraph(ctx), ctx),
         graphs=[],
-        graph_breaks=[],
+        graph_breaks=[brk] if brk is not None else [],
         new_globals={INTERCEPT: ctx.intercept},
     )
 

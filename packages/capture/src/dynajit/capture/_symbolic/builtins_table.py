@@ -16,10 +16,13 @@ from dynajit.capture._symbolic.variables import (
     IteratorVar,
     ListVar,
     NNModuleVar,
+    RaisesInPython,
     SetVar,
     SliceVar,
     TensorVar,
     TupleVar,
+    UserObjectVar,
+    raises_in_python,
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
@@ -51,6 +54,15 @@ def builtin(*fns: Any) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+@builtin(super)
+def _super(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.objects import make_super
+
+    if kwargs:
+        raises_in_python("super() takes no keyword arguments (TypeError)")
+    return make_super(tx, args)
 
 
 def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -265,6 +277,12 @@ def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(hasattr(obj.const(), name))
     try:
         obj.getattr(tx, name)
+    except RaisesInPython:
+        # Reading it raises AttributeError: the object really lacks it (guarded, so adding it recompiles).
+        if isinstance(obj, UserObjectVar) and obj.source is not None and not hasattr(obj.value, name):
+            tx.output.guard("hasattr_match", obj.source, name, False)
+            return ConstVar(False)
+        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
     except Exception:
         unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
     return ConstVar(True)

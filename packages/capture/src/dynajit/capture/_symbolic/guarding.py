@@ -24,6 +24,7 @@ _FACTORIES: dict[str, Any] = {
     "id_match": guards.id_match,
     "function_match": guards.function_match,
     "nn_module": guards.nn_module,
+    "hasattr_match": guards.hasattr_match,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.registry import handler
@@ -12,6 +13,7 @@ from dynajit.capture._symbolic.variables import (
     NullVar,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.objects import make_super
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -21,7 +23,18 @@ if TYPE_CHECKING:
 @handler("LOAD_ATTR", "LOAD_METHOD")
 def _load_attr(tx: Tracer, inst: Inst) -> None:
     obj = tx.pop()
-    attr = obj.getattr(tx, inst.arg)
+    _push_attr(tx, inst, obj.getattr(tx, inst.arg))
+
+
+@handler("LOAD_SUPER_ATTR", since=(3, 12))
+def _load_super_attr(tx: Tracer, inst: Inst) -> None:
+    obj = tx.pop()
+    cls = tx.pop()
+    tx.pop()  # the global `super` itself
+    _push_attr(tx, inst, make_super(tx, [cls, obj]).getattr(tx, inst.arg))
+
+
+def _push_attr(tx: Tracer, inst: Inst, attr: VT) -> None:
     if inst.method:
         # A method load pushes (NULL, attribute): the bound form is kept inside the tracker.
         if tx.version >= (3, 13):
@@ -121,3 +134,35 @@ def _set_function_attribute(tx: Tracer, inst: Inst) -> None:
     elif flag & 0x01:
         fn.defaults_vt = value
     tx.push(fn)
+
+
+@handler("IMPORT_NAME")
+def _import_name(tx: Tracer, inst: Inst) -> None:
+    """An import of a module that is already imported only binds a name: it is traced; anything else runs
+    the module's code, so it is a graph break."""
+    fromlist = tx.pop().const()
+    level = tx.pop().const()
+    name = inst.arg
+    if level:
+        package = tx.f_globals.get("__package__") or ""
+        base = package.rsplit(".", level - 1)[0] if level > 1 else package
+        name = f"{base}.{name}" if name else base
+    module = sys.modules.get(name)
+    if module is None or any(part not in sys.modules for part in _parents(name)):
+        unsupported(f"import of {name}, which is not imported yet, runs in Python")
+    tx.push(tx.wrap(sys.modules[name.split(".")[0]] if not fromlist and not level else module, None))
+
+
+@handler("IMPORT_FROM")
+def _import_from(tx: Tracer, inst: Inst) -> None:
+    module = tx.stack[-1]
+    value = getattr(module.const(), inst.arg, None) if module.is_const() else None
+    submodule = sys.modules.get(f"{getattr(module.const(), '__name__', '')}.{inst.arg}") if value is None else None
+    if value is None and submodule is None:
+        unsupported(f"from-import of {inst.arg}, which is not loaded yet, runs in Python")
+    tx.push(tx.wrap(value if value is not None else submodule, None))
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]

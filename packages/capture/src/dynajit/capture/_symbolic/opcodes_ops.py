@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
+import types
 from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.registry import handler
@@ -17,6 +19,7 @@ from dynajit.capture._symbolic.variables import (
     SliceVar,
     TensorVar,
     TupleVar,
+    UserObjectVar,
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
@@ -134,7 +137,13 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
+    if isinstance(obj, UserObjectVar) and _python_method(obj, "__getitem__"):
+        return obj.getattr(tx, "__getitem__").call(tx, [key], {})  # a user-defined __getitem__ is inlined
     unsupported(f"subscripting {obj}")
+
+
+def _python_method(obj: UserObjectVar, name: str) -> bool:
+    return isinstance(inspect.getattr_static(type(obj.value), name, None), types.FunctionType)
 
 
 @handler("BINARY_OP")
@@ -242,6 +251,8 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
         unsupported("`in` on tensors depends on their data")
     elif container.is_const() and item.is_const():
         found = fold(operator.contains, container.const(), item.const()).value
+    elif isinstance(container, UserObjectVar) and _python_method(container, "__contains__"):
+        found = container.getattr(tx, "__contains__").call(tx, [item], {}).truth(tx)
     else:
         found = any(
             identical(item, other) or (other.is_const() and item.is_const() and other.const() == item.const())

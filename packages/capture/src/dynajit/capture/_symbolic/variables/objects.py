@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
 __all__ = [
+    "SuperVar",
+    "make_super",
     "ClassVar",
     "ExceptionVar",
     "ModuleSliceVar",
@@ -103,6 +105,8 @@ class UserObjectVar(ObjectVar):
             hasattr(cls, "__getattr__") and not isinstance(self.value, torch.nn.Module)
         ):
             unsupported(f"{cls.__name__} customises attribute access")
+        if name == "__class__":
+            return tx.wrap(cls, _attr_path(self, name))
         instance_dict = getattr(self.value, "__dict__", {})
         if name in instance_dict:
             return tx.wrap(instance_dict[name], _attr_path(self, name))
@@ -135,6 +139,97 @@ class UserObjectVar(ObjectVar):
         if hasattr(inspect.getattr_static(cls, name, None), "__set__"):
             unsupported(f"{cls.__name__}.{name} is a property or slot: writing it runs code")
         tx.output.side_effects.record_attr_write(self, name, value)
+
+
+def make_super(tx: Tracer, args: list[VT]) -> SuperVar:
+    """``super(cls, obj)``, or zero-argument ``super()`` from the current frame's ``__class__`` and first argument."""
+    if len(args) == 2:
+        return SuperVar(args[0].const(), args[1])
+    if args:
+        unsupported("super() with one argument")
+    code = tx.code
+    if "__class__" not in tx.cells or not code.co_argcount:
+        raises_in_python("super(): __class__ cell not found (RuntimeError)")
+    first = code.co_varnames[0]
+    obj = tx.cells[first].get(tx) if first in tx.cells else tx.locals.get(first)
+    if obj is None:
+        unsupported("super() before its first argument is known")
+    return SuperVar(tx.cells["__class__"].get(tx).const(), obj)
+
+
+class SuperVar(VT):
+    """``super()`` or ``super(cls, obj)``: attribute reads resolve in ``type(obj).__mro__`` after ``cls``.
+
+    Python methods found there are inlined bound to ``obj``; anything implemented in C (``dict.get`` of a
+    dict subclass, ``object.__init__``) is a graph break naming it.
+    """
+
+    def __init__(self, cls: type, obj: VT) -> None:
+        self.cls = cls
+        self.obj = obj
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        instance = getattr(self.obj, "value", None)
+        if not isinstance(self.obj, UserObjectVar) or instance is None:
+            unsupported(f"super() of {self.obj}")
+        mro = type(instance).__mro__
+        if self.cls not in mro:
+            raises_in_python("super(type, obj): obj must be an instance or subtype of type (TypeError)")
+        start = mro.index(self.cls) + 1
+        for index in range(start, len(mro)):
+            if name in vars(mro[index]):
+                attr = vars(mro[index])[name]
+                break
+        else:
+            raises_in_python(f"'super' object has no attribute {name!r} (AttributeError)")
+        owner = mro[index]
+        class_path = _attr_path(self.obj, "__class__")
+        # Reached again (and guarded) as type(obj).__mro__[index].name, so replacing the base's method recompiles.
+        path = class_path and Attr(Item(Attr(class_path, "__mro__"), index), name)
+        if isinstance(attr, types.FunctionType):
+            return BoundMethodVar(tx.wrap(attr, path), self.obj)
+        if isinstance(attr, staticmethod):
+            return tx.wrap(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return BoundMethodVar(tx.wrap(attr.__func__, None), tx.wrap(type(instance), None))
+        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+            return tx.wrap(attr.fget, path and Attr(path, "fget")).call(tx, [self.obj], {})
+        if owner is dict and name in _DICT_READS and self.obj.source is not None:
+            return _DictRead(instance, self.obj, name)
+        unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
+
+    def __repr__(self) -> str:
+        return f"SuperVar({self.cls.__name__}, {self.obj!r})"
+
+
+_DICT_READS = ("get", "__getitem__", "__contains__")
+
+
+class _DictRead(VT):
+    """``super().get(key)`` in a dict subclass: the item read from the real dict, guarded by its keys."""
+
+    def __init__(self, instance: dict, obj: VT, name: str) -> None:
+        self.instance, self.obj, self.name = instance, obj, name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
+            unsupported(f"dict.{self.name} with these arguments")
+        key = args[0].const()
+        if type(key) not in (str, int):
+            unsupported(f"dict.{self.name} with a {type(key).__name__} key")
+        tx.output.guard("dict_keys", self.obj.source, self.instance)
+        present = dict.__contains__(self.instance, key)
+        if self.name == "__contains__":
+            return ConstVar(present)
+        if not present:
+            if self.name == "__getitem__":
+                raises_in_python(f"KeyError: {key!r}")
+            return args[1] if len(args) == 2 else ConstVar(None)
+        # dict's own read, like the one being traced (an overridden __getitem__ would not be what super() calls)
+        return tx.wrap(dict.__getitem__(self.instance, key), Item(self.obj.source, key))
+
+    def __repr__(self) -> str:
+        return f"_DictRead({type(self.instance).__name__}.{self.name})"
 
 
 class NNModuleVar(UserObjectVar):
