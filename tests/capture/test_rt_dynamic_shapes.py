@@ -207,3 +207,24 @@ def test_training_with_a_dynamic_batch_matches_eager_gradients() -> None:
         for got, want in zip([p.grad for p in model.parameters()], expected):
             torch.testing.assert_close(got, want)
     assert counter.frame_count == 2
+
+
+def test_sizes_computed_in_python_survive_a_graph_break_and_the_return() -> None:
+    def fn(x: torch.Tensor) -> tuple[Any, ...]:
+        b, t, d = x.shape
+        n = b * t
+        flat = x.reshape(n, d)
+        print("a graph break")
+        return flat.sum(0) * (d // 2), n, (b, t)
+
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(fn)
+    for shape in ((2, 3, 4), (3, 5, 4), (4, 7, 4), (5, 2, 4)):
+        x = torch.randn(*shape)
+        got, expected = compiled(x), fn(x)
+        assert_same(got[0], expected[0])
+        assert got[1:] == expected[1:]
+    # the frame and its resume function each compile static, then once dynamic: n = b * t is recomputed
+    # in Python from the sizes, not specialised
+    assert counter.frame_count == 4

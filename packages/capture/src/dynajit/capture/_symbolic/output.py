@@ -205,7 +205,7 @@ class OutputGraph:
         if isinstance(example, torch.Tensor):
             return TensorVar(node, example)
         if isinstance(example, torch.SymInt):
-            return SymIntVar(node, example)
+            return SymIntVar(node, example, rebuild=self.shapes.python_of)
         if isinstance(example, torch.SymBool | torch.SymFloat):
             # Python code branches on it or computes with it as a number: specialise (the ShapeEnv keeps the guard).
             return ConstVar(bool(example) if isinstance(example, torch.SymBool) else float(example))
@@ -216,7 +216,11 @@ class OutputGraph:
             for i, item in enumerate(example):
                 if isinstance(item, torch.Tensor | torch.SymInt):
                     sub = self.builder.call_function(operator.getitem, (node, i), meta=self._meta())
-                    items.append(TensorVar(sub, item) if isinstance(item, torch.Tensor) else SymIntVar(sub, item))
+                    items.append(
+                        TensorVar(sub, item)
+                        if isinstance(item, torch.Tensor)
+                        else SymIntVar(sub, item, rebuild=self.shapes.python_of)
+                    )
                 elif isinstance(item, (int, float, bool, type(None))):
                     items.append(ConstVar(item))
                 else:

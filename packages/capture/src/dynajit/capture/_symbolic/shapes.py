@@ -16,6 +16,7 @@ makes it a ``dynajit.guards.expression`` guard.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -68,6 +69,7 @@ class ShapePlan:
         self.values: dict[str, _Symbolic] = {}  # by guard-style name (``L['x'].size()[0]``)
         # (source, expected) for sizes and strides TENSOR_MATCH leaves unchecked because the dim is dynamic
         self.layout: list[tuple[Any, Any]] = []
+        self.origins: dict[sympy.Symbol, tuple[Path, int | None]] = {}  # how Python reaches each symbol
 
     # ----------------------------------------------------------------- what is dynamic
 
@@ -105,6 +107,7 @@ class ShapePlan:
             tensor_source = path.to_source()
             sized = [d for d in range(value.dim()) if isinstance(fake.shape[d], torch.SymInt)]
             for dim in sized:
+                self.origins.setdefault(fake.shape[dim].node.expr, (path, dim))
                 source = guards.SizeSource(tensor_source, dim)
                 self.values.setdefault(source.name(), _Symbolic(source, strict.get(dim)))
             if sized and value.is_contiguous():
@@ -135,8 +138,22 @@ class ShapePlan:
         name = path.name()
         example = symbolic_int(self.shape_env, value, name)
         if isinstance(example, torch.SymInt):
+            self.origins.setdefault(example.node.expr, (path, None))
             self.values.setdefault(name, _Symbolic(path.to_source()))
         return example
+
+    def python_of(self, value: torch.SymInt) -> tuple[Any, list[tuple[Path, int | None]]] | None:
+        """A Python function computing ``value`` from the sizes (and ints) it depends on, and where those are."""
+        expr = value.node.expr
+        symbols = sorted(expr.free_symbols, key=str)
+        if not symbols or any(s not in self.origins for s in symbols):
+            return None
+        printer = _SourcePrinter({s: f"a{i}" for i, s in enumerate(symbols)})
+        params = ", ".join(f"a{i}" for i in range(len(symbols)))
+        fn = eval(
+            f"lambda {params}: int({printer.doprint(expr)})", {"math": math}
+        )  # our own printout of the expression
+        return fn, [self.origins[s] for s in symbols]
 
     # ----------------------------------------------------------------- guards
 

@@ -9,6 +9,7 @@ entry accepts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,10 +32,18 @@ class SymIntVar(VT):
     an int argument.
     """
 
-    def __init__(self, node: torch.fx.Node, example: torch.SymInt, origin: tuple[Path, int | None] | None = None):
+    def __init__(
+        self,
+        node: torch.fx.Node,
+        example: torch.SymInt,
+        origin: tuple[Path, int | None] | None = None,
+        rebuild: Callable[[torch.SymInt], tuple[Callable[..., int], list[tuple[Path, int | None]]] | None]
+        | None = None,
+    ):
         self.node = node
         self.example = example
         self.origin = origin
+        self.rebuild = rebuild
         self.source = origin[0] if origin is not None and origin[1] is None else None
 
     def python_type(self) -> type:
@@ -73,7 +82,19 @@ class SymIntVar(VT):
             else:
                 cg.call_helper(torch.Tensor.size, lambda: (path.emit(cg), cg.load_const(dim), 2)[-1])
             return
-        cg.load_const(self.specialize())
+        python = self.rebuild(self.example) if self.rebuild is not None else None
+        if python is None:
+            cg.load_const(self.specialize())
+            return
+        # A computed size (``b * t``): the same arithmetic in Python on the sizes it came from.
+        fn, origins = python
+
+        def load_origins() -> int:
+            for path, dim in origins:
+                SymIntVar(self.node, self.example, (path, dim)).reconstruct(cg)
+            return len(origins)
+
+        cg.call_helper(fn, load_origins)
 
     def __repr__(self) -> str:
         return f"SymIntVar({self.node.name}: {self.example})"
