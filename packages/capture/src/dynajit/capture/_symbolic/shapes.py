@@ -73,30 +73,28 @@ class ShapePlan:
 
     # ----------------------------------------------------------------- what is dynamic
 
-    def _marks(self) -> Any:
+    def _tensor_dims(self, value: torch.Tensor, path: Path) -> tuple[dict[int, Bounds | None], dict[int, Bounds]]:
+        """The dims of ``value`` to make symbolic (with any bounds), and those ``mark_dynamic`` asked for."""
         from dynajit.capture._symbolic.marks import _registry
 
-        return _registry()
-
-    def _tensor_dims(self, value: torch.Tensor, path: Path) -> dict[int, Bounds | None]:
-        registry = self._marks()
-        strict = registry.dynamic_dims(value) if registry is not None else {}
-        weak = registry.weak_dynamic_dims(value) if registry is not None else frozenset()
-        static = registry.static_dims(value) if registry is not None else frozenset()
+        registry = _registry()
+        if registry is None or value.is_sparse:
+            return {}, {}
+        strict = registry.dynamic_dims(value)
         dims: dict[int, Bounds | None] = {}
         if self.ctx.dynamic is True:
             dims = dict.fromkeys(range(value.dim()))
         elif self.ctx.dynamic is None:
             dims = dict.fromkeys(d for d in self.ctx.dynamic_hints.get(_root_local(path) or "", ()) if d < value.dim())
-        dims.update(dict.fromkeys(weak))
+        dims.update(dict.fromkeys(registry.weak_dynamic_dims(value)))
         dims.update(strict)
-        return {d: b for d, b in dims.items() if d not in static}
+        static = registry.static_dims(value)
+        return {d: b for d, b in dims.items() if d not in static}, strict
 
     def fake_input(self, value: torch.Tensor, path: Path) -> tuple[torch.Tensor, tuple[int, ...]]:
         """The fake example value of input ``value`` and the dims whose sizes (or strides) are symbolic."""
-        dims = self._tensor_dims(value, path) if not value.is_sparse else {}
+        dims, strict = self._tensor_dims(value, path)
         if dims:
-            strict = self._marks().dynamic_dims(value)
             name = path.name()
             try:
                 fake = symbolic_fake(self.fake_mode, value, name, dims, duck=False, specialize_zero_one=False)
@@ -123,10 +121,8 @@ class ShapePlan:
 
     def wants_symbolic_int(self, value: Any, path: Path | None) -> bool:
         """True when the int argument ``value`` should be a graph input rather than a constant."""
-        if type(value) is not int or path is None:
-            return False
-        local = _root_local(path) if path.name() == f"L[{_root_local(path)!r}]" else None
-        if local is None:
+        local = _root_local(path) if path is not None else None
+        if type(value) is not int or local is None:
             return False
         from dynajit.capture.config import config
 
