@@ -15,6 +15,7 @@ import types
 from typing import Any
 
 import torch
+from torch.fx.experimental import _config as fx_config
 
 from dynajit.capture._frame import ConvertedFrame, FrameContext, GraphBreak, SkipFrame, Unsupported
 from dynajit.capture._symbolic import marks
@@ -35,7 +36,7 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
     """Convert one call of ``fn`` (its argument values in ``co_varnames`` order) into guarded, compiled code."""
     # Dynamic sizes may be 0 or 1 too: reason about them size-obliviously (a dynamic size is never assumed to
     # broadcast), so one entry serves every size instead of a separate one for size 1.
-    with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+    with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # made by install_config_module
         return _convert_frame(fn, args, ctx)
 
 

@@ -127,7 +127,7 @@ def is_symbolic(value: object) -> bool:
 def symbols_of(value: object) -> set[sympy.Symbol]:
     """The free symbols in a SymInt or in a tensor's sizes and strides."""
     found: set[sympy.Symbol] = set()
-    items = [value] if isinstance(value, torch.SymInt) else []
+    items: list[object] = [value] if isinstance(value, torch.SymInt) else []
     if isinstance(value, torch.Tensor):
         items = [*value.shape, *value.stride()]
     for item in items:

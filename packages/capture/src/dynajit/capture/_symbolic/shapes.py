@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, ShapeEnv
 from torch.utils._sympy.printers import PythonPrinter
 
 import dynajit.guards as guards
@@ -65,7 +65,8 @@ class ShapePlan:
     def __init__(self, ctx: FrameContext, fake_mode: FakeTensorMode) -> None:
         self.ctx = ctx
         self.fake_mode = fake_mode
-        self.shape_env = fake_mode.shape_env
+        assert fake_mode.shape_env is not None, "dynamic shapes need a FakeTensorMode with a ShapeEnv"
+        self.shape_env: ShapeEnv = fake_mode.shape_env
         self.values: dict[str, _Symbolic] = {}  # by guard-style name (``L['x'].size()[0]``)
         # (source, expected) for sizes and strides TENSOR_MATCH leaves unchecked because the dim is dynamic
         self.layout: list[tuple[Any, Any]] = []
@@ -103,16 +104,17 @@ class ShapePlan:
             except ValueError:  # not dense in memory: its strides cannot follow its sizes, so it stays static
                 return self.fake_mode.from_tensor(value, static_shapes=True), ()
             tensor_source = path.to_source()
-            sized = [d for d in range(value.dim()) if isinstance(fake.shape[d], torch.SymInt)]
+            sizes, strides = list(fake.shape), list(fake.stride())
+            sized = [d for d in range(value.dim()) if isinstance(sizes[d], torch.SymInt)]
             for dim in sized:
-                self.origins.setdefault(fake.shape[dim].node.expr, (path, dim))
+                self.origins.setdefault(_expr(sizes[dim]), (path, dim))
                 source = guards.SizeSource(tensor_source, dim)
                 self.values.setdefault(source.name(), _Symbolic(source, strict.get(dim)))
             if sized and value.is_contiguous():
                 return fake, tuple(sized)  # TENSOR_MATCH checks contiguity instead of each stride
-            strided = [d for d in range(value.dim()) if isinstance(fake.stride()[d], torch.SymInt)]
+            strided = [d for d in range(value.dim()) if isinstance(strides[d], torch.SymInt)]
             for dim in strided:
-                self.layout.append((guards.StrideSource(tensor_source, dim), fake.stride()[dim].node.expr))
+                self.layout.append((guards.StrideSource(tensor_source, dim), _expr(strides[dim])))
                 if dim not in sized:
                     self.layout.append((guards.SizeSource(tensor_source, dim), value.shape[dim]))
             if sized or strided:
@@ -172,7 +174,7 @@ class ShapePlan:
                 fixed = env.replacements.get(symbol)
                 vr = env.var_to_range.get(symbol)
                 if isinstance(fixed, sympy.Integer) or (vr is not None and vr.is_singleton()):
-                    value = int(fixed) if isinstance(fixed, sympy.Integer) else int(vr.lower)
+                    value = int(fixed) if isinstance(fixed, sympy.Integer) else int(vr.lower)  # type: ignore[union-attr]
                     raise DynamicShapeError(
                         f"{source.name} was marked dynamic with mark_dynamic, but the program specialises it to "
                         f"{value} (it relies on that exact size). Remove the mark_dynamic call for this dimension, "
@@ -215,7 +217,7 @@ class ShapePlan:
                         ),
                     )
         for source, expected in self.layout:
-            free = getattr(expected, "free_symbols", set())
+            free: set[sympy.Symbol] = getattr(expected, "free_symbols", set())
             code = f"{source.name()} == {printer.doprint(expected) if free else expected}"
             made.setdefault(
                 code,
@@ -239,6 +241,11 @@ class ShapePlan:
             if isinstance(vr.upper, sympy.Integer):
                 add(sympy.Le(symbol, int(vr.upper), evaluate=False), "the range of a dynamic size")
         return list(made.values())
+
+
+def _expr(value: Any) -> sympy.Expr:
+    """The sympy expression behind a SymInt."""
+    return value.node.expr
 
 
 def _root_local(path: Path) -> str | None:

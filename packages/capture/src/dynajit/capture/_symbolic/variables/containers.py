@@ -99,7 +99,7 @@ class StructSeqVar(TupleVar):
 
     def __init__(self, items: list[VT], kind: type = tuple, source: Any = None) -> None:
         super().__init__(items, source)
-        self.kind = kind  # a slice or a sum of it is a plain tuple, as in Python
+        self.kind = kind  # type: ignore[assignment]  # a slice or a sum of it is a plain tuple, as in Python
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         fields = getattr(self.kind, "__match_args__", ())
@@ -111,7 +111,12 @@ class StructSeqVar(TupleVar):
         if self.source is not None:
             self.source.emit(cg)
             return
-        cg.call_helper(self.kind, lambda: (TupleVar.reconstruct(TupleVar(self.items), cg), 1)[-1])
+
+        def load_items() -> int:
+            TupleVar(self.items).reconstruct(cg)
+            return 1
+
+        cg.call_helper(self.kind, load_items)
 
     def __repr__(self) -> str:
         return f"StructSeqVar({self.kind.__name__}, {self.items!r})"

@@ -185,7 +185,7 @@ class SuperVar(VT):
         owner = mro[index]
         class_path = _attr_path(self.obj, "__class__")
         # Reached again (and guarded) as type(obj).__mro__[index].name, so replacing the base's method recompiles.
-        path = class_path and Attr(Item(Attr(class_path, "__mro__"), index), name)
+        path = Attr(Item(Attr(class_path, "__mro__"), index), name) if class_path is not None else None
         if isinstance(attr, types.FunctionType):
             return BoundMethodVar(tx.wrap(attr, path), self.obj)
         if isinstance(attr, staticmethod):
@@ -226,6 +226,7 @@ class _DictRead(VT):
                 raises_in_python(f"KeyError: {key!r}")
             return args[1] if len(args) == 2 else ConstVar(None)
         # dict's own read, like the one being traced (an overridden __getitem__ would not be what super() calls)
+        assert self.obj.source is not None  # checked by SuperVar before making this
         return tx.wrap(dict.__getitem__(self.instance, key), Item(self.obj.source, key))
 
     def __repr__(self) -> str:

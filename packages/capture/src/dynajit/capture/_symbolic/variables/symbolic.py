@@ -79,8 +79,14 @@ class SymIntVar(VT):
             path, dim = self.origin
             if dim is None:
                 path.emit(cg)
-            else:
-                cg.call_helper(torch.Tensor.size, lambda: (path.emit(cg), cg.load_const(dim), 2)[-1])
+                return
+
+            def load_tensor_and_dim() -> int:
+                path.emit(cg)
+                cg.load_const(dim)
+                return 2
+
+            cg.call_helper(torch.Tensor.size, load_tensor_and_dim)
             return
         python = self.rebuild(self.example) if self.rebuild is not None else None
         if python is None:
