@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from dynajit.inductor_lite import _sym
+
 __all__ = ["example_tensor", "tune", "wrap_cudagraphs"]
 
 log = logging.getLogger("dynajit.inductor_lite")
@@ -23,10 +25,16 @@ T = TypeVar("T")
 
 
 def example_tensor(like: Any) -> Any:
-    """A real tensor with the size, strides, dtype and device of ``like`` (which may be a fake tensor)."""
+    """A real tensor with the size, strides, dtype and device of ``like`` (which may be a fake tensor).
+
+    Symbolic sizes take their example values (max-autotune tunes a dynamic graph at the example sizes).
+    """
+    if isinstance(like, torch.SymInt):
+        return _sym.hint(like)
     if not isinstance(like, torch.Tensor):
         return like
-    size, stride = tuple(like.shape), tuple(like.stride())
+    size = tuple(_sym.hint(s) for s in like.shape)
+    stride = tuple(_sym.hint(s) for s in like.stride())
     out = torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
     if like.dtype == torch.bool:
         out.copy_(torch.rand(size, device=like.device) > 0.5)

@@ -36,6 +36,7 @@ class CacheStats:
         self.disk_hits = 0
         self.builds = 0
         self.rebuilt_corrupt = 0
+        self.graphs_compiled = 0  # aten graphs lowered and code-generated (a dynamic graph counts once)
 
     def as_dict(self) -> dict[str, int]:
         return dict(vars(self))
@@ -48,7 +49,11 @@ _compiler_ids: dict[str, str] = {}
 
 
 def cache_stats() -> dict[str, int]:
-    """This process's kernel-cache outcomes: memory_hits, disk_hits, builds, rebuilt_corrupt."""
+    """This process's kernel-cache outcomes: memory_hits, disk_hits, builds, rebuilt_corrupt, graphs_compiled.
+
+    ``builds`` counts C++ libraries compiled and Triton modules written; ``graphs_compiled`` counts
+    aten graphs code-generated. A dynamic graph running at a new size changes none of them.
+    """
     return stats.as_dict()
 
 

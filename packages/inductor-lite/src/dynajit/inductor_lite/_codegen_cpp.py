@@ -3,7 +3,9 @@
 Loops are plain counted loops over int64 indices with ``__restrict__`` pointers and no calls in
 the innermost loop beyond inlinable math, so g++ vectorises them; reductions over a contiguous
 row accumulate into a small array of lanes (independent partial results), which vectorises
-without fast-math. The outer loops carry ``#pragma omp parallel for`` when the work pays for it.
+without fast-math. The outer loops carry ``#pragma omp parallel for`` when the work pays for it. A kernel of a
+dynamic graph takes its shape symbols as trailing ``int64_t`` parameters, used in loop bounds and
+index arithmetic; its heuristic choices (threads, chunks, lanes) follow the example sizes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import torch
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten
 from dynajit.inductor_lite._ir import Expr
 from dynajit.inductor_lite._scheduler import Kernel, Placed
@@ -190,7 +193,11 @@ class CppOptions:
 
 
 def _index_text(index: Index) -> str:
-    return index.source("/")  # index arithmetic is non-negative: C++'s truncating division is floor division
+    # Index arithmetic is non-negative: C++'s truncating division is floor division.
+    return index.source("/", _sym.c_text)
+
+
+_size = _sym.c_text
 
 
 def _literal(value: Any, dtype: torch.dtype) -> str:
@@ -267,6 +274,8 @@ class _KernelWriter:
             return _literal(expr.args[0], expr.dtype)
         if expr.op == "index":
             text = f"static_cast<int64_t>({_index_text(expr.args[0])})"
+        elif expr.op == "size":
+            text = f"static_cast<{compute_ctype(expr.dtype)}>({_size(expr.args[0])})"
         elif expr.op == "load":
             name, index = expr.args
             local = scope.local(name)
@@ -329,6 +338,8 @@ class _KernelWriter:
             dtype = self.dtypes[name] if name not in buffers else buffers[name].dtype
             qual = "" if name in written else "const "
             params.append(f"{qual}{storage_ctype(dtype)}* __restrict__ p{i}")
+        self.symbols = k.symbols()
+        params += [f"const int64_t {name}" for name in self.symbols]
         self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')
         depth = 1
         parallel = k.work() >= self.options.parallel_threshold and bool(k.outer)
@@ -344,24 +355,25 @@ class _KernelWriter:
             n = len(outer)
             if n == 0:
                 assert vector_loop is not None
-                chunk = max(1024, vector_loop.size // 64 // 64 * 64)
+                chunk = max(1024, _sym.hint(vector_loop.size) // 64 // 64 * 64)
                 self.emit(depth, f"#pragma omp parallel for schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
-                chunk = max(1, math.prod(v.size for v in outer) // 32)
+                chunk = max(1, math.prod(_sym.hint(v.size) for v in outer) // 32)
                 self.emit(depth, f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}){threads}")
         for var in outer:
-            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {var.size}; {var.name}++) {{")
+            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
             depth += 1
         if vector_loop is not None:
             self.emit(
                 depth,
-                f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {vector_loop.size}; {vector_loop.name}++) {{",
+                f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {_size(vector_loop.size)}; "
+                f"{vector_loop.name}++) {{",
             )
             depth += 1
-        inner_numel = math.prod(v.size for v in k.inner)
+        inner_numel = _sym.prod(v.size for v in k.inner)
         for name, p in self.scratch.items():
-            self.emit(depth, f"{compute_ctype(p.expr.dtype)} scratch_{name}[{inner_numel}];")
+            self.emit(depth, f"{compute_ctype(p.expr.dtype)} scratch_{name}[{_size(inner_numel)}];")
         for kind, nodes in k.steps:
             if kind == "row":
                 self._pointwise(nodes[0], row_scope, depth)
@@ -409,7 +421,7 @@ class _KernelWriter:
             and len(k.inner) == 1
             and reductions
             and all(p.buf.reduction_type in _REDUCE for p in reductions)
-            and k.inner[0].size >= 2 * lanes
+            and _sym.hint(k.inner[0].size) >= 2 * lanes
         )
         var = k.inner
         if use_lanes:
@@ -417,7 +429,7 @@ class _KernelWriter:
             for p in reductions:
                 self.emit(depth, f"{compute_ctype(p.expr.dtype)} {accs[p.buf.name]}_l[{lanes}];")
                 self.emit(depth, f"for (int l = 0; l < {lanes}; l++) {accs[p.buf.name]}_l[l] = {accs[p.buf.name]};")
-            self.emit(depth, f"const int64_t {r.name}_end = {r.size} - {r.size} % {lanes};")
+            self.emit(depth, f"const int64_t {r.name}_end = {_size(r.size)} - {_size(r.size)} % {lanes};")
             self.emit(depth, f"for (int64_t {r.name}_b = 0; {r.name}_b < {r.name}_end; {r.name}_b += {lanes}) {{")
             self.emit(depth + 1, f"for (int64_t {r.name}_l = 0; {r.name}_l < {lanes}; {r.name}_l++) {{")
             self.emit(depth + 2, f"const int64_t {r.name} = {r.name}_b + {r.name}_l;")
@@ -431,7 +443,7 @@ class _KernelWriter:
                 self.emit(
                     depth, f"for (int l = 0; l < {lanes}; l++) {acc} = {combine.format(a=acc, v=acc + '_l[l]', T=t)};"
                 )
-            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {r.size}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {_size(r.size)}; {r.name}++) {{")
             self._body(nodes, row_scope, depth + 1, accs, lane=None)
             self.emit(depth, "}")
         elif len(k.inner) == 1 and all(p.buf.reduction_type in _SIMD_REDUCE for p in reductions):
@@ -445,7 +457,7 @@ class _KernelWriter:
                     clauses.append(f"reduction(||:{acc}_nan)")
             r = var[0]
             self.emit(depth, f"#pragma omp simd {' '.join(clauses)}")
-            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {r.size}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {_size(r.size)}; {r.name}++) {{")
             self._body(nodes, row_scope, depth + 1, accs, lane=None, simd=True)
             self.emit(depth, "}")
             for p in reductions:
@@ -456,7 +468,7 @@ class _KernelWriter:
         else:
             d = depth
             for v in var:
-                self.emit(d, f"for (int64_t {v.name} = 0; {v.name} < {v.size}; {v.name}++) {{")
+                self.emit(d, f"for (int64_t {v.name} = 0; {v.name} < {_size(v.size)}; {v.name}++) {{")
                 d += 1
             self._body(nodes, row_scope, d, accs, lane=None)
             for _ in var:
@@ -513,8 +525,10 @@ class _KernelWriter:
             self.emit(depth, f"{target} = {_REDUCE[rtype][1].format(a=target, v=v, T=t)};")
 
 
-def kernel_source(kernel: Kernel, dtypes: dict[str, torch.dtype], options: CppOptions) -> tuple[str, list[str]]:
-    """The C++ function for ``kernel`` and the buffer names of its pointer parameters, in order."""
+def kernel_source(
+    kernel: Kernel, dtypes: dict[str, torch.dtype], options: CppOptions
+) -> tuple[str, list[str], list[str]]:
+    """The C++ function for ``kernel``, the buffer names of its pointer parameters and its shape symbols, in order."""
     writer = _KernelWriter(kernel, options, dtypes)
     text = writer.write()
-    return text, writer.param_names
+    return text, writer.param_names, writer.symbols

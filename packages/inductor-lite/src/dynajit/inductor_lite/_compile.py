@@ -3,8 +3,12 @@
 Every graph goes through AOT autograd (``functorch.compile.aot_module_simplified``) with a
 decomposition table, so parameters are lifted to inputs and inference and training graphs take
 one road; each forward / backward aten graph is lowered, scheduled, code-generated (C++ for CPU,
-Triton for CUDA or when ``cpu_backend="triton"``), built, and wrapped. The compiled function is
-specialised to the example inputs' shapes, strides and dtypes; a call with others compiles again.
+Triton for CUDA or when ``cpu_backend="triton"``), built, and wrapped.
+
+A static graph is specialised to the example inputs' shapes, strides and dtypes; a call with others
+compiles again. A dynamic graph (placeholder ``example_value``s with symbolic sizes, see
+``dynajit.fxgraph.symbolic_fake``) is traced by AOT autograd with those fake values, so its aten
+graphs and kernels are symbolic: it is compiled once and runs at every size its symbols allow.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import copy
 import ctypes
 import ctypes.util
 import functools
+import logging
 import operator
 import os
 import time
@@ -27,9 +32,9 @@ from functorch.compile import aot_module_simplified
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from dynajit.fxgraph import artifact_enabled, artifact_logger
-from dynajit.inductor_lite import _autotune
-from dynajit.inductor_lite._build import load_library
+from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
+from dynajit.inductor_lite import _autotune, _sym
+from dynajit.inductor_lite._build import load_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, vector_math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._graph import lower_graph
@@ -41,6 +46,7 @@ __all__ = ["CompiledGraph", "compile_fx", "compiled_graphs", "decomposition_tabl
 
 aten = torch.ops.aten
 output_code_log = artifact_logger("output_code")
+log = logging.getLogger("dynajit.inductor_lite")
 
 # Composite ops rewritten into ops the lowering table handles (on top of the core aten set).
 _EXTRA_DECOMPOSITIONS = [
@@ -103,8 +109,49 @@ def _use_triton(device: torch.device, settings: dict[str, Any]) -> bool:
     return device.type == "cuda" or settings["cpu_backend"] == "triton"
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any]) -> CompiledGraph:
-    """Lower, schedule, generate code for and build one aten-level graph."""
+def _shape_env(example_inputs: Sequence[Any]) -> Any:
+    """The ShapeEnv of a dynamic graph's symbolic inputs, or None for a static graph."""
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt) and is_symbolic(x):
+            return x.node.shape_env
+        if isinstance(x, torch.Tensor) and is_symbolic(x):
+            return x.fake_mode.shape_env  # type: ignore[attr-defined]
+    return None
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any], *, check_inputs: bool = False
+) -> CompiledGraph:
+    """Lower, schedule, generate code for and build one aten-level graph (static or symbolic sizes).
+
+    ``check_inputs``: a dynamic graph's wrapper checks that the inputs' sizes agree with its shape symbols.
+    """
+    stats.graphs_compiled += 1
+    shape_env = _shape_env(example_inputs)
+    with _sym.use_shapes(shape_env):
+        if shape_env is None:
+            return _compile_graph(gm, example_inputs, settings, check_inputs)
+        try:
+            return _compile_graph(gm, example_inputs, settings, check_inputs)
+        except _sym.Unsupported as err:
+            # Something of this graph can only be generated for fixed sizes: run its aten graph as it is.
+            log.warning("inductor-lite: %s; running this dynamic graph through aten", err)
+            return _aten_graph(gm, err)
+
+
+def _aten_graph(gm: torch.fx.GraphModule, reason: Exception) -> CompiledGraph:
+    def call(args: list[Any]) -> Any:
+        values = list(args)
+        args.clear()
+        return gm(*values)
+
+    info = {"kernels": 0, "externs": 0, "fallbacks": [f"graph: {reason}"], "dynamic": True, "symbols": []}
+    return CompiledGraph(call, "", "", info)
+
+
+def _compile_graph(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any], check_inputs: bool
+) -> CompiledGraph:
     start = time.perf_counter()
     lowered, fallbacks = lower_graph(gm, example_inputs)
     items = schedule(lowered)
@@ -124,7 +171,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
             calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
         else:
             calls, source = _build_cpp(kernels, dtypes, settings, variant)
-        call, wrapper_source = WrapperBuilder(lowered, items).build(calls)
+        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs).build(calls)
         return CompiledGraph(call, wrapper_source, source, {})
 
     if triton:
@@ -148,12 +195,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
         fallbacks=fallbacks,
         tuned=chosen,
         compile_seconds=time.perf_counter() - start,
+        dynamic=_sym.is_dynamic_graph(),
+        symbols=sorted(_sym.current_symbols()),
     )
     if artifact_enabled("output_code"):
         output_code_log.info(
             "inductor-lite kernels:\n%s\n\ninductor-lite wrapper:\n%s", compiled.kernel_source, compiled.wrapper_source
         )
-    if settings["cudagraphs"] and lowered.device.type == "cuda":
+    if settings["cudagraphs"] and lowered.device.type == "cuda" and compiled.info["dynamic"]:
+        log.info("inductor-lite: CUDA graphs need fixed sizes; not recording one for a dynamic graph")
+    elif settings["cudagraphs"] and lowered.device.type == "cuda":
         wrapped = _autotune.wrap_cudagraphs(compiled, example_inputs)
         compiled = CompiledGraph(wrapped, compiled.wrapper_source, compiled.kernel_source, compiled.info)
     return compiled
@@ -161,13 +212,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], setti
 
 def _build_cpp(
     kernels: list[Kernel], dtypes: dict[str, torch.dtype], settings: dict[str, Any], options: CppOptions
-) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool]], str]:
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str]:
     if not kernels:
         return {}, ""
     parts = [PRELUDE, vector_math_declarations() if _has_libmvec() else ""]
     params: dict[str, list[str]] = {}
+    symbols: dict[str, list[str]] = {}
     for kernel in kernels:
-        text, names = kernel_source(kernel, dtypes, options)
+        text, names, symbols[kernel.name] = kernel_source(kernel, dtypes, options)
         parts.append(text)
         params[kernel.name] = names
     source = "\n\n".join(parts) + "\n"
@@ -175,9 +227,9 @@ def _build_cpp(
     calls = {}
     for kernel in kernels:
         fn = getattr(lib, kernel.name)
-        fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name])
+        fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name]) + [ctypes.c_int64] * len(symbols[kernel.name])
         fn.restype = None
-        calls[kernel.name] = (fn, params[kernel.name], True)
+        calls[kernel.name] = (fn, params[kernel.name], True, symbols[kernel.name])
     return calls, source
 
 
@@ -247,43 +299,82 @@ def _expand(graph: torch.fx.Graph, arg: Any, value: Any, leaves: list[Any]) -> N
         leaves.append(arg)
 
 
+def _kind(args: Sequence[Any]) -> tuple:
+    """What a dynamic graph is compiled for besides sizes: dtypes, devices, ranks, requires_grad, types."""
+    return tuple(
+        [(a.dtype, a.device, a.dim(), a.requires_grad) if isinstance(a, torch.Tensor) else type(a) for a in args]
+    )
+
+
+def symbolic_inputs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any] | None:
+    """The placeholders' symbolic example values when ``gm`` is a dynamic graph, else None."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = [n.meta.get("example_value") for n in placeholders]
+    if len(values) != len(example_inputs) or not any(is_symbolic(v) for v in values):
+        return None
+    # The real inputs say which need gradients (the example values may have been made from detached ones).
+    return [
+        v.detach().requires_grad_(x.requires_grad)
+        if isinstance(v, torch.Tensor) and isinstance(x, torch.Tensor) and v.requires_grad != x.requires_grad
+        else v
+        for v, x in zip(values, example_inputs)
+    ]
+
+
 class _Specialized:
-    """Calls the AOT-compiled function for the inputs' signature; a new signature compiles again."""
+    """Calls the AOT-compiled function for the inputs' signature; a new signature compiles again.
+
+    A dynamic graph is compiled once for its symbolic example values; calls of the same kind
+    (dtypes, devices, ranks) at any size use it.
+    """
 
     def __init__(self, gm: torch.fx.GraphModule, settings: dict[str, Any], example_inputs: Sequence[Any]) -> None:
+        self.symbolic = symbolic_inputs(gm, example_inputs)
         self.gm, self.spec = _flat_outputs(gm, example_inputs)
         self.settings = settings
         self.compiled: dict[tuple, Callable[..., Any]] = {}
         self.graphs: list[CompiledGraph] = []
         self.last_key: tuple | None = None
         self.last_fn: Any = None
+        self.dynamic_kind: tuple | None = None
+        self.dynamic_fn: Any = None
 
-    def compile_for(self, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    def compile_for(self, example_inputs: Sequence[Any], symbolic: list[Any] | None = None) -> Callable[..., Any]:
         settings = self.settings
+        compiled_forward = False
 
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> CompiledGraph:
+            nonlocal compiled_forward
             with config.patch(settings):
-                compiled = compile_graph(graph, inputs, settings)
+                # The forward graph's inputs come from the caller: its wrapper checks their shape relations.
+                compiled = compile_graph(graph, inputs, settings, check_inputs=not compiled_forward)
+            compiled_forward = True
             self.graphs.append(compiled)
             return compiled
 
         fn = aot_module_simplified(
-            self.gm, list(example_inputs), fw_compiler=compiler, bw_compiler=compiler,
-            decompositions=decomposition_table(), keep_inference_input_mutations=False,
+            self.gm, list(example_inputs if symbolic is None else symbolic), fw_compiler=compiler,
+            bw_compiler=compiler, decompositions=decomposition_table(), keep_inference_input_mutations=False,
         )  # fmt: skip
+        if symbolic is not None:
+            self.dynamic_kind, self.dynamic_fn = _kind(example_inputs), fn
+            return fn
         key = _signature(example_inputs)
         self.compiled[key] = fn
         self.last_key, self.last_fn = key, fn
         return fn
 
     def __call__(self, *args: Any) -> Any:
-        key = _signature(args)
-        if key == self.last_key:
-            fn = self.last_fn
+        if self.dynamic_fn is not None and _kind(args) == self.dynamic_kind:
+            out = self.dynamic_fn(*args)
         else:
-            fn = self.compiled.get(key) or self.compile_for(args)
-            self.last_key, self.last_fn = key, fn
-        out = fn(*args)
+            key = _signature(args)
+            if key == self.last_key:
+                fn = self.last_fn
+            else:
+                fn = self.compiled.get(key) or self.compile_for(args)
+                self.last_key, self.last_fn = key, fn
+            out = fn(*args)
         return tuple(out) if self.spec is None else pytree.tree_unflatten(list(out), self.spec)
 
 
@@ -303,10 +394,15 @@ def compile_fx(
 
     ``mode`` is one of :func:`list_mode_options`; ``options`` patches :data:`config` for this compile
     only (unknown names raise :class:`~dynajit.fxgraph.ConfigError` listing close matches).
+
+    When the placeholders' ``example_value``s have symbolic sizes (``dynajit.fxgraph.symbolic_fake`` /
+    ``symbolic_int``, one FakeTensorMode and ShapeEnv), the graph is compiled once with symbolic
+    sizes and serves every size the symbols allow; ``cache_stats()`` does not change on such calls.
+    Guards AOT autograd's tracing needs are added to that ShapeEnv; code generation adds none.
     """
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"compile_fx expects a torch.fx.GraphModule, got {type(gm).__name__}")
     settings = resolve_settings(mode, options)
     specialized = _Specialized(gm, settings, example_inputs)
-    specialized.compile_for(example_inputs)
+    specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized

@@ -3,22 +3,30 @@
 The result is a :class:`LoweredGraph`: graph inputs, buffers in a valid execution order
 (kernels' ComputedBuffers and ExternBuffers called through aten), and the outputs as strided
 views of buffers. Ops without a lowering become extern calls with a log line.
+
+In a dynamic graph (example inputs with symbolic sizes) sizes are sympy expressions (``_sym``);
+nodes computing sizes (``sym_size``, SymInt arithmetic) lower to those expressions, which the
+wrapper evaluates from the bound shape symbols. A lowering that cannot handle a symbolic size
+raises ``Unsupported`` and the node is called through aten instead.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 
-from dynajit.inductor_lite import _lower_reduce  # noqa: F401  (registers the reduction lowerings)
+from dynajit.inductor_lite import (
+    _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
+    _sym,
+)
 from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import (
     Buffer,
@@ -68,9 +76,9 @@ class ExternArg:
     """A tensor argument of an extern call: a buffer read through a layout."""
 
     buffer: str
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
+    size: tuple[Any, ...]
+    stride: tuple[Any, ...]
+    offset: Any
     natural: bool  # the buffer's own layout: pass the buffer itself
 
 
@@ -90,6 +98,7 @@ class LoweredGraph:
     outputs: list[OutputRef]
     device: torch.device
     all_buffers: dict[str, Buffer] = field(default_factory=dict)
+    scalars: dict[int, Any] = field(default_factory=dict)  # position -> int / symbolic size of a scalar input
 
 
 class GraphLowering:
@@ -104,6 +113,8 @@ class GraphLowering:
         self.current_node: Any = None  # the FX node being lowered
         self.device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
         self.fallbacks: list[str] = []
+        self.dynamic = any(_is_dynamic(x) for x in self.example_inputs)
+        self.scalars: dict[int, Any] = {}
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -122,13 +133,13 @@ class GraphLowering:
         return buf
 
     def storage_value(
-        self, buf: Buffer, stride: Sequence[int] | None = None, offset: int = 0, size: Sequence[int] | None = None
+        self, buf: Buffer, stride: Sequence[Any] | None = None, offset: Any = 0, size: Sequence[Any] | None = None
     ) -> TensorValue:
         stride = tuple(buf.stride if stride is None else stride)
         size = tuple(buf.size if size is None else size)
 
         def loader(indices: Sequence[Index]) -> Expr:
-            addr = Index((), offset)
+            addr = Index.of(offset)
             for idx, st in zip(indices, stride):
                 addr = addr + idx * st
             return load(buf.name, addr, buf.dtype)
@@ -136,7 +147,7 @@ class GraphLowering:
         natural = stride == buf.stride and offset == 0 and size == buf.size
         return TensorValue(size, buf.dtype, loader, buf.device, buffer=buf if natural else None)
 
-    def strided_view(self, value: TensorValue) -> tuple[Buffer, tuple[int, ...], int] | None:
+    def strided_view(self, value: TensorValue) -> tuple[Buffer, tuple[Any, ...], Any] | None:
         """(buffer, strides, offset) when every element of ``value`` is a plain strided load of one buffer."""
         if value.buffer is not None:
             return value.buffer, value.buffer.stride, 0
@@ -148,7 +159,7 @@ class GraphLowering:
         strides = tuple(index.coefficient(v.name) if v.size != 1 else 0 for v in variables)
         return self.buffers[name], strides, index.const
 
-    def realize(self, value: TensorValue, stride: Sequence[int] | None = None) -> TensorValue:
+    def realize(self, value: TensorValue, stride: Sequence[Any] | None = None) -> TensorValue:
         if value.buffer is not None and (stride is None or tuple(stride) == value.buffer.stride):
             return value
         stride = tuple(contiguous_strides(value.size) if stride is None else stride)
@@ -158,13 +169,13 @@ class GraphLowering:
 
     def reduction(
         self,
-        size: tuple[int, ...],
-        red_ranges: tuple[int, ...],
+        size: tuple[Any, ...],
+        red_ranges: tuple[Any, ...],
         rtype: str,
         fn: Callable[..., Expr],
         dtype: torch.dtype,
     ) -> TensorValue:
-        if math.prod(red_ranges) == 1:  # reducing one element: the element itself
+        if _sym.prod(red_ranges) == 1:  # reducing one element: the element itself
             ones = [Index()] * len(red_ranges)
             if rtype in ("argmax", "argmin"):
                 zero = const(0, torch.int64)
@@ -198,11 +209,11 @@ class GraphLowering:
         natural = stride == buf.stride and offset == 0 and value.size == buf.size
         return ExternArg(buf.name, value.size, stride, offset, natural)
 
-    def fallback(self) -> Any:
+    def fallback(self, reason: str = "") -> Any:
         """Call the current node's op through aten from the wrapper."""
         node = self.current_node
-        if node.target not in EXTERN_BY_DESIGN:
-            log.info("inductor-lite: no lowering for %s; calling aten", node.target)
+        if node.target not in EXTERN_BY_DESIGN or reason:
+            log.info("inductor-lite: %s for %s; calling aten", reason or "no lowering", node.target)
             self.fallbacks.append(str(node.target))
 
         def convert(a: Any) -> Any:
@@ -220,7 +231,7 @@ class GraphLowering:
         val = node.meta["val"]
         if isinstance(val, torch.Tensor):
             buf = ExternBuffer(
-                self._new_name(), val.dtype, tuple(val.shape), tuple(val.stride()), val.device,
+                self._new_name(), val.dtype, _sym.shape_of(val), _sym.strides_of(val), val.device,
                 target=node.target, args=args, kwargs=kwargs, reads=reads,
             )  # fmt: skip
             self._add(buf)
@@ -236,7 +247,7 @@ class GraphLowering:
                 results.append(None)
                 continue
             part = ExternBuffer(
-                self._new_name(), item.dtype, tuple(item.shape), tuple(item.stride()), item.device,
+                self._new_name(), item.dtype, _sym.shape_of(item), _sym.strides_of(item), item.device,
                 target=None, args=(holder.name,), tuple_index=k, reads={holder.name},
             )  # fmt: skip
             self._add(part)
@@ -255,7 +266,7 @@ class GraphLowering:
                 example = self.example_inputs[position]
                 if isinstance(example, torch.Tensor):
                     buf = InputBuffer(
-                        f"arg{position}", example.dtype, tuple(example.shape), tuple(example.stride()),
+                        f"arg{position}", example.dtype, _sym.shape_of(example), _sym.strides_of(example),
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
@@ -263,7 +274,8 @@ class GraphLowering:
                     self.env[node] = self.storage_value(buf)
                 else:
                     inputs.append(None)
-                    self.env[node] = example
+                    self.env[node] = _sym.norm(example) if isinstance(example, torch.SymInt) else example
+                    self.scalars[position] = self.env[node]
                 position += 1
             elif node.op == "get_attr":
                 value = getattr(self.gm, node.target)
@@ -272,14 +284,14 @@ class GraphLowering:
                 constant = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
                 constant.value = value
                 self.buffers[name] = constant
-                self.env[node] = self.storage_value(buf)
+                self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
                 outputs = [self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a) for a in node.args[0]]
             else:
                 raise NotImplementedError(f"inductor-lite: FX op {node.op!r} is not supported in an aten graph")
-        return LoweredGraph(inputs, constants, self.order, outputs, self.device, self.buffers)
+        return LoweredGraph(inputs, constants, self.order, outputs, self.device, self.buffers, self.scalars)
 
     def _lower_call(self, node: torch.fx.Node) -> Any:
         if node.target is operator.getitem:
@@ -289,10 +301,24 @@ class GraphLowering:
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         lower = LOWERINGS.get(node.target)
         val = node.meta.get("val")
+        if self.dynamic and isinstance(val, torch.SymInt) and _sym.backed(val):
+            return _sym.norm(val)  # a size computation: the wrapper evaluates it from the shape symbols
         tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
-        if lower is None or any(t.device.type != self.device.type for t in tensors) or _has_symbolic(val):
+        if lower is None or any(t.device.type != self.device.type for t in tensors):
             return self.fallback()
-        result = lower(self, *args, **kwargs)
+        if self.dynamic:
+            if not _sym.backed(val):
+                return self.fallback()
+            if node.target not in SYMBOLIC_ARGS and any(_sym.is_symbolic(a) for a in _flat([*args, *kwargs.values()])):
+                return self.fallback("symbolic scalar argument")
+            try:
+                result = lower(self, *args, **kwargs)
+            except _sym.Unsupported as err:
+                return self.fallback(str(err))
+        elif _has_symbolic(val):
+            return self.fallback()
+        else:
+            result = lower(self, *args, **kwargs)
         if isinstance(result, TensorValue):
             result = self._maybe_realize(node, result)
         return result
@@ -321,10 +347,27 @@ class GraphLowering:
         return OutputRef(self.extern_arg(value))
 
 
-def _dense_strides(val: Any) -> tuple[int, ...] | None:
-    if isinstance(val, torch.Tensor) and val.numel() > 0 and is_non_overlapping_and_dense(val):
-        return tuple(val.stride())
+def _dense_strides(val: Any) -> tuple[Any, ...] | None:
+    if isinstance(val, torch.Tensor) and _sym.prod(_sym.shape_of(val)) != 0 and is_non_overlapping_and_dense(val):
+        return _sym.strides_of(val)
     return None
+
+
+def _is_dynamic(value: Any) -> bool:
+    if isinstance(value, torch.SymInt):
+        return not isinstance(value.node.expr, sympy.Integer)
+    return isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))
+
+
+# Lowerings that read symbolic scalar arguments correctly (sizes of views and fills, slice bounds, indices).
+SYMBOLIC_ARGS = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
+    aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format, aten.new_zeros.default,
+    aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.slice.Tensor, aten.select.int,
+    aten.split_with_sizes.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
+    aten.scalar_tensor.default, aten.mul.Tensor, aten.add.Tensor, aten.sub.Tensor, aten.div.Tensor,
+    torch.ops.prims.iota.default, aten.fill.Scalar, aten.full_like.default,
+}  # fmt: skip
 
 
 def _has_symbolic(val: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, Var
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "contiguous_strides",
     "load",
     "op",
+    "size_value",
 ]
 
 Loader = Callable[[Sequence[Index]], "Expr"]
@@ -63,16 +65,24 @@ def const(value: Any, dtype: torch.dtype) -> Expr:
     return Expr("const", (value,), dtype)
 
 
+def size_value(value: Any, dtype: torch.dtype) -> Expr:
+    """A size (an int, or a sympy expression evaluated from the kernel's shape arguments) as a value."""
+    value = _sym.norm(value)
+    if isinstance(value, int):
+        return const(value, dtype)
+    return Expr("size", (value,), dtype)
+
+
 def load(name: str, index: Index, dtype: torch.dtype) -> Expr:
     return Expr("load", (name, index), dtype)
 
 
-def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+def contiguous_strides(size: Sequence[Any]) -> tuple[Any, ...]:
     strides = []
-    acc = 1
+    acc: Any = 1
     for s in reversed(size):
         strides.append(acc)
-        acc *= max(s, 1)
+        acc = _sym.norm(acc * _sym.maximum(s, 1))
     return tuple(reversed(strides))
 
 
@@ -82,12 +92,12 @@ class Buffer:
 
     name: str
     dtype: torch.dtype
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
+    size: tuple[Any, ...]  # ints, or sympy expressions over shape symbols
+    stride: tuple[Any, ...]
     device: torch.device
 
-    def numel(self) -> int:
-        return math.prod(self.size)
+    def numel(self) -> Any:
+        return _sym.prod(self.size)
 
     def store_index(self, indices: Sequence[Index]) -> Index:
         out = Index()
@@ -115,7 +125,7 @@ class ComputedBuffer(Buffer):
     """
 
     fn: Any = None  # Callable[..., Expr]: index (and rindex) -> value
-    reduction_ranges: tuple[int, ...] = ()
+    reduction_ranges: tuple[Any, ...] = ()
     reduction_type: str = ""
     reads: set[str] = field(default_factory=set)
 
@@ -139,15 +149,15 @@ class ExternBuffer(Buffer):
 class TensorValue:
     """A lowered tensor: lazily a loader, or backed by a buffer (``buffer`` set)."""
 
-    size: tuple[int, ...]
+    size: tuple[Any, ...]
     dtype: torch.dtype
     loader: Loader
     device: torch.device
     buffer: Buffer | None = None
     cost: int = 0
 
-    def numel(self) -> int:
-        return math.prod(self.size)
+    def numel(self) -> Any:
+        return _sym.prod(self.size)
 
     def fresh_vars(self, prefix: str = "i") -> list[Var]:
         return [Var(f"{prefix}{k}", s) for k, s in enumerate(self.size)]

@@ -2,7 +2,8 @@
 
 A reduction is a ComputedBuffer over the kept dims whose ``fn(index, rindex)`` reads the input at
 the merged index. Its accumulator dtype is float32 for 16-bit floats and int64 for integer sums;
-mean and var are built from sums plus pointwise arithmetic on the (per-row) results.
+mean and var are built from sums plus pointwise arithmetic on the (per-row) results. A symbolic
+element count divides at run time (the kernel's shape arguments) instead of scaling by a constant.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 import torch
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, size_value
 from dynajit.inductor_lite._lowering import lowering
 
 __all__: list[str] = []
@@ -79,14 +81,36 @@ def reduce(
     return ctx.reduction(out_size, red_ranges, rtype, fn, out_dtype)
 
 
-def _finish(ctx: Any, value: TensorValue, scale: float | None = None) -> TensorValue:
+class Per:
+    """The scale ``1 / n`` for a symbolic element count ``n``."""
+
+    def __init__(self, n: Any) -> None:
+        self.n = n
+
+
+def reciprocal(n: Any, if_zero: float = math.nan) -> float | Per:
+    """``1 / n`` as a constant, or as a :class:`Per` evaluated in the kernel when ``n`` is symbolic."""
+    if not _sym.is_symbolic(n):
+        return 1.0 / n if n else if_zero
+    if not _sym.provably_lt(0, n):
+        raise _sym.Unsupported(f"element count {n} may be zero")
+    return Per(n)
+
+
+def scale_expr(scale: float | Per, dtype: torch.dtype) -> Expr:
+    if isinstance(scale, Per):
+        return op("truediv", dtype, const(1.0, dtype), size_value(scale.n, dtype))
+    return const(scale, dtype)
+
+
+def _finish(ctx: Any, value: TensorValue, scale: float | Per | None = None) -> TensorValue:
     """Pointwise epilogue: optional scaling, then the node's dtype."""
     dtype = ctx.current_val().dtype
 
     def loader(idx: Sequence[Index]) -> Expr:
         v = value.loader(idx)
         if scale is not None:
-            v = op("mul", v.dtype, v, const(scale, v.dtype))
+            v = op("mul", v.dtype, v, scale_expr(scale, v.dtype))
         return op("cast", dtype, v)
 
     if scale is None and dtype == value.dtype:
@@ -94,8 +118,8 @@ def _finish(ctx: Any, value: TensorValue, scale: float | None = None) -> TensorV
     return TensorValue(value.size, dtype, loader, value.device, cost=1)
 
 
-def _count(x: TensorValue, dims: Any) -> int:
-    return math.prod(x.size[d] for d in _dims(x, dims))
+def _count(x: TensorValue, dims: Any) -> Any:
+    return _sym.prod(x.size[d] for d in _dims(x, dims))
 
 
 @lowering(aten.sum.dim_IntList, aten.sum.default, aten.prod.dim_int, aten.prod.default)
@@ -111,7 +135,7 @@ def _sum(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, d
 def _mean(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> TensorValue:
     n = _count(x, dims)
     total = reduce(ctx, x, dims, keepdim, "sum", value_dtype=ctx.current_val().dtype)
-    return _finish(ctx, total, 1.0 / n if n else math.nan)
+    return _finish(ctx, total, reciprocal(n))
 
 
 @lowering(aten.amax, aten.amin, aten.max.default, aten.min.default)
@@ -149,17 +173,17 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
     acc_in = x.dtype if x.dtype.is_floating_point else torch.float32
     total = reduce(ctx, x, dims, True, "sum", value_dtype=acc_in)
     acc = total.dtype
-    inv_n = 1.0 / n if n else math.nan
+    inv_n = reciprocal(n)
 
     def deviation_sq(value: Expr, index: Sequence[Index]) -> Expr:
         kept_index = list(index) if keepdim else _expand_index(x, dims, index)
-        mean = op("mul", acc, total.loader(kept_index), const(inv_n, acc))
+        mean = op("mul", acc, total.loader(kept_index), scale_expr(inv_n, acc))
         d = op("sub", acc, op("cast", acc, value), mean)
         return op("mul", acc, d, d)
 
     sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
-    denom = max(n - correction, 0)
-    scale = 1.0 / denom if denom else math.inf
+    denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
+    scale = reciprocal(denom, math.inf)
     var = _scaled(sq, scale, ctx.current_val_at(0).dtype)
     mean_size = sq.size
     mean = _scaled(_reshape_keep(total, mean_size), inv_n, ctx.current_val_at(1).dtype)
@@ -172,7 +196,7 @@ def _expand_index(x: TensorValue, dims: Any, index: Sequence[Index]) -> list[Ind
     return [Index() if d in rdims else next(it) for d in range(len(x.size))]
 
 
-def _reshape_keep(total: TensorValue, size: tuple[int, ...]) -> TensorValue:
+def _reshape_keep(total: TensorValue, size: tuple[Any, ...]) -> TensorValue:
     real = [k for k, s in enumerate(total.size) if s != 1]
     new_real = [k for k, s in enumerate(size) if s != 1]
 
@@ -185,10 +209,10 @@ def _reshape_keep(total: TensorValue, size: tuple[int, ...]) -> TensorValue:
     return TensorValue(size, total.dtype, loader, total.device, cost=1)
 
 
-def _scaled(value: TensorValue, scale: float, dtype: torch.dtype) -> TensorValue:
+def _scaled(value: TensorValue, scale: float | Per, dtype: torch.dtype) -> TensorValue:
     def loader(idx: Sequence[Index]) -> Expr:
         v = value.loader(idx)
-        return op("cast", dtype, op("mul", v.dtype, v, const(scale, v.dtype)))
+        return op("cast", dtype, op("mul", v.dtype, v, scale_expr(scale, v.dtype)))
 
     return TensorValue(value.size, dtype, loader, value.device, cost=1)
 

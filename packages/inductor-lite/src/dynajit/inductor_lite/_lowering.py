@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten, unflatten
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, size_value
 
 __all__ = ["LOWERINGS", "broadcast_loader", "lowering", "to_value"]
 
@@ -40,7 +42,7 @@ def to_value(ctx: Any, x: Any, dtype: torch.dtype) -> TensorValue:
     """A TensorValue for a tensor or a Python scalar (a 0-d constant)."""
     if isinstance(x, TensorValue):
         return x
-    expr = const(x, dtype)
+    expr = size_value(x, dtype) if isinstance(x, sympy.Expr) else const(x, dtype)
     return TensorValue((), dtype, lambda idx: expr, ctx.device)
 
 
@@ -66,7 +68,7 @@ def make_pointwise(
 ) -> TensorValue:
     """Apply ``fn`` elementwise to broadcast ``inputs`` cast to ``compute``; cast the result to the node's dtype."""
     val = ctx.current_val()
-    size = tuple(val.shape)
+    size = _sym.shape_of(val)
     out_dtype = out_dtype or val.dtype
     compute = compute or out_dtype
     values = [to_value(ctx, x, compute) for x in inputs]
@@ -183,7 +185,7 @@ def _div(ctx: Any, a: Any, b: Any, *, rounding_mode: str | None = None) -> Tenso
 def _where(ctx: Any, cond: Any, a: Any, b: Any) -> TensorValue:
     val = ctx.current_val()
     dt = val.dtype
-    size = tuple(val.shape)
+    size = _sym.shape_of(val)
     c = broadcast_loader(to_value(ctx, cond, torch.bool), size)
     la = broadcast_loader(to_value(ctx, a, dt), size)
     lb = broadcast_loader(to_value(ctx, b, dt), size)
@@ -261,24 +263,27 @@ def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
     val = ctx.current_val()
     if isinstance(value, TensorValue):
         return make_pointwise(ctx, [value], lambda a: a, compute=value.dtype)
-    expr = const(value, val.dtype)
-    return TensorValue(tuple(val.shape), val.dtype, lambda idx: expr, ctx.device)
+    expr = size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(value, val.dtype)
+    return TensorValue(_sym.shape_of(val), val.dtype, lambda idx: expr, ctx.device)
 
 
 @lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
 def _arange(ctx: Any, *args: Any, **_: Any) -> TensorValue:
     val = ctx.current_val()
-    numbers = [a for a in args if isinstance(a, (int, float))]
+    numbers = [a for a in args if isinstance(a, (int, float, sympy.Expr))]
     start, step = (0, 1) if len(numbers) == 1 else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
     dt = val.dtype
     compute = dt if (dt.is_floating_point or not any(isinstance(n, float) for n in numbers)) else torch.float64
 
+    def number(value: Any) -> Expr:
+        return size_value(value, compute) if isinstance(value, sympy.Expr) else const(value, compute)
+
     def loader(idx: Sequence[Index]) -> Expr:
         i = op("cast", compute, Expr("index", (idx[0],), torch.int64))
-        scaled = op("add", compute, op("mul", compute, i, const(step, compute)), const(start, compute))
+        scaled = op("add", compute, op("mul", compute, i, number(step)), number(start))
         return op("cast", dt, scaled)
 
-    return TensorValue(tuple(val.shape), dt, loader, ctx.device)
+    return TensorValue(_sym.shape_of(val), dt, loader, ctx.device)
 
 
 @lowering(torch.ops.prims.iota.default)
@@ -288,14 +293,14 @@ def _iota(ctx: Any, length: int, *, start: int = 0, step: int = 1, **_: Any) -> 
     def loader(idx: Sequence[Index]) -> Expr:
         return op("cast", val.dtype, Expr("index", (idx[0] * step + start,), torch.int64))
 
-    return TensorValue(tuple(val.shape), val.dtype, loader, ctx.device)
+    return TensorValue(_sym.shape_of(val), val.dtype, loader, ctx.device)
 
 
 # ---------------------------------------------------------------- views: index arithmetic
 
 
 def _view_of(ctx: Any, x: TensorValue, remap: Callable[[Sequence[Index]], Sequence[Index]]) -> TensorValue:
-    size = tuple(ctx.current_val().shape)
+    size = _sym.shape_of(ctx.current_val())
     return TensorValue(size, x.dtype, lambda idx: x.loader(remap(idx)), x.device, buffer=None, cost=x.cost)
 
 
@@ -304,7 +309,7 @@ def _reshape(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
     val = ctx.current_val()
     if val.dtype != x.dtype:
         return ctx.fallback()
-    old, new = x.size, tuple(val.shape)
+    old, new = x.size, _sym.shape_of(val)
 
     def remap(idx: Sequence[Index]) -> list[Index]:
         return unflatten(flatten(idx, new), old)
@@ -342,7 +347,7 @@ def _transpose(ctx: Any, x: TensorValue, d0: int = 0, d1: int = 1) -> TensorValu
 
 @lowering(aten.expand)
 def _expand(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
-    size = tuple(ctx.current_val().shape)
+    size = _sym.shape_of(ctx.current_val())
     loader = broadcast_loader(x, size)
     return TensorValue(size, x.dtype, loader, x.device, cost=x.cost)
 
@@ -350,7 +355,7 @@ def _expand(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
 @lowering(aten.unsqueeze, aten.squeeze)
 def _squeeze_unsqueeze(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
     # Both only add or drop size-1 dims: match the non-1 dims in order.
-    new = tuple(ctx.current_val().shape)
+    new = _sym.shape_of(ctx.current_val())
     old_real = [k for k, s in enumerate(x.size) if s != 1]
     new_real = [k for k, s in enumerate(new) if s != 1]
 
@@ -367,8 +372,13 @@ def _squeeze_unsqueeze(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
 def _slice(ctx: Any, x: TensorValue, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> TensorValue:
     dim = dim % len(x.size)
     length = x.size[dim]
-    start = 0 if start is None else start
-    start = max(0, min(length, start + length if start < 0 else start))
+    start = 0 if start is None else _sym.norm(start)
+    if isinstance(start, int) and isinstance(length, int):
+        start = max(0, min(length, start + length if start < 0 else start))
+    elif _sym.provably_le(0, start):
+        start = _sym.minimum(start, length)
+    else:
+        raise _sym.Unsupported(f"slice start {start} may be negative")
 
     def remap(idx: Sequence[Index]) -> list[Index]:
         out = list(idx)
@@ -382,6 +392,8 @@ def _slice(ctx: Any, x: TensorValue, dim: int = 0, start: Any = None, end: Any =
 def _split(ctx: Any, x: TensorValue, sizes: Any, dim: int = 0) -> tuple[TensorValue, ...]:
     dim = dim % len(x.size)
     if isinstance(sizes, int):
+        if not isinstance(x.size[dim], int):
+            raise _sym.Unsupported(f"split of a symbolic dimension {x.size[dim]} into chunks of {sizes}")
         sizes = [min(sizes, x.size[dim] - start) for start in range(0, x.size[dim], sizes)] or [0]
     parts = []
     start = 0
@@ -401,7 +413,12 @@ def _split(ctx: Any, x: TensorValue, sizes: Any, dim: int = 0) -> tuple[TensorVa
 @lowering(aten.select.int)
 def _select(ctx: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
     dim = dim % len(x.size)
-    index = index % x.size[dim] if x.size[dim] else index
+    if isinstance(index, int) and isinstance(x.size[dim], int):
+        index = index % x.size[dim] if x.size[dim] else index
+    elif isinstance(index, int) and index < 0:
+        index = _sym.norm(index + x.size[dim])
+    elif not _sym.provably_le(0, index):
+        raise _sym.Unsupported(f"select index {index} may be negative")
 
     def remap(idx: Sequence[Index]) -> list[Index]:
         return [*idx[:dim], Index.of(index), *idx[dim:]]
@@ -415,8 +432,8 @@ def _as_strided(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
     val = ctx.current_val()
     base = ctx.strided_view(x)
     base_val = ctx.current_node.args[0].meta["val"]
-    if base is None or base[1] != tuple(base_val.stride()):
+    if base is None or base[1] != _sym.strides_of(base_val):
         return ctx.fallback()
     buf, _, offset = base
-    offset += val.storage_offset() - base_val.storage_offset()
-    return ctx.storage_value(buf, tuple(val.stride()), offset, tuple(val.shape))
+    offset = _sym.norm(offset + _sym.norm(val.storage_offset()) - _sym.norm(base_val.storage_offset()))
+    return ctx.storage_value(buf, _sym.strides_of(val), offset, _sym.shape_of(val))

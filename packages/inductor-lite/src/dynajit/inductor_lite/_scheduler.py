@@ -8,6 +8,9 @@ max in loop 1, exp and sum in loop 2, the division in loop 3.
 
 A buffer is written to memory only when something outside its kernel (or a later loop of the
 same kernel) reads it; otherwise it lives in a local variable.
+
+Loop ranges may be symbolic: fusion compares sizes structurally (``_sym.eq``), loop order follows
+the strides' size hints, and a row scratch array is used only when its length is provably small.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import LoweredGraph
 from dynajit.inductor_lite._index import Index, Var, flatten, unflatten
 from dynajit.inductor_lite._ir import Buffer, ComputedBuffer, Expr, ExternBuffer
@@ -51,7 +55,21 @@ class Kernel:
         return any(p.role == "reduce" for p in self.nodes)
 
     def work(self) -> int:
-        return math.prod(v.size for v in self.outer) * max(math.prod(v.size for v in self.inner), 1)
+        """Elements of work at the example sizes (for heuristics)."""
+        outer = math.prod(_sym.hint(v.size) for v in self.outer)
+        return outer * max(math.prod(_sym.hint(v.size) for v in self.inner), 1)
+
+    def symbols(self) -> list[str]:
+        """Names of the shape symbols the kernel's loops, indices and values use (its size arguments)."""
+        sizes: list[object] = [v.size for v in (*self.outer, *self.inner)]
+        for p in self.nodes:
+            sizes += p.store.sizes() + p.rindex_flat.sizes()
+            for e in walk(p.expr):
+                if e.op in ("load", "index"):
+                    sizes += e.args[-1].sizes()
+                elif e.op == "size":
+                    sizes.append(e.args[0])
+        return sorted(s.name for s in _sym.free_symbols(sizes))
 
     def stored_buffers(self) -> list[Buffer]:
         return [p.buf for p in self.nodes if p.stored]
@@ -89,27 +107,27 @@ def subs_expr(expr: Expr, mapping: dict[str, Index], memo: dict[int, Expr] | Non
     return out
 
 
-def _nontrivial(size: tuple[int, ...]) -> list[int]:
+def _nontrivial(size: tuple) -> list:
     return [s for s in size if s != 1]
 
 
 class _Geometry:
     """Loop ranges of a kernel and how a buffer's multi-index maps onto its loop variables."""
 
-    def __init__(self, outer: list[int], inner: list[int], perm: list[int] | None = None, size: tuple = ()) -> None:
+    def __init__(self, outer: list, inner: list, perm: list[int] | None = None, size: tuple = ()) -> None:
         self.outer = [Var(f"x{k}", s) for k, s in enumerate(outer)]
         self.inner = [Var(f"r{k}", s) for k, s in enumerate(inner)]
         self.perm = perm
         self.size = size
         self.flat_outer = flatten([Index.of(v) for v in self.outer], outer)
         self.flat_inner = flatten([Index.of(v) for v in self.inner], inner)
-        self.outer_numel = math.prod(outer)
-        self.inner_numel = math.prod(inner)
+        self.outer_numel = _sym.prod(outer)
+        self.inner_numel = _sym.prod(inner)
 
     @staticmethod
     def for_pointwise(buf: ComputedBuffer) -> _Geometry:
         # Loop over dims from largest to smallest stride so the innermost loop walks the output contiguously.
-        dims = sorted(range(len(buf.size)), key=lambda d: -buf.stride[d])
+        dims = sorted(range(len(buf.size)), key=lambda d: -_sym.hint(buf.stride[d]))
         return _Geometry([buf.size[d] for d in dims], [], dims, buf.size)
 
     @staticmethod
@@ -118,7 +136,11 @@ class _Geometry:
 
     def place(self, buf: ComputedBuffer) -> Placed | None:
         if buf.is_reduction:
-            if self.inner_numel != math.prod(buf.reduction_ranges) or self.outer_numel != buf.numel() or not self.inner:
+            if (
+                not _sym.eq(self.inner_numel, _sym.prod(buf.reduction_ranges))
+                or not _sym.eq(self.outer_numel, buf.numel())
+                or not self.inner
+            ):
                 return None
             out_index = unflatten(self.flat_outer, buf.size)
             rindex = unflatten(self.flat_inner, buf.reduction_ranges)
@@ -136,13 +158,15 @@ class _Geometry:
             else:
                 return None
             return Placed(buf, "full", buf.fn(index), buf.store_index(index))
-        if numel == self.outer_numel:
+        if _sym.eq(numel, self.outer_numel):
             index = unflatten(self.flat_outer, buf.size)
             return Placed(buf, "row", buf.fn(index), buf.store_index(index))
-        if numel != self.outer_numel * self.inner_numel:
+        if not _sym.eq(numel, self.outer_numel * self.inner_numel):
             return None
         for k in range(len(buf.size) + 1):
-            if math.prod(buf.size[:k]) == self.outer_numel and math.prod(buf.size[k:]) == self.inner_numel:
+            if _sym.eq(_sym.prod(buf.size[:k]), self.outer_numel) and _sym.eq(
+                _sym.prod(buf.size[k:]), self.inner_numel
+            ):
                 index = unflatten(self.flat_outer, buf.size[:k]) + unflatten(self.flat_inner, buf.size[k:])
                 return Placed(buf, "full", buf.fn(index), buf.store_index(index))
         return None
@@ -226,7 +250,7 @@ def _merge_loops(kernel: Kernel) -> None:
             if a.size == 0 or b.size == 0:
                 k -= 1
                 continue
-            merged = Var(a.name, a.size * b.size)
+            merged = Var(a.name, _sym.norm(a.size * b.size))
             mapping = {a.name: Index.of(merged).floordiv(b.size), b.name: Index.of(merged).mod(b.size)}
             exprs = [subs_expr(p.expr, mapping) for p in kernel.nodes]
             stores = [p.store.subs(mapping) for p in kernel.nodes]
@@ -334,7 +358,8 @@ def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> N
                     dep = own_nodes.get(name)
                     if dep is None or dep.role != "full" or dep.step >= p.step or name in needed or dep.scratch:
                         continue
-                    if _expensive(dep.expr) and item.inner and math.prod(v.size for v in item.inner) <= SCRATCH_LIMIT:
+                    row = _sym.prod(v.size for v in item.inner)
+                    if _expensive(dep.expr) and item.inner and _sym.provably_le(row, SCRATCH_LIMIT):
                         dep.scratch = True
                     else:
                         p.expr = _inline(p.expr, name, dep.expr)

@@ -3,6 +3,10 @@
 Everything known at compile time (sizes, strides, dtypes, kernel handles, op objects) is bound
 into the wrapper's namespace, so a call does only allocations, ``data_ptr()`` reads and calls.
 Buffers are freed after their last use, and a dead buffer of the same layout is reused.
+
+In a dynamic graph the wrapper first binds each shape symbol from an input's size (or a scalar
+input), optionally checks the inputs' other symbolic sizes against them, and computes buffer
+sizes and strides and the kernels' size arguments from the symbols at each call.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import sympy
 import torch
 
+from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import ExternArg, LoweredGraph
 from dynajit.inductor_lite._ir import ExternBuffer
 from dynajit.inductor_lite._scheduler import Kernel
@@ -27,6 +33,12 @@ def _aliases(item: ExternBuffer) -> bool:
     return any(r.alias_info is not None for r in schema.returns)
 
 
+def shape_error(expected: tuple, actual: tuple) -> None:
+    raise RuntimeError(
+        f"inductor-lite: input sizes {actual} do not satisfy the compiled graph's shape relations {expected}"
+    )
+
+
 def restride(t: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     """``t`` with the strides the kernels were compiled for (a copy only if aten chose others)."""
     if t.stride() == stride or t.numel() <= 1:
@@ -39,9 +51,11 @@ def restride(t: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
 class WrapperBuilder:
     """Writes the ``call(args)`` function for one lowered, scheduled graph."""
 
-    def __init__(self, graph: LoweredGraph, items: list[Kernel | ExternBuffer]) -> None:
+    def __init__(self, graph: LoweredGraph, items: list[Kernel | ExternBuffer], check_inputs: bool = False) -> None:
         self.graph = graph
         self.items = items
+        self.check_inputs = check_inputs
+        self.needed: set[sympy.Symbol] = set()
         self.namespace: dict[str, Any] = {
             "torch": torch,
             "empty_strided": torch.empty_strided,
@@ -58,11 +72,23 @@ class WrapperBuilder:
         self.namespace[name] = value
         return name
 
+    def size(self, value: Any) -> str:
+        self.needed |= _sym.free_symbols([value])
+        return _sym.py_text(value)
+
+    def sizes(self, values: tuple[Any, ...]) -> str:
+        self.needed |= _sym.free_symbols(values)
+        return _sym.tuple_text(values)
+
     def arg_text(self, arg: Any) -> str:
         if isinstance(arg, ExternArg):
             if arg.natural:
                 return arg.buffer
-            return f"as_strided({arg.buffer}, {arg.size}, {arg.stride}, {arg.offset})"
+            return (
+                f"as_strided({arg.buffer}, {self.sizes(arg.size)}, {self.sizes(arg.stride)}, {self.size(arg.offset)})"
+            )
+        if isinstance(arg, sympy.Expr):
+            return self.size(arg)
         if isinstance(arg, (list, tuple)):
             inner = ", ".join(self.arg_text(a) for a in arg)
             return f"[{inner}]" if isinstance(arg, list) else f"({inner}{',' if len(arg) == 1 else ''})"
@@ -70,16 +96,45 @@ class WrapperBuilder:
             return repr(arg)
         return self.bind(arg, "c")
 
+    def _bind_symbols(self, names: list[str]) -> set[sympy.Symbol]:
+        """Lines binding each shape symbol from the first input size that is exactly it; checks of the rest."""
+        g = self.graph
+        bound: set[sympy.Symbol] = set()
+        found: list[tuple[str, Any]] = []
+        for i, buf in enumerate(g.inputs):
+            if buf is None:
+                found.append((names[i], g.scalars.get(i)))
+            else:
+                found += [(f"{names[i]}.size({d})", s) for d, s in enumerate(buf.size)]
+                found += [(f"{names[i]}.stride({d})", s) for d, s in enumerate(buf.stride)]
+        checks = []
+        for text, value in found:
+            if isinstance(value, sympy.Symbol) and value not in bound:
+                self.lines.append(f"    {value.name} = {text}")
+                bound.add(value)
+            elif _sym.is_symbolic(value) and ".stride(" not in text:
+                checks.append((text, value))
+        checks = [(t, v) for t, v in checks if v.free_symbols <= bound]
+        if self.check_inputs and checks:
+            actual = ", ".join(t for t, _ in checks)
+            expected = ", ".join(_sym.py_text(v) for _, v in checks)
+            self.namespace["shape_error"] = shape_error
+            self.lines.append(f"    if ({actual},) != ({expected},):")
+            self.lines.append(f"        shape_error(({expected},), ({actual},))")
+        return bound
+
     def build(
-        self, kernel_calls: dict[str, tuple[Callable[..., Any], list[str], bool]]
+        self, kernel_calls: dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]]
     ) -> tuple[Callable[..., Any], str]:
-        """``kernel_calls`` maps a kernel name to (callable, parameter buffer names, whether it takes pointers)."""
+        """``kernel_calls`` maps a kernel name to (callable, parameter buffer names, whether it takes pointers,
+        shape-symbol arguments)."""
         g = self.graph
         names = [b.name if b is not None else f"scalar{i}" for i, b in enumerate(g.inputs)]
         self.lines.append("def call(args):")
         if names:
             self.lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
         self.lines.append("    args.clear()")
+        bound = self._bind_symbols(names)
         for name, value in g.constants.items():
             self.namespace[name] = value
         last_use = self._last_uses()
@@ -98,12 +153,14 @@ class WrapperBuilder:
                     else:
                         dtype = self.bind(buf.dtype, "dt")
                         dev = self.bind(buf.device, "dev")
+                        shape, stride = self.sizes(buf.size), self.sizes(buf.stride)
                         self.lines.append(
-                            f"    {buf.name} = empty_strided({buf.size}, {buf.stride}, dtype={dtype}, device={dev})"
+                            f"    {buf.name} = empty_strided({shape}, {stride}, dtype={dtype}, device={dev})"
                         )
-                fn, params, pointers = kernel_calls[item.name]
+                fn, params, pointers, symbols = kernel_calls[item.name]
                 fname = self.bind(fn, item.name + "_")
-                args = ", ".join(f"{p}.data_ptr()" if pointers else p for p in params)
+                args = ", ".join([*(f"{p}.data_ptr()" if pointers else p for p in params), *symbols])
+                self.needed |= {sympy.Symbol(s) for s in symbols}
                 self.lines.append(f"    {fname}({args})")
             else:
                 self._extern(item)
@@ -115,20 +172,25 @@ class WrapperBuilder:
                     self.lines.append(f"    del {name}")
         results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]
         self.lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
+        missing = {s.name for s in self.needed} - {s.name for s in bound}
+        if missing:
+            raise _sym.Unsupported(f"inductor-lite: shape symbols {sorted(missing)} are not sizes of any graph input")
         source = "\n".join(self.lines)
         exec(compile(source, "<inductor_lite wrapper>", "exec"), self.namespace)
         return self.namespace["call"], source
 
     def _extern(self, item: ExternBuffer) -> None:
         if item.tuple_index is not None:
-            self.lines.append(f"    {item.name} = restride({item.args[0]}[{item.tuple_index}], {item.stride})")
+            self.lines.append(
+                f"    {item.name} = restride({item.args[0]}[{item.tuple_index}], {self.sizes(item.stride)})"
+            )
             return
         target = self.bind(item.target, "op")
         args = ", ".join(self.arg_text(a) for a in item.args)
         kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
         call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
         if item.size or item.stride:
-            call = f"restride({call}, {item.stride})"
+            call = f"restride({call}, {self.sizes(item.stride)})"
         self.lines.append(f"    {item.name} = {call}")
 
     def _last_uses(self) -> dict[str, int]:

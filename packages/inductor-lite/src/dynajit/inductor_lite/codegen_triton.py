@@ -6,6 +6,10 @@ that is reduced at the end of the loop. The module is written to the kernel cach
 file (``@triton.jit`` needs source on disk) and imported. For CPU tensors it runs under
 ``TRITON_INTERPRET=1``; math without a ``triton.language`` primitive then uses small helpers,
 since the interpreter has no libdevice.
+
+Kernels of dynamic graphs take their shape symbols as plain (not ``constexpr``) arguments, so one
+kernel serves every size; block sizes are chosen from the example sizes and the launch grid is
+computed from the symbols at each call.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 
 import torch
 
-from dynajit.inductor_lite._build import cache_dir
+from dynajit.inductor_lite import _sym
+from dynajit.inductor_lite._build import cache_dir, stats
 from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import Expr
 from dynajit.inductor_lite._scheduler import Kernel, Placed, _inline
@@ -156,7 +161,10 @@ def dj_mul(a, b):
 
 
 def _index_text(index: Index) -> str:
-    return index.source("//")
+    return index.source("//", _sym.py_text)
+
+
+_size = _sym.py_text
 
 
 def _literal(value: Any, dtype: torch.dtype) -> str:
@@ -199,6 +207,8 @@ class _TritonKernel:
             return _literal(expr.args[0], expr.dtype)
         if expr.op == "index":
             text = f"({_index_text(expr.args[0])})"
+        elif expr.op == "size":
+            text = f"tl.full([], {_size(expr.args[0])}, {_compute(expr.dtype)})"
         elif expr.op == "load":
             name, index = expr.args
             if name in locals_ and index == self.store_index.get(name):
@@ -252,19 +262,21 @@ class _TritonKernel:
     def decompose(self, variables: list, flat: str, depth: int) -> None:
         stride = 1
         for var in reversed(variables):
-            self.emit(depth, f"{var.name} = ({flat} // {stride}) % {var.size}")
-            stride *= var.size
+            self.emit(depth, f"{var.name} = ({flat} // {_size(stride)}) % {_size(var.size)}")
+            stride = _sym.norm(stride * var.size)
 
-    def write(self) -> tuple[str, tuple[int, ...], dict[str, int]]:
+    def write(self) -> tuple[str, tuple[Any, ...], dict[str, int]]:
+        """The kernel's source, its grid (sizes, possibly symbolic) and its constexpr block sizes."""
         k = self.kernel
-        self.emit(0, "@triton.jit")
-        self.emit(
-            0, f"def {k.name}({', '.join([*self.ptr.values(), 'XBLOCK: tl.constexpr', 'RBLOCK: tl.constexpr'])}):"
-        )
-        outer_numel = math.prod(v.size for v in k.outer)
+        self.symbols = k.symbols()
+        # Shape symbols are runtime values: Triton must not compile a variant per value (1, multiples of 16).
+        self.emit(0, f"@triton.jit(do_not_specialize={self.symbols!r})" if self.symbols else "@triton.jit")
+        params = [*self.ptr.values(), *self.symbols, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+        self.emit(0, f"def {k.name}({', '.join(params)}):")
+        outer_numel = _sym.prod(v.size for v in k.outer)
         if not k.inner:
             self.emit(1, "xindex = tl.program_id(0).to(tl.int64) * XBLOCK + tl.arange(0, XBLOCK)")
-            self.emit(1, f"xmask = xindex < {outer_numel}")
+            self.emit(1, f"xmask = xindex < {_size(outer_numel)}")
             self.decompose(k.outer, "xindex", 1)
             cse: dict = {}
             locals_: dict = {}
@@ -274,12 +286,13 @@ class _TritonKernel:
                     locals_[p.buf.name] = v
                     if p.stored:
                         self.store(p, v, 1, "xmask")
-            block = min(self.block, _pow2(outer_numel))
-            return "\n".join(self.lines), (max(1, -(-outer_numel // block)),), {"XBLOCK": block, "RBLOCK": 1}
+            block = min(self.block, _pow2(_sym.hint(outer_numel)))
+            blocks = _sym.maximum(1, _sym.floordiv(_sym.norm(outer_numel + block - 1), block))
+            return "\n".join(self.lines), (blocks,), {"XBLOCK": block, "RBLOCK": 1}
         self.emit(1, "xindex = tl.program_id(0).to(tl.int64)")
         self.decompose(k.outer, "xindex", 1)
-        inner_numel = math.prod(v.size for v in k.inner)
-        rblock = min(self.block, _pow2(inner_numel))
+        inner_numel = _sym.prod(v.size for v in k.inner)
+        rblock = min(self.block, _pow2(_sym.hint(inner_numel)))
         row_cse: dict = {}
         row_locals: dict = {}
         self.mask = "True"
@@ -294,7 +307,7 @@ class _TritonKernel:
             self._group(nodes, row_cse, row_locals, inner_numel)
         return "\n".join(self.lines), (outer_numel,), {"XBLOCK": 1, "RBLOCK": rblock}
 
-    def _group(self, nodes: list[Placed], row_cse: dict, row_locals: dict, inner_numel: int) -> None:
+    def _group(self, nodes: list[Placed], row_cse: dict, row_locals: dict, inner_numel: Any) -> None:
         reductions = [p for p in nodes if p.role == "reduce"]
         for p in reductions:
             acc = f"acc_{p.buf.name}"
@@ -308,9 +321,9 @@ class _TritonKernel:
                 init = _REDUCE[rtype][0]
                 init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
                 self.emit(1, f"{acc} = tl.full([RBLOCK], {init}, {'tl.int1' if rtype in ('any', 'all') else dt})")
-        self.emit(1, f"for roffset in range(0, {inner_numel}, RBLOCK):")
+        self.emit(1, f"for roffset in range(0, {_size(inner_numel)}, RBLOCK):")
         self.emit(2, "rindex = roffset + tl.arange(0, RBLOCK)")
-        self.emit(2, f"rmask = rindex < {inner_numel}")
+        self.emit(2, f"rmask = rindex < {_size(inner_numel)}")
         self.decompose(self.kernel.inner, "rindex", 2)
         self.mask = "rmask"
         cse = dict(row_cse)
@@ -362,15 +375,26 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (max(n, 1) - 1).bit_length())
 
 
-def _launcher(fn: Any, grid: tuple[int, ...], meta: dict[str, int]) -> Callable[..., None]:
-    if 0 in grid:
-        return lambda *tensors: None
-    launch = fn[grid]
+def _launcher(fn: Any, grid: tuple[Any, ...], meta: dict[str, int], symbols: list[str]) -> Callable[..., None]:
+    if all(isinstance(g, int) for g in grid):
+        if 0 in grid:
+            return lambda *tensors: None
+        launch = fn[grid]
 
-    def run(*tensors: torch.Tensor) -> None:
-        launch(*tensors, **meta)
+        def run(*tensors: torch.Tensor) -> None:
+            launch(*tensors, **meta)
 
-    return run
+        return run
+    # The grid depends on the shape symbols, which are the launch's trailing arguments.
+    grid_of = eval(f"lambda {', '.join(symbols)}: ({', '.join(_size(g) for g in grid)},)", {"max": max})
+    count = len(symbols)
+
+    def run_dynamic(*args: Any) -> None:
+        grid_now = grid_of(*args[-count:])
+        if 0 not in grid_now:
+            fn[grid_now](*args, **meta)
+
+    return run_dynamic
 
 
 def build_kernels(
@@ -384,14 +408,14 @@ def build_kernels(
         writer = _TritonKernel(kernel, dtypes, block)
         text, grid, meta = writer.write()
         parts.append(text)
-        plans[kernel.name] = (writer.params, grid, meta)
+        plans[kernel.name] = (writer.params, grid, meta, writer.symbols)
     source = "\n\n".join(parts) + "\n"
     if not kernels:
         return {}, ""
     module = _import_source(source, settings["cache_dir"])
     calls = {}
-    for name, (params, grid, meta) in plans.items():
-        calls[name] = (_launcher(getattr(module, name), grid, meta), params, False)
+    for name, (params, grid, meta, symbols) in plans.items():
+        calls[name] = (_launcher(getattr(module, name), grid, meta, symbols), params, False, symbols)
     return calls, source
 
 
@@ -401,6 +425,7 @@ def _import_source(source: str, directory: str) -> Any:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"k{key}.py"
     if not path.exists() or path.read_text() != source:
+        stats.builds += 1
         tmp = folder / f".k{key}.{os.getpid()}.tmp"
         tmp.write_text(source)
         os.replace(tmp, path)

@@ -1,0 +1,282 @@
+"""Symbolic sizes: sizes are ints, or sympy expressions over the graph's ShapeEnv symbols.
+
+Every size, stride and index coefficient of the loop-level IR is a :data:`Size`. Static graphs
+only ever see ints (so their generated code is unchanged); a dynamic graph's sizes come from the
+symbolic fake values AOT autograd traced with. Two kinds of question are asked about sizes:
+
+- *semantic* ones (is this index below that size? are two sizes equal?) are answered only when
+  provable from the symbols' value ranges, never by guarding: an unprovable answer takes the
+  general (still correct) road;
+- *heuristic* ones (loop order, vector lanes, parallelisation, block sizes) use :func:`hint`,
+  the sizes of the example inputs.
+
+:func:`use_shapes` makes a ShapeEnv's ranges and hints current while one graph is compiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, ModularIndexing, PythonMod
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+__all__ = [
+    "Size",
+    "Unsupported",
+    "as_size",
+    "current_symbols",
+    "is_dynamic_graph",
+    "backed",
+    "c_text",
+    "divisible",
+    "eq",
+    "exact_quotient",
+    "floordiv",
+    "free_symbols",
+    "hint",
+    "is_symbolic",
+    "maximum",
+    "minimum",
+    "norm",
+    "prod",
+    "provably_le",
+    "provably_lt",
+    "py_text",
+    "shape_of",
+    "strides_of",
+    "tuple_text",
+    "use_shapes",
+]
+
+Size = Any  # int | sympy.Expr
+
+
+class Unsupported(NotImplementedError):
+    """A node cannot be generated for symbolic sizes without specialising; its op is called through aten."""
+
+
+class _Shapes:
+    def __init__(self, ranges: dict[sympy.Symbol, ValueRanges], hints: dict[sympy.Symbol, int]) -> None:
+        self.ranges = ranges
+        self.hints = hints
+
+
+_current = _Shapes({}, {})
+
+
+@contextlib.contextmanager
+def use_shapes(shape_env: Any) -> Iterator[None]:
+    """Make ``shape_env``'s value ranges and size hints the ones size questions are answered with."""
+    global _current
+    previous = _current
+    if shape_env is not None:
+        hints = getattr(shape_env, "backed_var_to_val", None)
+        if hints is None:
+            hints = shape_env.var_to_val
+        _current = _Shapes(dict(shape_env.var_to_range), {k: int(v) for k, v in hints.items()})
+    try:
+        yield
+    finally:
+        _current = previous
+
+
+def is_dynamic_graph() -> bool:
+    """True while a graph with shape symbols is being compiled."""
+    return bool(_current.hints)
+
+
+def current_symbols() -> list[str]:
+    return [s.name for s in _current.hints]
+
+
+def norm(value: Any) -> Size:
+    """An int for a constant, else the expanded sympy expression (so equal sizes compare equal)."""
+    if isinstance(value, torch.SymInt):
+        value = value.node.expr
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, sympy.Expr):
+        if value.is_Integer:
+            return int(value)
+        value = sympy.expand(value)
+        return int(value) if value.is_Integer else value
+    if hasattr(value, "__index__"):
+        return int(value)
+    return value
+
+
+as_size = norm
+
+
+def is_symbolic(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and not value.is_number
+
+
+def backed(value: Any) -> bool:
+    """True unless ``value`` (a SymInt, a tensor, or a list of them) has a size with no example value (unbacked)."""
+    if isinstance(value, (list, tuple)):
+        return all(backed(v) for v in value)
+    sizes: list[Any] = []
+    if isinstance(value, torch.Tensor):
+        sizes = [*value.shape, *value.stride()]
+    elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        sizes = [value]
+    symbols = free_symbols(s.node.expr for s in sizes if isinstance(s, (torch.SymInt, torch.SymFloat, torch.SymBool)))
+    return all(s in _current.hints for s in symbols)
+
+
+def shape_of(val: torch.Tensor) -> tuple[Size, ...]:
+    """The sizes of a (fake) tensor without guarding on them."""
+    return tuple(norm(s) for s in val.shape)
+
+
+def strides_of(val: torch.Tensor) -> tuple[Size, ...]:
+    return tuple(norm(s) for s in val.stride())
+
+
+def prod(values: Iterable[Size]) -> Size:
+    return norm(math.prod(values))
+
+
+def eq(a: Size, b: Size) -> bool:
+    """Structurally equal sizes (True only when equal for every value of the symbols)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return norm(sympy.sympify(a) - b) == 0
+
+
+def hint(value: Size) -> int:
+    """The value of a size at the example inputs: for heuristics only."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, torch.SymInt):
+        value = value.node.expr
+    return int(sympy.sympify(value).xreplace({s: _current.hints.get(s, 2) for s in value.free_symbols}))
+
+
+def _bounds(value: Size) -> ValueRanges:
+    if isinstance(value, int):
+        return ValueRanges(value, value)
+    ranges = {s: _current.ranges.get(s, ValueRanges(0, sympy.oo)) for s in value.free_symbols}
+    try:
+        return bound_sympy(value, ranges)
+    except Exception:  # an expression bound_sympy cannot bound is not provably anything
+        return ValueRanges.unknown_int()
+
+
+def provably_lt(a: Size, b: Size) -> bool:
+    """``a < b`` for every allowed value of the symbols (from their value ranges; never a guard)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    return bool(_bounds(norm(sympy.sympify(b) - a)).lower > 0)
+
+
+def provably_le(a: Size, b: Size) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    return bool(_bounds(norm(sympy.sympify(b) - a)).lower >= 0)
+
+
+def _extreme(a: Size, b: Size, larger: bool) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b) if larger else min(a, b)
+    if provably_le(b, a):
+        return a if larger else b
+    if provably_le(a, b):
+        return b if larger else a
+    return Max(a, b) if larger else Min(a, b)
+
+
+def maximum(a: Size, b: Size) -> Size:
+    return _extreme(a, b, True)
+
+
+def minimum(a: Size, b: Size) -> Size:
+    return _extreme(a, b, False)
+
+
+def divisible(value: Size, div: Size) -> bool:
+    """``value`` is a multiple of ``div`` for every value of the symbols."""
+    if isinstance(value, int) and isinstance(div, int):
+        return value % div == 0
+    return sympy.Mod(value, div) == 0
+
+
+def exact_quotient(value: Size, div: Size) -> Size:
+    """``value / div`` where :func:`divisible` holds."""
+    if isinstance(value, int) and isinstance(div, int):
+        return value // div
+    return norm(sympy.sympify(value) / div)
+
+
+def floordiv(value: Size, div: Size) -> Size:
+    if isinstance(value, int) and isinstance(div, int):
+        return value // div
+    return norm(FloorDiv(value, div))
+
+
+def free_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
+    found: set[sympy.Symbol] = set()
+    for v in values:
+        if isinstance(v, sympy.Expr):
+            found |= v.free_symbols
+    return found
+
+
+# ------------------------------------------------------------------ printing (non-negative integer arithmetic)
+
+
+def _render(expr: Any, lang: str) -> str:
+    if isinstance(expr, int) or (isinstance(expr, sympy.Expr) and expr.is_Integer):
+        value = int(expr)
+        if lang == "c" and not -(2**31) < value < 2**31:
+            return f"INT64_C({value})"
+        return str(value) if value >= 0 else f"({value})"
+    if isinstance(expr, sympy.Symbol):
+        return expr.name
+    args = [_render(a, lang) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(args) + ")"
+    if isinstance(expr, sympy.Mul):
+        return "(" + "*".join(args) + ")"
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+        return "(" + "*".join([args[0]] * int(expr.exp)) + ")"
+    div = "/" if lang == "c" else "//"
+    if isinstance(expr, FloorDiv):
+        return f"({args[0]} {div} {args[1]})"
+    if isinstance(expr, (Mod, PythonMod, sympy.Mod)):
+        return f"({args[0]} % {args[1]})"
+    if isinstance(expr, ModularIndexing):
+        return f"(({args[0]} {div} {args[1]}) % {args[2]})"
+    if isinstance(expr, (Max, Min, sympy.Max, sympy.Min)):
+        name = ("std::" if lang == "c" else "") + ("max" if isinstance(expr, (Max, sympy.Max)) else "min")
+        out = args[0]
+        for a in args[1:]:
+            out = f"{name}<int64_t>({out}, {a})" if lang == "c" else f"{name}({out}, {a})"
+        return out
+    raise Unsupported(f"inductor-lite: cannot print size expression {expr} ({type(expr).__name__})")
+
+
+def c_text(expr: Size) -> str:
+    """C++ source of a size (int64 arithmetic; sizes are non-negative so ``/`` is floor division)."""
+    return str(expr) if isinstance(expr, int) else _render(expr, "c")
+
+
+def py_text(expr: Size) -> str:
+    """Python source of a size."""
+    return str(expr) if isinstance(expr, int) else _render(expr, "py")
+
+
+def tuple_text(values: Sequence[Size]) -> str:
+    """Python source of a tuple of sizes (``repr`` for all-int tuples, so static wrappers read as before)."""
+    if all(isinstance(v, int) for v in values):
+        return repr(tuple(values))
+    inner = ", ".join(py_text(v) for v in values)
+    return f"({inner}{',' if len(values) == 1 else ''})"
