@@ -265,3 +265,13 @@ def test_triton_kernels_take_sizes_as_arguments() -> None:
     assert re.search(
         r"def kernel0\(p0, [^)]*\bs\d+, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr\)", forward.kernel_source
     )
+
+
+def test_threading_is_decided_at_run_time_and_long_rows_use_heap_scratch() -> None:
+    def fn(x):
+        return torch.softmax(x, -1), (x * 2).exp() + 1
+
+    c = check_sizes(fn, lambda n: [_x(n, 40 * n)], [{0: None, 1: None}], sizes=(3, 2, 40), atol=1e-5, rtol=1e-5)
+    source = compiled_graphs(c)[0].kernel_source
+    assert re.search(r"#pragma omp parallel for .*if\(.*s\d+.* >= 32768\)", source)
+    assert "static thread_local std::vector<float> scratch_" in source

@@ -5,7 +5,8 @@ the innermost loop beyond inlinable math, so g++ vectorises them; reductions ove
 row accumulate into a small array of lanes (independent partial results), which vectorises
 without fast-math. The outer loops carry ``#pragma omp parallel for`` when the work pays for it. A kernel of a
 dynamic graph takes its shape symbols as trailing ``int64_t`` parameters, used in loop bounds and
-index arithmetic; its heuristic choices (threads, chunks, lanes) follow the example sizes.
+index arithmetic; whether it runs threaded, and its chunk size, are decided at run time from them,
+and its other heuristic choices (reduction lanes) follow the example sizes.
 """
 
 from __future__ import annotations
@@ -253,6 +254,7 @@ class _KernelWriter:
         self.dtypes = dtypes
         self.options = options
         self.lines: list[str] = []
+        self.includes = ""
         self.counter = 0
         self.ptr: dict[str, str] = {}
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
@@ -342,8 +344,13 @@ class _KernelWriter:
         params += [f"const int64_t {name}" for name in self.symbols]
         self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')
         depth = 1
-        parallel = k.work() >= self.options.parallel_threshold and bool(k.outer)
+        work = k.work_size()
+        # A symbolic amount of work decides at run time (OpenMP's if clause), with chunks computed from it.
+        runtime = not isinstance(work, int)
+        parallel = bool(k.outer) and (runtime or work >= self.options.parallel_threshold)
         threads = f" num_threads({self.options.num_threads})" if self.options.num_threads else ""
+        if runtime:
+            threads += f" if({_size(work)} >= {self.options.parallel_threshold})"
         row_scope = _Scope()
         outer = list(k.outer)
         if not k.inner and outer:
@@ -355,11 +362,15 @@ class _KernelWriter:
             n = len(outer)
             if n == 0:
                 assert vector_loop is not None
-                chunk = max(1024, _sym.hint(vector_loop.size) // 64 // 64 * 64)
+                size = vector_loop.size
+                chunk: Any = max(1024, size // 64 // 64 * 64) if isinstance(size, int) else None
+                if chunk is None:
+                    chunk = f"std::max<int64_t>(1024, {_size(size)} / 64 / 64 * 64)"
                 self.emit(depth, f"#pragma omp parallel for schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
-                chunk = max(1, math.prod(_sym.hint(v.size) for v in outer) // 32)
+                rows = _sym.prod(v.size for v in outer)
+                chunk = max(1, rows // 32) if isinstance(rows, int) else f"std::max<int64_t>(1, {_size(rows)} / 32)"
                 self.emit(depth, f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}){threads}")
         for var in outer:
             self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
@@ -373,7 +384,18 @@ class _KernelWriter:
             depth += 1
         inner_numel = _sym.prod(v.size for v in k.inner)
         for name, p in self.scratch.items():
-            self.emit(depth, f"{compute_ctype(p.expr.dtype)} scratch_{name}[{_size(inner_numel)}];")
+            ctype = compute_ctype(p.expr.dtype)
+            if isinstance(inner_numel, int):
+                self.emit(depth, f"{ctype} scratch_{name}[{inner_numel}];")
+                continue
+            # A symbolic row may be long: a per-thread heap buffer, grown on demand, instead of the stack.
+            row = _size(inner_numel)
+            self.emit(depth, f"static thread_local std::vector<{ctype}> scratch_{name}_v;")
+            self.emit(
+                depth, f"if (static_cast<int64_t>(scratch_{name}_v.size()) < {row}) scratch_{name}_v.resize({row});"
+            )
+            self.emit(depth, f"{ctype}* __restrict__ scratch_{name} = scratch_{name}_v.data();")
+            self.includes = "#include <vector>\n"
         for kind, nodes in k.steps:
             if kind == "row":
                 self._pointwise(nodes[0], row_scope, depth)
@@ -531,4 +553,4 @@ def kernel_source(
     """The C++ function for ``kernel``, the buffer names of its pointer parameters and its shape symbols, in order."""
     writer = _KernelWriter(kernel, options, dtypes)
     text = writer.write()
-    return text, writer.param_names, writer.symbols
+    return writer.includes + text, writer.param_names, writer.symbols

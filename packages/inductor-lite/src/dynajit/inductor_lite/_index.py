@@ -53,8 +53,13 @@ def _atom_key(atom: Atom) -> tuple:
 def _atom_max(atom: Atom) -> Any:
     if isinstance(atom, Var):
         return _sym.maximum(_sym.norm(atom.size - 1), 0)
-    top = _sym.floordiv(atom.base.max_value(), atom.div)
-    return top if atom.mod is None else _sym.minimum(top, _sym.norm(atom.mod - 1))
+    top = _sym.floordiv_max(atom.base.max_value(), atom.div)
+    if atom.mod is None:
+        return top
+    if isinstance(top, int) and isinstance(atom.mod, int):
+        return min(top, atom.mod - 1)
+    # Either bound is valid; a symbolic Min would defeat interval reasoning, so keep the provably smaller one.
+    return top if _sym.provably_le(top, atom.mod - 1) else _sym.norm(atom.mod - 1)
 
 
 @dataclass(frozen=True)
@@ -219,9 +224,32 @@ def _divmod(base: Index, div: Any, mod: Any) -> Index:
             return quotient if mod is None else _apply_mod(quotient, mod)
     if div == 1 and mod is not None:
         return _apply_mod(base, mod)
-    if mod is not None and _sym.provably_lt(_sym.floordiv(base.max_value(), div), mod):
+    if not isinstance(div, int):
+        reduced = _reduce_divisor(base, div, mod)
+        if reduced is not None:
+            return reduced
+    if mod is not None and _sym.provably_lt(base.max_value(), _sym.norm(div * mod)):  # max // div < mod
         mod = None
     return Index(((DivMod(base, div, mod), 1),))
+
+
+def _reduce_divisor(base: Index, div: Any, mod: Any) -> Index | None:
+    """``(c*a + rest) // (c*k)`` as ``a // k`` when ``0 <= rest < c``.
+
+    Only for a symbolic divisor: a constant one compiles to a multiply and shift, while a run-time
+    division is slow, and this way the static code stays as it was.
+    """
+    for _, c in base.terms:
+        if c == 1 or not _sym.divisible(div, c):
+            continue
+        big = [(a, _sym.exact_quotient(k, c)) for a, k in base.terms if _sym.divisible(k, c)]
+        parts = _split_const(base.const, c)
+        if parts is None:
+            continue
+        rest = Index(tuple((a, k) for a, k in base.terms if not _sym.divisible(k, c)), parts[1])
+        if _sym.provably_lt(rest.max_value(), c):
+            return _divmod(_build(big, _sym.exact_quotient(parts[0], c)), _sym.exact_quotient(div, c), mod)
+    return None
 
 
 def _apply_mod(value: Index, mod: Any) -> Index:

@@ -10,12 +10,11 @@ A buffer is written to memory only when something outside its kernel (or a later
 same kernel) reads it; otherwise it lives in a local variable.
 
 Loop ranges may be symbolic: fusion compares sizes structurally (``_sym.eq``), loop order follows
-the strides' size hints, and a row scratch array is used only when its length is provably small.
+the strides' size hints, and so does the choice of a row scratch array.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -54,10 +53,10 @@ class Kernel:
     def is_reduction(self) -> bool:
         return any(p.role == "reduce" for p in self.nodes)
 
-    def work(self) -> int:
-        """Elements of work at the example sizes (for heuristics)."""
-        outer = math.prod(_sym.hint(v.size) for v in self.outer)
-        return outer * max(math.prod(_sym.hint(v.size) for v in self.inner), 1)
+    def work_size(self) -> object:
+        """Elements of work: an int, or a sympy expression over the shape symbols."""
+        inner = _sym.prod(v.size for v in self.inner) if self.inner else 1
+        return _sym.norm(_sym.prod(v.size for v in self.outer) * inner)
 
     def symbols(self) -> list[str]:
         """Names of the shape symbols the kernel's loops, indices and values use (its size arguments)."""
@@ -358,8 +357,9 @@ def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> N
                     dep = own_nodes.get(name)
                     if dep is None or dep.role != "full" or dep.step >= p.step or name in needed or dep.scratch:
                         continue
-                    row = _sym.prod(v.size for v in item.inner)
-                    if _expensive(dep.expr) and item.inner and _sym.provably_le(row, SCRATCH_LIMIT):
+                    # A symbolic row's scratch lives on the heap (see the C++ codegen): its hint decides.
+                    row = _sym.hint(_sym.prod(v.size for v in item.inner))
+                    if _expensive(dep.expr) and item.inner and row <= SCRATCH_LIMIT:
                         dep.scratch = True
                     else:
                         p.expr = _inline(p.expr, name, dep.expr)

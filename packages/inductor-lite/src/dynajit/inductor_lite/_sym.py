@@ -37,6 +37,7 @@ __all__ = [
     "eq",
     "exact_quotient",
     "floordiv",
+    "floordiv_max",
     "free_symbols",
     "hint",
     "is_symbolic",
@@ -220,6 +221,20 @@ def floordiv(value: Size, div: Size) -> Size:
     if isinstance(value, int) and isinstance(div, int):
         return value // div
     return norm(FloorDiv(value, div))
+
+
+def floordiv_max(top: Size, div: Size) -> Size:
+    """``top // div`` for an upper bound ``top``, simplified when ``top`` is a multiple of ``div`` plus a small rest."""
+    if isinstance(top, int) and isinstance(div, int):
+        return top // div
+    if divisible(norm(top + 1), div):  # the common full range: div * k - 1
+        return norm(exact_quotient(norm(top + 1), div) - 1)
+    terms = sympy.Add.make_args(sympy.sympify(top))
+    high = norm(sum(t for t in terms if divisible(t, div)))
+    rest = norm(sympy.sympify(top) - high)
+    if provably_le(0, rest) and provably_lt(rest, div):
+        return exact_quotient(high, div)
+    return floordiv(top, div)
 
 
 def free_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
