@@ -56,7 +56,9 @@ def test_reductions_over_dynamic_and_static_dims(reduce) -> None:
 
 def test_reductions_over_a_dynamic_inner_dim() -> None:
     def fn(x):
-        return x.sum(-1), x.mean(-1), x.amax(-1), x.var(-1), x.argmax(-1), torch.var_mean(x, -1, correction=0)
+        return (
+            x.sum(-1), x.mean(-1), x.amax(-1), x.var(-1), x.argmax(-1), torch.var_mean(x, -1, correction=0), x.std(-1),
+        )  # fmt: skip
 
     check_sizes(fn, lambda n: [_x(3, n + 1)], [{1: None}], atol=1e-4, rtol=1e-4)
 

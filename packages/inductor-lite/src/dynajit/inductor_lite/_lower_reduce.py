@@ -170,6 +170,10 @@ def _any_all(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) 
 def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) -> tuple[TensorValue, TensorValue]:
     n = _count(x, dims)
     correction = 1 if correction is None else correction
+    if _sym.is_symbolic(n):
+        if float(correction) != int(correction):
+            raise _sym.Unsupported(f"variance with a fractional correction {correction} over {n} elements")
+        correction = int(correction)  # sizes stay integer expressions
     acc_in = x.dtype if x.dtype.is_floating_point else torch.float32
     total = reduce(ctx, x, dims, True, "sum", value_dtype=acc_in)
     acc = total.dtype
