@@ -31,10 +31,16 @@ def test_pointwise_chain_with_broadcasting() -> None:
 
 
 def test_pointwise_over_two_dynamic_dims_and_a_transposed_input() -> None:
-    def fn(x, y):
-        return x * 3 + y.t(), (x.t() - 1).abs()
+    def fn(x, y, z):
+        return x * 3 + y.t(), (x.t() - 1).abs(), z.exp() + x, z.sum(0)
 
-    check_sizes(fn, lambda n: [_x(n, n + 3), _x(n + 3, n)], [{0: None, 1: None}, {0: None, 1: None}])
+    def inputs(n):
+        return [_x(n, n + 3), _x(n + 3, n), _x(n + 3, n).t()]
+
+    specs = [{0: None, 1: None}, {0: None, 1: None}, {0: None, 1: None}]
+    c = check_sizes(fn, inputs, specs, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="shape relations"):  # kernels read z through its transposed strides
+        c(_x(4, 7), _x(7, 4), _x(4, 7))
 
 
 @pytest.mark.parametrize(
@@ -134,6 +140,20 @@ def test_a_symbolic_int_input() -> None:
         x = _x(12, 4)
         compare(c(x, n), fn(x, n), 1e-5, 1e-5)
     assert cache_stats() == before
+
+
+def test_an_int_specialised_while_tracing_is_checked_at_call_time() -> None:
+    def fn(x, n):
+        return x.view(-1, n).sum(-1)
+
+    first = [_x(12, 4), 4]
+    gm, mode = symbolic_graph(fn, first, [None, "int"])
+    c = compile_fx(gm, first)
+    assert mode.shape_env.guards  # the view fixed n: a guard for the caller to enforce
+    x = _x(12, 4)
+    compare(c(x, 4), fn(x, 4), 1e-5, 1e-5)
+    with pytest.raises(RuntimeError, match="shape relations"):
+        c(x, 3)
 
 
 def test_no_guards_are_added_for_pointwise_and_reductions() -> None:

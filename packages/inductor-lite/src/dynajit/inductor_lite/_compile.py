@@ -299,10 +299,15 @@ def _expand(graph: torch.fx.Graph, arg: Any, value: Any, leaves: list[Any]) -> N
         leaves.append(arg)
 
 
-def _kind(args: Sequence[Any]) -> tuple:
-    """What a dynamic graph is compiled for besides sizes: dtypes, devices, ranks, requires_grad, types."""
+def _kind(args: Sequence[Any], symbolic: Sequence[Any]) -> tuple:
+    """What a dynamic graph is compiled for besides sizes: dtypes, devices, ranks, requires_grad, static scalars."""
     return tuple(
-        [(a.dtype, a.device, a.dim(), a.requires_grad) if isinstance(a, torch.Tensor) else type(a) for a in args]
+        [
+            (a.dtype, a.device, a.dim(), a.requires_grad)
+            if isinstance(a, torch.Tensor)
+            else (type(a), None if isinstance(s, torch.SymInt) else a)
+            for a, s in zip(args, symbolic)
+        ]
     )
 
 
@@ -347,7 +352,9 @@ class _Specialized:
             nonlocal compiled_forward
             with config.patch(settings):
                 # The forward graph's inputs come from the caller: its wrapper checks their shape relations.
-                compiled = compile_graph(graph, inputs, settings, check_inputs=not compiled_forward)
+                compiled = compile_graph(
+                    graph, inputs, settings, check_inputs=symbolic is not None and not compiled_forward
+                )
             compiled_forward = True
             self.graphs.append(compiled)
             return compiled
@@ -357,7 +364,7 @@ class _Specialized:
             bw_compiler=compiler, decompositions=decomposition_table(), keep_inference_input_mutations=False,
         )  # fmt: skip
         if symbolic is not None:
-            self.dynamic_kind, self.dynamic_fn = _kind(example_inputs), fn
+            self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
             return fn
         key = _signature(example_inputs)
         self.compiled[key] = fn
@@ -365,7 +372,7 @@ class _Specialized:
         return fn
 
     def __call__(self, *args: Any) -> Any:
-        if self.dynamic_fn is not None and _kind(args) == self.dynamic_kind:
+        if self.dynamic_fn is not None and _kind(args, self.symbolic) == self.dynamic_kind:
             out = self.dynamic_fn(*args)
         else:
             key = _signature(args)

@@ -97,24 +97,30 @@ class WrapperBuilder:
         return self.bind(arg, "c")
 
     def _bind_symbols(self, names: list[str]) -> set[sympy.Symbol]:
-        """Lines binding each shape symbol from the first input size that is exactly it; checks of the rest."""
+        """Lines binding each shape symbol from the first input size that is exactly it, then checks.
+
+        With ``check_inputs``, every other size and stride of the inputs with symbolic sizes (strides
+        of size-1 dims aside) and every int input (symbolic, or specialised by a guard while tracing) is
+        compared with what the kernels were generated for, so inputs that break the graph's shape
+        relations raise instead of being misread.
+        """
         g = self.graph
         bound: set[sympy.Symbol] = set()
         found: list[tuple[str, Any]] = []
         for i, buf in enumerate(g.inputs):
             if buf is None:
                 found.append((names[i], g.scalars.get(i)))
-            else:
+            elif _sym.free_symbols([*buf.size, *buf.stride]):
                 found += [(f"{names[i]}.size({d})", s) for d, s in enumerate(buf.size)]
-                found += [(f"{names[i]}.stride({d})", s) for d, s in enumerate(buf.stride)]
+                found += [(f"{names[i]}.stride({d})", s) for d, s in enumerate(buf.stride) if buf.size[d] != 1]
         checks = []
         for text, value in found:
             if isinstance(value, sympy.Symbol) and value not in bound:
                 self.lines.append(f"    {value.name} = {text}")
                 bound.add(value)
-            elif _sym.is_symbolic(value) and ".stride(" not in text:
+            elif _sym.is_symbolic(value) or isinstance(value, int):
                 checks.append((text, value))
-        checks = [(t, v) for t, v in checks if v.free_symbols <= bound]
+        checks = [(t, v) for t, v in checks if _sym.free_symbols([v]) <= bound]
         if self.check_inputs and checks:
             actual = ", ".join(t for t, _ in checks)
             expected = ", ".join(_sym.py_text(v) for _, v in checks)
