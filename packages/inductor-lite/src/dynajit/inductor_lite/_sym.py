@@ -65,6 +65,7 @@ class _Shapes:
     def __init__(self, ranges: dict[sympy.Symbol, ValueRanges], hints: dict[sympy.Symbol, int]) -> None:
         self.ranges = ranges
         self.hints = hints
+        self.bounds: dict[sympy.Expr, ValueRanges] = {}  # index simplification asks about the same sizes often
 
 
 _current = _Shapes({}, {})
@@ -165,11 +166,16 @@ def hint(value: Size) -> int:
 def _bounds(value: Size) -> ValueRanges:
     if isinstance(value, int):
         return ValueRanges(value, value)
+    found = _current.bounds.get(value)
+    if found is not None:
+        return found
     ranges = {s: _current.ranges.get(s, ValueRanges(0, sympy.oo)) for s in value.free_symbols}
     try:
-        return bound_sympy(value, ranges)
+        found = bound_sympy(value, ranges)
     except Exception:  # an expression bound_sympy cannot bound is not provably anything
-        return ValueRanges.unknown_int()
+        found = ValueRanges.unknown_int()
+    _current.bounds[value] = found
+    return found
 
 
 def provably_lt(a: Size, b: Size) -> bool:
