@@ -107,6 +107,25 @@ def test_matmul_and_linear_externs_with_dynamic_batch() -> None:
         check_sizes(M(), lambda n: [_x(n, 8), _x(n, 4, 3)], [{0: None}, {0: None}], atol=1e-5, rtol=1e-5)
 
 
+def test_convolution_extern_with_dynamic_batch_and_image_size() -> None:
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.relu(y).mean((2, 3)), y.amax(1)
+
+    with torch.no_grad():
+        check_sizes(
+            M(), lambda n: [_x(n, 3, n + 4, 2 * n + 4)], [{0: None, 2: None, 3: None}], sizes=(4, 2, 5, 9),
+            atol=1e-4, rtol=1e-4,
+        )  # fmt: skip
+
+
 def test_mixed_dtypes() -> None:
     def fn(x, i, h):
         return (x * i).sum(-1), (h.float() + x).half(), (i * 3 // 2).to(torch.int32), (x > 0) & (i > 1)
@@ -245,6 +264,33 @@ class Block(torch.nn.Module):
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
         return x + self.mlp(self.ln2(x))
+
+
+def test_transformer_block_trains_with_dynamic_batch_and_sequence() -> None:
+    torch.manual_seed(0)
+    block = Block()
+    gm, mode = symbolic_graph(block, [_x(2, 5, 16)], [{0: None, 1: None}])
+    x0 = _x(2, 5, 16).requires_grad_(True)
+    c = compile_fx(gm, [x0])
+    c(x0).sum().backward()
+    assert not mode.shape_env.guards
+    before = cache_stats()
+    for b, t in ((3, 7), (2, 2), (4, 33)):
+        x = _x(b, t, 16)
+        xc, xe = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        block.zero_grad()
+        out = c(xc)
+        (out * out).sum().backward()
+        grads = [p.grad.clone() for p in block.parameters()]
+        block.zero_grad()
+        expected = block(xe)
+        (expected * expected).sum().backward()
+        torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(xc.grad, xe.grad, atol=1e-4, rtol=1e-4)
+        for g, p in zip(grads, block.parameters()):
+            torch.testing.assert_close(g, p.grad, atol=1e-3, rtol=1e-3)
+    assert cache_stats() == before
+    assert [g.info["fallbacks"] for g in compiled_graphs(c)] == [[], []]
 
 
 def test_transformer_block_with_dynamic_batch_and_sequence() -> None:
