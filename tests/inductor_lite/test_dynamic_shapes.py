@@ -145,6 +145,21 @@ def test_inputs_sharing_a_symbol_and_a_mismatch_is_an_error() -> None:
         c(_x(3, 4), _x(4, 4))
 
 
+def test_a_placeholder_without_an_example_value_stays_static() -> None:
+    def fn(x, w):
+        return x * w + 1, (x @ w.t()).sum(-1)
+
+    gm, _ = symbolic_graph(fn, [_x(5, 4), _x(4)], [{0: None}, None])
+    del next(n for n in gm.graph.nodes if n.name == "w").meta["example_value"]
+    c = compile_fx(gm, [_x(5, 4), _x(4)])
+    assert compiled_graphs(c)[0].info["dynamic"]
+    before = cache_stats()
+    for n in (5, 3, 9):
+        x, w = _x(n, 4), _x(4)
+        compare(c(x, w), fn(x, w), 1e-5, 1e-5)
+    assert cache_stats() == before
+
+
 def test_a_symbolic_int_input() -> None:
     def fn(x, n):
         return x * n + 1, x.sum(-1) / n, torch.arange(n) * 2 + x.size(0)

@@ -317,13 +317,15 @@ def symbolic_inputs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
     values = [n.meta.get("example_value") for n in placeholders]
     if len(values) != len(example_inputs) or not any(is_symbolic(v) for v in values):
         return None
-    # The real inputs say which need gradients (the example values may have been made from detached ones).
-    return [
-        v.detach().requires_grad_(x.requires_grad)
-        if isinstance(v, torch.Tensor) and isinstance(x, torch.Tensor) and v.requires_grad != x.requires_grad
-        else v
-        for v, x in zip(values, example_inputs)
-    ]
+    out = []
+    for v, x in zip(values, example_inputs):
+        if v is None or (isinstance(v, torch.Tensor) != isinstance(x, torch.Tensor)):
+            v = x  # no usable example value: AOT autograd fakes the real input, with static sizes
+        elif isinstance(v, torch.Tensor) and v.requires_grad != x.requires_grad:
+            # The real inputs say which need gradients (the example values may have been made from detached ones).
+            v = v.detach().requires_grad_(x.requires_grad)
+        out.append(v)
+    return out
 
 
 class _Specialized:
