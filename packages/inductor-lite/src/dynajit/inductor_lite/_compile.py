@@ -374,7 +374,7 @@ class _Specialized:
         return fn
 
     def __call__(self, *args: Any) -> Any:
-        if self.dynamic_fn is not None and _kind(args, self.symbolic) == self.dynamic_kind:
+        if self.dynamic_fn is not None and _kind(args, self.symbolic or ()) == self.dynamic_kind:
             out = self.dynamic_fn(*args)
         else:
             key = _signature(args)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import LoweredGraph
@@ -53,7 +54,7 @@ class Kernel:
     def is_reduction(self) -> bool:
         return any(p.role == "reduce" for p in self.nodes)
 
-    def work_size(self) -> object:
+    def work_size(self) -> Any:
         """Elements of work: an int, or a sympy expression over the shape symbols."""
         inner = _sym.prod(v.size for v in self.inner) if self.inner else 1
         return _sym.norm(_sym.prod(v.size for v in self.outer) * inner)

@@ -399,7 +399,7 @@ def _launcher(fn: Any, grid: tuple[Any, ...], meta: dict[str, int], symbols: lis
 
 def build_kernels(
     kernels: list[Kernel], dtypes: dict[str, torch.dtype], settings: dict[str, Any]
-) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool]], str]:
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str]:
     """Write and import the Triton module for ``kernels``; returns launchers (taking tensors) and the source."""
     block = settings["triton_block"]
     parts = [HELPERS]
