@@ -20,6 +20,8 @@ CASES = {
     "where": lambda x, y: torch.where(x > y, x, y), "transpose": lambda x, y: x.t() * 2,
     "int": lambda x, y: (x * 10).long() // 3, "any": lambda x, y: (x > 1).any(-1), "prod": lambda x, y: (x * 0.1 + 1).prod(-1),
     "half": lambda x, y: (x.half() * 2).float(), "round": lambda x, y: torch.round(x * 3),
+    "square": lambda x, y: x.pow(2), "norm": lambda x, y: F.normalize(x, dim=-1), "pow_neg": lambda x, y: x.pow(-1.0),
+    "pow_tensor": lambda x, y: x.abs().pow(y), "cube_sum": lambda x, y: x.pow(3).sum(-1),
 }  # fmt: skip
 
 interpreter = pytest.mark.skipif(

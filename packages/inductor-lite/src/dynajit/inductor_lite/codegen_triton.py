@@ -85,6 +85,7 @@ def dj_round(x):
 
 @triton.jit
 def dj_pow(a, b):
+    b = b + tl.zeros_like(a)  # a constant exponent becomes a block, so the masks below combine elementwise
     mag = tl.exp2(tl.log2(tl.abs(a)) * b)
     odd = (b - 2.0 * tl.floor(b * 0.5)) == 1.0
     neg = (a < 0) & (tl.floor(b) == b)
