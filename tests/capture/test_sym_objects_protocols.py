@@ -4,6 +4,8 @@ each differential against eager."""
 from __future__ import annotations
 
 import collections.abc
+import contextvars
+import inspect
 
 import torch
 
@@ -153,3 +155,47 @@ def test_a_frame_that_cannot_resume_still_compiles_what_it_calls(t, capsys):
     frames = {frame.name: frame for frame in seen.frames}
     assert "try/with" in frames["wrapper_with_cleanup"].graph_breaks[0].reason
     assert len(frames["inner"].graphs) == 1
+
+
+def apply_in_chunks(fn, x):
+    # as transformers' apply_chunking_to_forward does: read the callee's signature
+    count = len(inspect.signature(fn).parameters)
+    return fn(x) if count == 1 else fn(x, x)
+
+
+class Doubler(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+DOUBLER = Doubler()
+
+
+def difference(a, b):
+    return a - b
+
+
+def signature_of_a_method(x):
+    return apply_in_chunks(DOUBLER.forward, x) + apply_in_chunks(difference, x) + apply_in_chunks(DOUBLER, x)
+
+
+def test_inspect_signature_of_a_known_callable_is_read_while_tracing(check, t):
+    check(signature_of_a_method, t(4), graphs=1)
+
+
+COUNTER = contextvars.ContextVar("counter", default=0)
+
+
+def bound_c_method(x, setter):
+    token = setter(1)
+    COUNTER.reset(token)
+    return x + 1
+
+
+def test_a_bound_method_of_a_c_object_does_not_recompile_on_every_call(t):
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(bound_c_method)
+    x = t(3)
+    for _ in range(4):
+        torch.testing.assert_close(compiled(x, COUNTER.set), bound_c_method(x, COUNTER.set))  # a new bound method
+    assert counter.frame_count == 1

@@ -31,6 +31,7 @@ from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, 
 from dynajit.capture._symbolic.registry import BREAKS, lookup
 from dynajit.capture._symbolic.variables import (
     VT,
+    BoundMethodVar,
     CellVar,
     ConstVar,
     DictVar,
@@ -40,6 +41,7 @@ from dynajit.capture._symbolic.variables import (
     RaisesInPython,
     SetVar,
     TupleVar,
+    UserFunctionVar,
     UserObjectVar,
     is_literal,
     raises_in_python,
@@ -182,6 +184,11 @@ class Tracer:
                 return args[0]
             if marks.is_nonstrict_traced(target):
                 return call_nonstrict(self, target, args, kwargs)
+            if target is inspect.signature and len(args) == 1 and not kwargs:
+                real = _real_callable(args[0])
+                if real is not None:
+                    # The callable is guarded (by identity, or through its object), so its signature is fixed.
+                    return ConstVar(inspect.signature(real))
         return fn.call(self, args, kwargs)
 
     def _constant_result(self, target: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -373,3 +380,12 @@ def bind_arguments(
     if has_varkw:
         bound[names[index]] = DictVar(rest)
     return bound
+
+
+def _real_callable(vt: VT) -> Any:
+    """The Python callable a tracker stands for, when the interpreter holds it (None otherwise)."""
+    if isinstance(vt, UserFunctionVar | NNModuleVar):
+        return vt.value
+    if isinstance(vt, BoundMethodVar) and isinstance(vt.func, UserFunctionVar) and isinstance(vt.obj, UserObjectVar):
+        return types.MethodType(vt.func.value, vt.obj.value)
+    return None

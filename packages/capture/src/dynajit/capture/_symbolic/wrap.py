@@ -110,6 +110,14 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
             return UserFunctionVar(compiled.fn, _attr(_attr(path, "_dynajit_compiled"), "fn"))
         return UserFunctionVar(value, path)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        owner = getattr(value, "__self__", None)
+        if path is not None and owner is not None and not isinstance(owner, types.ModuleType):
+            # A bound method of a C type (`ctx_var.reset`) is a new object at every attribute read:
+            # guard the object it is bound to and its name, not its identity.
+            output.guard("type_match", path, value)
+            output.guard("id_match", _attr(path, "__self__"), owner)
+            output.guard("equals_match", _attr(path, "__name__"), value.__name__)
+            return BuiltinVar(value, path)
         output.guard("id_match", path, value)
         return BuiltinVar(value, path)
     if isinstance(value, type):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -56,7 +57,7 @@ class ConstVar(HeldVar):
         return bool(self.value)
 
     def unpack(self, tx: Tracer) -> list[VT]:
-        if isinstance(self.value, (tuple, range, str, bytes, frozenset, set, list, dict)):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset, set, list, dict, types.MappingProxyType)):
             return [ConstVar(v) for v in self.value]
         unsupported(f"cannot iterate over constant of type {type(self.value).__name__}")
 
