@@ -1,7 +1,9 @@
 """Views as index arithmetic, broadcasting, non-contiguous inputs and zero-size tensors."""
 
 import torch
-from ilite_helpers import check_cases
+from ilite_helpers import check, check_cases
+
+from dynajit.inductor_lite import compiled_graphs
 
 VIEWS = {
     "view": lambda x: x.view(6, 20) * 2, "reshape_flat": lambda x: x.reshape(-1) + 1, "permute": lambda x: x.permute(2, 0, 1) * 3,
@@ -60,3 +62,17 @@ def test_scalar_tensors():
     cases = {"mul": lambda a, b: a * b, "sum": lambda a, b: a.sum() + b, "where": lambda a, b: torch.where(a > b, a, b),
              "unsqueeze": lambda a, b: a.unsqueeze(0).expand(3) * b}  # fmt: skip
     check_cases(cases, torch.tensor(1.5), torch.tensor(-2.0))
+
+
+def test_a_reshape_of_a_reshape_reads_memory_in_order():
+    # [4, 64, 512] read as [256, 512] (GPT-2's MLP input): the index must collapse to the flat offset (no division left),
+    # so the loop vectorises; the tanh form of GELU uses x**3, rendered as a product like eager's pow.
+    def gelu_tanh(x):
+        y = x.view(256, 512)
+        z = 0.5 * y * (1.0 + torch.tanh(0.7978845608028654 * (y + 0.044715 * torch.pow(y, 3.0))))
+        return (z * y.pow(2),)
+
+    c = check(gelu_tanh, torch.randn(4, 64, 512))
+    source = compiled_graphs(c)[0].kernel_source
+    body = source[source.index("void kernel0") :]
+    assert " / " not in body and "powf" not in body

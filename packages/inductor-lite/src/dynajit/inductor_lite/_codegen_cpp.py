@@ -143,6 +143,7 @@ VECTOR_MATH = (
     "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc".split()
 )
 VECTOR_MATH2 = ["pow", "atan2", "hypot"]
+_SMALL_POWERS = {1.0: "({0})", 2.0: "({0} * {0})", 3.0: "({0} * {0} * {0})"}
 for _fn in VECTOR_MATH:
     _OPS[_fn] = f"{_fn}{{F}}({{0}})"
 _OPS["atan2"] = "atan2{F}({0}, {1})"
@@ -293,7 +294,10 @@ class _KernelWriter:
             args = [self.value(a, scope, depth) for a in expr.args]
             template = _OPS.get(expr.op)
             if expr.op == "pow" and expr.dtype.is_floating_point:
-                template = "pow{F}({0}, {1})"
+                exponent = expr.args[1]
+                small = exponent.op == "const" and exponent.args[0] in _SMALL_POWERS
+                # x**2 and x**3 (gelu's tanh form, variances) as products: exact in IEEE, and no libm call.
+                template = _SMALL_POWERS[exponent.args[0]] if small else "pow{F}({0}, {1})"
             if template is None:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
             ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)
@@ -366,7 +370,7 @@ class _KernelWriter:
                 chunk: Any = max(1024, size // 64 // 64 * 64) if isinstance(size, int) else None
                 if chunk is None:
                     chunk = f"std::max<int64_t>(1024, {_size(size)} / 64 / 64 * 64)"
-                self.emit(depth, f"#pragma omp parallel for schedule(dynamic, {chunk}){threads}")
+                self.emit(depth, f"#pragma omp parallel for simd schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
                 rows = _sym.prod(v.size for v in outer)
@@ -376,6 +380,10 @@ class _KernelWriter:
             self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
             depth += 1
         if vector_loop is not None:
+            if outer or not parallel:
+                # Iterations are independent (each writes its own elements), and the pragma lets calls to the
+                # math functions declared `simd` above use their vector versions.
+                self.emit(depth, "#pragma omp simd")
             self.emit(
                 depth,
                 f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {_size(vector_loop.size)}; "

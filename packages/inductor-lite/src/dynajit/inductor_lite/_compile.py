@@ -77,7 +77,13 @@ _EXTRA_DECOMPOSITIONS = [
     aten.tanh_backward,
 ]
 # Ops kept whole: the lowering table (or an aten extern call) handles them better than their decomposition.
-_KEEP = {aten.addmm.default, aten.mm.default, aten.bmm.default}
+_KEEP = {
+    aten.addmm.default,
+    aten.mm.default,
+    aten.bmm.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+}
 
 
 @functools.cache

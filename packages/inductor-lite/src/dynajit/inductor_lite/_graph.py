@@ -56,6 +56,9 @@ EXTERN_BY_DESIGN = {
     aten.baddbmm.default,
     aten.convolution.default,
     aten.convolution_backward.default,
+    # The fused attention kernel beats its decomposition (matmul, softmax, matmul) on CPU.
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
     aten.cat.default,
     aten.embedding.default,
     aten.embedding_dense_backward.default,

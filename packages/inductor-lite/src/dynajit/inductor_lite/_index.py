@@ -224,10 +224,9 @@ def _divmod(base: Index, div: Any, mod: Any) -> Index:
             return quotient if mod is None else _apply_mod(quotient, mod)
     if div == 1 and mod is not None:
         return _apply_mod(base, mod)
-    if not isinstance(div, int):
-        reduced = _reduce_divisor(base, div, mod)
-        if reduced is not None:
-            return reduced
+    reduced = _reduce_divisor(base, div, mod)
+    if reduced is not None:
+        return reduced
     if mod is not None and _sym.provably_lt(base.max_value(), _sym.norm(div * mod)):  # max // div < mod
         mod = None
     return Index(((DivMod(base, div, mod), 1),))
@@ -236,8 +235,8 @@ def _divmod(base: Index, div: Any, mod: Any) -> Index:
 def _reduce_divisor(base: Index, div: Any, mod: Any) -> Index | None:
     """``(c*a + rest) // (c*k)`` as ``a // k`` when ``0 <= rest < c``.
 
-    Only for a symbolic divisor: a constant one compiles to a multiply and shift, while a run-time
-    division is slow, and this way the static code stays as it was.
+    The smaller division often cancels against a modulo of the same variable (a reshape of a
+    reshape), leaving the inner loop variable with coefficient 1, so the loop vectorises.
     """
     for _, c in base.terms:
         if c == 1 or not _sym.divisible(div, c):
