@@ -57,6 +57,17 @@ def test_triton_on_cpu_requires_the_interpreter():
 
 
 @interpreter
-def test_libdevice_only_op_is_a_clear_error_under_the_interpreter():
-    with config.patch(cpu_backend="triton"), pytest.raises(NotImplementedError, match="libdevice"):
-        check(lambda x: (torch.asin(x.clamp(-1, 1)),), torch.randn(4))
+def test_libdevice_ops_run_through_aten_between_fused_kernels_under_the_interpreter(caplog):
+    def fn(x, y):
+        u = torch.tanh(x) * 0.9
+        return (
+            torch.asin(u) + 1, torch.acos(u) * 2, torch.atan(x) - y, torch.atan2(x, y).sum(-1),
+            torch.lgamma(x.abs() + 0.5), torch.copysign(x, y), torch.sigmoid(x) * y,
+        )  # fmt: skip
+
+    with config.patch(cpu_backend="triton"), caplog.at_level("INFO", logger="dynajit.inductor_lite"):
+        c = check(fn, torch.randn(4, 40), torch.randn(4, 40), atol=1e-5, rtol=1e-5)
+    (graph,) = compiled_graphs(c)
+    assert {f.split(".")[1] for f in graph.info["fallbacks"]} == {"asin", "acos", "atan", "atan2", "lgamma", "copysign"}
+    assert graph.info["kernels"] >= 1 and "libdevice" not in graph.kernel_source
+    assert "no kernel rendering on this code generator for aten.asin.default" in caplog.text

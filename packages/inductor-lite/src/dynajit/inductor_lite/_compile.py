@@ -41,6 +41,7 @@ from dynajit.inductor_lite._graph import lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
+from dynajit.inductor_lite.codegen_triton import LIBDEVICE_ONLY
 
 __all__ = ["CompiledGraph", "compile_fx", "compiled_graphs", "decomposition_table"]
 
@@ -159,16 +160,19 @@ def _compile_graph(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any], check_inputs: bool
 ) -> CompiledGraph:
     start = time.perf_counter()
-    lowered, fallbacks = lower_graph(gm, example_inputs)
-    items = schedule(lowered)
-    kernels = [i for i in items if isinstance(i, Kernel)]
-    dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
-    triton = _use_triton(lowered.device, settings)
-    if triton and lowered.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+    device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    triton = _use_triton(device, settings)
+    if triton and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError(
             "inductor-lite: cpu_backend='triton' runs Triton kernels on CPU tensors through Triton's interpreter; "
             "set TRITON_INTERPRET=1 in the environment before triton is imported"
         )
+    # Triton's interpreter has no libdevice: those ops run through aten between the kernels.
+    unrenderable = LIBDEVICE_ONLY if triton and device.type != "cuda" else frozenset()
+    lowered, fallbacks = lower_graph(gm, example_inputs, unrenderable)
+    items = schedule(lowered)
+    kernels = [i for i in items if isinstance(i, Kernel)]
+    dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
 
     def build(variant: Any) -> CompiledGraph:
         if triton:

@@ -107,8 +107,11 @@ class LoweredGraph:
 class GraphLowering:
     """Lowers one FX graph; lowering functions receive it as ``ctx``."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+    def __init__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], unrenderable: frozenset[str] = frozenset()
+    ) -> None:
         self.gm = gm
+        self.unrenderable = unrenderable  # aten op names the chosen code generator cannot emit
         self.example_inputs = list(example_inputs)
         self.buffers: dict[str, Buffer] = {}
         self.order: list[Buffer] = []
@@ -309,6 +312,8 @@ class GraphLowering:
         tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
         if lower is None or any(t.device.type != self.device.type for t in tensors):
             return self.fallback()
+        if getattr(node.target, "_opname", None) in self.unrenderable:
+            return self.fallback("no kernel rendering on this code generator")
         if self.dynamic:
             if not _sym.backed(val):
                 return self.fallback()
@@ -404,8 +409,14 @@ def _arg_buffers(tree: Any) -> set[str]:
     return found
 
 
-def lower_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[LoweredGraph, list[str]]:
-    """Lower ``gm`` (an aten-level graph) and return it with the names of ops that fell back to aten."""
-    lowering = GraphLowering(gm, example_inputs)
+def lower_graph(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], unrenderable: frozenset[str] = frozenset()
+) -> tuple[LoweredGraph, list[str]]:
+    """Lower ``gm`` (an aten-level graph) and return it with the names of ops that fell back to aten.
+
+    Ops named in ``unrenderable`` (aten op names such as ``"asin"``) are called through aten rather
+    than fused, for a code generator that has no rendering of them.
+    """
+    lowering = GraphLowering(gm, example_inputs, unrenderable)
     lowered = lowering.run()
     return lowered, lowering.fallbacks

@@ -135,8 +135,9 @@ _OPS: dict[str, str] = {
     "asinh": "tl.log({0} + tl.sqrt({0} * {0} + 1.0))", "acosh": "tl.log({0} + tl.sqrt({0} * {0} - 1.0))",
     "atanh": "(0.5 * tl.log((1.0 + {0}) / (1.0 - {0})))", "hypot": "tl.sqrt({0} * {0} + {1} * {1})",
 }  # fmt: skip
-# Ops rendered through libdevice on GPUs (no triton.language primitive or formula here).
-_LIBDEVICE_ONLY = {"asin", "acos", "atan", "atan2", "lgamma", "copysign"}
+# Ops rendered through libdevice on GPUs (no triton.language primitive or formula here); on CPU
+# tensors the lowering calls them through aten instead, since the interpreter has no libdevice.
+LIBDEVICE_ONLY = frozenset({"asin", "acos", "atan", "atan2", "lgamma", "copysign"})
 _FLOAT_OR_INT = {
     "pow": ("dj_pow({0}, {1})", None),
     "floordiv": ("tl.floor({0} / {1})", "dj_ifloordiv({0}, {1})"),
@@ -229,11 +230,11 @@ class _TritonKernel:
             if expr.op in _FLOAT_OR_INT:
                 floating = expr.dtype.is_floating_point
                 template = _FLOAT_OR_INT[expr.op][0 if floating else 1]
-            if template is None and expr.op in _LIBDEVICE_ONLY:
+            if template is None and expr.op in LIBDEVICE_ONLY:
                 if os.environ.get("TRITON_INTERPRET") == "1":
                     raise NotImplementedError(
                         f"inductor-lite Triton codegen: {expr.op!r} needs libdevice, which Triton's interpreter lacks; "
-                        "use the C++ backend for CPU tensors (cpu_backend='cpp')"
+                        "it should have been lowered to an aten call"
                     )
                 template = f"libdevice.{expr.op}(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")"
             if template is None:
