@@ -22,7 +22,7 @@ from dynajit.inductor_lite._index import Index, flatten
 from dynajit.inductor_lite._ir import Expr
 from dynajit.inductor_lite._scheduler import Kernel, Placed
 
-__all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "vector_math_declarations"]
+__all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "math_declarations"]
 
 _STORAGE = {
     torch.float32: "float",
@@ -49,30 +49,48 @@ def compute_ctype(dtype: torch.dtype) -> str:
     return "float" if dtype in (torch.float16, torch.bfloat16) else storage_ctype(dtype)
 
 
+# <cmath> would triple a small kernel's build time (about 0.1 s of header parsing): the math the
+# kernels need is spelt with g++ builtins instead, overloaded like std:: (an integer argument is
+# computed in double).
 PRELUDE = r"""
 #include <cstdint>
-#include <cmath>
 #include <limits>
+#include <type_traits>
 #define DJ_INLINE static inline __attribute__((always_inline))
+#define DJ_MATH1(name) \
+  DJ_INLINE float djm_##name(float x) { return __builtin_##name##f(x); } \
+  DJ_INLINE double djm_##name(double x) { return __builtin_##name(x); } \
+  template <typename T> DJ_INLINE auto djm_##name(T x) { return djm_##name((double)x); }
+#define DJ_MATH2(name) \
+  DJ_INLINE float djm_##name(float a, float b) { return __builtin_##name##f(a, b); } \
+  DJ_INLINE double djm_##name(double a, double b) { return __builtin_##name(a, b); } \
+  template <typename A, typename B> DJ_INLINE double djm_##name(A a, B b) { return __builtin_##name((double)a, (double)b); }
+DJ_MATH1(sqrt) DJ_MATH1(floor) DJ_MATH1(ceil) DJ_MATH1(trunc) DJ_MATH1(nearbyint) DJ_MATH1(lgamma)
+DJ_MATH2(fmod) DJ_MATH2(pow) DJ_MATH2(atan2) DJ_MATH2(copysign) DJ_MATH2(hypot)
+template <typename T> DJ_INLINE bool djm_isinf(T x) { return __builtin_isinf((double)x); }
+DJ_INLINE bool djm_isinf(float x) { return __builtin_isinf(x); }
+template <typename T> DJ_INLINE bool djm_signbit(T x) { return __builtin_signbit((double)x); }
+DJ_INLINE bool djm_signbit(float x) { return __builtin_signbit(x); }
+DJ_INLINE int64_t dj_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
+  if constexpr (std::is_floating_point<T>::value) { return djm_floor(a / b); }
   else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 }
 template <typename T> DJ_INLINE T dj_truncdiv(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return std::trunc(a / b); } else { return a / b; }
+  if constexpr (std::is_floating_point<T>::value) { return djm_trunc(a / b); } else { return a / b; }
 }
 template <typename T> DJ_INLINE T dj_remainder(T a, T b) {
   if constexpr (std::is_floating_point<T>::value) {
-    T r = std::fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    T r = djm_fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 }
 template <typename T> DJ_INLINE T dj_fmod(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return std::fmod(a, b); } else { return a % b; }
+  if constexpr (std::is_floating_point<T>::value) { return djm_fmod(a, b); } else { return a % b; }
 }
 template <typename T> DJ_INLINE T dj_pow(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return std::pow(a, b); }
+  if constexpr (std::is_floating_point<T>::value) { return djm_pow(a, b); }
   else { if (b < 0) return a == 1 ? 1 : 0; T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 }
 template <typename T> DJ_INLINE T dj_sign(T a) { return a != a ? a : (T)((a > T(0)) - (a < T(0))); }
@@ -99,9 +117,9 @@ _OPS = {
     "remainder": "dj_remainder<{T}>({0}, {1})",
     "fmod": "dj_fmod<{T}>({0}, {1})",
     "pow": "dj_pow<{T}>({0}, {1})",
-    "atan2": "std::atan2({0}, {1})",
-    "copysign": "std::copysign({0}, {1})",
-    "hypot": "std::hypot({0}, {1})",
+    "atan2": "djm_atan2({0}, {1})",
+    "copysign": "djm_copysign({0}, {1})",
+    "hypot": "djm_hypot({0}, {1})",
     "maximum": "dj_max<{T}>({0}, {1})",
     "minimum": "dj_min<{T}>({0}, {1})",
     "clamp_min": "({0} < {1} ? {1} : {0})",
@@ -109,12 +127,12 @@ _OPS = {
     "neg": "(-{0})",
     "abs": "dj_abs<{T}>({0})",
     "reciprocal": "({T}(1) / {0})",
-    "rsqrt": "({T}(1) / std::sqrt({0}))",
-    "sigmoid": "({T}(1) / ({T}(1) + std::exp(-{0})))",
+    "rsqrt": "({T}(1) / djm_sqrt({0}))",
+    "sigmoid": "({T}(1) / ({T}(1) + exp{F}(-{0})))",
     "relu": "({0} < {T}(0) ? {T}(0) : {0})",
     "sign": "dj_sign<{T}>({0})",
-    "round": "std::nearbyint({0})",
-    "frac": "({0} - std::trunc({0}))",
+    "round": "djm_nearbyint({0})",
+    "frac": "({0} - djm_trunc({0}))",
     "bitwise_not": "dj_not<{T}>({0})",
     "eq": "({0} == {1})",
     "ne": "({0} != {1})",
@@ -132,12 +150,12 @@ _OPS = {
     "lshift": "({0} << {1})",
     "rshift": "({0} >> {1})",
     "isnan": "({0} != {0})",
-    "isinf": "std::isinf({0})",
-    "signbit": "std::signbit({0})",
+    "isinf": "djm_isinf({0})",
+    "signbit": "djm_signbit({0})",
     "where": "({0} ? {1} : {2})",
 }
 for _fn in "sqrt floor ceil trunc lgamma".split():
-    _OPS[_fn] = f"std::{_fn}({{0}})"
+    _OPS[_fn] = f"djm_{_fn}({{0}})"
 # Math with vector variants in glibc's libmvec: called by their C names so g++ can vectorise the loop.
 VECTOR_MATH = (
     "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc".split()
@@ -151,15 +169,20 @@ _OPS["hypot"] = "hypot{F}({0}, {1})"
 _OPS["sigmoid"] = "({T}(1) / ({T}(1) + exp{F}(-{0})))"
 
 
-def vector_math_declarations() -> str:
-    """Declare libmvec's SIMD variants of the C math functions (what glibc does itself under fast-math)."""
+def math_declarations(vectorised: bool) -> str:
+    """Declare the C math functions the kernels call, with libmvec's SIMD variants when ``vectorised``.
+
+    The SIMD attribute is what glibc's own header declares under fast-math; without it (no libmvec)
+    the loops call the scalar functions.
+    """
+    simd = '__attribute__((simd("notinbranch"))) ' if vectorised else ""
     lines = ['extern "C" {']
     for fn in VECTOR_MATH:
         for suffix, t in (("f", "float"), ("", "double")):
-            lines.append(f'__attribute__((simd("notinbranch"))) {t} {fn}{suffix}({t});')
+            lines.append(f"{simd}{t} {fn}{suffix}({t});")
     for fn in VECTOR_MATH2:
         for suffix, t in (("f", "float"), ("", "double")):
-            lines.append(f'__attribute__((simd("notinbranch"))) {t} {fn}{suffix}({t}, {t});')
+            lines.append(f"{simd}{t} {fn}{suffix}({t}, {t});")
     lines.append("}")
     return "\n".join(lines)
 
@@ -369,12 +392,12 @@ class _KernelWriter:
                 size = vector_loop.size
                 chunk: Any = max(1024, size // 64 // 64 * 64) if isinstance(size, int) else None
                 if chunk is None:
-                    chunk = f"std::max<int64_t>(1024, {_size(size)} / 64 / 64 * 64)"
+                    chunk = f"dj_imax(1024, {_size(size)} / 64 / 64 * 64)"
                 self.emit(depth, f"#pragma omp parallel for simd schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
                 rows = _sym.prod(v.size for v in outer)
-                chunk = max(1, rows // 32) if isinstance(rows, int) else f"std::max<int64_t>(1, {_size(rows)} / 32)"
+                chunk = max(1, rows // 32) if isinstance(rows, int) else f"dj_imax(1, {_size(rows)} / 32)"
                 self.emit(depth, f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}){threads}")
         for var in outer:
             self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")

@@ -35,7 +35,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._build import load_library, stats
-from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, vector_math_declarations
+from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._graph import lower_graph
 from dynajit.inductor_lite._ir import Buffer
@@ -225,7 +225,7 @@ def _build_cpp(
 ) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str]:
     if not kernels:
         return {}, ""
-    parts = [PRELUDE, vector_math_declarations() if _has_libmvec() else ""]
+    parts = [PRELUDE, math_declarations(vectorised=_has_libmvec())]
     params: dict[str, list[str]] = {}
     symbols: dict[str, list[str]] = {}
     for kernel in kernels:
