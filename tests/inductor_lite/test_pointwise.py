@@ -125,3 +125,21 @@ def test_input_mutation_and_extern_views():
         torch.testing.assert_close(a, e)
     torch.testing.assert_close(xc, xe)  # mutations of inputs are applied
     torch.testing.assert_close(yc, ye)
+
+
+def test_float_erf_is_within_two_ulp_everywhere_and_exact_at_special_values():
+    # float32 erf is computed in the kernel (series below 1, a rational-exponential form above),
+    # so check it densely against a float64 reference rather than at a few random points.
+    x = torch.cat([torch.linspace(-7, 7, 200_001), torch.tensor([0.0, -0.0, 1e-30, -1e-6, 1.0, -1.0])])
+    special = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    c = compiled(lambda x, s: (torch.erf(x), torch.erf(s), F.gelu(x)), x, special)
+    erf, erf_special, gelu = c(x, special)
+    reference = torch.erf(x.double())
+    assert erf.dtype == torch.float32
+    assert ((erf.double() - reference).abs() <= 2.5e-7 * reference.abs() + 1e-45).all()
+    assert torch.equal(erf[200_001:200_003], torch.tensor([0.0, -0.0]))
+    assert torch.equal(torch.signbit(erf[200_001:200_004]), torch.tensor([False, True, False]))
+    torch.testing.assert_close(erf_special, torch.tensor([1.0, -1.0, float("nan")]), equal_nan=True)
+    torch.testing.assert_close(gelu, F.gelu(x), atol=2e-6, rtol=1.3e-6)
+    x64 = torch.linspace(-7, 7, 1001, dtype=torch.float64)
+    torch.testing.assert_close(compiled(lambda x: (torch.erf(x),), x64)(x64)[0], torch.erf(x64), rtol=1e-15, atol=0)

@@ -225,7 +225,7 @@ def _build_cpp(
 ) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str]:
     if not kernels:
         return {}, ""
-    parts = [PRELUDE, math_declarations(vectorised=_has_libmvec())]
+    parts = [math_declarations(vectorised=_has_libmvec()), PRELUDE]  # the prelude calls expf
     params: dict[str, list[str]] = {}
     symbols: dict[str, list[str]] = {}
     for kernel in kernels:
