@@ -82,3 +82,29 @@ def test_integer_and_bool_reductions():
              "prod": lambda x: x.clamp(1, 2).prod(1), "argmin": lambda x: x.argmin(1),
              "bool_sum": lambda x: (x > 0).sum(0), "mean_float": lambda x: x.float().mean(1)}  # fmt: skip
     check_cases(cases, x)
+
+
+COLUMNS = {
+    "sum0": lambda x: x.sum(0), "mean0": lambda x: x.mean(0), "amax0": lambda x: x.amax(0),
+    "amin0_keep": lambda x: x.amin(0, keepdim=True), "prod0": lambda x: (x * 0.01 + 1).prod(0),
+    "any0": lambda x: (x > 2.5).any(0), "all0": lambda x: (x > -3).all(0), "count0": lambda x: (x > 0).sum(0),
+    "sum0_of_product": lambda x: (x * x.sigmoid()).sum(0), "mean0_scaled": lambda x: x.mean(0) * 3 + 1,
+    "sum_middle": lambda x: x.view(10, 13, 300).sum(1), "bf16_sum0": lambda x: x.bfloat16().sum(0).float(),
+}  # fmt: skip
+
+
+def test_reductions_along_a_strided_dimension_run_over_contiguous_column_blocks():
+    # 130 rows (not a multiple of the 64-row runs) and 300 columns (not a multiple of the 128-column blocks).
+    x = torch.randn(130, 300)
+    x[77, 5] = float("nan")
+    check_cases(COLUMNS, x, atol=1e-4, rtol=1e-4)
+    from dynajit.inductor_lite import compiled_graphs
+
+    c = check(lambda x: (x.sum(0), x.amax(0)), torch.randn(130, 300), atol=1e-5, rtol=1e-5)
+    (graph,) = compiled_graphs(c)
+    assert "x0_b += 128" in graph.kernel_source and "r0_b += 64" in graph.kernel_source
+    # A long column sum is combined in runs, so it stays as close to float64 as eager's.
+    long = torch.randn(20000, 64)
+    (total,) = check(lambda x: (x.sum(0),), long, atol=1e-4, rtol=1e-5)(long)
+    exact = long.double().sum(0)
+    assert (total.double() - exact).abs().max() <= 3 * (long.sum(0).double() - exact).abs().max() + 1e-5

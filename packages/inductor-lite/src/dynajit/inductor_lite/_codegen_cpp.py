@@ -20,7 +20,7 @@ import torch
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten
 from dynajit.inductor_lite._ir import Expr
-from dynajit.inductor_lite._scheduler import Kernel, Placed
+from dynajit.inductor_lite._scheduler import Kernel, Placed, loads
 
 __all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "math_declarations"]
 
@@ -393,6 +393,10 @@ class _KernelWriter:
         threads = f" num_threads({self.options.num_threads})" if self.options.num_threads else ""
         if runtime:
             threads += f" if({_size(work)} >= {self.options.parallel_threshold})"
+        if _is_column_reduction(k):
+            self._column_reduction(depth, parallel, threads)
+            self.emit(0, "}")
+            return "\n".join(self.lines)
         row_scope = _Scope()
         outer = list(k.outer)
         if not k.inner and outer:
@@ -455,6 +459,78 @@ class _KernelWriter:
             self.emit(depth, "}")
         self.emit(0, "}")
         return "\n".join(self.lines)
+
+    def _column_reduction(self, depth: int, parallel: bool, threads: str) -> None:
+        """Reduce along a strided dimension a block of contiguous columns at a time (see _is_column_reduction).
+
+        Each row of the reduced dimension adds a contiguous run of COLUMN_BLOCK elements into as many
+        accumulators, so loads are vector loads instead of one strided gather per output element, and
+        every column is still summed in row order.
+        """
+        k = self.kernel
+        (_, nodes) = k.steps[0]
+        *outer, x = k.outer
+        (r,) = k.inner
+        xs = _size(x.size)
+        if parallel:
+            self.emit(depth, f"#pragma omp parallel for collapse({len(outer) + 1}) schedule(dynamic, 1){threads}")
+        for var in outer:
+            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
+            depth += 1
+        b, n, lane = f"{x.name}_b", f"{x.name}_n", f"{x.name}_l"
+        self.emit(depth, f"for (int64_t {b} = 0; {b} < {xs}; {b} += {COLUMN_BLOCK}) {{")
+        depth += 1
+        self.emit(depth, f"const int64_t {n} = {xs} - {b} < {COLUMN_BLOCK} ? {xs} - {b} : {COLUMN_BLOCK};")
+        reductions = [p for p in nodes if p.role == "reduce"]
+        accs = {p.buf.name: f"acc_{p.buf.name}" for p in reductions}
+        parts = {p.buf.name: f"part_{p.buf.name}" for p in reductions}
+
+        def start(names: dict[str, str], depth: int) -> None:
+            for p in reductions:
+                init = _REDUCE[p.buf.reduction_type][0]
+                init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
+                acc = names[p.buf.name]
+                self.emit(depth, f"{compute_ctype(p.expr.dtype)} {acc}_l[{COLUMN_BLOCK}];")
+                self.emit(
+                    depth, f"for (int64_t {lane} = 0; {lane} < {COLUMN_BLOCK}; {lane}++) {acc}_l[{lane}] = {init};"
+                )
+
+        # Rows are combined in runs of COLUMN_RUN before joining the total, so a long sum's rounding
+        # error grows like COLUMN_RUN + rows / COLUMN_RUN rather than like the number of rows.
+        start(accs, depth)
+        rb, rs = f"{r.name}_b", _size(r.size)
+        self.emit(depth, f"for (int64_t {rb} = 0; {rb} < {rs}; {rb} += {COLUMN_RUN}) {{")
+        start(parts, depth + 1)
+        self.emit(depth + 1, f"const int64_t {r.name}_e = {rs} - {rb} < {COLUMN_RUN} ? {rs} : {rb} + {COLUMN_RUN};")
+        self.emit(depth + 1, f"for (int64_t {r.name} = {rb}; {r.name} < {r.name}_e; {r.name}++) {{")
+        self._column_loop(depth + 2, lane, n, b, x.name)
+        self._body(nodes, _Scope(), depth + 3, parts, lane=lane)
+        self.emit(depth + 2, "}")
+        self.emit(depth + 1, "}")
+        self._column_loop(depth + 1, lane, n, b, x.name)
+        for p in reductions:
+            total, part = f"{accs[p.buf.name]}_l[{lane}]", f"{parts[p.buf.name]}_l[{lane}]"
+            combine = _REDUCE[p.buf.reduction_type][1].format(a=total, v=part, T=compute_ctype(p.expr.dtype))
+            self.emit(depth + 2, f"{total} = {combine};")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+        self._column_loop(depth, lane, n, b, x.name)
+        finals = _Scope()
+        for p in reductions:
+            finals.locals[p.buf.name] = f"{accs[p.buf.name]}_l[{lane}]"
+            if p.stored:
+                self.store(p, finals.locals[p.buf.name], depth + 1)
+        for _, (p,) in k.steps[1:]:
+            self._pointwise(p, finals, depth + 1)  # what the row computes from its reductions (a mean's division)
+        self.emit(depth, "}")
+        while depth > 1:
+            depth -= 1
+            self.emit(depth, "}")
+
+    def _column_loop(self, depth: int, lane: str, n: str, base: str, x: str) -> None:
+        self.emit(depth, "#pragma omp simd")
+        self.emit(depth, f"for (int64_t {lane} = 0; {lane} < {n}; {lane}++) {{")
+        self.emit(depth + 1, f"const int64_t {x} = {base} + {lane};")
 
     def _pointwise(self, p: Placed, scope: _Scope, depth: int) -> None:
         """A full or row node: compute its value into a local, store it if something reads memory."""
@@ -592,6 +668,35 @@ class _KernelWriter:
                 continue
             target = f"{acc}_l[{lane}]" if lane else acc
             self.emit(depth, f"{target} = {_REDUCE[rtype][1].format(a=target, v=v, T=t)};")
+
+
+COLUMN_BLOCK = 128
+COLUMN_RUN = 64
+
+
+def _is_column_reduction(k: Kernel) -> bool:
+    """Reductions along a strided dimension whose output columns are contiguous in every input.
+
+    One group of reductions, then only steps computed per output element from their results.
+
+    Written row by row it would gather one element per cache line (a bias gradient, ``x.sum(0)``);
+    column blocks read memory in order instead.
+    """
+    if len(k.inner) != 1 or not k.outer or k.steps[0][0] != "group" or any(s != "row" for s, _ in k.steps[1:]):
+        return False
+    nodes = [p for _, step in k.steps for p in step]
+    if any(p.scratch for p in nodes) or any(p.role == "reduce" and p.buf.reduction_type not in _REDUCE for p in nodes):
+        return False
+    x, r = k.outer[-1].name, k.inner[0].name
+    strided = False
+    for p in nodes:
+        for _, index in loads(p.expr):
+            if r not in index.variables():
+                continue
+            if index.has_divmod({x, r}) or index.coefficient(x) != 1 or index.coefficient(r) == 1:
+                return False
+            strided = True
+    return strided
 
 
 def kernel_source(
