@@ -361,3 +361,21 @@ def test_threading_is_decided_at_run_time_and_long_rows_use_heap_scratch() -> No
     source = compiled_graphs(c)[0].kernel_source
     assert re.search(r"#pragma omp parallel for .*if\(.*s\d+.* >= 32768\)", source)
     assert "static thread_local std::vector<float> scratch_" in source
+
+
+def test_column_block_reductions_with_symbolic_rows_and_columns() -> None:
+    def fn(x):
+        return x.sum(0), x.amax(0) * 2, x.mean(0)
+
+    c = check_sizes(fn, lambda n: [_x(2 * n + 70, n + 130)], [{0: None, 1: None}], atol=1e-4, rtol=1e-5)
+    (forward,) = compiled_graphs(c)
+    assert "_b += 128" in forward.kernel_source
+
+
+def test_a_size_with_max_prints_in_cpp_kernels() -> None:
+    # view(3, -1, cols) gives a row count of max(1, rows // 3) in the kernels' indices.
+    c = check_sizes(
+        lambda x: (x.view(3, -1, x.shape[1]).mean(1),), lambda n: [_x(3 * (n + 50), n + 131)], [{0: None, 1: None}],
+        atol=1e-4, rtol=1e-5,
+    )  # fmt: skip
+    assert "dj_imax(" in compiled_graphs(c)[0].kernel_source

@@ -72,6 +72,7 @@ DJ_INLINE bool djm_isinf(float x) { return __builtin_isinf(x); }
 template <typename T> DJ_INLINE bool djm_signbit(T x) { return __builtin_signbit((double)x); }
 DJ_INLINE bool djm_signbit(float x) { return __builtin_signbit(x); }
 DJ_INLINE int64_t dj_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+DJ_INLINE int64_t dj_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {

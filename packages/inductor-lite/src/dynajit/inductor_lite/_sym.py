@@ -277,10 +277,11 @@ def _render(expr: Any, lang: str) -> str:
     if isinstance(expr, ModularIndexing):
         return f"(({args[0]} {div} {args[1]}) % {args[2]})"
     if isinstance(expr, (Max, Min, sympy.Max, sympy.Min)):
-        name = ("std::" if lang == "c" else "") + ("max" if isinstance(expr, (Max, sympy.Max)) else "min")
+        name = "max" if isinstance(expr, (Max, sympy.Max)) else "min"
+        name = f"dj_i{name}" if lang == "c" else name  # the kernels' prelude defines dj_imax / dj_imin
         out = args[0]
         for a in args[1:]:
-            out = f"{name}<int64_t>({out}, {a})" if lang == "c" else f"{name}({out}, {a})"
+            out = f"{name}({out}, {a})"
         return out
     raise Unsupported(f"inductor-lite: cannot print size expression {expr} ({type(expr).__name__})")
 
