@@ -26,6 +26,7 @@ from dynajit.capture._symbolic.variables import (
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -107,6 +108,8 @@ def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(len(obj.items))
     if isinstance(obj, SetVar):
         return ConstVar(len(obj.values))
+    if isinstance(obj, NewObjectVar):
+        return obj.length(tx)
     return ConstVar(len(obj.unpack(tx)))
 
 
@@ -117,6 +120,15 @@ def _isinstance(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if isinstance(obj, TensorVar):
         return ConstVar(issubclass(obj.python_type(), cls) or (cls is torch.Tensor))
     return ConstVar(issubclass(_type_of(obj), cls))
+
+
+@builtin(bool)
+def _bool(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) > 1:
+        raises_in_python("bool() takes at most 1 positional argument and no keywords (TypeError)")
+    if not args or args[0].is_const():
+        return _fold_call(tx, bool, args, kwargs)
+    return ConstVar(args[0].truth(tx))
 
 
 @builtin(issubclass)
@@ -263,7 +275,11 @@ def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if len(args) > 2:
         try:
             return obj.getattr(tx, name)
-        except Exception:
+        except RaisesInPython as exc:
+            # Only a missing attribute gives the default; anything else (or a read that cannot be traced)
+            # is decided by Python.
+            if "(AttributeError)" not in str(exc):
+                raise
             return args[2]
     return obj.getattr(tx, name)
 
@@ -275,9 +291,13 @@ def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(hasattr(obj.example, name))
     if obj.is_const():
         return ConstVar(hasattr(obj.const(), name))
+    if isinstance(obj, NewObjectVar) and name not in obj.attrs:
+        return ConstVar(obj.has_attr(name))
     try:
         obj.getattr(tx, name)
     except RaisesInPython:
+        if isinstance(obj, NewObjectVar):
+            return ConstVar(obj.has_attr(name))
         # Reading it raises AttributeError: the object really lacks it (guarded, so adding it recompiles).
         if isinstance(obj, UserObjectVar) and obj.source is not None and not hasattr(obj.value, name):
             tx.output.guard("hasattr_match", obj.source, name, False)
@@ -292,6 +312,15 @@ def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 def _setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     args[0].setattr(tx, args[1].const(), args[2])
     return ConstVar(None)
+
+
+@builtin(object.__setattr__)
+def _object_setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
+
+    if kwargs or len(args) != 3 or not isinstance(args[0], NewObjectVar):
+        unsupported("object.__setattr__ of an object not created while tracing")
+    return args[0].base_call(tx, "__setattr__", args[1:], {})
 
 
 @builtin(print)

@@ -155,9 +155,24 @@ class CodeGen:
         self.emit("COPY", 1)
         self.emit("STORE_FAST", name)
 
-    def forget_cached(self) -> None:
-        """Start a new control-flow path: temporaries built on another path are not set here."""
-        self._cached.clear()
+    def build_object(self, vt: VT, create: Callable[[], None], fill: Callable[[str], None]) -> None:
+        """Create an object once, name it, then fill it: its own contents may refer back to it."""
+        name = self._cached.get(id(vt))
+        if name is None:
+            create()
+            name = self.new_temp()
+            self._cached[id(vt)] = name
+            self.emit("STORE_FAST", name)
+            fill(name)
+        self.emit("LOAD_FAST", name)
+
+    def cached_names(self) -> dict[int, str]:
+        """The objects built so far (a snapshot to go back to at a branch)."""
+        return dict(self._cached)
+
+    def forget_cached(self, keep: dict[int, str] | None = None) -> None:
+        """Start a new control-flow path: only the temporaries in ``keep`` (built before it) are set here."""
+        self._cached = dict(keep or {})
 
     def load_tensor(self, tv: TensorVar) -> None:
         if tv.node in self.outputs:

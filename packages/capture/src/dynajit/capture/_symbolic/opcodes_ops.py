@@ -23,6 +23,7 @@ from dynajit.capture._symbolic.variables import (
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
     if isinstance(obj, UserObjectVar) and _python_method(obj, "__getitem__"):
         return obj.getattr(tx, "__getitem__").call(tx, [key], {})  # a user-defined __getitem__ is inlined
+    if isinstance(obj, NewObjectVar):
+        return obj.getitem(tx, key)
     unsupported(f"subscripting {obj}")
 
 
@@ -189,7 +192,7 @@ def _setitem(tx: Tracer, obj: VT, key: VT, value: VT) -> None:
     if isinstance(obj, TensorVar):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return
-    if isinstance(obj, (ListVar, DictVar)):
+    if isinstance(obj, (ListVar, DictVar, NewObjectVar)):
         obj.setitem(tx, key, value)
         return
     unsupported(f"item assignment on {obj}")
@@ -224,6 +227,8 @@ def _is_op(tx: Tracer, inst: Inst) -> None:
 def identical(a: VT, b: VT) -> bool:
     if a is b:
         return True
+    if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
+        return False  # one tracker per object made while tracing, and it is no object that existed before
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
         return a.value is b.value
     const_a = a.const() if a.is_const() else _NOT_CONST
@@ -253,6 +258,8 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
         found = fold(operator.contains, container.const(), item.const()).value
     elif isinstance(container, UserObjectVar) and _python_method(container, "__contains__"):
         found = container.getattr(tx, "__contains__").call(tx, [item], {}).truth(tx)
+    elif isinstance(container, NewObjectVar):
+        found = container.contains(tx, item)
     else:
         found = any(
             identical(item, other) or (other.is_const() and item.is_const() and other.const() == item.const())

@@ -53,6 +53,9 @@ class SideEffects:
         effect.value = value
         self._attrs[(id(obj.value), name)] = value  # type: ignore[attr-defined]
 
+    def has_pending_attrs(self, obj: Any) -> bool:
+        return any(key == id(obj) for key, _ in self._attrs)
+
     def pending_attr(self, obj: Any, name: str) -> VT | None:
         return self._attrs.get((id(obj), name))
 

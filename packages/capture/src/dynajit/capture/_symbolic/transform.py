@@ -342,9 +342,10 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     if PY < (3, 12):
         jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
     cg.emit(jump_name, taken)
-    cg.forget_cached()
+    built_before = cg.cached_names()
+    cg.forget_cached(built_before)
     emitter.call_resume(fallthrough, stacks["fall"], live["fall"], tracer.locals)
     cg.label(taken)
-    cg.forget_cached()
+    cg.forget_cached(built_before)
     emitter.call_resume(jumped, stacks["jump"], live["jump"], tracer.locals)
     return emitter.finish()

@@ -109,6 +109,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         if compiled is not None:  # a compiled wrapper: trace the function it wraps
             return UserFunctionVar(compiled.fn, _attr(_attr(path, "_dynajit_compiled"), "fn"))
         return UserFunctionVar(value, path)
+    if isinstance(value, types.WrapperDescriptorType) and _has_builtin_handler(value):
+        output.guard("id_match", path, value)
+        return BuiltinVar(value, path)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         owner = getattr(value, "__self__", None)
         if path is not None and owner is not None and not isinstance(owner, types.ModuleType):
@@ -134,6 +137,12 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return ObjectVar(value, path)
     output.guard("type_match", path, value)
     return UserObjectVar(value, path)
+
+
+def _has_builtin_handler(value: Any) -> bool:
+    from dynajit.capture._symbolic.builtins_table import BUILTINS
+
+    return value in BUILTINS
 
 
 def _attr(path: Path | None, name: str) -> Path | None:

@@ -17,6 +17,7 @@ from dynajit.capture._symbolic.variables.functions import (
     NestedFunctionVar,
     UserFunctionVar,
 )
+from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.objects import (
     ClassVar,
     ExceptionVar,
@@ -41,6 +42,7 @@ __all__ = [
     "ExceptionVar",
     "ModuleSliceVar",
     "NNModuleVar",
+    "NewObjectVar",
     "NestedFunctionVar",
     "NullVar",
     "RaisesInPython",

@@ -58,7 +58,7 @@ class PyModuleVar(ObjectVar):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if not hasattr(self.value, name):
-            unsupported(f"module {self.value.__name__!r} has no attribute {name!r}")
+            raises_in_python(f"module {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
 
 
@@ -69,15 +69,20 @@ class ClassVar(ObjectVar):
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            unsupported(f"class {self.value.__name__} has no attribute {name!r}")
+            raises_in_python(f"type object {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
         if isinstance(static, (staticmethod, classmethod)) or isinstance(static, types.FunctionType):
             return tx.wrap(getattr(self.value, name), _attr_path(self, name))
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.builtins_table import call_builtin
+        from dynajit.capture._symbolic.builtins_table import BUILTINS, call_builtin
+        from dynajit.capture._symbolic.construct import construct_instance, constructs_instances
+        from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
 
-        return call_builtin(tx, self.value, args, kwargs)
+        cls = self.value
+        if cls not in BUILTINS and cls not in GRAD_MODE_CLASSES and constructs_instances(cls):
+            return construct_instance(tx, cls, self.source, args, kwargs)
+        return call_builtin(tx, cls, args, kwargs)
 
 
 class UserObjectVar(ObjectVar):
@@ -101,14 +106,34 @@ class UserObjectVar(ObjectVar):
 
     def _read(self, tx: Tracer, name: str) -> VT:
         cls = type(self.value)
-        if "__getattribute__" in vars(cls) or (
-            hasattr(cls, "__getattr__") and not isinstance(self.value, torch.nn.Module)
-        ):
-            unsupported(f"{cls.__name__} customises attribute access")
+        getattribute = inspect.getattr_static(cls, "__getattribute__")
+        is_module = isinstance(self.value, torch.nn.Module)
+        if hasattr(cls, "__getattr__") and not is_module:
+            unsupported(f"{cls.__name__} customises attribute access (__getattr__)")
+        if "__getattribute__" in vars(cls) and not isinstance(getattribute, types.FunctionType) and not is_module:
+            unsupported(f"{cls.__name__} customises attribute access (__getattribute__ in C)")
+        if isinstance(getattribute, types.FunctionType) and not is_module:
+            class_path = _attr_path(self, "__class__")
+            method = tx.wrap(getattribute, class_path and Attr(class_path, "__getattribute__"))
+            return method.call(tx, [self, ConstVar(name)], {})
+        return self.read_plain(tx, name)
+
+    def read_plain(self, tx: Tracer, name: str) -> VT:
+        """``object.__getattribute__(obj, name)``: the instance dict, then the class."""
+        cls = type(self.value)
         if name == "__class__":
             return tx.wrap(cls, _attr_path(self, name))
         instance_dict = getattr(self.value, "__dict__", {})
-        if name in instance_dict:
+        if name == "__dict__" and type(instance_dict) is dict and self.source is not None:
+            if tx.output.side_effects.has_pending_attrs(self.value):
+                unsupported(f"reading __dict__ of a {cls.__name__} object after writing its attributes")
+            return tx.wrap(instance_dict, _attr_path(self, name))
+        dict_tracker = tx.output.wrapped.get(id(instance_dict))
+        if dict_tracker is not None:  # __dict__ was read as a dict (and may have been changed through it)
+            items = dict_tracker[1].items  # type: ignore[attr-defined]
+            if name in items:
+                return items[name]
+        elif name in instance_dict:
             return tx.wrap(instance_dict[name], _attr_path(self, name))
         try:
             static = inspect.getattr_static(cls, name)
@@ -126,6 +151,12 @@ class UserObjectVar(ObjectVar):
             class_path = _attr_path(self, "__class__")
             fget = tx.wrap(static.fget, class_path and Attr(Attr(class_path, name), "fget"))
             return fget.call(tx, [self], {})
+        if isinstance(static, types.MemberDescriptorType):  # a slot: its value is read like an attribute
+            try:
+                value = getattr(self.value, name)
+            except AttributeError:
+                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            return tx.wrap(value, _attr_path(self, name))
         if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple)):
             unsupported(f"descriptor {cls.__name__}.{name} is not traced")
         return tx.wrap(static, _attr_path(self, name))
@@ -138,6 +169,8 @@ class UserObjectVar(ObjectVar):
             unsupported(f"{cls.__name__} customises attribute writes")
         if hasattr(inspect.getattr_static(cls, name, None), "__set__"):
             unsupported(f"{cls.__name__}.{name} is a property or slot: writing it runs code")
+        if id(getattr(self.value, "__dict__", None)) in tx.output.wrapped:
+            unsupported(f"writing an attribute of a {cls.__name__} object after reading its __dict__")
         tx.output.side_effects.record_attr_write(self, name, value)
 
 
@@ -169,10 +202,16 @@ class SuperVar(VT):
         self.obj = obj
 
     def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, BaseMethodVar, NewObjectVar
+
         instance = getattr(self.obj, "value", None)
-        if not isinstance(self.obj, UserObjectVar) or instance is None:
+        if isinstance(self.obj, NewObjectVar):
+            obj_class, class_path = self.obj.cls, self.obj.class_source
+        elif isinstance(self.obj, UserObjectVar) and instance is not None:
+            obj_class, class_path = type(instance), _attr_path(self.obj, "__class__")
+        else:
             unsupported(f"super() of {self.obj}")
-        mro = type(instance).__mro__
+        mro = obj_class.__mro__
         if self.cls not in mro:
             raises_in_python("super(type, obj): obj must be an instance or subtype of type (TypeError)")
         start = mro.index(self.cls) + 1
@@ -183,7 +222,6 @@ class SuperVar(VT):
         else:
             raises_in_python(f"'super' object has no attribute {name!r} (AttributeError)")
         owner = mro[index]
-        class_path = _attr_path(self.obj, "__class__")
         # Reached again (and guarded) as type(obj).__mro__[index].name, so replacing the base's method recompiles.
         path = Attr(Item(Attr(class_path, "__mro__"), index), name) if class_path is not None else None
         if isinstance(attr, types.FunctionType):
@@ -191,9 +229,13 @@ class SuperVar(VT):
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
         if isinstance(attr, classmethod):
-            return BoundMethodVar(tx.wrap(attr.__func__, None), tx.wrap(type(instance), None))
+            return BoundMethodVar(tx.wrap(attr.__func__, None), tx.wrap(obj_class, None))
         if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
             return tx.wrap(attr.fget, path and Attr(path, "fget")).call(tx, [self.obj], {})
+        if isinstance(self.obj, NewObjectVar) and owner in (object, *DICT_BASES):
+            return BaseMethodVar(self.obj, owner, name)
+        if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
+            return _PlainRead(self.obj)
         if owner is dict and name in _DICT_READS and self.obj.source is not None:
             return _DictRead(instance, self.obj, name)
         unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
@@ -203,6 +245,22 @@ class SuperVar(VT):
 
 
 _DICT_READS = ("get", "__getitem__", "__contains__")
+
+
+class _PlainRead(VT):
+    """``super().__getattribute__`` reaching ``object``'s: a read that skips the class's own override."""
+
+    def __init__(self, obj: UserObjectVar) -> None:
+        self.obj = obj
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if kwargs or len(args) != 1 or not args[0].is_const() or not isinstance(args[0].const(), str):
+            unsupported("object.__getattribute__ with other than one constant name")
+        name = args[0].const()
+        return self.obj.pending(tx, name) or self.obj.read_plain(tx, name)
+
+    def children(self) -> list[VT]:
+        return [self.obj]
 
 
 class _DictRead(VT):

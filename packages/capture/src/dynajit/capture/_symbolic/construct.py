@@ -1,0 +1,91 @@
+"""Calling a user class while tracing: a new tracked object, with its ``__init__`` inlined.
+
+Only classes whose instances the interpreter can model are constructed here: a
+metaclass of ``type`` (or ``abc.ABCMeta``), ``__new__`` inherited from
+``object`` or a modelled dict type, no ``__getattr__``/``__getattribute__``, and
+no C base other than ``object``, ``dict``, ``OrderedDict`` and ``typing.Generic``.
+Anything else is a graph break whose reason names what is not modelled. Nothing
+is applied to real objects while ``__init__`` runs, so a construction that cannot
+be traced leaves every user object as it was: the call then runs in Python.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import types
+import typing
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.variables import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.paths import Path
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["constructs_instances", "construct_instance", "why_not_constructible"]
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_METACLASSES = (type, abc.ABCMeta)
+_C_BASES = (object, *DICT_BASES, typing.Generic)
+_NEW_FUNCTIONS = (object.__new__, dict.__new__)
+_NOT_CONSTRUCTED = (torch.nn.Module, torch.Tensor, BaseException)
+
+
+def constructs_instances(cls: type) -> bool:
+    """Whether calling ``cls`` is traced as a construction (a class written in Python outside torch)."""
+    return bool(cls.__flags__ & _HEAPTYPE) and not cls.__module__.startswith("torch")
+
+
+def why_not_constructible(cls: type) -> str | None:
+    """Why an instance of ``cls`` cannot be modelled while tracing (None when it can)."""
+    if type(cls) not in _METACLASSES:
+        return f"its metaclass {type(cls).__qualname__} is not modelled"
+    if getattr(cls, "__abstractmethods__", None):
+        return "it is abstract"
+    for kind in _NOT_CONSTRUCTED:
+        if issubclass(cls, kind):
+            return f"constructing a {kind.__qualname__} subclass is not traced"
+    for base in cls.__mro__:
+        if not base.__flags__ & _HEAPTYPE and base not in _C_BASES:
+            return f"it derives from {base.__qualname__}, implemented in C and not modelled"
+    if cls.__new__ not in _NEW_FUNCTIONS:
+        return "it defines __new__"
+    for name in ("__getattribute__", "__getattr__"):
+        static = inspect.getattr_static(cls, name, None)
+        if static is not None and static is not getattr(object, name, None) and static not in _dict_slots(name):
+            return f"it customises attribute reads ({name})"
+    setter = inspect.getattr_static(cls, "__setattr__")
+    if setter is not object.__setattr__ and not isinstance(setter, types.FunctionType):
+        return "its __setattr__ is implemented in C"
+    return None
+
+
+def _dict_slots(name: str) -> tuple[Any, ...]:
+    return tuple(vars(base)[name] for base in DICT_BASES if name in vars(base))
+
+
+def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``cls(*args, **kwargs)``: a :class:`NewObjectVar` after its ``__init__`` was inlined."""
+    reason = why_not_constructible(cls)
+    if reason is not None:
+        unsupported(f"constructing {cls.__qualname__} is not traced: {reason}")
+    obj = NewObjectVar(cls, class_source)
+    init = inspect.getattr_static(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        path = Attr(class_source, "__init__") if class_source is not None else None
+        result = tx.wrap(init, path).call(tx, [obj, *args], kwargs)
+        if not (result.is_const() and result.const() is None):
+            raises_in_python("__init__() should return None (TypeError)")
+    elif init is object.__init__:
+        if args or kwargs:
+            raises_in_python(f"{cls.__qualname__}() takes no arguments (TypeError)")
+    elif any(init is vars(base).get("__init__") for base in DICT_BASES):
+        obj.base_call(tx, "__init__", args, kwargs)
+    else:
+        unsupported(f"constructing {cls.__qualname__} is not traced: its __init__ is not a Python function")
+    return obj

@@ -1,0 +1,382 @@
+"""Instances of user classes created while tracing: their attributes (and dict items) live in the tracker.
+
+A :class:`NewObjectVar` is an object no Python code has seen yet. Its state is
+recorded, not applied: attribute stores (instance attributes and slots) go into
+``attrs``, item stores of a dict subclass into ``items``. Reads answer from that
+state first, then from the class (methods and properties are inlined). When the
+object escapes the graph (returned, stored into an existing object, live at a
+graph break) the transformed code rebuilds it: ``cls.__new__(cls)``, then every
+recorded attribute set with ``object.__setattr__`` and every item with the dict
+base's own ``__setitem__``, so user-defined ``__setattr__``/``__setitem__`` do
+not run a second time and the object ends in exactly the traced state.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
+from dynajit.capture._symbolic.variables.functions import BoundMethodVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.paths import Path
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of"]
+
+# C dict types a traced class may derive from: their items are modelled in the tracker.
+DICT_BASES = (collections.OrderedDict, dict)
+
+_MISSING = object()
+
+
+def dict_base_of(cls: type) -> type | None:
+    """The first modelled dict type in ``cls``'s MRO (whose ``__setitem__`` rebuilds the items), or None."""
+    for base in cls.__mro__:
+        if base in DICT_BASES:
+            return base
+    return None
+
+
+def _owner_of(cls: type, name: str) -> type | None:
+    for base in cls.__mro__:
+        if name in vars(base):
+            return base
+    return None
+
+
+class NewObjectVar(VT):
+    """An instance of ``cls`` created by the traced code (``cls.__new__`` is object's or a dict type's)."""
+
+    def __init__(self, cls: type, class_source: Path | None) -> None:
+        self.cls = cls
+        self.class_source = class_source  # how to reach cls from the frame, for guarding what is read from it
+        self.attrs: dict[str, VT] = {}
+        self.dict_base = dict_base_of(cls)
+        self.items: dict[Any, VT] | None = {} if self.dict_base is not None else None
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def children(self) -> list[VT]:
+        return [*self.attrs.values(), *(self.items or {}).values()]
+
+    # ----------------------------------------------------------------- attributes
+
+    def _class_path(self, name: str) -> Path | None:
+        return Attr(self.class_source, name) if self.class_source is not None else None
+
+    def has_attr(self, name: str) -> bool:
+        if name in self.attrs or name in ("__class__", "__dict__"):
+            return True
+        static = inspect.getattr_static(self.cls, name, _MISSING)
+        if static is _MISSING:
+            return False
+        if isinstance(static, types.MemberDescriptorType):
+            return False  # a slot never written
+        if isinstance(static, property):
+            unsupported(f"hasattr() on property {self.cls.__name__}.{name} runs its getter")
+        return True
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        cls = self.cls
+        if name == "__class__":
+            return tx.wrap(cls, self.class_source)
+        if name == "__dict__":
+            if not _has_instance_dict(cls) or any("__slots__" in vars(base) for base in cls.__mro__[:-1]):
+                unsupported(f"the __dict__ of a {cls.__name__} object with slots")
+            return _InstanceDictVar(self)
+        static = inspect.getattr_static(cls, name, _MISSING)
+        if isinstance(static, property):
+            if not isinstance(static.fget, types.FunctionType):
+                unsupported(f"property {cls.__name__}.{name} has no Python getter")
+            fget_path = self._class_path(name)
+            return tx.wrap(static.fget, fget_path and Attr(fget_path, "fget")).call(tx, [self], {})
+        if isinstance(static, types.MemberDescriptorType) or name in self.attrs:
+            if name not in self.attrs:
+                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            return self.attrs[name]
+        if static is _MISSING:
+            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+        return self._class_attr(tx, name, static)
+
+    def _class_attr(self, tx: Tracer, name: str, static: Any) -> VT:
+        cls = self.cls
+        if isinstance(static, types.FunctionType):
+            return BoundMethodVar(tx.wrap(static, self._class_path(name)), self)
+        if isinstance(static, staticmethod):
+            return tx.wrap(static.__func__, None)
+        if isinstance(static, classmethod):
+            return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, self.class_source))
+        owner = _owner_of(cls, name)
+        if owner in (*DICT_BASES, object) and callable(static):
+            return BaseMethodVar(self, owner, name)  # type: ignore[arg-type]
+        if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple, type)):
+            unsupported(f"descriptor {cls.__name__}.{name} is not traced")
+        value = getattr(cls, name)
+        if self.class_source is None and _is_mutable(value):
+            # Without a path to the class, a mutation of the value could not be written back after the graph.
+            unsupported(f"class attribute {cls.__name__}.{name} of a class not reachable from the frame")
+        return tx.wrap(value, self._class_path(name))
+
+    def setattr(self, tx: Tracer, name: str, value: VT) -> None:
+        """``obj.name = value``: through a Python ``__setattr__`` when the class defines one."""
+        setter = inspect.getattr_static(self.cls, "__setattr__")
+        if setter is object.__setattr__:
+            self.store(tx, name, value)
+            return
+        if not isinstance(setter, types.FunctionType):
+            unsupported(f"{self.cls.__name__}.__setattr__ is implemented in C")
+        fn = tx.wrap(setter, self._class_path("__setattr__"))
+        fn.call(tx, [self, ConstVar(name), value], {})
+
+    def store(self, tx: Tracer, name: str, value: VT) -> None:
+        """``object.__setattr__(obj, name, value)``: a property's setter runs, anything else is recorded."""
+        cls = self.cls
+        static = inspect.getattr_static(cls, name, _MISSING)
+        if isinstance(static, property):
+            if static.fset is None:
+                raises_in_python(f"property {name!r} of {cls.__name__!r} object has no setter (AttributeError)")
+            if not isinstance(static.fset, types.FunctionType):
+                unsupported(f"property {cls.__name__}.{name} has no Python setter")
+            fset_path = self._class_path(name)
+            tx.wrap(static.fset, fset_path and Attr(fset_path, "fset")).call(tx, [self, value], {})
+            return
+        if (
+            static is not _MISSING
+            and hasattr(type(static), "__set__")
+            and not isinstance(static, types.MemberDescriptorType)
+        ):
+            unsupported(f"{cls.__name__}.{name} is a data descriptor: writing it runs code")
+        if not isinstance(static, types.MemberDescriptorType) and not _has_instance_dict(cls):
+            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+        self.attrs[name] = value
+
+    # ----------------------------------------------------------------- protocols
+
+    def _python_method(self, name: str) -> types.FunctionType | None:
+        static = inspect.getattr_static(self.cls, name, None)
+        return static if isinstance(static, types.FunctionType) else None
+
+    def _call_python(self, tx: Tracer, name: str, args: list[VT]) -> VT:
+        method = self._python_method(name)
+        assert method is not None
+        return tx.wrap(method, self._class_path(name)).call(tx, [self, *args], {})
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        if self._python_method("__getitem__"):
+            return self._call_python(tx, "__getitem__", [key])
+        return self.base_call(tx, "__getitem__", [key], {})
+
+    def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
+        if self._python_method("__setitem__"):
+            self._call_python(tx, "__setitem__", [key, value])
+            return
+        self.base_call(tx, "__setitem__", [key, value], {})
+
+    def contains(self, tx: Tracer, key: VT) -> bool:
+        if self._python_method("__contains__"):
+            return self._call_python(tx, "__contains__", [key]).truth(tx)
+        return self.base_call(tx, "__contains__", [key], {}).truth(tx)
+
+    def truth(self, tx: Tracer) -> bool:
+        for name in ("__bool__", "__len__"):
+            if self._python_method(name):
+                result = self._call_python(tx, name, [])
+                return result.truth(tx) if name == "__bool__" else bool(result.const())
+            if name in vars(object) or _owner_of(self.cls, name) is None:
+                continue
+            if self.items is not None:
+                return bool(self.items)
+            unsupported(f"the truth value of a {self.cls.__name__} object")
+        return True
+
+    def length(self, tx: Tracer) -> VT:
+        """``len(obj)``."""
+        if self._python_method("__len__"):
+            return self._call_python(tx, "__len__", [])
+        if self.items is not None:
+            return ConstVar(len(self.items))
+        raises_in_python(f"object of type {self.cls.__name__!r} has no len() (TypeError)")
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        iterate = inspect.getattr_static(self.cls, "__iter__", None)
+        if iterate is collections.abc.Sequence.__iter__ and self._python_method("__len__"):
+            # Sequence's own __iter__ indexes until IndexError; a Sequence's len() says where that is.
+            length = self.length(tx).const()
+            return [self.getitem(tx, ConstVar(i)) for i in range(length)]
+        if isinstance(iterate, types.FunctionType):
+            return self._call_python(tx, "__iter__", []).unpack(tx)
+        if self.items is None:
+            unsupported(f"iterating over a {self.cls.__name__} object created while tracing")
+        return [ConstVar(k) for k in self.items]
+
+    # ----------------------------------------------------------------- C methods of the base
+
+    def base_call(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """Call ``name`` as implemented by ``object`` or the dict base (not by any Python override)."""
+        if name == "__setattr__" and len(args) == 2 and not kwargs:
+            self.store(tx, _const_str(args[0], "attribute name"), args[1])
+            return ConstVar(None)
+        if name == "__getattribute__" and len(args) == 1 and not kwargs:
+            return self.getattr(tx, _const_str(args[0], "attribute name"))
+        if name == "__init__" and self.items is None:
+            if args or kwargs:
+                raises_in_python("object.__init__() takes exactly one argument (the instance to initialize)")
+            return ConstVar(None)
+        if self.items is None:
+            unsupported(f"object.{name} of a {self.cls.__name__} object is not traced")
+        return _dict_call(tx, self, self.items, name, args, kwargs)
+
+    # ----------------------------------------------------------------- rebuilding
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def create() -> None:
+            def new_args() -> int:
+                cg.load_const_any(self.cls)
+                return 1
+
+            cg.call_helper(_new_instance, new_args)
+
+        def fill(temp: str) -> None:
+            def fill_args() -> int:
+                cg.emit("LOAD_FAST", temp)
+                for name, value in self.attrs.items():
+                    cg.load_const(name)
+                    value.reconstruct(cg)
+                cg.build("BUILD_MAP", len(self.attrs))
+                if self.items is None:
+                    cg.load_const(None)
+                else:
+                    for key, value in self.items.items():
+                        cg.load_const_any(key)
+                        value.reconstruct(cg)
+                    cg.build("BUILD_MAP", len(self.items))
+                return 3
+
+            cg.call_helper(_fill_instance, fill_args)
+            cg.emit("POP_TOP")
+
+        cg.build_object(self, create, fill)
+
+    def __repr__(self) -> str:
+        return f"NewObjectVar({self.cls.__name__})"
+
+
+def _has_instance_dict(cls: type) -> bool:
+    return cls.__dictoffset__ != 0
+
+
+def _is_mutable(value: Any) -> bool:
+    if isinstance(value, (list, dict, set)):
+        return True
+    return hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType))
+
+
+def _const_str(vt: VT, what: str) -> str:
+    if not vt.is_const() or not isinstance(vt.const(), str):
+        unsupported(f"a {what} that is not a constant string")
+    return vt.const()
+
+
+def _const_key(vt: VT) -> Any:
+    if not vt.is_const():
+        unsupported("a dict key that is not known while tracing")
+    key = vt.const()
+    try:
+        hash(key)
+    except TypeError:
+        raises_in_python(f"unhashable type: {type(key).__name__!r} (TypeError)")
+    return key
+
+
+def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, args: list[VT], kwargs: dict) -> VT:
+    """A dict method of the dict base, over the tracked items."""
+    n = len(args)
+    if name == "__setitem__" and n == 2 and not kwargs:
+        items[_const_key(args[0])] = args[1]
+        return ConstVar(None)
+    if name in ("__getitem__", "get") and 1 <= n <= (2 if name == "get" else 1) and not kwargs:
+        key = _const_key(args[0])
+        if key in items:
+            return items[key]
+        if name == "__getitem__":
+            raises_in_python(f"KeyError: {key!r}")
+        return args[1] if n == 2 else ConstVar(None)
+    if name == "__contains__" and n == 1 and not kwargs:
+        return ConstVar(_const_key(args[0]) in items)
+    if name == "__delitem__" and n == 1 and not kwargs:
+        key = _const_key(args[0])
+        if key not in items:
+            raises_in_python(f"KeyError: {key!r}")
+        del items[key]
+        return ConstVar(None)
+    if name == "__len__" and not n and not kwargs:
+        return ConstVar(len(items))
+    if name == "keys" and not n and not kwargs:
+        return TupleVar([ConstVar(k) for k in items])
+    if name == "values" and not n and not kwargs:
+        return TupleVar(list(items.values()))
+    if name == "items" and not n and not kwargs:
+        return TupleVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
+    if name in ("__init__", "update") and n <= 1:
+        if n and not isinstance(args[0], DictVar):
+            unsupported(f"{obj.cls.__name__}.{name} with a {args[0]} argument")
+        for key, value in [*(args[0].items.items() if n else ()), *kwargs.items()]:  # type: ignore[attr-defined]
+            items[key] = value
+        return ConstVar(None)
+    unsupported(f"dict.{name} of a {obj.cls.__name__} object is not traced")
+
+
+class BaseMethodVar(VT):
+    """``obj.name`` (or ``super().name``) resolving to a method of ``object`` or of the dict base."""
+
+    def __init__(self, obj: NewObjectVar, owner: type, name: str) -> None:
+        self.obj = obj
+        self.owner = owner
+        self.name = name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.obj.base_call(tx, self.name, args, kwargs)
+
+    def children(self) -> list[VT]:
+        return [self.obj]
+
+    def __repr__(self) -> str:
+        return f"BaseMethodVar({self.owner.__name__}.{self.name} of {self.obj!r})"
+
+
+class _InstanceDictVar(DictVar):
+    """``obj.__dict__`` of a new object: the same mapping as its recorded attributes, so writes go to both."""
+
+    def __init__(self, obj: NewObjectVar) -> None:
+        super().__init__({})
+        self.items = obj.attrs  # shared on purpose: the object's attributes are this dict
+        self.owner = obj
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.owner.reconstruct(cg)
+        cg.load_attr("__dict__")
+
+
+def _new_instance(cls: type) -> Any:
+    return cls.__new__(cls)
+
+
+def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None) -> None:
+    # object.__setattr__ sets slots and plain attributes alike and skips the class's own __setattr__,
+    # which already ran while tracing.
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    if items is not None:
+        setitem = dict_base_of(type(obj)).__setitem__  # type: ignore[union-attr]
+        for key, value in items.items():
+            setitem(obj, key, value)

@@ -1,0 +1,404 @@
+"""Instances of user classes created inside compiled code: plain classes, slots, dataclasses, dict subclasses,
+objects alive across a graph break, and the classes that stay a graph break. Each differential against eager."""
+
+from __future__ import annotations
+
+import abc
+import collections
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+
+import dynajit.capture as capture
+from dynajit.capture.testing import CompileCounter
+
+
+class Point:
+    dims = 2  # a class attribute read through the instance
+
+    def __init__(self, x, n=3):
+        self.x = x * self.dims
+        self.n = n
+
+    def total(self):
+        return self.x.sum() + self.n
+
+    @property
+    def doubled(self):
+        return self.x * 2
+
+    @staticmethod
+    def origin():
+        return 0
+
+    @classmethod
+    def name(cls):
+        return cls.__name__
+
+
+def make_point(x):
+    p = Point(x + 1, n=4)
+    p.n += Point.origin() + len(p.name())
+    return p, p.total(), p.doubled, isinstance(p, Point), type(p) is Point
+
+
+def test_a_plain_object_is_built_in_the_graph_and_returned(check, t):
+    check(make_point, t(3), graphs=1, fullgraph=True)
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):
+        same_b = hasattr(self, "b") == hasattr(other, "b")
+        return type(other) is Slotted and torch.equal(self.a, other.a) and same_b
+
+
+def make_slotted(x):
+    s = Slotted(x.cos())
+    return s, hasattr(s, "b"), s.a + 1
+
+
+def test_an_object_with_slots_keeps_unset_slots_unset(check, t):
+    check(make_slotted, t(3), graphs=1, fullgraph=True)
+
+
+class Holder:
+    def __init__(self):
+        self.cache = None
+
+
+def store_into_existing(holder, x):
+    holder.cache = Point(x.exp())
+    return holder.cache.total()
+
+
+def test_an_object_stored_into_an_argument_is_rebuilt_there(check, t):
+    check(store_into_existing, Holder(), t(3), graphs=1, fullgraph=True)
+
+
+class Node:
+    def __init__(self, value):
+        self.value = value
+        self.me = self
+        self.children = []
+
+
+def shared_and_cyclic(x):
+    node = Node(x * 3)
+    other = Node(x)
+    node.children.append(other)
+    return node, node, other, node is other, node is node
+
+
+def test_identity_and_cycles_survive_the_rebuild(t):
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(shared_and_cyclic)
+    x = t(3)
+    node, again, other, different, same = compiled(x)
+    assert node is again and node.me is node and node.children == [other] and other.me is other
+    assert (different, same) == (False, True)
+    torch.testing.assert_close(node.value, x * 3)
+    assert list(vars(node)) == ["value", "me", "children"]
+
+
+class Counted:
+    def __init__(self, x):
+        self.writes = 0
+        self.x = x
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, "writes", getattr(self, "writes", 0) + 1)
+        super().__setattr__(name, value)
+
+
+def counted_writes(x):
+    c = Counted(x)
+    c.x = c.x + 1
+    return c, c.writes
+
+
+def test_a_python_setattr_runs_once_per_write(check, t):
+    check(counted_writes, t(3), graphs=1, fullgraph=True)
+
+
+@dataclasses.dataclass
+class Batch:
+    inputs: torch.Tensor
+    scale: float = 2.0
+    tags: list = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        self.scaled = self.inputs * self.scale
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: torch.Tensor
+    b: int = 1
+
+
+def make_dataclasses(x):
+    batch = Batch(x, tags=["t"])
+    default = Batch(x + 1)
+    default.tags.append(len(dataclasses.fields(batch)))
+    frozen = Frozen(x.sin())
+    changed = dataclasses.replace(frozen, b=5)
+    names = [f.name for f in dataclasses.fields(Frozen)]
+    return batch, default, frozen, changed, names, dataclasses.is_dataclass(batch)
+
+
+def test_dataclasses_with_defaults_factories_and_post_init(check, t):
+    check(make_dataclasses, t(3), graphs=1, fullgraph=True)
+
+
+def write_frozen(x):
+    frozen = Frozen(x)
+    frozen.b = 2
+    return frozen
+
+
+def test_writing_a_frozen_dataclass_raises_as_in_eager(check, t):
+    check(write_frozen, t(3))
+
+
+def live_across_a_break(x):
+    p = Point(x.relu(), n=2)
+    q = Slotted(p.x)
+    capture.graph_break()
+    p.n = p.n + 1
+    return p.total() + q.a.sum(), p
+
+
+def test_objects_alive_at_a_graph_break_are_rebuilt_for_the_resume_function(check, t):
+    check(live_across_a_break, t(3), graphs=2)
+
+
+CREATED: list[Any] = []
+
+
+class Registered:
+    def __init__(self, x):
+        CREATED.append(len(CREATED))
+        self.x = x
+        capture.graph_break()  # the construction cannot be traced: it runs in Python, once
+        self.y = x + 1
+
+
+def construct_with_a_break(x):
+    r = Registered(x * 2)
+    return r.y * 3
+
+
+def test_a_construction_that_breaks_runs_once_in_python(t):
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(construct_with_a_break)
+    x = t(3)
+    CREATED.clear()
+    expected = construct_with_a_break(x)
+    torch.testing.assert_close(compiled(x), expected)
+    assert CREATED == [0, 1]
+
+
+class Meta(type):
+    pass
+
+
+class WithMeta(metaclass=Meta):
+    def __init__(self, x):
+        self.x = x
+
+
+class WithNew:
+    def __new__(cls, x):
+        obj = super().__new__(cls)
+        obj.made_by_new = True
+        return obj
+
+    def __init__(self, x):
+        self.x = x
+
+
+class WithGetattr:
+    def __init__(self, x):
+        self.x = x
+
+    def __getattr__(self, name):
+        return 0
+
+
+class OnDeque(collections.deque):
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+
+class Abstract(abc.ABC):
+    @abc.abstractmethod
+    def run(self): ...
+
+
+def _construct(cls):
+    def fn(x):
+        obj = cls(x + 1)
+        return obj.x * 2, obj
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("cls", "reason"),
+    [
+        (WithMeta, "metaclass Meta"),
+        (WithNew, "defines __new__"),
+        (WithGetattr, "__getattr__"),
+        (OnDeque, "derives from deque"),
+    ],
+)
+def test_classes_that_are_not_modelled_are_a_graph_break_naming_why(t, cls, reason):
+    fn = _construct(cls)
+    compiled = capture.optimize(CompileCounter())(fn)
+    x = t(3)
+    with capture.observe() as seen:
+        actual = compiled(x)
+    expected = fn(x)
+    torch.testing.assert_close(actual[0], expected[0])
+    assert type(actual[1]) is cls and vars(actual[1]).keys() == vars(expected[1]).keys()
+    reasons = [b.reason for frame in seen.frames for b in frame.graph_breaks]
+    assert any(f"constructing {cls.__qualname__} is not traced" in r and reason in r for r in reasons), reasons
+
+
+def test_an_abstract_class_raises_as_in_eager(check, t):
+    def fn(x):
+        return Abstract(), x
+
+    check(fn, t(3))
+
+
+@dataclasses.dataclass
+class Output(collections.OrderedDict):
+    """Like transformers' ModelOutput: fields that are not None are also items."""
+
+    hidden: torch.Tensor | None = None
+    pooled: torch.Tensor | None = None
+    extra: tuple | None = None
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = self.__dict__.get(field.name)
+            if value is not None:
+                self[field.name] = value
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def make_output(x):
+    out = Output(hidden=x.tanh(), extra=(1, 2))
+    out.pooled = out[0].sum(0)
+    out.hidden = out["hidden"] * 2
+    return out, out[1], len(out), "pooled" in out, list(out.keys()), bool(out)
+
+
+def _state(obj):
+    return list(obj.items()), vars(obj)
+
+
+def test_a_dict_subclass_output_keeps_items_and_attributes_in_step(check, t):
+    check(make_output, t(2, 3), graphs=1, fullgraph=True)
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(make_output)
+    x = t(2, 3)
+    (actual, *_), (expected, *_) = compiled(x), make_output(x)
+    actual_items, actual_attrs = _state(actual)
+    expected_items, expected_attrs = _state(expected)
+    assert [k for k, _ in actual_items] == [k for k, _ in expected_items]
+    assert list(actual_attrs) == list(expected_attrs)
+    for key, value in expected_attrs.items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(actual_attrs[key], value)
+            if key in expected:  # the item and the attribute are one tensor, as in eager
+                assert actual_attrs[key] is dict.__getitem__(actual, key)
+        else:
+            assert actual_attrs[key] == value
+
+
+class Layers(collections.abc.Sequence):
+    def __init__(self, n, x):
+        self.n = n
+        self.x = x
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= len(self):
+            raise IndexError(i)
+        return self.x * i
+
+
+def iterate_sequence(x):
+    return [item + 1 for item in Layers(3, x)], len(Layers(2, x))
+
+
+def test_a_sequence_made_while_tracing_iterates_by_index(check, t):
+    check(iterate_sequence, t(3), graphs=1, fullgraph=True)
+
+
+class Config:
+    attribute_map = {"layers": "n_layer"}
+
+    def __init__(self):
+        self.n_layer = 4
+        self.width = 3
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+CONFIG = Config()
+
+
+def read_config(x):
+    return x * CONFIG.layers + CONFIG.width + CONFIG.__dict__.get("width", 0)
+
+
+def test_a_python_getattribute_of_an_existing_object_is_inlined(check, t):
+    check(read_config, t(3), graphs=1, fullgraph=True)
+
+
+class Lazy:
+    def __init__(self, x):
+        self.x = x
+
+    @property
+    def missing_in_getter(self):
+        raise KeyError("not an AttributeError")
+
+
+def getattr_defaults(x):
+    lazy = Lazy(x)
+    return getattr(lazy, "x", None) * 2, getattr(lazy, "absent", 3), getattr(lazy, "missing_in_getter", 4)
+
+
+def test_getattr_with_a_default_only_swallows_a_missing_attribute(check, t):
+    check(getattr_defaults, t(3))
