@@ -1,7 +1,8 @@
 """Mixed cases: views of non-contiguous values, integer arithmetic, fallbacks, padding, arange, flips."""
 
+import pytest
 import torch
-from ilite_helpers import check_cases
+from ilite_helpers import check, check_cases
 
 CASES = {
     "t_reshape": lambda x, i: x.t().reshape(-1) * 2,
@@ -39,3 +40,17 @@ def test_mixed_cases():
     x = torch.randn(6, 8)
     i = torch.randint(-5, 5, (6, 8))
     assert check_cases(CASES, x, i, atol=1e-5, rtol=1e-5) == len(CASES)
+
+
+@pytest.mark.parametrize("cell", [torch.nn.LSTM, torch.nn.GRU])
+def test_an_aten_call_gets_the_layout_its_graph_gave_its_argument(cell):
+    # The fused RNN ops read their input as contiguous whatever its strides say: passing them a
+    # transposed view of the batch-first input (which a lowered clone would be) gave wrong numbers.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    torch.manual_seed(0)
+    rnn = cell(8, 16, num_layers=2, batch_first=True).eval()
+    x = torch.randn(3, 5, 8)
+    with torch.no_grad():
+        graph = make_fx(lambda x: rnn(x))(x)
+        check(graph, x)

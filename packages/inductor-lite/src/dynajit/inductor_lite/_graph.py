@@ -205,8 +205,18 @@ class GraphLowering:
             return value
         return TensorValue(value.size, dtype, lambda idx: op("cast", dtype, value.loader(idx)), value.device, cost=1)
 
-    def extern_arg(self, value: TensorValue) -> ExternArg:
+    def extern_arg(self, value: TensorValue, example: Any = None) -> ExternArg:
+        """``value`` as an aten call's argument: a view of a buffer when it is one, else a new buffer.
+
+        With the FX argument's ``example`` value, a view laid out otherwise than the example is
+        copied into the example's layout: an aten op may rely on the layout its graph gave it (a
+        fused RNN reads its input as contiguous whatever the strides say).
+        """
         view = self.strided_view(value)
+        if view is not None and isinstance(example, torch.Tensor):
+            if not _same_strides(view[1], _sym.strides_of(example), value.size):
+                view = None
+                value = self.realize(value, _dense_strides(example))
         if view is None:
             value = self.realize(value)
             assert value.buffer is not None
@@ -223,10 +233,12 @@ class GraphLowering:
             self.fallbacks.append(str(node.target))
 
         def convert(a: Any) -> Any:
+            example = None
             if isinstance(a, torch.fx.Node):
+                example = a.meta.get("val")
                 a = self.env[a]
             if isinstance(a, TensorValue):
-                return self.extern_arg(a)
+                return self.extern_arg(a, example)
             if isinstance(a, (list, tuple)):
                 return type(a)(convert(x) for x in a)
             return a
@@ -353,6 +365,13 @@ class GraphLowering:
             val = node.meta["val"]
             value = self.realize(value, _dense_strides(val))
         return OutputRef(self.extern_arg(value))
+
+
+def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequence[Any]) -> bool:
+    """Whether two layouts of ``size`` address the same elements (strides of length-1 dims do not matter)."""
+    if any(n == 0 for n in size):
+        return True
+    return all(n == 1 or _sym.norm(a) == _sym.norm(b) for a, b, n in zip(strides, expected, size, strict=True))
 
 
 def _dense_strides(val: Any) -> tuple[Any, ...] | None:

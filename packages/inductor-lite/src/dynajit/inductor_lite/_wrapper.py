@@ -39,9 +39,13 @@ def shape_error(expected: tuple, actual: tuple) -> None:
     )
 
 
-def restride(t: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
-    """``t`` with the strides the kernels were compiled for (a copy only if aten chose others)."""
-    if t.stride() == stride or t.numel() <= 1:
+def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | None:
+    """``t`` with the strides the kernels were compiled for (a copy only if aten chose others).
+
+    ``None`` stays ``None``: an op may leave an output undefined at run time that its fake
+    implementation described as a tensor (a fused RNN's workspace when no gradient is needed).
+    """
+    if t is None or t.stride() == stride or t.numel() <= 1:
         return t
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     out.copy_(t)
