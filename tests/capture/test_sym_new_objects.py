@@ -402,3 +402,72 @@ def getattr_defaults(x):
 
 def test_getattr_with_a_default_only_swallows_a_missing_attribute(check, t):
     check(getattr_defaults, t(3))
+
+
+class Tracked:
+    instances: list[Any] = []  # one registry shared by every instance
+
+    def __init__(self, x):
+        self.x = x
+        Tracked.instances.append(self)
+
+
+@capture.disable
+def inspect_in_python(obj):
+    obj.seen = obj.x.shape[0]
+
+
+def escape_to_python_and_registry(x):
+    obj = Tracked(x * 2)
+    inspect_in_python(obj)
+    return obj.x + obj.seen, obj
+
+
+def test_an_object_passed_to_python_is_the_one_kept_by_the_frame_and_the_class(t):
+    compiled = capture.optimize(CompileCounter())(escape_to_python_and_registry)
+    x = t(3)
+    Tracked.instances.clear()
+    expected, expected_obj = escape_to_python_and_registry(x)
+    actual, actual_obj = compiled(x)
+    torch.testing.assert_close(actual, expected)
+    assert vars(actual_obj).keys() == vars(expected_obj).keys() == {"x", "seen"}
+    assert Tracked.instances == [expected_obj, actual_obj] and Tracked.instances[1] is actual_obj
+
+
+class KeyValueLayer:
+    def __init__(self):
+        self.keys = None
+
+    def update(self, keys):
+        self.keys = keys if self.keys is None else torch.cat([self.keys, keys], -1)
+        return self.keys
+
+
+class Cache:
+    def __init__(self, *, layers=2, offset=0):
+        self.layers = [KeyValueLayer() for _ in range(layers)]
+        self.offset = offset
+
+    def update(self, keys, index):
+        return self.layers[index].update(keys)
+
+
+def build_cache(x):
+    cache = Cache(layers=2, offset=1)
+    for i in range(2):
+        cache.update(x * i, i)
+        cache.update(x + i, i)
+    return cache
+
+
+def _cache_state(cache):
+    return cache.offset, [layer.keys for layer in cache.layers]
+
+
+def test_a_cache_of_layer_objects_built_with_keywords(t):
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(build_cache)
+    x = t(2, 3)
+    actual, expected = _cache_state(compiled(x)), _cache_state(build_cache(x))
+    assert actual[0] == expected[0]
+    for got, want in zip(actual[1], expected[1]):
+        torch.testing.assert_close(got, want)
