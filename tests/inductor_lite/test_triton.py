@@ -71,3 +71,20 @@ def test_libdevice_ops_run_through_aten_between_fused_kernels_under_the_interpre
     assert {f.split(".")[1] for f in graph.info["fallbacks"]} == {"asin", "acos", "atan", "atan2", "lgamma", "copysign"}
     assert graph.info["kernels"] >= 1 and "libdevice" not in graph.kernel_source
     assert "no kernel rendering on this code generator for aten.asin.default" in caplog.text
+
+
+@interpreter
+def test_a_buffer_filled_with_a_constant_and_an_extern_writing_into_it():
+    def fn(x):
+        index = x.argsort(-1)
+        return (
+            torch.zeros(4, 6).scatter_add(1, index, x),
+            torch.full((3,), float("nan")),
+            torch.ones(2, dtype=torch.bool),
+        )
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(4, 6)
+    with config.patch(cpu_backend="triton"):
+        check(make_fx(fn)(x), x)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import keyword
 import math
 import os
 from collections.abc import Callable
@@ -259,6 +260,9 @@ class _TritonKernel:
         dtype = _TL_DTYPE[p.buf.dtype]
         address = self.address(p.buf.name, p.store)
         masking = "" if mask == "True" else f", mask={mask}"
+        if not value.isidentifier() or keyword.iskeyword(value):  # a literal (True, 0.0) has no .to(): fill
+            self.emit(depth, f"tl.store({address}, tl.full([], {value}, {dtype}){masking})")
+            return
         self.emit(depth, f"tl.store({address}, tl.full([], 0, {dtype}) + ({value}).to({dtype}){masking})")
 
     def decompose(self, variables: list, flat: str, depth: int) -> None:
