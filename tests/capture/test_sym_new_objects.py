@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
+import typing
 from typing import Any
 
 import pytest
@@ -471,3 +472,29 @@ def test_a_cache_of_layer_objects_built_with_keywords(t):
     assert actual[0] == expected[0]
     for got, want in zip(actual[1], expected[1]):
         torch.testing.assert_close(got, want)
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+class Span(typing.NamedTuple):
+    start: torch.Tensor
+    width: int = 2
+
+    def end(self):
+        return self.start + self.width
+
+    @property
+    def doubled(self):
+        return self.start * 2
+
+
+def make_named_tuples(x, given):
+    pair = Pair(x, second=x + 1)
+    span = Span(x * 3)
+    first, second = pair
+    return pair, span, span.end(), span.doubled, first + second, len(span), span[:1], span._fields, given.end()
+
+
+def test_named_tuples_are_built_and_read_in_the_graph(check, t):
+    check(make_named_tuples, t(3), Span(t(3), 5), graphs=1, fullgraph=True)

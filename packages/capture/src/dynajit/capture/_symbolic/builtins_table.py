@@ -131,6 +131,20 @@ def _bool(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(args[0].truth(tx))
 
 
+@builtin(tuple.__new__)
+def _tuple_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
+
+    if kwargs or len(args) != 2 or not args[0].is_const():
+        unsupported("tuple.__new__ with other than a known class and one iterable")
+    cls = args[0].const()
+    if cls is tuple:
+        return TupleVar(args[1].unpack(tx))
+    if not is_named_tuple_class(cls):
+        unsupported(f"tuple.__new__ of {getattr(cls, '__qualname__', cls)}, which is not a named tuple class")
+    return NamedTupleVar(args[1].unpack(tx), cls)
+
+
 @builtin(issubclass)
 def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(issubclass(args[0].const(), args[1].const()))

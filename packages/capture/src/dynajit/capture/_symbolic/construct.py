@@ -21,6 +21,7 @@ import torch
 
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.containers import is_named_tuple_class
 from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar
 
 if TYPE_CHECKING:
@@ -29,16 +30,27 @@ if TYPE_CHECKING:
 
 __all__ = ["constructs_instances", "construct_instance", "why_not_constructible"]
 
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or a C heap type)
+_C_MEMBERS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
 _METACLASSES = (type, abc.ABCMeta)
 _C_BASES = (object, *DICT_BASES, typing.Generic)
 _NEW_FUNCTIONS = (object.__new__, dict.__new__)
 _NOT_CONSTRUCTED = (torch.nn.Module, torch.Tensor, BaseException)
 
 
+def _written_in_python(cls: type) -> bool:
+    # Since 3.12 many C types are heap types too; their own dict holds their C methods and slot wrappers,
+    # which a class statement never puts there.
+    if not cls.__flags__ & _HEAPTYPE:
+        return False
+    if isinstance(vars(cls).get("__new__"), types.BuiltinFunctionType):
+        return False
+    return not any(isinstance(value, _C_MEMBERS) for value in vars(cls).values())
+
+
 def constructs_instances(cls: type) -> bool:
     """Whether calling ``cls`` is traced as a construction (a class written in Python outside torch)."""
-    return bool(cls.__flags__ & _HEAPTYPE) and not cls.__module__.startswith("torch")
+    return _written_in_python(cls) and not cls.__module__.startswith("torch")
 
 
 def why_not_constructible(cls: type) -> str | None:
@@ -51,7 +63,7 @@ def why_not_constructible(cls: type) -> str | None:
         if issubclass(cls, kind):
             return f"constructing a {kind.__qualname__} subclass is not traced"
     for base in cls.__mro__:
-        if not base.__flags__ & _HEAPTYPE and base not in _C_BASES:
+        if not _written_in_python(base) and base not in _C_BASES:
             return f"it derives from {base.__qualname__}, implemented in C and not modelled"
     if cls.__new__ not in _NEW_FUNCTIONS:
         return "it defines __new__"
@@ -71,6 +83,8 @@ def _dict_slots(name: str) -> tuple[Any, ...]:
 
 def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """``cls(*args, **kwargs)``: a :class:`NewObjectVar` after its ``__init__`` was inlined."""
+    if is_named_tuple_class(cls):
+        return _construct_named_tuple(tx, cls, class_source, args, kwargs)
     reason = why_not_constructible(cls)
     if reason is not None:
         unsupported(f"constructing {cls.__qualname__} is not traced: {reason}")
@@ -89,3 +103,14 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
     else:
         unsupported(f"constructing {cls.__qualname__} is not traced: its __init__ is not a Python function")
     return obj
+
+
+def _construct_named_tuple(
+    tx: Tracer, cls: type, class_source: Path | None, args: list[VT], kwargs: dict[str, VT]
+) -> VT:
+    """A named tuple: its generated ``__new__`` is inlined, and ends in ``tuple.__new__(cls, items)``."""
+    new = cls.__new__
+    if not isinstance(new, types.FunctionType) or inspect.getattr_static(cls, "__init__") is not object.__init__:
+        unsupported(f"constructing {cls.__qualname__} is not traced: it overrides the named tuple's __new__/__init__")
+    path = Attr(class_source, "__new__") if class_source is not None else None
+    return tx.wrap(new, path).call(tx, [tx.wrap(cls, class_source), *args], kwargs)

@@ -26,6 +26,7 @@ from dynajit.capture._symbolic.variables import (
     UserObjectVar,
 )
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
+from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.objects import WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
@@ -77,6 +78,11 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         output.guard("length_check", path, value)
         elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
         return TupleVar(elements, path) if isinstance(value, tuple) else ListVar(elements, path)
+    if isinstance(value, tuple) and is_named_tuple_class(type(value)):
+        output.guard("type_match", path, value)
+        output.guard("length_check", path, value)
+        elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
+        return NamedTupleVar(elements, type(value), path)
     if type(value) in (dict, collections.OrderedDict) and all(isinstance(k, (str, int)) for k in value):
         output.guard("type_match", path, value)
         output.guard("dict_keys", path, value)

@@ -18,7 +18,18 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DictVar", "IteratorVar", "ListVar", "SetVar", "SliceVar", "StructSeqVar", "TupleVar", "as_index"]
+__all__ = [
+    "DictVar",
+    "IteratorVar",
+    "ListVar",
+    "NamedTupleVar",
+    "SetVar",
+    "SliceVar",
+    "StructSeqVar",
+    "TupleVar",
+    "as_index",
+    "is_named_tuple_class",
+]
 
 
 def as_index(vt: VT) -> Any:
@@ -113,13 +124,65 @@ class StructSeqVar(TupleVar):
             return
 
         def load_items() -> int:
+            leading = self._leading_arguments(cg)
             TupleVar(self.items).reconstruct(cg)
-            return 1
+            return leading + 1
 
-        cg.call_helper(self.kind, load_items)
+        cg.call_helper(self._rebuilder(), load_items)
+
+    def _rebuilder(self) -> Any:
+        """What the transformed code calls with the items (after any leading arguments) to rebuild the value."""
+        return self.kind
+
+    def _leading_arguments(self, cg: CodeGen) -> int:
+        return 0
 
     def __repr__(self) -> str:
         return f"StructSeqVar({self.kind.__name__}, {self.items!r})"
+
+
+def is_named_tuple_class(cls: Any) -> bool:
+    """A class made by ``collections.namedtuple`` or ``typing.NamedTuple`` (instances without a ``__dict__``)."""
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, tuple)
+        and isinstance(getattr(cls, "_fields", None), tuple)
+        and hasattr(cls, "_make")
+        and cls.__dictoffset__ == 0
+    )
+
+
+class NamedTupleVar(StructSeqVar):
+    """An instance of a named tuple class: fields by name; the class's Python methods and properties inlined."""
+
+    def const(self) -> Any:
+        return tuple.__new__(self.kind, [item.const() for item in self.items])
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        import inspect
+        import types
+
+        from dynajit.capture._symbolic.variables.functions import BoundMethodVar
+
+        fields = getattr(self.kind, "_fields", ())
+        if name in fields:
+            return self.items[fields.index(name)]
+        static = inspect.getattr_static(self.kind, name, None)
+        if isinstance(static, types.FunctionType):
+            return BoundMethodVar(tx.wrap(static, None), self)
+        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+            return tx.wrap(static.fget, None).call(tx, [self], {})
+        if isinstance(static, (tuple, str, int, float, bool)):  # _fields and other constants
+            return tx.wrap_const(static)
+        return super().getattr(tx, name)
+
+    def _rebuilder(self) -> Any:
+        # tuple.__new__(cls, items) gives exactly these items, whatever the class's own __new__ would do with them.
+        return tuple.__new__
+
+    def _leading_arguments(self, cg: CodeGen) -> int:
+        cg.load_const_any(self.kind)
+        return 1
 
 
 class ListVar(_Sequence):
