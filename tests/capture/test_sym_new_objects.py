@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
+import gc
 import typing
 from typing import Any
 
@@ -498,3 +499,72 @@ def make_named_tuples(x, given):
 
 def test_named_tuples_are_built_and_read_in_the_graph(check, t):
     check(make_named_tuples, t(3), Span(t(3), 5), graphs=1, fullgraph=True)
+
+
+FINALIZED: list[str] = []
+
+
+class Finalized:
+    def __init__(self, x):
+        self.x = x
+
+    def __del__(self):
+        FINALIZED.append("del")
+
+
+def finalize_locally(x):
+    Finalized(x)
+    return x + 1
+
+
+def test_a_class_with_a_finalizer_is_a_graph_break(t):
+    compiled = capture.optimize(CompileCounter())(finalize_locally)
+    x = t(3)
+    FINALIZED.clear()
+    with capture.observe() as seen:
+        torch.testing.assert_close(compiled(x), finalize_locally(x))
+    gc.collect()  # the first call's conversion may keep the frame alive a little longer
+    assert FINALIZED == ["del", "del"]
+    reasons = [b.reason for frame in seen.frames for b in frame.graph_breaks]
+    assert any("it defines __del__" in r for r in reasons), reasons
+
+
+class Celsius:
+    def __init__(self, degrees):
+        self.degrees = degrees
+
+    @property
+    def degrees(self):
+        return self._degrees
+
+    @degrees.setter
+    def degrees(self, value):
+        self._degrees = value.clamp(min=-273.15)
+
+
+@dataclasses.dataclass(slots=True)
+class SlottedData:
+    a: torch.Tensor
+    b: int = 1
+
+
+@dataclasses.dataclass
+class Derived(Batch):
+    offset: float = 0.5
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.scaled = self.scaled + self.offset
+
+
+def setters_slots_and_inheritance(x):
+    c = Celsius(x * 100)
+    c.__dict__.update(note="set through __dict__")
+    data = SlottedData(x)
+    data.b = 4
+    derived = Derived(x, scale=3.0)
+    return c, c.degrees, (data.a, data.b, hasattr(data, "__dict__")), derived, derived.scaled
+
+
+def test_property_setters_dict_updates_slotted_dataclasses_and_inherited_post_init(check, t):
+    check(setters_slots_and_inheritance, t(3), graphs=1, fullgraph=True)

@@ -67,6 +67,9 @@ def why_not_constructible(cls: type) -> str | None:
             return f"it derives from {base.__qualname__}, implemented in C and not modelled"
     if cls.__new__ not in _NEW_FUNCTIONS:
         return "it defines __new__"
+    if hasattr(cls, "__del__"):
+        # An object the graph never hands to Python would never be finalized: eager code would see the difference.
+        return "it defines __del__"
     for name in ("__getattribute__", "__getattr__"):
         static = inspect.getattr_static(cls, name, None)
         if static is not None and static is not getattr(object, name, None) and static not in _dict_slots(name):

@@ -75,8 +75,10 @@ class NewObjectVar(VT):
         return Attr(self.class_source, name) if self.class_source is not None else None
 
     def has_attr(self, name: str) -> bool:
-        if name in self.attrs or name in ("__class__", "__dict__"):
+        if name in self.attrs or name == "__class__":
             return True
+        if name == "__dict__":
+            return _has_instance_dict(self.cls)
         static = inspect.getattr_static(self.cls, name, _MISSING)
         if static is _MISSING:
             return False
