@@ -568,3 +568,21 @@ def setters_slots_and_inheritance(x):
 
 def test_property_setters_dict_updates_slotted_dataclasses_and_inherited_post_init(check, t):
     check(setters_slots_and_inheritance, t(3), graphs=1, fullgraph=True)
+
+
+class Doubling:
+    def __init__(self, x):
+        self.x = x
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        return value * 2 if name == "x" else value
+
+
+def write_then_read_through_getattribute(obj, x):
+    obj.x = x + 1
+    return obj.x, obj
+
+
+def test_a_python_getattribute_sees_attributes_written_in_the_graph(check, t):
+    check(write_then_read_through_getattribute, Doubling(t(3)), t(3), graphs=1, fullgraph=True)

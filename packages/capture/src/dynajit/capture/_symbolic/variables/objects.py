@@ -99,9 +99,11 @@ class UserObjectVar(ObjectVar):
         return tx.output.side_effects.pending_attr(self.value, name)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
-        found = self.pending(tx, name)
-        if found is not None:
-            return found
+        # A Python __getattribute__ sees written values through its own object.__getattribute__ call.
+        if not isinstance(inspect.getattr_static(type(self.value), "__getattribute__"), types.FunctionType):
+            found = self.pending(tx, name)
+            if found is not None:
+                return found
         return self._read(tx, name)
 
     def _read(self, tx: Tracer, name: str) -> VT:
