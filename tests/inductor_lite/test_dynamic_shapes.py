@@ -379,3 +379,15 @@ def test_a_size_with_max_prints_in_cpp_kernels() -> None:
         atol=1e-4, rtol=1e-5,
     )  # fmt: skip
     assert "dj_imax(" in compiled_graphs(c)[0].kernel_source
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_float_computed_from_sizes_is_evaluated_per_call(backend) -> None:
+    if backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 when triton is imported")
+
+    def fn(x):
+        n = x.shape[0] * x.shape[1]
+        return x * (n / (n - 1.0)) + x.shape[0] / 4, x.var(0)
+
+    check_sizes(fn, lambda n: [_x(n + 1, 6)], [{0: None}], atol=1e-5, rtol=1e-5, options={"cpu_backend": backend})

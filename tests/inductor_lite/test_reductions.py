@@ -103,8 +103,8 @@ def test_reductions_along_a_strided_dimension_run_over_contiguous_column_blocks(
     c = check(lambda x: (x.sum(0), x.amax(0)), torch.randn(130, 300), atol=1e-5, rtol=1e-5)
     (graph,) = compiled_graphs(c)
     assert "x0_b += 128" in graph.kernel_source and "r0_b += 64" in graph.kernel_source
-    # A long column sum is combined in runs, so it stays as close to float64 as eager's.
-    long = torch.randn(20000, 64)
+    # A long column sum is combined in runs into a double total, so it is at least as close to float64 as eager's.
+    long = torch.randn(20000, 64, generator=torch.Generator().manual_seed(0))
     (total,) = check(lambda x: (x.sum(0),), long, atol=1e-4, rtol=1e-5)(long)
     exact = long.double().sum(0)
-    assert (total.double() - exact).abs().max() <= 3 * (long.sum(0).double() - exact).abs().max() + 1e-5
+    assert (total.double() - exact).abs().max() <= (long.sum(0).double() - exact).abs().max()

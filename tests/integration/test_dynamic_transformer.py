@@ -3,6 +3,8 @@ every size, with the eager and the inductor backends; and ``explain`` naming why
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -36,11 +38,8 @@ class Block(torch.nn.Module):
 SIZES = [(2, 7), (1, 128)] + [(b, 7 + (b * 37) % 122) for b in range(1, 17)] + [(1 + s % 16, s) for s in range(7, 129)]
 
 
-@pytest.mark.filterwarnings("error::RuntimeWarning")  # a backend failure falls back to eager with a warning
-@pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_a_transformer_block_compiles_at_most_twice_over_batch_and_sequence(backend: str) -> None:
-    torch.manual_seed(0)
-    block = Block().eval()
+def _counting(backend: str) -> tuple[CompileCounter, object]:
+    """A fresh compile cache and ``backend`` wrapped to count the frames compiled."""
     counter = CompileCounter()
     real = lookup_backend(backend)
 
@@ -49,6 +48,15 @@ def test_a_transformer_block_compiles_at_most_twice_over_batch_and_sequence(back
         return real(gm, example_inputs)
 
     compiler.reset()
+    return counter, counting
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a backend failure falls back to eager with a warning
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_transformer_block_compiles_at_most_twice_over_batch_and_sequence(backend: str) -> None:
+    torch.manual_seed(0)
+    block = Block().eval()
+    counter, counting = _counting(backend)
     compiled = compiler.compile(block, backend=counting)
     with torch.no_grad():
         for batch, seq in SIZES:
@@ -70,3 +78,26 @@ def test_explain_lists_why_it_recompiled() -> None:
     assert any("L['x'] size()[0]: expected 4, got 7" in reason for reason in report.recompile_reasons)
     assert "Recompile reasons:" in str(report)
     assert explain(torch.randn(9, 3)).graph_count == 0  # the dynamic entry serves size 9
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_batch_norm_training_compiles_twice_over_batch_sizes(backend: str) -> None:
+    # Batch norm's running variance is scaled by n / (n - 1), a float computed from the batch size:
+    # it must stay symbolic (evaluated per call), not be fixed to the first dynamic size.
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    mirror = copy.deepcopy(eager)
+    counter, counting = _counting(backend)
+    compiled = compiler.compile(mirror, backend=counting)
+    for batch in (2, 3, 5, 4, 7, 1):
+        x = torch.randn(batch, 3, 7, 7)
+        expected, out = eager(x), compiled(x)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        expected.pow(2).sum().backward()
+        out.pow(2).sum().backward()
+        torch.testing.assert_close(mirror[1].running_var, eager[1].running_var)
+        torch.testing.assert_close(mirror[1].running_mean, eager[1].running_mean)
+        for p_eager, p_compiled in zip(eager.parameters(), mirror.parameters()):
+            torch.testing.assert_close(p_compiled.grad, p_eager.grad, rtol=1e-4, atol=1e-4)
+    assert counter.frame_count == 2

@@ -490,14 +490,15 @@ class _KernelWriter:
             for p in reductions:
                 init = _REDUCE[p.buf.reduction_type][0]
                 init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
-                acc = names[p.buf.name]
-                self.emit(depth, f"{compute_ctype(p.expr.dtype)} {acc}_l[{COLUMN_BLOCK}];")
+                acc, ctype = names[p.buf.name], compute_ctype(p.expr.dtype)
+                # A float sum accumulates in double (it is memory-bound here): eager's rounding or better.
+                ctype = "double" if ctype == "float" and p.buf.reduction_type == "sum" else ctype
+                self.emit(depth, f"{ctype} {acc}_l[{COLUMN_BLOCK}];")
                 self.emit(
                     depth, f"for (int64_t {lane} = 0; {lane} < {COLUMN_BLOCK}; {lane}++) {acc}_l[{lane}] = {init};"
                 )
 
-        # Rows are combined in runs of COLUMN_RUN before joining the total, so a long sum's rounding
-        # error grows like COLUMN_RUN + rows / COLUMN_RUN rather than like the number of rows.
+        # Rows are combined in runs of COLUMN_RUN before joining the total (max/min/prod alike).
         start(accs, depth)
         rb, rs = f"{r.name}_b", _size(r.size)
         self.emit(depth, f"for (int64_t {rb} = 0; {rb} < {rs}; {rb} += {COLUMN_RUN}) {{")

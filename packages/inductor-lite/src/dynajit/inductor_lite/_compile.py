@@ -338,6 +338,31 @@ def symbolic_inputs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
     return out
 
 
+def _with_size_inputs(gm: torch.fx.GraphModule, symbolic: Sequence[Any]) -> tuple[torch.fx.GraphModule, list]:
+    """``gm`` taking each shape symbol of its inputs as one more int input, and where each is read.
+
+    AOT autograd turns a float computed from sizes (batch norm's ``n / (n - 1)``) into a tensor
+    from the graph input that carries its symbols, so every symbol must be some input's value.
+    """
+    provided = {a.node.expr for a in symbolic if isinstance(a, torch.SymInt)}
+    size_args: list[tuple[int, int]] = []
+    for i, a in enumerate(symbolic):
+        for d, n in enumerate(a.shape if isinstance(a, torch.Tensor) else ()):
+            expr = n.node.expr if isinstance(n, torch.SymInt) else None
+            if expr is not None and expr.is_Symbol and expr not in provided:
+                provided.add(expr)
+                size_args.append((i, d))
+    if not size_args:
+        return gm, []
+    graph = copy.deepcopy(gm.graph)
+    last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    for k, (i, d) in enumerate(size_args):
+        with graph.inserting_after(last):
+            last = graph.placeholder(f"size_{i}_{d}_{k}")
+        last.meta["example_value"] = last.meta["val"] = symbolic[i].size(d)
+    return torch.fx.GraphModule(gm, graph), size_args
+
+
 class _Specialized:
     """Calls the AOT-compiled function for the inputs' signature; a new signature compiles again.
 
@@ -348,6 +373,10 @@ class _Specialized:
     def __init__(self, gm: torch.fx.GraphModule, settings: dict[str, Any], example_inputs: Sequence[Any]) -> None:
         self.symbolic = symbolic_inputs(gm, example_inputs)
         self.gm, self.spec = _flat_outputs(gm, example_inputs)
+        self.size_args: list[tuple[int, int]] = []
+        self.dynamic_gm = self.gm
+        if self.symbolic is not None:
+            self.dynamic_gm, self.size_args = _with_size_inputs(self.gm, self.symbolic)
         self.settings = settings
         self.compiled: dict[tuple, Callable[..., Any]] = {}
         self.graphs: list[CompiledGraph] = []
@@ -371,9 +400,12 @@ class _Specialized:
             self.graphs.append(compiled)
             return compiled
 
+        if symbolic is not None:
+            symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
         fn = aot_module_simplified(
-            self.gm, list(example_inputs if symbolic is None else symbolic), fw_compiler=compiler,
-            bw_compiler=compiler, decompositions=decomposition_table(), keep_inference_input_mutations=False,
+            self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
+            fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
+            keep_inference_input_mutations=False,
         )  # fmt: skip
         if symbolic is not None:
             self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
@@ -385,7 +417,7 @@ class _Specialized:
 
     def __call__(self, *args: Any) -> Any:
         if self.dynamic_fn is not None and _kind(args, self.symbolic or ()) == self.dynamic_kind:
-            out = self.dynamic_fn(*args)
+            out = self.dynamic_fn(*args, *(args[i].size(d) for i, d in self.size_args))
         else:
             key = _signature(args)
             if key == self.last_key:

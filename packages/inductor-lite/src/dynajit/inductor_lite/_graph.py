@@ -319,7 +319,7 @@ class GraphLowering:
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         lower = LOWERINGS.get(node.target)
         val = node.meta.get("val")
-        if self.dynamic and isinstance(val, torch.SymInt) and _sym.backed(val):
+        if self.dynamic and isinstance(val, (torch.SymInt, torch.SymFloat)) and _sym.backed(val):
             return _sym.norm(val)  # a size computation: the wrapper evaluates it from the shape symbols
         tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
         if lower is None or any(t.device.type != self.device.type for t in tensors):

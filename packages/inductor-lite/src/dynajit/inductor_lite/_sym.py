@@ -22,7 +22,17 @@ from typing import Any
 
 import sympy
 import torch
-from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, ModularIndexing, PythonMod
+from torch.utils._sympy.functions import (
+    FloatTrueDiv,
+    FloorDiv,
+    IntTrueDiv,
+    Max,
+    Min,
+    Mod,
+    ModularIndexing,
+    PythonMod,
+    ToFloat,
+)
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 __all__ = [
@@ -97,9 +107,15 @@ def current_symbols() -> list[str]:
 
 
 def norm(value: Any) -> Size:
-    """An int for a constant, else the expanded sympy expression (so equal sizes compare equal)."""
-    if isinstance(value, torch.SymInt):
+    """An int for a constant, else the expanded sympy expression (so equal sizes compare equal).
+
+    A float computed from sizes (a SymFloat: batch norm's ``n / (n - 1)``) is its expression too,
+    printed as double arithmetic, so it is evaluated per call instead of fixed to one size.
+    """
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
         value = value.node.expr
+    if isinstance(value, sympy.Float):
+        return float(value)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -262,7 +278,17 @@ def _render(expr: Any, lang: str) -> str:
         return str(value) if value >= 0 else f"({value})"
     if isinstance(expr, sympy.Symbol):
         return expr.name
+    if isinstance(expr, (float, sympy.Float)):
+        return repr(float(expr))
     args = [_render(a, lang) for a in expr.args]
+    # Python's (and Triton's) `/` of ints is already true division; `* 1.0` makes a float in both.
+    to_double = "(double)" if lang == "c" else ""
+    if isinstance(expr, IntTrueDiv):
+        return f"({to_double}({args[0]}) / {to_double}({args[1]}))"
+    if isinstance(expr, FloatTrueDiv):
+        return f"(({args[0]}) / ({args[1]}))"
+    if isinstance(expr, ToFloat):
+        return f"((double)({args[0]}))" if lang == "c" else f"(({args[0]}) * 1.0)"
     if isinstance(expr, sympy.Add):
         return "(" + " + ".join(args) + ")"
     if isinstance(expr, sympy.Mul):

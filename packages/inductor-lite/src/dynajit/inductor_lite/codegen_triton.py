@@ -170,6 +170,11 @@ def _index_text(index: Index) -> str:
 _size = _sym.py_text
 
 
+def _is_literal(text: str) -> bool:
+    """Whether generated ``text`` is a Python literal (``0.0``, ``True``) rather than a block variable."""
+    return not text.isidentifier() or keyword.iskeyword(text)
+
+
 def _literal(value: Any, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "True" if value else "False"
@@ -222,6 +227,8 @@ class _TritonKernel:
                 text += ".to(tl.float32)"
         elif expr.op == "cast":
             inner = self.value(expr.args[0], cse, locals_, depth)
+            if _is_literal(inner):
+                inner = f"tl.full([], {inner}, {_compute(expr.args[0].dtype)})"
             text = f"({inner} != 0)" if expr.dtype == torch.bool else f"({inner}).to({_compute(expr.dtype)})"
             if expr.dtype in (torch.float16, torch.bfloat16):
                 text = f"({inner}).to({_TL_DTYPE[expr.dtype]}).to(tl.float32)"
@@ -260,7 +267,7 @@ class _TritonKernel:
         dtype = _TL_DTYPE[p.buf.dtype]
         address = self.address(p.buf.name, p.store)
         masking = "" if mask == "True" else f", mask={mask}"
-        if not value.isidentifier() or keyword.iskeyword(value):  # a literal (True, 0.0) has no .to(): fill
+        if _is_literal(value):  # a Python literal (True, 0.0) has no .to(): fill with it
             self.emit(depth, f"tl.store({address}, tl.full([], {value}, {dtype}){masking})")
             return
         self.emit(depth, f"tl.store({address}, tl.full([], 0, {dtype}) + ({value}).to({dtype}){masking})")
