@@ -586,3 +586,46 @@ def write_then_read_through_getattribute(obj, x):
 
 def test_a_python_getattribute_sees_attributes_written_in_the_graph(check, t):
     check(write_then_read_through_getattribute, Doubling(t(3)), t(3), graphs=1, fullgraph=True)
+
+
+def branch_on_a_tensor(holder, x):
+    point = Point(x, n=1)
+    holder.cache = point
+    if x.sum() > 0:  # a graph break on the tensor's value: one resume function per branch
+        return point.total() + 1, point is holder.cache
+    return point.total() - 1, point is holder.cache
+
+
+def test_an_object_built_before_a_branch_is_the_same_object_in_both_branches(check, t):
+    check(branch_on_a_tensor, Holder(), t(3), graphs=2)
+    check(branch_on_a_tensor, Holder(), -t(3).abs(), graphs=2)
+
+
+class Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+class Evens:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        yield from range(0, self.n, 2)
+
+
+def iterate_objects(x):
+    return [x * i for i in Countdown(3)], [x + i for i in Evens(5)]
+
+
+def test_iterating_over_new_objects_with_their_own_iter(check, t):
+    check(iterate_objects, t(3))

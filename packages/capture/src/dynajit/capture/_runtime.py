@@ -181,6 +181,8 @@ class _Settings:
             or "_dynajit_compiled" in fn.__dict__
             or is_library_code(code)
             or is_untraceable_code(code)
+            # A 3.11 comprehension takes its iterator as ".0", which no generated signature can name: it runs as is.
+            or not all(name.isidentifier() for name in _dispatch.layout_of(code).names)
         ):
             return None
         return CompiledFunction(_detached_copy(fn), self)

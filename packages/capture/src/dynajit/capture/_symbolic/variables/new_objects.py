@@ -216,7 +216,10 @@ class NewObjectVar(VT):
             length = self.length(tx).const()
             return [self.getitem(tx, ConstVar(i)) for i in range(length)]
         if isinstance(iterate, types.FunctionType):
-            return self._call_python(tx, "__iter__", []).unpack(tx)
+            iterator = self._call_python(tx, "__iter__", [])
+            if isinstance(iterator, NewObjectVar):
+                unsupported(f"iterating over a {self.cls.__name__} object whose __iter__ returns an object (__next__)")
+            return iterator.unpack(tx)
         if self.items is None:
             unsupported(f"iterating over a {self.cls.__name__} object created while tracing")
         return [ConstVar(k) for k in self.items]
