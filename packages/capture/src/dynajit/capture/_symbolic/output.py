@@ -51,7 +51,10 @@ class OutputGraph:
 
     def __init__(self, ctx: FrameContext) -> None:
         self.ctx = ctx
-        self.fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
+        # An op whose output shape depends on tensor data (nonzero, a boolean mask) is a graph break,
+        # as in torch.compile's default: backends compile graphs whose sizes come from their inputs.
+        shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False)
+        self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
         self.side_effects = SideEffects()
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
@@ -194,6 +197,8 @@ class OutputGraph:
         except Exception as exc:
             name = getattr(what, "__name__", what)
             reason = f"{name} cannot be traced on fake tensors ({type(exc).__name__}: {str(exc)[:200]})"
+            if isinstance(exc, DynamicOutputShapeException):
+                reason = f"{name}: the size of its result depends on the tensor's data ({exc.func})"
             if _is_user_error(exc):
                 raise RaisesInPython(reason) from None
             unsupported(reason)
