@@ -629,3 +629,17 @@ def iterate_objects(x):
 
 def test_iterating_over_new_objects_with_their_own_iter(check, t):
     check(iterate_objects, t(3))
+
+
+class ShapeError(ValueError):
+    pass
+
+
+def raise_a_user_exception(x):
+    if x.dim() != 2:
+        raise ShapeError("expected a matrix")
+    return x
+
+
+def test_a_user_exception_class_is_still_raised_as_in_eager(check, t):
+    check(raise_a_user_exception, t(3), fullgraph=True)

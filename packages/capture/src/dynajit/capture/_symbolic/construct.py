@@ -49,8 +49,11 @@ def _written_in_python(cls: type) -> bool:
 
 
 def constructs_instances(cls: type) -> bool:
-    """Whether calling ``cls`` is traced as a construction (a class written in Python outside torch)."""
-    return _written_in_python(cls) and not cls.__module__.startswith("torch")
+    """Whether calling ``cls`` is traced as a construction (a class written in Python outside torch).
+
+    Exceptions are not: the builtins table makes them (rebuilt by calling their class), so ``raise`` works.
+    """
+    return _written_in_python(cls) and not cls.__module__.startswith("torch") and not issubclass(cls, BaseException)
 
 
 def why_not_constructible(cls: type) -> str | None:
