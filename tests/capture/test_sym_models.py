@@ -98,9 +98,11 @@ def test_dropout_train_and_eval(check, t, train):
 
 
 @pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU], ids=lambda c: c.__name__)
-def test_recurrent_modules(check, t, cls):
+def test_recurrent_modules_run_eagerly(check, t, cls):
+    # As torch.compile's default: the fused recurrent kernel is one aten call, and under AOT autograd its
+    # undefined outputs could not be saved for backward.
     torch.manual_seed(0)
-    check(run, cls(4, 4), t(3, 2, 4), graphs=1)
+    check(run, cls(4, 4), t(3, 2, 4), graphs=0)
 
 
 class CausalSelfAttention(nn.Module):

@@ -40,12 +40,21 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
         return _convert_frame(fn, args, ctx)
 
 
+# Recurrent modules run as Python, inside a graph or compiled directly: their fused kernels leave
+# outputs undefined that AOT autograd would have to save for backward.
+_RNN_FORWARDS = {
+    cls.forward.__code__ for cls in (torch.nn.RNNBase, torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
+}  # fmt: skip
+
+
 def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
     code = fn.__code__
     if code.co_flags & GENERATOR_FLAGS:
         raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")
     if marks.is_disabled_frame_only(fn):
         return _frame_only(fn, ctx)
+    if args and isinstance(args[0], torch.nn.RNNBase) and code in _RNN_FORWARDS:
+        raise SkipFrame(f"{type(args[0]).__name__}.forward runs eagerly (a fused recurrent kernel per call)")
     break_at: int | None = None
     graph_break: GraphBreak | None = None
     at_branch = False

@@ -322,6 +322,10 @@ class NNModuleVar(UserObjectVar):
             unsupported(f"{type(module).__name__} has hooks, which are not traced")
         if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
             unsupported("global nn.Module hooks are not traced")
+        if isinstance(module, torch.nn.RNNBase):
+            # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
+            # and they are one aten call each anyway: run them as Python, as torch.compile does.
+            unsupported(f"{type(module).__name__} modules run eagerly (a fused recurrent kernel per call)")
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             unsupported(f"{type(module).__name__}.forward is not a Python function")
