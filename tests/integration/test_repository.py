@@ -124,3 +124,10 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     test_command = next(line for line in readme_commands if " tests" in line)
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines
+
+
+def test_importing_the_compiler_loads_neither_dynamo_nor_aot_autograd() -> None:
+    # They are what dynajit rebuilds; AOT autograd (which imports torch._dynamo) is loaded by the first compile.
+    code = "import sys, dynajit.compiler; print(sorted(m for m in ('torch._dynamo', 'functorch.compile') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

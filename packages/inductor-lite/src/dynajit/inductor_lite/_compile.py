@@ -28,7 +28,6 @@ from typing import Any
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
-from functorch.compile import aot_module_simplified
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -399,6 +398,9 @@ class _Specialized:
             compiled_forward = True
             self.graphs.append(compiled)
             return compiled
+
+        # Imported at the first compile: functorch.compile costs about a second to import.
+        from functorch.compile import aot_module_simplified
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
