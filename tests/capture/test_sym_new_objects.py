@@ -643,3 +643,33 @@ def raise_a_user_exception(x):
 
 def test_a_user_exception_class_is_still_raised_as_in_eager(check, t):
     check(raise_a_user_exception, t(3), fullgraph=True)
+
+
+LAST_POINT: Any = None
+
+
+def _make_and_mutate(x, n):
+    p = Point(x, n=n)
+    p.n = p.n * 10
+    return p
+
+
+def escape_everywhere(x, registry):
+    global LAST_POINT
+    points = [_make_and_mutate(x, i) for i in range(2)]
+    registry["first"] = points[0]
+    LAST_POINT = points[1]
+    return points, points[0].total() + points[1].total()
+
+
+def test_objects_escaping_through_lists_dict_arguments_and_globals(t):
+    global LAST_POINT
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(escape_everywhere)
+    x = t(3)
+    expected_total = escape_everywhere(x, {})[1]
+    registry: dict[str, Any] = {}
+    points, total = compiled(x, registry)
+    torch.testing.assert_close(total, expected_total)
+    assert registry["first"] is points[0] and LAST_POINT is points[1]
+    assert [vars(p).keys() for p in points] == [{"x", "n"}, {"x", "n"}] and [p.n for p in points] == [0, 10]
+    LAST_POINT = None
