@@ -114,3 +114,26 @@ def test_bad_calls_raise_the_eager_type_error():
                 except TypeError as error:
                     messages.append(str(error))
             assert messages[0] is not None and messages[1] == messages[0], (eager, args, kwargs)
+
+
+class Scale:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, x):
+        return x * self.factor + 1
+
+
+def test_builtins_partials_and_callable_objects_compile_like_functions():
+    import functools
+
+    x = torch.randn(5)
+    for target in (torch.sin, torch.Tensor.relu, functools.partial(torch.clamp, min=-0.5), Scale(3.0)):
+        counter = CompileCounter()
+        compiled = compiler.compile(target, backend=counter, fullgraph=True)
+        torch.testing.assert_close(compiled(x), target(x))
+        assert counter.frame_count == 1, target
+    import inspect
+
+    assert inspect.unwrap(compiler.compile(torch.sin)) is torch.sin
+    assert compiler.compile(torch.sin).__name__ == "sin"

@@ -644,10 +644,28 @@ def _compile_target(obj: Any, settings: _Settings) -> Any:
     if isinstance(obj, types.MethodType):
         wrapper = _compile_target(obj.__func__, settings)
         return types.MethodType(wrapper, obj.__self__)
+    owner = type(obj) if not isinstance(obj, type) else None
+    call_method = (
+        next((c.__dict__["__call__"] for c in owner.__mro__ if "__call__" in c.__dict__), None) if owner else None
+    )
+    if isinstance(call_method, types.FunctionType):  # an object whose class defines __call__ in Python
+        return _compile_target(types.MethodType(call_method, obj), settings)
+    if not isinstance(obj, types.FunctionType) and callable(obj) and not isinstance(obj, type):
+        # A builtin (torch.sin) or a partial: compile a Python function calling it.
+        target, bound, keywords = obj, (), {}
+        if isinstance(obj, functools.partial):  # its arguments are read as constants, not through the object
+            target, bound, keywords = obj.func, obj.args, obj.keywords
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return target(*bound, *args, **keywords, **kwargs)
+
+        call.__name__ = call.__qualname__ = getattr(obj, "__name__", type(obj).__name__)
+        call.__doc__ = getattr(obj, "__doc__", None)
+        call.__wrapped__ = obj  # type: ignore[attr-defined]
+        return _compile_target(call, settings)
     if not isinstance(obj, types.FunctionType):
         raise TypeError(
-            f"optimize expects a Python function, method or nn.Module, got {type(obj).__name__} {obj!r}; "
-            "wrap other callables in a Python function, e.g. optimize(backend)(lambda x: torch.sin(x))"
+            f"optimize expects a function, method, nn.Module or other callable, got {type(obj).__name__} {obj!r}"
         )
     compiled = obj.__dict__.get("_dynajit_compiled")
     if compiled is not None:  # compiling a compiled function again: compile its original with the new settings
