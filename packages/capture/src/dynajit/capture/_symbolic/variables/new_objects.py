@@ -373,7 +373,7 @@ class _InstanceDictVar(DictVar):
 
 
 def _new_instance(cls: type) -> Any:
-    return cls.__new__(cls)
+    return cls.__new__(cls)  # type: ignore[call-overload]
 
 
 def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None) -> None:
@@ -382,6 +382,8 @@ def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     if items is not None:
-        setitem = dict_base_of(type(obj)).__setitem__  # type: ignore[union-attr]
+        base = dict_base_of(type(obj))
+        assert base is not None, "items are recorded only for dict subclasses"
+        setitem = getattr(base, "__setitem__")  # mypy reads base.__setitem__ as an assignment target
         for key, value in items.items():
             setitem(obj, key, value)

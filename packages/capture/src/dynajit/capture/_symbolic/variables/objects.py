@@ -238,7 +238,7 @@ class SuperVar(VT):
             return BaseMethodVar(self.obj, owner, name)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
             return _PlainRead(self.obj)
-        if owner is dict and name in _DICT_READS and self.obj.source is not None:
+        if owner is dict and name in _DICT_READS and self.obj.source is not None and isinstance(instance, dict):
             return _DictRead(instance, self.obj, name)
         unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
 
