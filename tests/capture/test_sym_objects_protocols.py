@@ -199,3 +199,54 @@ def test_a_bound_method_of_a_c_object_does_not_recompile_on_every_call(t):
     for _ in range(4):
         torch.testing.assert_close(compiled(x, COUNTER.set), bound_c_method(x, COUNTER.set))  # a new bound method
     assert counter.frame_count == 1
+
+
+class WeightedLoss:
+    def __init__(self, weight):
+        self.weight = weight
+
+    def __call__(self, a, b):
+        return ((a - b) ** 2).mean() * self.weight
+
+
+class ScaledLoss(WeightedLoss):  # __call__ inherited
+    pass
+
+
+class NativeCall:
+    __call__ = torch.sin  # a C function: not traced
+
+
+CRITERION = ScaledLoss(2.0)
+NATIVE = NativeCall()
+
+
+def uses_callable_object(x, y):
+    return CRITERION(x.sin(), y) + 1
+
+
+def uses_native_callable(x):
+    return NATIVE(x) + 1
+
+
+def test_calling_an_object_inlines_its_class_call_and_guards_what_it_reads(check, t):
+    x, y = t(5), t(5)
+    check(uses_callable_object, x, y, graphs=1)
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(uses_callable_object)
+    torch.testing.assert_close(compiled(x, y), uses_callable_object(x, y))
+    CRITERION.weight = 5.0
+    try:
+        torch.testing.assert_close(compiled(x, y), uses_callable_object(x, y))
+    finally:
+        CRITERION.weight = 2.0
+    assert counter.frame_count == 2
+
+
+def test_calling_an_object_whose_call_is_in_c_is_a_break_naming_it(check, t):
+    check(uses_native_callable, t(4), graphs=1)
+    from dynajit.capture._convert import convert_frame
+    from dynajit.capture._frame import FrameContext
+
+    (brk,) = convert_frame(uses_native_callable, (t(4),), FrameContext(backend=CompileCounter())).graph_breaks
+    assert "calling a NativeCall object (its __call__ is implemented in C)" in brk.reason

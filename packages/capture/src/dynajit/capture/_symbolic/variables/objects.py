@@ -98,6 +98,18 @@ class UserObjectVar(ObjectVar):
     def pending(self, tx: Tracer, name: str) -> VT | None:
         return tx.output.side_effects.pending_attr(self.value, name)
 
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        # ``obj(...)`` looks __call__ up on the class, never on the instance.
+        cls = type(self.value)
+        method = inspect.getattr_static(cls, "__call__", None)
+        if not isinstance(method, types.FunctionType):
+            unsupported(
+                f"calling a {cls.__name__} object ({'its __call__ is implemented in C' if method else 'not callable'})"
+            )
+        class_path = _attr_path(self, "__class__")
+        func = tx.wrap(method, class_path and Attr(class_path, "__call__"))
+        return BoundMethodVar(func, self, _attr_path(self, "__call__")).call(tx, args, kwargs)
+
     def getattr(self, tx: Tracer, name: str) -> VT:
         # A Python __getattribute__ sees written values through its own object.__getattribute__ call.
         if not isinstance(inspect.getattr_static(type(self.value), "__getattribute__"), types.FunctionType):
