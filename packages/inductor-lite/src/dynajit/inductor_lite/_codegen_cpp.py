@@ -66,7 +66,7 @@ PRELUDE = r"""
   DJ_INLINE double djm_##name(double a, double b) { return __builtin_##name(a, b); } \
   template <typename A, typename B> DJ_INLINE double djm_##name(A a, B b) { return __builtin_##name((double)a, (double)b); }
 DJ_MATH1(sqrt) DJ_MATH1(floor) DJ_MATH1(ceil) DJ_MATH1(trunc) DJ_MATH1(nearbyint) DJ_MATH1(lgamma)
-DJ_MATH2(fmod) DJ_MATH2(pow) DJ_MATH2(atan2) DJ_MATH2(copysign) DJ_MATH2(hypot)
+DJ_MATH2(fmod) DJ_MATH2(pow) DJ_MATH2(copysign)
 template <typename T> DJ_INLINE bool djm_isinf(T x) { return __builtin_isinf((double)x); }
 DJ_INLINE bool djm_isinf(float x) { return __builtin_isinf(x); }
 template <typename T> DJ_INLINE bool djm_signbit(T x) { return __builtin_signbit((double)x); }
@@ -132,9 +132,7 @@ _OPS = {
     "remainder": "dj_remainder<{T}>({0}, {1})",
     "fmod": "dj_fmod<{T}>({0}, {1})",
     "pow": "dj_pow<{T}>({0}, {1})",
-    "atan2": "djm_atan2({0}, {1})",
     "copysign": "djm_copysign({0}, {1})",
-    "hypot": "djm_hypot({0}, {1})",
     "maximum": "dj_max<{T}>({0}, {1})",
     "minimum": "dj_min<{T}>({0}, {1})",
     "clamp_min": "({0} < {1} ? {1} : {0})",
@@ -181,7 +179,6 @@ for _fn in VECTOR_MATH:
     _OPS[_fn] = f"{_fn}{{F}}({{0}})"
 _OPS["atan2"] = "atan2{F}({0}, {1})"
 _OPS["hypot"] = "hypot{F}({0}, {1})"
-_OPS["sigmoid"] = "({T}(1) / ({T}(1) + exp{F}(-{0})))"
 _OPS["erf"] = "dj_erf({0})"
 
 
@@ -261,6 +258,12 @@ def _extreme(which: str, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "false" if which == "LOWEST" else "true"
     return f"std::numeric_limits<{ctype}>::{'lowest' if which == 'LOWEST' else 'max'}()"
+
+
+def _initial_value(p: Placed) -> str:
+    """The C++ value a reduction's accumulator starts from."""
+    init = _REDUCE[p.buf.reduction_type][0]
+    return _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
 
 
 class _Scope:
@@ -481,15 +484,14 @@ class _KernelWriter:
         b, n, lane = f"{x.name}_b", f"{x.name}_n", f"{x.name}_l"
         self.emit(depth, f"for (int64_t {b} = 0; {b} < {xs}; {b} += {COLUMN_BLOCK}) {{")
         depth += 1
-        self.emit(depth, f"const int64_t {n} = {xs} - {b} < {COLUMN_BLOCK} ? {xs} - {b} : {COLUMN_BLOCK};")
+        self.emit(depth, f"const int64_t {n} = dj_imin({xs} - {b}, {COLUMN_BLOCK});")
         reductions = [p for p in nodes if p.role == "reduce"]
         accs = {p.buf.name: f"acc_{p.buf.name}" for p in reductions}
         parts = {p.buf.name: f"part_{p.buf.name}" for p in reductions}
 
         def start(names: dict[str, str], depth: int) -> None:
             for p in reductions:
-                init = _REDUCE[p.buf.reduction_type][0]
-                init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
+                init = _initial_value(p)
                 acc, ctype = names[p.buf.name], compute_ctype(p.expr.dtype)
                 # A float sum accumulates in double (it is memory-bound here): eager's rounding or better.
                 ctype = "double" if ctype == "float" and p.buf.reduction_type == "sum" else ctype
@@ -503,7 +505,7 @@ class _KernelWriter:
         rb, rs = f"{r.name}_b", _size(r.size)
         self.emit(depth, f"for (int64_t {rb} = 0; {rb} < {rs}; {rb} += {COLUMN_RUN}) {{")
         start(parts, depth + 1)
-        self.emit(depth + 1, f"const int64_t {r.name}_e = {rs} - {rb} < {COLUMN_RUN} ? {rs} : {rb} + {COLUMN_RUN};")
+        self.emit(depth + 1, f"const int64_t {r.name}_e = dj_imin({rs}, {rb} + {COLUMN_RUN});")
         self.emit(depth + 1, f"for (int64_t {r.name} = {rb}; {r.name} < {r.name}_e; {r.name}++) {{")
         self._column_loop(depth + 2, lane, n, b, x.name)
         self._body(nodes, _Scope(), depth + 3, parts, lane=lane)
@@ -558,9 +560,7 @@ class _KernelWriter:
                 init = _extreme("LOWEST" if p.buf.reduction_type == "argmax" else "HIGHEST", p.expr.dtype)
                 self.emit(depth, f"{ctype} {acc}_v = {init}; int64_t {acc} = 0;")
             else:
-                init = _REDUCE[p.buf.reduction_type][0]
-                init = _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
-                self.emit(depth, f"{ctype} {acc} = {init};")
+                self.emit(depth, f"{ctype} {acc} = {_initial_value(p)};")
         lanes = self.options.vector_lanes
         use_lanes = (
             lanes > 0

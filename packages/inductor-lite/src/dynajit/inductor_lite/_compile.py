@@ -36,7 +36,7 @@ from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._build import load_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._graph import lower_graph
+from dynajit.inductor_lite._graph import example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -159,7 +159,7 @@ def _compile_graph(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict[str, Any], check_inputs: bool
 ) -> CompiledGraph:
     start = time.perf_counter()
-    device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    device = example_device(example_inputs)
     triton = _use_triton(device, settings)
     if triton and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError(

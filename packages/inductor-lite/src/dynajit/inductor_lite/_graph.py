@@ -43,7 +43,7 @@ from dynajit.inductor_lite._ir import (
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
 
-__all__ = ["ExternArg", "LoweredGraph", "OutputRef", "lower_graph"]
+__all__ = ["ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph"]
 
 log = logging.getLogger("dynajit.inductor_lite")
 aten = torch.ops.aten
@@ -117,7 +117,7 @@ class GraphLowering:
         self.order: list[Buffer] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current_node: Any = None  # the FX node being lowered
-        self.device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        self.device = example_device(example_inputs)
         self.fallbacks: list[str] = []
         self.dynamic = any(_is_dynamic(x) for x in self.example_inputs)
         self.scalars: dict[int, Any] = {}
@@ -365,6 +365,11 @@ class GraphLowering:
             val = node.meta["val"]
             value = self.realize(value, _dense_strides(val))
         return OutputRef(self.extern_arg(value))
+
+
+def example_device(example_inputs: Sequence[Any]) -> torch.device:
+    """The device a graph runs on: its first tensor input's (CPU for a graph without one)."""
+    return next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequence[Any]) -> bool:
