@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import gc
+import inspect
 import logging
 import threading
 import time
@@ -644,13 +645,10 @@ def _compile_target(obj: Any, settings: _Settings) -> Any:
     if isinstance(obj, types.MethodType):
         wrapper = _compile_target(obj.__func__, settings)
         return types.MethodType(wrapper, obj.__self__)
-    owner = type(obj) if not isinstance(obj, type) else None
-    call_method = (
-        next((c.__dict__["__call__"] for c in owner.__mro__ if "__call__" in c.__dict__), None) if owner else None
-    )
-    if isinstance(call_method, types.FunctionType):  # an object whose class defines __call__ in Python
-        return _compile_target(types.MethodType(call_method, obj), settings)
-    if not isinstance(obj, types.FunctionType) and callable(obj) and not isinstance(obj, type):
+    if not isinstance(obj, (types.FunctionType, type)) and callable(obj):
+        call_method = inspect.getattr_static(type(obj), "__call__", None)
+        if isinstance(call_method, types.FunctionType):  # an object whose class defines __call__ in Python
+            return _compile_target(types.MethodType(call_method, obj), settings)
         # A builtin (torch.sin) or a partial: compile a Python function calling it.
         target, bound, keywords = obj, (), {}
         if isinstance(obj, functools.partial):  # its arguments are read as constants, not through the object

@@ -106,9 +106,14 @@ class UserObjectVar(ObjectVar):
             unsupported(
                 f"calling a {cls.__name__} object ({'its __call__ is implemented in C' if method else 'not callable'})"
             )
+        return self._class_method(tx, "__call__", method).call(tx, args, kwargs)
+
+    def _class_method(self, tx: Tracer, name: str, function: types.FunctionType) -> BoundMethodVar:
+        """``function``, found on the class as ``name``, bound to this object; guarded through the class,
+        so a method replaced on the class recompiles."""
         class_path = _attr_path(self, "__class__")
-        func = tx.wrap(method, class_path and Attr(class_path, "__call__"))
-        return BoundMethodVar(func, self, _attr_path(self, "__call__")).call(tx, args, kwargs)
+        func = tx.wrap(function, class_path and Attr(class_path, name))
+        return BoundMethodVar(func, self, _attr_path(self, name))
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         # A Python __getattribute__ sees written values through its own object.__getattribute__ call.
@@ -154,9 +159,7 @@ class UserObjectVar(ObjectVar):
         except AttributeError:
             raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         if isinstance(static, types.FunctionType):
-            # Guarded through the class, so a method replaced on the class recompiles.
-            func = tx.wrap(static, _attr_path(self, "__class__") and Attr(_attr_path(self, "__class__"), name))
-            return BoundMethodVar(func, self, _attr_path(self, name))
+            return self._class_method(tx, name, static)
         if isinstance(static, staticmethod):
             return tx.wrap(static.__func__, None)
         if isinstance(static, classmethod):
