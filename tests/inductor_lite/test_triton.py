@@ -22,6 +22,7 @@ CASES = {
     "half": lambda x, y: (x.half() * 2).float(), "round": lambda x, y: torch.round(x * 3),
     "square": lambda x, y: x.pow(2), "norm": lambda x, y: F.normalize(x, dim=-1), "pow_neg": lambda x, y: x.pow(-1.0),
     "pow_tensor": lambda x, y: x.abs().pow(y), "cube_sum": lambda x, y: x.pow(3).sum(-1),
+    "gelu": lambda x, y: F.gelu(x * 3), "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
 }  # fmt: skip
 
 interpreter = pytest.mark.skipif(

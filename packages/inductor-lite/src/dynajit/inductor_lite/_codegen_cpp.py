@@ -105,20 +105,31 @@ DJ_INLINE uint16_t dj_float_to_bf16(float f) {
 }
 DJ_INLINE float dj_round_bf16(float f) { return dj_bf16_to_float(dj_float_to_bf16(f)); }
 DJ_INLINE float dj_round_f16(float f) { return (float)(_Float16)f; }
+// Abramowitz & Stegun 7.1.26 for erf(a), a >= 0, z = a * a: 1 - t P(t) exp(-z), at most 1.5e-7 absolute error.
+DJ_INLINE float dj_erf_as(float a, float z) {
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  return 1.0f - p * expf(-z);
+}
 // float erf without a library call, so the loop vectorises with only expf from libmvec (about 1.5x
-// faster than libmvec's erff): the odd Taylor series below 1 (exact to float rounding), above it
-// Abramowitz & Stegun 7.1.26 (at most 2.2e-7 relative error, under 2 ulp).
+// faster than libmvec's erff): the odd Taylor series below 1 (exact to float rounding), A&S above it
+// (at most 2.2e-7 relative error there, under 2 ulp).
 DJ_INLINE float dj_erf(float x) {
   float a = __builtin_fabsf(x), z = x * x;
   float s = 1.480719282e-08f;
   s = s * z - 1.636584469e-07f; s = s * z + 1.646211437e-06f; s = s * z - 1.492565036e-05f;
   s = s * z + 0.0001205533298f; s = s * z - 0.0008548327023f; s = s * z + 0.005223977625f;
   s = s * z - 0.02686617065f; s = s * z + 0.1128379167f; s = s * z - 0.376126389f; s = s * z + 1.128379167f;
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  return a < 1.0f ? x * s : __builtin_copysignf(1.0f - p * expf(-z), x);
+  return a < 1.0f ? x * s : __builtin_copysignf(dj_erf_as(a, z), x);
 }
 DJ_INLINE double dj_erf(double x) { return erf(x); }
+// Exact GELU with A&S for erf everywhere, the approximation eager's vectorised CPU kernel also uses: GELU adds erf
+// to 1, which absorbs the relative accuracy the series buys near 0, so the loop skips it (about 1.2x faster).
+DJ_INLINE float dj_gelu(float x) {
+  float y = x * 0.70710678118654752f;
+  return 0.5f * x * (1.0f + __builtin_copysignf(dj_erf_as(__builtin_fabsf(y), y * y), y));
+}
+DJ_INLINE double dj_gelu(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
 """
 
 # op -> C++ template over arguments {0}, {1}, {2} and the compute type {T}.
@@ -180,6 +191,7 @@ for _fn in VECTOR_MATH:
 _OPS["atan2"] = "atan2{F}({0}, {1})"
 _OPS["hypot"] = "hypot{F}({0}, {1})"
 _OPS["erf"] = "dj_erf({0})"
+_OPS["gelu"] = "dj_gelu({0})"
 
 
 def math_declarations(vectorised: bool) -> str:

@@ -53,7 +53,6 @@ _EXTRA_DECOMPOSITIONS = [
     aten._softmax,
     aten._log_softmax,
     aten.native_layer_norm,
-    aten.gelu,
     aten.hardtanh,
     aten.leaky_relu,
     aten.elu,
@@ -81,6 +80,7 @@ _KEEP = {
     aten.addmm.default,
     aten.mm.default,
     aten.bmm.default,
+    aten.gelu.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
 }

@@ -7,6 +7,7 @@ by the graph lowering (an extern call), never an error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -165,6 +166,23 @@ def _add_sub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
         return op(name, x.dtype, x, y)
 
     return make_pointwise(ctx, [a, b], fn)
+
+
+@lowering(aten.gelu)
+def _gelu(ctx: Any, x: TensorValue, *, approximate: str = "none") -> TensorValue:
+    # Computed in float32 for 16-bit inputs and rounded once, as eager does.
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    if approximate == "none":
+        return make_pointwise(ctx, [x], lambda a: op("gelu", compute, a), compute=compute)
+
+    def tanh_form(a: Expr) -> Expr:
+        cube = op("mul", compute, op("mul", compute, a, a), a)
+        inner = op("add", compute, a, op("mul", compute, const(0.044715, compute), cube))
+        tanh = op("tanh", compute, op("mul", compute, const(math.sqrt(2 / math.pi), compute), inner))
+        half = op("mul", compute, a, const(0.5, compute))
+        return op("mul", compute, half, op("add", compute, const(1.0, compute), tanh))
+
+    return make_pointwise(ctx, [x], tanh_form, compute=compute)
 
 
 @lowering(aten.rsub)

@@ -123,7 +123,7 @@ _OPS: dict[str, str] = {
     "log1p": "tl.log(1.0 + {0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
     "cos": "tl.cos({0})", "tan": "(tl.sin({0}) / tl.cos({0}))", "sinh": "((tl.exp({0}) - tl.exp(-{0})) * 0.5)",
     "cosh": "((tl.exp({0}) + tl.exp(-{0})) * 0.5)", "tanh": "dj_tanh({0})", "sigmoid": "tl.sigmoid({0})",
-    "erf": "tl.erf({0})", "erfc": "(1.0 - tl.erf({0}))", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
+    "erf": "tl.erf({0})", "gelu": "({0} * 0.5 * (1.0 + tl.erf({0} * 0.7071067811865476)))", "erfc": "(1.0 - tl.erf({0}))", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
     "trunc": "dj_trunc({0})", "round": "dj_round({0})", "frac": "({0} - dj_trunc({0}))", "sign": "dj_sign({0})",
     "reciprocal": "(1.0 / {0})", "relu": "tl.where({0} < 0, 0, {0})", "maximum": "dj_max({0}, {1})",
     "minimum": "dj_min({0}, {1})", "clamp_min": "tl.where({0} < {1}, {1}, {0})",
