@@ -105,11 +105,28 @@ DJ_INLINE uint16_t dj_float_to_bf16(float f) {
 }
 DJ_INLINE float dj_round_bf16(float f) { return dj_bf16_to_float(dj_float_to_bf16(f)); }
 DJ_INLINE float dj_round_f16(float f) { return (float)(_Float16)f; }
+// exp(-z) for z >= 0 inline (no libmvec call to spill registers around): reduction by ln 2 in two parts, a
+// degree-7 polynomial (1 ulp), and 2^k built in the exponent bits. Past z = 87 the result would leave float's
+// normal range, so z is clamped there: erf only subtracts it from 1.
+DJ_INLINE float dj_exp_neg(float z) {
+  z = z < 87.0f ? z : 87.0f;
+  float k = __builtin_rintf(z * -1.44269504088896341f);
+  float r = __builtin_fmaf(k, -0.693359375f, -z);
+  r = __builtin_fmaf(k, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = __builtin_fmaf(p, r, 1.3981999507e-3f); p = __builtin_fmaf(p, r, 8.3334519073e-3f);
+  p = __builtin_fmaf(p, r, 4.1665795894e-2f); p = __builtin_fmaf(p, r, 1.6666665459e-1f);
+  p = __builtin_fmaf(p, r, 5.0000001201e-1f);
+  p = __builtin_fmaf(p, r * r, r) + 1.0f;
+  uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+  float scale; __builtin_memcpy(&scale, &bits, 4);
+  return p * scale;
+}
 // Abramowitz & Stegun 7.1.26 for erf(a), a >= 0, z = a * a: 1 - t P(t) exp(-z), at most 1.5e-7 absolute error.
 DJ_INLINE float dj_erf_as(float a, float z) {
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  return 1.0f - p * expf(-z);
+  return 1.0f - p * dj_exp_neg(z);
 }
 // float erf without a library call, so the loop vectorises with only expf from libmvec (about 1.5x
 // faster than libmvec's erff): the odd Taylor series below 1 (exact to float rounding), A&S above it
@@ -314,6 +331,7 @@ class _KernelWriter:
         self.ptr: dict[str, str] = {}
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
         self.scratch = {p.buf.name: p for p in kernel.nodes if p.scratch}
+        self.row_results: set[str] = set()  # variables holding a finished reduction of the current row
         self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
 
     def tmp(self) -> str:
@@ -352,6 +370,10 @@ class _KernelWriter:
                 small = exponent.op == "const" and exponent.args[0] in _SMALL_POWERS
                 # x**2 and x**3 (gelu's tanh form, variances) as products: exact in IEEE, and no libm call.
                 template = _SMALL_POWERS[exponent.args[0]] if small else "pow{F}({0}, {1})"
+            if expr.op == "truediv" and expr.dtype.is_floating_point and args[1] in self.row_results:
+                # Dividing by a statistic of the row (softmax's sum): one reciprocal per row, then products, as
+                # eager's softmax does; g++ hoists the reciprocal out of the loop.
+                template = "({0} * ({T}(1) / {1}))"
             if template is None:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
             ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)
@@ -646,6 +668,7 @@ class _KernelWriter:
         self.emit(depth, "}")
         for p, final in finals:
             row_scope.locals[p.buf.name] = final
+            self.row_results.add(final)
             if p.stored:
                 self.store(p, final, depth)
 
