@@ -82,6 +82,7 @@ def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameCont
             graph_break = GraphBreak(exc.reason, tuple(stack))
             _log_break(graph_break)
         finally:
+            output.leave_entered()  # an autocast block tracing stopped inside
             torch._C._set_grad_enabled(grad_mode)  # a grad-mode block entered while tracing
     if graph_break is None and not output.has_ops():
         guards = build_guards(output, ctx) if ctx.export else None

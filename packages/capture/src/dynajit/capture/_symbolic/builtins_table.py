@@ -68,9 +68,9 @@ def _super(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """Trace ``fn(*args, **kwargs)`` for a builtin or a builtin class."""
-    from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
+    from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
-    handler = BUILTINS.get(fn) or GRAD_MODE_CLASSES.get(fn)
+    handler = BUILTINS.get(fn) or CONTEXT_MANAGER_CALLS.get(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
     if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):

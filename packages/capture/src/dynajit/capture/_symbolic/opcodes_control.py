@@ -85,13 +85,14 @@ def _to_bool(tx: Tracer, inst: Inst) -> None:
 
 @handler("BEFORE_WITH")
 def _before_with(tx: Tracer, inst: Inst) -> None:
-    from dynajit.capture._symbolic.variables.contexts import GradModeVar
+    from dynajit.capture._symbolic.variables.contexts import ContextManagerVar
 
     manager = tx.pop()
-    if not isinstance(manager, GradModeVar):
-        unsupported(f"with-blocks over {manager} are not traced (only grad-mode blocks are)")
-    tx.push(manager.enter(tx))
-    tx.push(ConstVar(None))
+    if not isinstance(manager, ContextManagerVar):
+        unsupported(f"with-blocks over {manager} are not traced (only grad-mode and autocast blocks are)")
+    exit_method, entered = manager.enter(tx)
+    tx.push(exit_method)
+    tx.push(entered)
 
 
 _MAX_YIELDS = 10_000

@@ -67,6 +67,8 @@ class OutputGraph:
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
         self.n_ops = 0
+        # Real context managers (autocast) tracing entered and has not left yet; see leave_entered.
+        self.entered: list[Any] = []
         self.shapes = shapes.ShapePlan(ctx, self.fake_mode)
 
     # ----------------------------------------------------------------- guards
@@ -183,6 +185,15 @@ class OutputGraph:
     def record_node(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VT:
         """Record ``fn`` on arguments that are already graph nodes and constants."""
         return self._record(lambda meta: self.builder.call_function(fn, args, kwargs, meta=meta), fn)
+
+    def effect_node(self, fn: Any, args: tuple[Any, ...]) -> torch.fx.Node:
+        """Record ``fn(*args)`` (constants and nodes), called for its effect on torch's state; no example value."""
+        return self.builder.call_function(fn, args, meta=self._meta(), example_value=None)
+
+    def leave_entered(self) -> None:
+        """Leave, innermost first, the context managers tracing entered and did not leave (it stopped inside)."""
+        while self.entered:
+            self.entered.pop().__exit__(None, None, None)
 
     def call_method(self, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         proxies = tuple(self.to_proxy(a) for a in args)

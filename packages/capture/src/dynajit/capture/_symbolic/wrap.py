@@ -27,6 +27,13 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
+from dynajit.capture._symbolic.variables.contexts import (
+    AUTOCAST_SETTING_ATTRS,
+    AUTOCAST_TYPES,
+    CONTEXT_MANAGER_CALLS,
+    AutocastVar,
+    autocast_settings,
+)
 from dynajit.capture._symbolic.variables.objects import WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
@@ -106,6 +113,15 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return PyModuleVar(value, path)
     if marks.is_compile_query(value):
         return BuiltinVar(value, path)
+    if type(value) in AUTOCAST_TYPES:
+        # Its settings, not its identity: an autocast object may be made per call (handed to a resume function).
+        output.guard("type_match", path, value)
+        for name, setting in zip(AUTOCAST_SETTING_ATTRS, autocast_settings(value)):
+            wrap_value(output, setting, _attr(path, name))
+        return AutocastVar(autocast_settings(value), path)
+    if isinstance(value, types.FunctionType) and value in CONTEXT_MANAGER_CALLS:
+        output.guard("function_match", path, value)
+        return TorchFunctionVar(value, path)
     if is_graphable_torch_function(value) and not isinstance(value, types.MethodType):
         output.guard("function_match", path, value)
         return TorchFunctionVar(value, path)

@@ -77,10 +77,10 @@ class ClassVar(ObjectVar):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.builtins_table import BUILTINS, call_builtin
         from dynajit.capture._symbolic.construct import construct_instance, constructs_instances
-        from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
+        from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
         cls = self.value
-        if cls not in BUILTINS and cls not in GRAD_MODE_CLASSES and constructs_instances(cls):
+        if cls not in BUILTINS and cls not in CONTEXT_MANAGER_CALLS and constructs_instances(cls):
             return construct_instance(tx, cls, self.source, args, kwargs)
         return call_builtin(tx, cls, args, kwargs)
 

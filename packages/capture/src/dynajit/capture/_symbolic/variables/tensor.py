@@ -69,6 +69,10 @@ _CONSTANT_TORCH_FUNCTIONS = {
     torch.is_complex,
     torch.get_default_dtype,
     torch.numel,
+    # Autocast's state while tracing is the state the graph sets at that point (its blocks are entered for real).
+    torch.is_autocast_enabled,
+    torch.get_autocast_dtype,
+    torch.is_autocast_cache_enabled,
 }
 
 
@@ -209,10 +213,10 @@ class TorchFunctionVar(HeldVar):
     """A torch callable (torch.*, torch.nn.functional.*, torch.Tensor.*): calls become graph nodes."""
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.contexts import GRAD_MODE_CLASSES
+        from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
-        if self.value in GRAD_MODE_CLASSES:
-            return GRAD_MODE_CLASSES[self.value](tx, args, kwargs)
+        if self.value in CONTEXT_MANAGER_CALLS:
+            return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.value])
         if self.value in _CONSTANT_TORCH_FUNCTIONS:
