@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
@@ -31,7 +32,7 @@ from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["BUILTINS", "call_builtin"]
+__all__ = ["BUILTINS", "call_builtin", "sort_items"]
 
 Handler = Callable[["Tracer", list[VT], dict[str, VT]], VT]
 BUILTINS: dict[Any, Handler] = {}
@@ -39,7 +40,7 @@ BUILTINS: dict[Any, Handler] = {}
 # Builtins that are pure functions of constant arguments: run them at trace time.
 _PURE = {
     abs, all, any, bin, bool, chr, complex, divmod, float, format, hash, hex, int, len, max, min, oct, ord, pow,
-    repr, round, sorted, str, sum, tuple, frozenset, range, slice, reversed, isinstance, issubclass, type,
+    repr, round, str, sum, tuple, frozenset, range, slice, reversed, isinstance, issubclass, type,
     math.sqrt, math.floor, math.ceil, math.log, math.exp, math.pi.__class__, math.prod, math.isclose,
     math.gcd, math.isfinite, math.isinf, math.isnan, math.cos, math.sin, math.tan, math.log2, math.log10,
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.neg,
@@ -259,6 +260,46 @@ def _min_max(pick: Any) -> Handler:
         return _fold_call(tx, pick, [TupleVar(items)], kwargs)
 
     return handler
+
+
+@builtin(sorted)
+def _sorted(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if len(args) != 1 or kwargs.keys() - {"key", "reverse"}:
+        raises_in_python("sorted() takes one iterable and only the keywords key and reverse (TypeError)")
+    return ListVar(sort_items(tx, args[0].unpack(tx), kwargs.get("key"), kwargs.get("reverse")))
+
+
+def sort_items(tx: Tracer, items: list[VT], key: VT | None, reverse: VT | None) -> list[VT]:
+    """``items`` in the order ``sorted(items, key=key, reverse=reverse)`` gives, comparing keys with traced ``<``.
+
+    Python's own sort orders them (so stability and ``reverse`` are exactly its own); only the keys'
+    comparisons are traced: constants fold, symbolic sizes are decided and guarded, and tensors, whose
+    order depends on their data, are a graph break.
+    """
+    from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+    if key is not None and not (key.is_const() and key.const() is None):
+        keys = [key.call(tx, [item], {}) for item in items]
+    else:
+        keys = items
+    if len(keys) > 1 and any(isinstance(k, TensorVar) for k in keys):
+        unsupported("sorting tensors compares their values, which needs their data")
+
+    class Keyed:
+        def __init__(self, key: VT, item: VT) -> None:
+            self.key, self.item = key, item
+
+        def __lt__(self, other: Keyed) -> bool:
+            return apply_operator(tx, operator.lt, [self.key, other.key]).truth(tx)
+
+    descending = False if reverse is None else reverse.const()
+    try:
+        ordered = sorted((Keyed(k, item) for k, item in zip(keys, items)), reverse=descending)
+    except Unsupported:
+        raise
+    except Exception as exc:  # a bad ``reverse``
+        raises_in_python(f"sorting raises {type(exc).__name__}: {exc}")
+    return [keyed.item for keyed in ordered]
 
 
 BUILTINS[min] = _min_max(min)

@@ -211,10 +211,11 @@ class ListVar(_Sequence):
             result = table[name](*args)
             return result if isinstance(result, VT) else ConstVar(None)
         if name == "sort":
-            keyed = {k: v.const() for k, v in kwargs.items()}
-            ordered = sorted(self.items, key=lambda item: item.const(), reverse=keyed.get("reverse", False))
-            if keyed.keys() - {"reverse"}:
-                unsupported("list.sort with a key function")
+            from dynajit.capture._symbolic.builtins_table import sort_items
+
+            if args or kwargs.keys() - {"key", "reverse"}:
+                raises_in_python("list.sort() takes only the keywords key and reverse (TypeError)")
+            ordered = sort_items(tx, self.items, kwargs.get("key"), kwargs.get("reverse"))
             self.mutated(tx)
             self.items[:] = ordered
             return ConstVar(None)
