@@ -219,9 +219,14 @@ def _divmod(base: Index, div: Any, mod: Any) -> Index:
     if parts is not None:
         high_const, low_const = parts
         low = Index(tuple((a, c) for a, c in base.terms if not _sym.divisible(c, div)), low_const)
+        quotient = _build([(a, _sym.exact_quotient(c, div)) for a, c in high], _sym.exact_quotient(high_const, div))
         if _sym.provably_lt(low.max_value(), div):
-            quotient = _build([(a, _sym.exact_quotient(c, div)) for a, c in high], _sym.exact_quotient(high_const, div))
             return quotient if mod is None else _apply_mod(quotient, mod)
+        if high or high_const != 0:
+            # (d*q + low) // d == q + low // d for any low: the division keeps only the variables it needs,
+            # so a modulo of the sum can drop q's multiples and cancel against the low part.
+            split = quotient + _divmod(low, div, None)
+            return split if mod is None else _apply_mod(split, mod)
     if div == 1 and mod is not None:
         return _apply_mod(base, mod)
     reduced = _reduce_divisor(base, div, mod)
