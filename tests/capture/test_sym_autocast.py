@@ -323,3 +323,22 @@ def test_bad_autocast_arguments_raise_as_in_eager(check, t, fn):
     (reason,) = break_reasons(check, fn, t(4), graphs=0)
     assert reason.startswith("torch.autocast(...) raises ")
     assert autocast_is_off()
+
+
+def _project_with_break(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        capture.graph_break()
+        return y.relu()
+
+
+def g_break_in_inlined_block(x, w):
+    y = x.cos()
+    return _project_with_break(y, w).float() + 1
+
+
+def test_break_inside_an_inlined_autocast_block(check, t):
+    reasons = break_reasons(check, g_break_in_inlined_block, t(4, 8), t(8, 8), calls=2)
+    assert reasons[0] == "graph_break() was called"  # the caller's graph stops at the call
+    assert "inside a try/with block" in reasons[1]  # the callee runs its own frame eagerly
+    assert autocast_is_off()
