@@ -4,6 +4,10 @@ An entry is keyed by a hash of the source, the compiler flags and the compiler's
 (path, size, mtime). It is written atomically (temporary file + ``os.replace``) with a sidecar
 holding the library's SHA-256; an entry whose checksum does not match, or that fails to load,
 is rebuilt, never used. A second process compiling the same graph loads the library from disk.
+
+``start_library`` runs the lookup and the compiler on a thread and returns a future, so the caller
+goes on (writing the wrapper, building guards) while g++ works; the lock is held only to look up
+and record entries, so two graphs (a forward and its backward) build at the same time.
 """
 
 from __future__ import annotations
@@ -17,9 +21,19 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
-__all__ = ["BuildError", "CacheStats", "cache_dir", "cache_stats", "forget_loaded_libraries", "load_library", "stats"]
+__all__ = [
+    "BuildError",
+    "CacheStats",
+    "cache_dir",
+    "cache_stats",
+    "forget_loaded_libraries",
+    "load_library",
+    "start_library",
+    "stats",
+]
 
 log = logging.getLogger("dynajit.inductor_lite")
 
@@ -44,6 +58,7 @@ class CacheStats:
 
 stats = CacheStats()
 _loaded: dict[str, ctypes.CDLL] = {}
+_pending: dict[str, Future[ctypes.CDLL]] = {}  # libraries being looked up or built, by the same key as _loaded
 _lock = threading.Lock()
 _compiler_ids: dict[str, str] = {}
 
@@ -107,33 +122,80 @@ def _valid_entry(lib: Path, meta: Path) -> bool:
 
 def load_library(source: str, cxx: str, flags: str, directory: str = "") -> tuple[ctypes.CDLL, str]:
     """The loaded library built from ``source`` (from memory, disk, or a fresh build) and its key."""
+    future, key = start_library(source, cxx, flags, directory)
+    return future.result(), key
+
+
+def start_library(source: str, cxx: str, flags: str, directory: str = "") -> tuple[Future[ctypes.CDLL], str]:
+    """A future of the library built from ``source``, and its key; only the compiler runs on a thread.
+
+    A library loaded before, or found valid on disk, is returned done, and every cache outcome is
+    counted before this returns. The same source requested while it is being built shares that
+    build. A compiler error is the future's exception (:class:`BuildError`).
+    """
     key = hashlib.sha256("\0".join((source, cxx, flags, _compiler_identity(cxx))).encode()).hexdigest()[:40]
+    memory_key = f"{directory}:{key}"
+    future: Future[ctypes.CDLL] = Future()
     with _lock:
-        memory_key = f"{directory}:{key}"
+        pending = _pending.get(memory_key)
+        if pending is not None:
+            stats.memory_hits += 1
+            return pending, key
         lib = _loaded.get(memory_key)
         if lib is not None:
             stats.memory_hits += 1
-            return lib, key
+            future.set_result(lib)
+            return future, key
         folder = cache_dir(directory) / key[:2]
         folder.mkdir(parents=True, exist_ok=True)
         so_path, meta_path = folder / f"{key}.so", folder / f"{key}.json"
-        if so_path.exists():
-            if _valid_entry(so_path, meta_path):
-                try:
-                    lib = ctypes.CDLL(str(so_path))
-                    stats.disk_hits += 1
-                except OSError as err:
-                    log.warning("inductor-lite: cached kernel library %s failed to load (%s); rebuilding", so_path, err)
-            else:
-                log.warning("inductor-lite: cached kernel library %s is corrupt; rebuilding", so_path)
-            if lib is None:
-                stats.rebuilt_corrupt += 1
-        if lib is None:
-            _build(source, cxx, flags, folder, key, so_path, meta_path)
-            stats.builds += 1
+        lib = _load_cached(so_path, meta_path)
+        if lib is not None:
+            _loaded[memory_key] = lib
+            future.set_result(lib)
+            return future, key
+        stats.builds += 1
+        _pending[memory_key] = future
+    # Not a daemon: a build still running at exit finishes, so no temporary directory is left in the cache.
+    worker = threading.Thread(
+        target=_produce,
+        args=(future, memory_key, (source, cxx, flags, folder, key, so_path, meta_path)),
+        name=f"dynajit-build-{key[:8]}",
+    )
+    worker.start()
+    return future, key
+
+
+def _load_cached(so_path: Path, meta_path: Path) -> ctypes.CDLL | None:
+    """The library of a valid disk entry, or None (absent, or corrupt: then counted and logged)."""
+    if not so_path.exists():
+        return None
+    if _valid_entry(so_path, meta_path):
+        try:
             lib = ctypes.CDLL(str(so_path))
+            stats.disk_hits += 1
+            return lib
+        except OSError as err:
+            log.warning("inductor-lite: cached kernel library %s failed to load (%s); rebuilding", so_path, err)
+    else:
+        log.warning("inductor-lite: cached kernel library %s is corrupt; rebuilding", so_path)
+    stats.rebuilt_corrupt += 1
+    return None
+
+
+def _produce(future: Future[ctypes.CDLL], memory_key: str, build_args: tuple) -> None:
+    try:
+        _build(*build_args)
+        lib = ctypes.CDLL(str(build_args[5]))
+    except BaseException as err:  # handed to whoever waits on the future
+        with _lock:
+            _pending.pop(memory_key, None)
+        future.set_exception(err)
+        return
+    with _lock:
         _loaded[memory_key] = lib
-        return lib, key
+        _pending.pop(memory_key, None)
+    future.set_result(lib)
 
 
 def _build(source: str, cxx: str, flags: str, folder: Path, key: str, so_path: Path, meta_path: Path) -> None:

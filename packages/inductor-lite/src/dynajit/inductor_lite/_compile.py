@@ -33,7 +33,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
 from dynajit.inductor_lite import _autotune, _sym
-from dynajit.inductor_lite._build import load_library, stats
+from dynajit.inductor_lite._build import start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._graph import example_device, lower_graph
@@ -97,15 +97,34 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
 
 
 class CompiledGraph:
-    """One compiled aten graph: the generated wrapper plus its sources (for logs and tests)."""
+    """One compiled aten graph: the generated wrapper plus its sources (for logs and tests).
+
+    ``ready``, when given, waits for kernels still being built and binds them into the wrapper; the
+    first call runs it (raising the build's error, if any), later calls go straight to the wrapper.
+    """
 
     _boxed_call = True
 
-    def __init__(self, call: Callable[[list[Any]], Any], wrapper_source: str, kernel_source: str, info: dict) -> None:
+    def __init__(
+        self,
+        call: Callable[[list[Any]], Any],
+        wrapper_source: str,
+        kernel_source: str,
+        info: dict,
+        ready: Callable[[], None] | None = None,
+    ) -> None:
         self.call = call
         self.wrapper_source = wrapper_source
         self.kernel_source = kernel_source
         self.info = info
+        if ready is not None:
+            self._ready, self._run = ready, call
+            self.call = self._first_call
+
+    def _first_call(self, args: list[Any]) -> Any:
+        self._ready()
+        self.call = self._run
+        return self._run(args)
 
     def __call__(self, args: list[Any]) -> Any:
         return self.call(args)
@@ -174,14 +193,15 @@ def _compile_graph(
     dtypes = {name: buf.dtype for name, buf in lowered.all_buffers.items() if isinstance(buf, Buffer)}
 
     def build(variant: Any) -> CompiledGraph:
+        ready = None
         if triton:
             from dynajit.inductor_lite import codegen_triton
 
             calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
         else:
-            calls, source = _build_cpp(kernels, dtypes, settings, variant)
+            calls, source, ready = _build_cpp(kernels, dtypes, settings, variant)
         call, wrapper_source = WrapperBuilder(lowered, items, check_inputs).build(calls)
-        return CompiledGraph(call, wrapper_source, source, {})
+        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready) if ready else None)
 
     if triton:
         base: Any = settings["triton_block"]
@@ -219,27 +239,108 @@ def _compile_graph(
     return compiled
 
 
+class _Unbuilt:
+    """Stands for a kernel in the wrapper's namespace until its library is loaded."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any) -> None:
+        raise RuntimeError(f"inductor-lite: kernel {self.name} called before its library was loaded")
+
+
 def _build_cpp(
     kernels: list[Kernel], dtypes: dict[str, torch.dtype], settings: dict[str, Any], options: CppOptions
-) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str]:
+) -> tuple[dict[str, tuple[Callable[..., Any], list[str], bool, list[str]]], str, Callable[[], dict] | None]:
+    """Kernel calls for the wrapper, the source, and (for a build left running) a function returning the kernels.
+
+    With ``background_build`` the wrapper is written while g++ runs: its kernels are :class:`_Unbuilt`
+    until the returned function has waited for the libraries and looked them up. A graph with many
+    kernels is built as several libraries at once (see :func:`_split`); the source shown is one.
+    """
     if not kernels:
-        return {}, ""
-    parts = [math_declarations(vectorised=_has_libmvec()), PRELUDE]  # the prelude calls expf
+        return {}, "", None
+    header = "\n\n".join([math_declarations(vectorised=_has_libmvec()), PRELUDE])  # the prelude calls expf
     params: dict[str, list[str]] = {}
     symbols: dict[str, list[str]] = {}
+    texts: list[str] = []
     for kernel in kernels:
-        text, names, symbols[kernel.name] = kernel_source(kernel, dtypes, options)
-        parts.append(text)
-        params[kernel.name] = names
-    source = "\n\n".join(parts) + "\n"
-    lib, _ = load_library(source, settings["cxx"], settings["cxx_flags"], settings["cache_dir"])
-    calls = {}
-    for kernel in kernels:
-        fn = getattr(lib, kernel.name)
-        fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name]) + [ctypes.c_int64] * len(symbols[kernel.name])
-        fn.restype = None
-        calls[kernel.name] = (fn, params[kernel.name], True, symbols[kernel.name])
-    return calls, source
+        text, params[kernel.name], symbols[kernel.name] = kernel_source(kernel, dtypes, options)
+        texts.append(text)
+    source = "\n\n".join([header, *texts]) + "\n"
+    groups = _split([len(t) for t in texts], settings["build_parts"])
+    futures = [
+        start_library(
+            source if len(groups) == 1 else "\n\n".join([header, *(texts[i] for i in group)]) + "\n",
+            settings["cxx"],
+            settings["cxx_flags"],
+            settings["cache_dir"],
+        )[0]
+        for group in groups
+    ]
+    part_of = {kernels[i].name: p for p, group in enumerate(groups) for i in group}
+
+    def load() -> dict[str, Callable[..., Any]]:
+        libs = [future.result() for future in futures]
+        fns = {}
+        for kernel in kernels:
+            fn = getattr(libs[part_of[kernel.name]], kernel.name)
+            fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name]) + [ctypes.c_int64] * len(symbols[kernel.name])
+            fn.restype = None
+            fns[kernel.name] = fn
+        return fns
+
+    if settings["background_build"] and not all(f.done() for f in futures):
+        fns: dict[str, Callable[..., Any]] = {k.name: _Unbuilt(k.name) for k in kernels}
+        ready: Callable[[], dict] | None = load
+    else:
+        fns, ready = load(), None
+    calls = {k.name: (fns[k.name], params[k.name], True, symbols[k.name]) for k in kernels}
+    return calls, source, ready
+
+
+# Below this many kernels per library, a second compiler process costs more than it saves: each one
+# parses the prelude and starts g++, as, ld (about 0.09 s), and a kernel takes about 0.025 s to optimise.
+_KERNELS_PER_PART = 4
+
+
+def _split(sizes: list[int], parts: int) -> list[list[int]]:
+    """Kernel indices grouped into libraries built in parallel, in source order, balanced by source length.
+
+    ``parts`` 0 means one per available CPU, while each gets at least ``_KERNELS_PER_PART`` kernels.
+    """
+    if parts <= 0:
+        parts = min(_cpus(), len(sizes) // _KERNELS_PER_PART)
+    parts = max(1, min(parts, len(sizes)))
+    if parts == 1:
+        return [list(range(len(sizes)))]
+    groups: list[list[int]] = [[] for _ in range(parts)]
+    loads = [0] * parts
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(i)
+        loads[lightest] += sizes[i]
+    return [sorted(group) for group in groups]
+
+
+def _binder(call: Callable[..., Any], load: Callable[[], dict[str, Callable[..., Any]]]) -> Callable[[], None]:
+    """Waits for the kernels and puts each where the wrapper (``call``) looks up its :class:`_Unbuilt`."""
+
+    def ready() -> None:
+        fns = load()
+        namespace = call.__globals__
+        for name, value in list(namespace.items()):
+            if isinstance(value, _Unbuilt):
+                namespace[name] = fns[value.name]
+
+    return ready
+
+
+@functools.cache
+def _cpus() -> int:
+    """CPUs this process may run on (the affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 @functools.cache

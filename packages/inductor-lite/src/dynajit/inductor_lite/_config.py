@@ -38,6 +38,16 @@ class InductorConfig(Config):
     cache_dir: str = option(
         "", "kernel cache directory; empty means $DYNAJIT_CACHE_DIR or ~/.cache/dynajit/inductor_lite"
     )
+    background_build: bool = option(
+        True,
+        "build C++ kernels on a thread while compilation goes on; the graph's first call waits for them "
+        "(and raises a BuildError there)",
+    )
+    build_parts: int = option(
+        0,
+        "libraries a graph's C++ kernels are split into, built by parallel compiler processes; "
+        "0 picks one per CPU while each gets at least 4 kernels",
+    )
     parallel_threshold: int = option(32768, "minimum elements of work before a kernel's loops use OpenMP threads")
     num_threads: int = option(0, "OpenMP threads per kernel; 0 uses OpenMP's default")
     vector_lanes: int = option(

@@ -1,0 +1,89 @@
+"""C++ kernels built on a thread while compilation goes on: results, shared builds, errors at the first call."""
+
+import pytest
+import torch
+from ilite_helpers import check, compiled
+
+from dynajit.inductor_lite import BuildError, cache_stats, compile_fx, compiled_graphs
+from dynajit.inductor_lite._codegen_cpp import PRELUDE
+
+
+def _fn(x, y):
+    return ((x * 1.5 + y).relu().sum(-1), torch.softmax(x - y, -1))
+
+
+def _inputs():
+    torch.manual_seed(0)
+    return torch.randn(6, 33), torch.randn(6, 33)
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_fresh_build_matches_eager(tmp_path, background):
+    x, y = _inputs()
+    check(_fn, x, y, options={"cache_dir": str(tmp_path), "background_build": background})
+
+
+def test_forward_and_backward_build_at_once_and_match_eager(tmp_path):
+    torch.manual_seed(0)
+    w = torch.randn(17, 9, requires_grad=True)
+    x = torch.randn(5, 17)
+
+    def loss(x, w):
+        return (torch.tanh(x @ w) * 2.5).sigmoid().sum()
+
+    c = compile_fx(torch.fx.symbolic_trace(lambda x, w: (loss(x, w),)), [x, w], options={"cache_dir": str(tmp_path)})
+    (got,) = c(x, w)
+    got.backward()
+    grad, w.grad = w.grad, None
+    loss(x, w).backward()
+    torch.testing.assert_close(got, loss(x, w))
+    torch.testing.assert_close(grad, w.grad)
+    assert len(compiled_graphs(c)) == 2
+
+
+def test_same_source_while_building_is_built_once(tmp_path):
+    x, y = _inputs()
+    before = cache_stats()
+    first = compiled(_fn, x, y, options={"cache_dir": str(tmp_path)})
+    second = compiled(_fn, x, y, options={"cache_dir": str(tmp_path)})
+    after = cache_stats()
+    assert after["builds"] - before["builds"] == 1
+    for c in (first, second):
+        for got, want in zip(c(x, y), _fn(x, y)):
+            torch.testing.assert_close(got, want)
+
+
+def test_build_error_is_raised_at_the_first_call(tmp_path):
+    x, y = _inputs()
+    options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere"}
+    c = compiled(_fn, x, y, options=options)
+    with pytest.raises(BuildError, match="no-such-flag"):
+        c(x, y)
+
+
+def test_build_error_is_raised_by_compile_without_background_build(tmp_path):
+    x, y = _inputs()
+    options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere", "background_build": False}
+    with pytest.raises(BuildError, match="no-such-flag"):
+        compiled(_fn, x, y, options=options)
+
+
+def _many_kernels(x, y):
+    # Reductions over different dimensions cannot fuse: one kernel each.
+    a = torch.softmax(x, -1)
+    b = torch.softmax(x, 0)
+    c = (a * y).sum(0)
+    d = (b + y).amax(-1)
+    return a + b, c, d, torch.log_softmax(y, 0)
+
+
+@pytest.mark.parametrize("parts", [0, 2, 3])
+def test_kernels_split_into_parallel_libraries_match_eager(tmp_path, parts):
+    x, y = _inputs()
+    c = check(_many_kernels, x, y, options={"cache_dir": str(tmp_path), "build_parts": parts})
+    (graph,) = compiled_graphs(c)
+    libraries = list(tmp_path.glob("*/*.so"))
+    assert graph.info["kernels"] >= 3
+    if parts:
+        assert len(libraries) == parts
+    assert graph.kernel_source.count(PRELUDE) == 1  # the source shown is one, however it was built
