@@ -1,5 +1,6 @@
 """Autocast blocks (``torch.autocast``, ``torch.amp.autocast``, decorators) traced into the graph, compared with eager."""
 
+import contextlib
 import warnings
 
 import pytest
@@ -14,6 +15,12 @@ BF16 = torch.bfloat16
 
 def autocast_is_off():
     return not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == BF16
+
+
+def counted(fn):
+    """``fn`` compiled with a CompileCounter, and the counter."""
+    counter = CompileCounter()
+    return counter, capture.optimize(counter)(fn)
 
 
 def break_reasons(check, fn, *args, **options):
@@ -239,8 +246,7 @@ def test_tracing_that_stops_inside_a_block_leaves_autocast(check, t):
 
 
 def test_called_inside_an_eager_autocast_block_recompiles(t):
-    counter = CompileCounter()
-    compiled = capture.optimize(counter)(a_disabled_inside)
+    counter, compiled = counted(a_disabled_inside)
     x, w = t(4, 8), t(8, 8)
     compiled(x, w)
     with torch.autocast("cpu", dtype=torch.float16):
@@ -342,3 +348,54 @@ def test_break_inside_an_inlined_autocast_block(check, t):
     assert reasons[0] == "graph_break() was called"  # the caller's graph stops at the call
     assert "inside a try/with block" in reasons[1]  # the callee runs its own frame eagerly
     assert autocast_is_off()
+
+
+def a_reads_default_dtype(x, w):
+    dtype = torch.get_autocast_dtype("cpu")  # read outside any block: autocast's default, baked in
+    return x.to(dtype) + 1
+
+
+def a_enter_with_default_dtype(x, w):
+    ctx = _enter_autocast("cpu", None, True, True)
+    y = x @ w
+    _exit_autocast(ctx)
+    return y
+
+
+@contextlib.contextmanager
+def default_autocast_dtype(dtype):
+    previous = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", dtype)
+    try:
+        yield
+    finally:
+        torch.set_autocast_dtype("cpu", previous)
+
+
+@pytest.mark.parametrize(
+    "fn", [a_default_dtype, a_reads_default_dtype, a_enter_with_default_dtype], ids=lambda f: f.__name__
+)
+def test_changing_the_default_autocast_dtype_recompiles(t, fn):
+    counter, compiled = counted(fn)
+    x, w = t(4, 8), t(8, 8)
+    assert compiled(x, w).dtype == fn(x, w).dtype == BF16
+    with capture.observe() as seen, default_autocast_dtype(torch.float16):
+        got, want = compiled(x, w), fn(x, w)
+    assert got.dtype == want.dtype == torch.float16
+    torch.testing.assert_close(got, want)
+    assert counter.frame_count == 2
+    (record,) = seen.frames
+    assert [r.split(": ", 1)[1] for r in record.recompile_reasons] == [
+        "global state autocast(cpu) dtype: expected bfloat16, got float16"
+    ]
+    assert compiled(x, w).dtype == BF16 and counter.frame_count == 2  # the first entry serves again
+    assert autocast_is_off()
+
+
+def test_an_explicit_autocast_dtype_does_not_guard_the_default(t):
+    counter, compiled = counted(a_float16)
+    x, w = t(4, 8), t(8, 8)
+    compiled(x, w)
+    with default_autocast_dtype(torch.float16):
+        assert compiled(x, w).dtype == a_float16(x, w).dtype == torch.float16
+    assert counter.frame_count == 1

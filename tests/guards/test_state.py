@@ -104,3 +104,41 @@ def test_deterministic_warn_only_is_checked_while_deterministic_is_on():
         with deterministic(warn_only=False):
             assert c.failure_reason() == "global state deterministic algorithms warn_only: expected True, got False"
         assert c.check()
+
+
+@contextlib.contextmanager
+def default_autocast_dtype(device, dtype):
+    previous = torch.get_autocast_dtype(device)
+    torch.set_autocast_dtype(device, dtype)
+    try:
+        yield
+    finally:
+        torch.set_autocast_dtype(device, previous)
+
+
+def test_global_state_ignores_the_autocast_dtype_while_autocast_is_off():
+    c = compiled(global_state())
+    with default_autocast_dtype("cpu", torch.float16):
+        assert c.check()
+
+
+def test_global_state_checks_the_autocast_dtypes_it_is_asked_for_while_autocast_is_off():
+    guard = global_state(autocast_dtype_devices=["cpu", "cpu"])
+    assert guard.detail.endswith("autocast=off, autocast(cpu) dtype=bfloat16")
+    assert guard != global_state() and guard == global_state(["cpu"])
+    c = compiled(guard)
+    assert c.check()
+    with default_autocast_dtype("cpu", torch.float16):
+        assert c.failure_reason() == "global state autocast(cpu) dtype: expected bfloat16, got float16"
+    with default_autocast_dtype("cuda", torch.bfloat16):
+        assert c.check()
+    assert "'cpu') is" in c.code
+
+
+def test_global_state_checks_an_autocast_dtype_once():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        guard = global_state(autocast_dtype_devices=["cpu"])
+        assert guard == global_state() and len(guard.checks) == len(global_state().checks)
+        c = compiled(guard)
+    with torch.autocast("cpu", dtype=torch.bfloat16), default_autocast_dtype("cuda", torch.bfloat16):
+        assert c.check()  # cuda's autocast is off: its dtype is not read

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -55,6 +55,18 @@ _AUTOCAST_READERS: dict[str, Callable[[str], Any]] = {
 }
 
 
+def _device_check(device: str, what: str, read: Callable[[str], Any]) -> tuple[Check, Any]:
+    value = read(device)
+    check = _state_check(
+        f"autocast({device}) {what}",
+        f"{{read}}({device!r}) is {{expected}}",
+        {"read": read, "expected": value},
+        functools.partial(read, device),
+        value,
+    )
+    return check, value
+
+
 def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
     any_enabled = torch._C._is_any_autocast_enabled
     if not any_enabled():
@@ -63,25 +75,34 @@ def _autocast_checks() -> tuple[list[Check], tuple[Any, ...]]:
     snapshot: list[Any] = []
     for device in _AUTOCAST_DEVICES:
         for what, read in _AUTOCAST_READERS.items():
-            value = read(device)
-            checks.append(
-                _state_check(
-                    f"autocast({device}) {what}",
-                    f"{{read}}({device!r}) is {{expected}}",
-                    {"read": read, "expected": value},
-                    functools.partial(read, device),
-                    value,
-                )
-            )
+            check, value = _device_check(device, what, read)
+            checks.append(check)
             snapshot.append(value)
             if value is False:  # the dtype of a disabled autocast does not matter
                 break
     return checks, tuple(snapshot)
 
 
-def global_state() -> Guard:
+def _default_dtype_checks(devices: Iterable[str], checks: list[Check]) -> tuple[list[Check], tuple[Any, ...]]:
+    """Autocast dtype checks for ``devices``, leaving out those ``checks`` already holds."""
+    added: list[Check] = []
+    snapshot: list[tuple[str, torch.dtype]] = []
+    for device in dict.fromkeys(devices):
+        check, dtype = _device_check(device, "dtype", _AUTOCAST_READERS["dtype"])
+        if not any(c.template == check.template for c in checks):
+            added.append(check)
+            snapshot.append((device, dtype))
+    return added, tuple(snapshot)
+
+
+def global_state(autocast_dtype_devices: Iterable[str] = ()) -> Guard:
     """GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
-    transforms and torch-function modes are as they are now."""
+    transforms and torch-function modes are as they are now.
+
+    Autocast's per-device state is read only while some autocast is on. ``autocast_dtype_devices`` names
+    devices whose autocast dtype (``torch.get_autocast_dtype(device)``: the dtype a ``torch.autocast(device)``
+    without one takes) is checked in any case, for frames that resolved that default while tracing.
+    """
     checks: list[Check] = []
     state: dict[str, Any] = {}
     for what, read in GLOBAL_STATE_READERS.items():
@@ -93,9 +114,13 @@ def global_state() -> Guard:
     snapshot = tuple(state.items())
     autocast, autocast_snapshot = _autocast_checks()
     checks.extend(autocast)
+    defaults, defaults_snapshot = _default_dtype_checks(autocast_dtype_devices, checks)
+    checks.extend(defaults)
     detail = ", ".join(f"{what}={_show(value)}" for what, value in snapshot)
     detail += f", autocast={'off' if not autocast_snapshot else autocast_snapshot}"
-    return Guard("GLOBAL_STATE", (), tuple(checks), detail, ("GLOBAL_STATE", snapshot, autocast_snapshot))
+    detail += "".join(f", autocast({device}) dtype={_show(dtype)}" for device, dtype in defaults_snapshot)
+    key = ("GLOBAL_STATE", snapshot, autocast_snapshot, defaults_snapshot)
+    return Guard("GLOBAL_STATE", (), tuple(checks), detail, key)
 
 
 def _backend_name(backend: Any) -> str:

@@ -33,7 +33,7 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
     from dynajit.capture._runtime import current_backend
 
     result = guards.GuardSet()
-    result.add(guards.global_state())
+    result.add(guards.global_state(output.autocast_dtype_devices if output is not None else ()))
     result.add(guards.backend_match(current_backend, ctx.backend))
     if output is None:
         return result

@@ -69,6 +69,8 @@ class OutputGraph:
         self.n_ops = 0
         # Real context managers (autocast) tracing entered and has not left yet; see leave_entered.
         self.entered: list[Any] = []
+        # Devices whose default autocast dtype the trace took (it is baked into the graph; GLOBAL_STATE checks it).
+        self.autocast_dtype_devices: dict[str, None] = {}
         self.shapes = shapes.ShapePlan(ctx, self.fake_mode)
 
     # ----------------------------------------------------------------- guards

@@ -36,6 +36,7 @@ __all__ = [
     "AutocastVar",
     "ContextManagerVar",
     "GradModeVar",
+    "read_default_autocast_dtype",
 ]
 
 
@@ -206,13 +207,23 @@ def _autocast(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
             raises_in_python(f"torch.autocast(...) raises {type(exc).__name__}: {exc}")
     if caught:
         unsupported(f"torch.autocast(...) warns ({caught[0].message}); it is made in Python")
+    dtype = kwargs["dtype"] if "dtype" in kwargs else args[1] if len(args) > 1 else None
+    if dtype is None or dtype.const() is None:
+        read_default_autocast_dtype(tx, mode.device)
     return AutocastVar(autocast_settings(mode))
+
+
+def read_default_autocast_dtype(tx: Tracer, device: str) -> None:
+    """Note that the trace took ``device``'s autocast dtype as it is now: entries are guarded on it."""
+    tx.output.autocast_dtype_devices[device] = None
 
 
 def _enter_autocast_call(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if kwargs or len(args) != len(AUTOCAST_SETTING_ATTRS) or not all(a.is_const() for a in args):
         unsupported("_enter_autocast with other than four constant arguments")
     device, dtype, enabled, cache_enabled = (a.const() for a in args)
+    if dtype is None:
+        read_default_autocast_dtype(tx, device)
     return enter_autocast(tx, (device, dtype, bool(enabled), bool(cache_enabled)))
 
 

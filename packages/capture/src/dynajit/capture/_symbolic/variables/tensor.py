@@ -220,6 +220,8 @@ class TorchFunctionVar(HeldVar):
         if self.value in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.value])
         if self.value in _CONSTANT_TORCH_FUNCTIONS:
+            if self.value is torch.get_autocast_dtype:
+                _note_autocast_dtype_read(tx, args, kwargs)
             return _call_on_examples(self.value, args, kwargs)
         return tx.output.call_function(self.value, args, kwargs)
 
@@ -240,6 +242,14 @@ def _has_symbols(value: Any) -> bool:
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
         return True
     return isinstance(value, tuple) and any(isinstance(v, torch.SymInt) for v in value)
+
+
+def _note_autocast_dtype_read(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> None:
+    from dynajit.capture._symbolic.variables.contexts import read_default_autocast_dtype
+
+    device = [*args, *kwargs.values()]
+    if len(device) == 1 and device[0].is_const() and isinstance(device[0].const(), str):
+        read_default_autocast_dtype(tx, device[0].const())
 
 
 def _call_on_examples(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:
