@@ -5,14 +5,25 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
+from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["BoundMethodVar", "BuiltinVar", "CellVar", "MethodOf", "NestedFunctionVar", "UserFunctionVar"]
+__all__ = [
+    "BoundMethodVar",
+    "BuiltinVar",
+    "CellVar",
+    "MethodOf",
+    "NestedFunctionVar",
+    "UserFunctionVar",
+    "class_member",
+    "refuse_descriptor",
+]
 
 
 class BuiltinVar(HeldVar):
@@ -236,3 +247,38 @@ class BoundMethodVar(VT):
 
     def __repr__(self) -> str:
         return f"BoundMethodVar({self.func!r}, {self.obj!r})"
+
+
+def class_member(
+    tx: Tracer,
+    obj: VT,
+    cls: type,
+    static: Any,
+    member_path: Path | None,
+    *,
+    class_path: Path | None = None,
+    bound_path: Path | None = None,
+) -> VT | None:
+    """``obj.name`` where ``static`` is what ``cls`` (``obj``'s class, or the class ``super()`` reached) defines.
+
+    A Python function is bound to ``obj`` (inlined when called), a static method is its function, a class
+    method is bound to ``cls`` (wrapped with ``class_path``), and a property's Python getter is inlined now.
+    ``member_path`` reaches ``static`` on the class, so replacing it there recompiles; ``bound_path`` reaches
+    the bound method from the frame. None for anything else (a plain value, another descriptor): each kind
+    of object reads those its own way.
+    """
+    if isinstance(static, types.FunctionType):
+        return BoundMethodVar(tx.wrap(static, member_path), obj, bound_path)
+    if isinstance(static, staticmethod):
+        return tx.wrap(static.__func__, None)
+    if isinstance(static, classmethod):
+        return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, class_path), bound_path)
+    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+        return tx.wrap(static.fget, member_path and Attr(member_path, "fget")).call(tx, [obj], {})
+    return None
+
+
+def refuse_descriptor(cls: type, name: str, static: Any) -> None:
+    """A graph break when ``static``, found on ``cls`` as ``name``, would run code when read from an instance."""
+    if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple, type)):
+        unsupported(f"descriptor {cls.__name__}.{name} is not traced")

@@ -23,7 +23,7 @@ from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
-from dynajit.capture._symbolic.variables.functions import BoundMethodVar
+from dynajit.capture._symbolic.variables.functions import class_member, refuse_descriptor
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -112,17 +112,13 @@ class NewObjectVar(VT):
 
     def _class_attr(self, tx: Tracer, name: str, static: Any) -> VT:
         cls = self.cls
-        if isinstance(static, types.FunctionType):
-            return BoundMethodVar(tx.wrap(static, self._class_path(name)), self)
-        if isinstance(static, staticmethod):
-            return tx.wrap(static.__func__, None)
-        if isinstance(static, classmethod):
-            return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, self.class_source))
+        member = class_member(tx, self, cls, static, self._class_path(name), class_path=self.class_source)
+        if member is not None:
+            return member
         owner = _owner_of(cls, name)
         if owner in (*DICT_BASES, object) and callable(static):
             return BaseMethodVar(self, owner, name)  # type: ignore[arg-type]
-        if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple, type)):
-            unsupported(f"descriptor {cls.__name__}.{name} is not traced")
+        refuse_descriptor(cls, name, static)
         value = getattr(cls, name)
         if self.class_source is None and _is_mutable(value):
             # Without a path to the class, a mutation of the value could not be written back after the graph.

@@ -16,7 +16,11 @@ import torch
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.functions import BoundMethodVar, UserFunctionVar
+from dynajit.capture._symbolic.variables.functions import (
+    UserFunctionVar,
+    class_member,
+    refuse_descriptor,
+)
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -106,14 +110,16 @@ class UserObjectVar(ObjectVar):
             unsupported(
                 f"calling a {cls.__name__} object ({'its __call__ is implemented in C' if method else 'not callable'})"
             )
-        return self._class_method(tx, "__call__", method).call(tx, args, kwargs)
+        bound = self._class_member(tx, "__call__", method)
+        assert bound is not None  # a Python function always binds
+        return bound.call(tx, args, kwargs)
 
-    def _class_method(self, tx: Tracer, name: str, function: types.FunctionType) -> BoundMethodVar:
-        """``function``, found on the class as ``name``, bound to this object; guarded through the class,
-        so a method replaced on the class recompiles."""
+    def _class_member(self, tx: Tracer, name: str, static: Any) -> VT | None:
+        """``static``, found on the class as ``name``, read from this object (see ``class_member``); guarded
+        through the class, so a method replaced on the class recompiles."""
         class_path = _attr_path(self, "__class__")
-        func = tx.wrap(function, class_path and Attr(class_path, name))
-        return BoundMethodVar(func, self, _attr_path(self, name))
+        member_path = class_path and Attr(class_path, name)
+        return class_member(tx, self, type(self.value), static, member_path, bound_path=_attr_path(self, name))
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         # A Python __getattribute__ sees written values through its own object.__getattribute__ call.
@@ -158,24 +164,16 @@ class UserObjectVar(ObjectVar):
             static = inspect.getattr_static(cls, name)
         except AttributeError:
             raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
-        if isinstance(static, types.FunctionType):
-            return self._class_method(tx, name, static)
-        if isinstance(static, staticmethod):
-            return tx.wrap(static.__func__, None)
-        if isinstance(static, classmethod):
-            return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, None), _attr_path(self, name))
-        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
-            class_path = _attr_path(self, "__class__")
-            fget = tx.wrap(static.fget, class_path and Attr(Attr(class_path, name), "fget"))
-            return fget.call(tx, [self], {})
+        member = self._class_member(tx, name, static)
+        if member is not None:
+            return member
         if isinstance(static, types.MemberDescriptorType):  # a slot: its value is read like an attribute
             try:
                 value = getattr(self.value, name)
             except AttributeError:
                 raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
             return tx.wrap(value, _attr_path(self, name))
-        if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, tuple)):
-            unsupported(f"descriptor {cls.__name__}.{name} is not traced")
+        refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
@@ -241,14 +239,9 @@ class SuperVar(VT):
         owner = mro[index]
         # Reached again (and guarded) as type(obj).__mro__[index].name, so replacing the base's method recompiles.
         path = Attr(Item(Attr(class_path, "__mro__"), index), name) if class_path is not None else None
-        if isinstance(attr, types.FunctionType):
-            return BoundMethodVar(tx.wrap(attr, path), self.obj)
-        if isinstance(attr, staticmethod):
-            return tx.wrap(attr.__func__, None)
-        if isinstance(attr, classmethod):
-            return BoundMethodVar(tx.wrap(attr.__func__, None), tx.wrap(obj_class, None))
-        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
-            return tx.wrap(attr.fget, path and Attr(path, "fget")).call(tx, [self.obj], {})
+        member = class_member(tx, self.obj, obj_class, attr, path)
+        if member is not None:
+            return member
         if isinstance(self.obj, NewObjectVar) and owner in (object, *DICT_BASES):
             return BaseMethodVar(self.obj, owner, name)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
