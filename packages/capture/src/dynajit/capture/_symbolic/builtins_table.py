@@ -28,6 +28,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
+from dynajit.capture._symbolic.variables.object_protocols import format_object, hash_object, text_of_object
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -74,6 +75,8 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
     handler = BUILTINS.get(fn) or CONTEXT_MANAGER_CALLS.get(fn)
     if handler is not None:
         return handler(tx, args, kwargs)
+    if args and isinstance(args[0], NewObjectVar) and fn in _OBJECT_PROTOCOLS:
+        return _OBJECT_PROTOCOLS[fn](tx, args, kwargs)
     if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):
         return _fold_call(tx, fn, args, kwargs)
     if fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem):
@@ -85,6 +88,37 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
 
         return ExceptionVar(fn, args)
     unsupported(f"call to {getattr(fn, '__qualname__', fn)!s} is not traced")
+
+
+def _object_text(convert: Any) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if len(args) != 1 or kwargs:
+            unsupported(f"{convert.__name__}() of an object made while tracing with other arguments")
+        return text_of_object(tx, args[0], convert)  # type: ignore[arg-type]
+
+    return handler
+
+
+def _object_hash(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if len(args) != 1 or kwargs:
+        raises_in_python("hash() takes exactly one argument (TypeError)")
+    return hash_object(tx, args[0])  # type: ignore[arg-type]
+
+
+def _object_format(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if len(args) > 2 or kwargs:
+        unsupported("format() of an object made while tracing with other arguments")
+    return format_object(tx, args[0], args[1] if len(args) == 2 else None)  # type: ignore[arg-type]
+
+
+# Builtins whose first argument is an object made while tracing: Python's protocols on its class.
+_OBJECT_PROTOCOLS: dict[Any, Handler] = {
+    repr: _object_text(repr),
+    str: _object_text(str),
+    ascii: _object_text(ascii),
+    hash: _object_hash,
+    format: _object_format,
+}
 
 
 def _fold_call(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:

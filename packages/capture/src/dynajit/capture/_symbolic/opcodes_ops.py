@@ -24,6 +24,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
+from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ UNARY_OPS: dict[str, Any] = {
 
 def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
+    if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
+        return equality(tx, op, *args)
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
@@ -303,6 +306,10 @@ _CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
 
 
 def _format(tx: Tracer, value: VT, conversion: int, spec: VT | None) -> VT:
+    if isinstance(value, NewObjectVar):
+        if not conversion:
+            return format_object(tx, value, spec)
+        value, conversion = text_of_object(tx, value, _CONVERSIONS[conversion]), 0
     if not value.is_const() or (spec is not None and not spec.is_const()):
         unsupported(f"formatting {value} in an f-string")
     raw = value.const()
@@ -321,6 +328,9 @@ def _format_value(tx: Tracer, inst: Inst) -> None:
 @handler("CONVERT_VALUE", since=(3, 13))
 def _convert_value(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
+    if isinstance(value, NewObjectVar):
+        tx.push(text_of_object(tx, value, _CONVERSIONS[int(inst.arg)]))
+        return
     if not value.is_const():
         unsupported(f"converting {value} in an f-string")
     tx.push(ConstVar(_CONVERSIONS[int(inst.arg)](value.const())))

@@ -62,6 +62,7 @@ class NewObjectVar(VT):
         self.attrs: dict[str, VT] = {}
         self.dict_base = dict_base_of(cls)
         self.items: dict[Any, VT] | None = {} if self.dict_base is not None else None
+        self.repr_running = False  # inside its recursion-guarded __repr__: a cycle back to it reads the fill value
 
     def python_type(self) -> type:
         return self.cls
@@ -71,7 +72,8 @@ class NewObjectVar(VT):
 
     # ----------------------------------------------------------------- attributes
 
-    def _class_path(self, name: str) -> Path | None:
+    def member_path(self, name: str) -> Path | None:
+        """How to reach ``name`` on the class from the frame (None when the class is not reachable)."""
         return Attr(self.class_source, name) if self.class_source is not None else None
 
     def has_attr(self, name: str) -> bool:
@@ -100,7 +102,7 @@ class NewObjectVar(VT):
         if isinstance(static, property):
             if not isinstance(static.fget, types.FunctionType):
                 unsupported(f"property {cls.__name__}.{name} has no Python getter")
-            fget_path = self._class_path(name)
+            fget_path = self.member_path(name)
             return tx.wrap(static.fget, fget_path and Attr(fget_path, "fget")).call(tx, [self], {})
         if isinstance(static, types.MemberDescriptorType) or name in self.attrs:
             if name not in self.attrs:
@@ -112,7 +114,7 @@ class NewObjectVar(VT):
 
     def _class_attr(self, tx: Tracer, name: str, static: Any) -> VT:
         cls = self.cls
-        member = class_member(tx, self, cls, static, self._class_path(name), class_path=self.class_source)
+        member = class_member(tx, self, cls, static, self.member_path(name), class_path=self.class_source)
         if member is not None:
             return member
         owner = _owner_of(cls, name)
@@ -123,7 +125,7 @@ class NewObjectVar(VT):
         if self.class_source is None and _is_mutable(value):
             # Without a path to the class, a mutation of the value could not be written back after the graph.
             unsupported(f"class attribute {cls.__name__}.{name} of a class not reachable from the frame")
-        return tx.wrap(value, self._class_path(name))
+        return tx.wrap(value, self.member_path(name))
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         """``obj.name = value``: through a Python ``__setattr__`` when the class defines one."""
@@ -133,7 +135,7 @@ class NewObjectVar(VT):
             return
         if not isinstance(setter, types.FunctionType):
             unsupported(f"{self.cls.__name__}.__setattr__ is implemented in C")
-        fn = tx.wrap(setter, self._class_path("__setattr__"))
+        fn = tx.wrap(setter, self.member_path("__setattr__"))
         fn.call(tx, [self, ConstVar(name), value], {})
 
     def store(self, tx: Tracer, name: str, value: VT) -> None:
@@ -145,7 +147,7 @@ class NewObjectVar(VT):
                 raises_in_python(f"property {name!r} of {cls.__name__!r} object has no setter (AttributeError)")
             if not isinstance(static.fset, types.FunctionType):
                 unsupported(f"property {cls.__name__}.{name} has no Python setter")
-            fset_path = self._class_path(name)
+            fset_path = self.member_path(name)
             tx.wrap(static.fset, fset_path and Attr(fset_path, "fset")).call(tx, [self, value], {})
             return
         if (
@@ -167,7 +169,7 @@ class NewObjectVar(VT):
     def _call_python(self, tx: Tracer, name: str, args: list[VT]) -> VT:
         method = self._python_method(name)
         assert method is not None
-        return tx.wrap(method, self._class_path(name)).call(tx, [self, *args], {})
+        return tx.wrap(method, self.member_path(name)).call(tx, [self, *args], {})
 
     def getitem(self, tx: Tracer, key: VT) -> VT:
         if self._python_method("__getitem__"):
