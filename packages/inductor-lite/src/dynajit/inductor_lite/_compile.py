@@ -33,6 +33,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
 from dynajit.inductor_lite import _autotune, _sym
+from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
@@ -557,6 +558,8 @@ def compile_fx(
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"compile_fx expects a torch.fx.GraphModule, got {type(gm).__name__}")
     settings = resolve_settings(mode, options)
+    if settings["fuse_attention"]:
+        gm = fuse_attention(gm)
     specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized

@@ -53,6 +53,9 @@ class InductorConfig(Config):
     vector_lanes: int = option(
         0, "how reductions vectorise: 0 uses OpenMP SIMD reductions; n > 0 uses n independent accumulator lanes"
     )
+    fuse_attention: bool = option(
+        True, "run written-out float32 attention, softmax(q @ k^T * scale) @ v, as the fused attention kernel"
+    )
     max_autotune: bool = option(
         False, "time candidate thread counts / block sizes on the example inputs, keep the fastest"
     )
