@@ -1,5 +1,9 @@
 """C++ kernels built on a thread while compilation goes on: results, shared builds, errors at the first call."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from ilite_helpers import check, compiled
@@ -87,3 +91,31 @@ def test_kernels_split_into_parallel_libraries_match_eager(tmp_path, parts):
     if parts:
         assert len(libraries) == parts
     assert graph.kernel_source.count(PRELUDE) == 1  # the source shown is one, however it was built
+
+
+_FORK_SCRIPT = """
+import os, sys
+import torch
+sys.path.insert(0, {tests!r})
+from test_background_build import _inputs, _many_kernels, compiled
+x, y = _inputs()
+c = compiled(_many_kernels, x, y, options={{"cache_dir": {cache!r}, "build_parts": 2}})
+pid = os.fork()  # right after compiling: the builds are still running
+if pid == 0:
+    status = 1
+    try:
+        got = c(x, y)
+        status = 0 if all(torch.allclose(a, e) for a, e in zip(got, _many_kernels(x, y))) else 2
+    finally:
+        os._exit(status)
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_process_forked_while_building_runs_the_graph(tmp_path):
+    # In a fresh process: a child forked after OpenMP ran kernels in this one could hang in libgomp.
+    script = _FORK_SCRIPT.format(tests=os.path.dirname(__file__), cache=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split()[-2:] == ["exit", "0"]

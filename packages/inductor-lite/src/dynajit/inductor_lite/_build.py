@@ -166,6 +166,18 @@ def start_library(source: str, cxx: str, flags: str, directory: str = "") -> tup
     return future, key
 
 
+def _finish_pending() -> None:
+    """Wait for the builds in flight: a forked child has no build threads, so it could never see them end."""
+    with _lock:
+        futures = list(_pending.values())
+    for future in futures:
+        future.exception()  # waits; a failed build is raised where its library is used
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_finish_pending)
+
+
 def _load_cached(so_path: Path, meta_path: Path) -> ctypes.CDLL | None:
     """The library of a valid disk entry, or None (absent, or corrupt: then counted and logged)."""
     if not so_path.exists():
