@@ -1,4 +1,4 @@
-"""C++ kernels built on a thread while compilation goes on: results, shared builds, errors at the first call."""
+"""C++ kernels built on a thread while compilation goes on: results, shared builds, a failed build at the first call."""
 
 import os
 import subprocess
@@ -57,12 +57,19 @@ def test_same_source_while_building_is_built_once(tmp_path):
             torch.testing.assert_close(got, want)
 
 
-def test_build_error_is_raised_at_the_first_call(tmp_path):
+def test_a_failed_build_runs_the_graph_through_aten_from_its_first_call(tmp_path):
+    # The caller already holds the compiled graph, so it cannot fall back to eager itself: the graph does.
     x, y = _inputs()
     options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere"}
     c = compiled(_fn, x, y, options=options)
-    with pytest.raises(BuildError, match="no-such-flag"):
-        c(x, y)
+    expected = _fn(x, y)
+    with pytest.warns(RuntimeWarning, match="(?s)no-such-flag.*runs its aten ops eagerly"):
+        first = c(x, y)
+    for out in (first, c(x, y)):
+        for a, e in zip(out, expected):
+            torch.testing.assert_close(a, e)
+    (graph,) = compiled_graphs(c)
+    assert any("no-such-flag" in reason for reason in graph.info["fallbacks"])
 
 
 def test_build_error_is_raised_by_compile_without_background_build(tmp_path):

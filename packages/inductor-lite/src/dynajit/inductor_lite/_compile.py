@@ -21,6 +21,7 @@ import logging
 import operator
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -34,7 +35,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
-from dynajit.inductor_lite._build import start_library, stats
+from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._graph import example_device, lower_graph
@@ -101,7 +102,9 @@ class CompiledGraph:
     """One compiled aten graph: the generated wrapper plus its sources (for logs and tests).
 
     ``ready``, when given, waits for kernels still being built and binds them into the wrapper; the
-    first call runs it (raising the build's error, if any), later calls go straight to the wrapper.
+    first call runs it, later calls go straight to the wrapper. Should the build fail, the graph runs
+    ``fallback`` (its aten ops, eagerly) from then on, with a warning naming the error, just as a
+    failed compile would have left the caller running eagerly.
     """
 
     _boxed_call = True
@@ -113,17 +116,25 @@ class CompiledGraph:
         kernel_source: str,
         info: dict,
         ready: Callable[[], None] | None = None,
+        fallback: Callable[[list[Any]], Any] | None = None,
     ) -> None:
         self.call = call
         self.wrapper_source = wrapper_source
         self.kernel_source = kernel_source
         self.info = info
         if ready is not None:
-            self._ready, self._run = ready, call
+            self._ready, self._run, self._fallback = ready, call, fallback
             self.call = self._first_call
 
     def _first_call(self, args: list[Any]) -> Any:
-        self._ready()
+        try:
+            self._ready()
+        except BuildError as err:
+            if self._fallback is None:
+                raise
+            warnings.warn(f"{err}\ninductor-lite: this graph runs its aten ops eagerly instead", RuntimeWarning, 2)
+            self.info.setdefault("fallbacks", []).append(f"graph: {err}")
+            self._run = self._fallback
         self.call = self._run
         return self._run(args)
 
@@ -165,14 +176,20 @@ def compile_graph(
             return _aten_graph(gm, err)
 
 
-def _aten_graph(gm: torch.fx.GraphModule, reason: Exception) -> CompiledGraph:
+def _aten_call(gm: torch.fx.GraphModule) -> Callable[[list[Any]], Any]:
+    """The boxed call running ``gm``'s aten ops eagerly."""
+
     def call(args: list[Any]) -> Any:
         values = list(args)
         args.clear()
         return gm(*values)
 
+    return call
+
+
+def _aten_graph(gm: torch.fx.GraphModule, reason: Exception) -> CompiledGraph:
     info = {"kernels": 0, "externs": 0, "fallbacks": [f"graph: {reason}"], "dynamic": True, "symbols": []}
-    return CompiledGraph(call, "", "", info)
+    return CompiledGraph(_aten_call(gm), "", "", info)
 
 
 def _compile_graph(
@@ -202,7 +219,9 @@ def _compile_graph(
         else:
             calls, source, ready = _build_cpp(kernels, dtypes, settings, variant)
         call, wrapper_source = WrapperBuilder(lowered, items, check_inputs).build(calls)
-        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready) if ready else None)
+        if ready is None:
+            return CompiledGraph(call, wrapper_source, source, {})
+        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm))
 
     if triton:
         base: Any = settings["triton_block"]

@@ -41,7 +41,7 @@ class InductorConfig(Config):
     background_build: bool = option(
         True,
         "build C++ kernels on a thread while compilation goes on; the graph's first call waits for them "
-        "(and raises a BuildError there)",
+        "(should the build fail, the graph runs its aten ops from then on, with a warning)",
     )
     build_parts: int = option(
         0,
