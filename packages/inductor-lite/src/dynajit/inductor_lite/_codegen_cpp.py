@@ -94,9 +94,9 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         if math.isnan(value):
-            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+            return f"dj_nan<{ctype}>()"
         if math.isinf(value):
-            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
+            return f"{'-' if value < 0 else ''}dj_inf<{ctype}>()"
         return f"{ctype}({value!r})"
     return f"{ctype}({int(value)}LL)" if ctype != "int64_t" else f"INT64_C({int(value)})"
 
@@ -104,10 +104,12 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
 def _extreme(which: str, dtype: torch.dtype) -> str:
     ctype = compute_ctype(dtype)
     if dtype.is_floating_point:
-        return f"{'-' if which == 'LOWEST' else ''}std::numeric_limits<{ctype}>::infinity()"
+        return f"{'-' if which == 'LOWEST' else ''}dj_inf<{ctype}>()"
     if dtype == torch.bool:
         return "false" if which == "LOWEST" else "true"
-    return f"std::numeric_limits<{ctype}>::{'lowest' if which == 'LOWEST' else 'max'}()"
+    if which == "LOWEST" and not dtype.is_signed:
+        return f"{ctype}(0)"
+    return f"{ctype[:-2].upper()}_{'MIN' if which == 'LOWEST' else 'MAX'}"  # <cstdint>'s INT32_MIN, UINT8_MAX...
 
 
 def _initial_value(p: Placed) -> str:
@@ -465,7 +467,7 @@ class _KernelWriter:
             for p in reductions:
                 acc = accs[p.buf.name]
                 if p.buf.reduction_type in ("max", "min") and p.expr.dtype.is_floating_point:
-                    nan = f"std::numeric_limits<{compute_ctype(p.expr.dtype)}>::quiet_NaN()"
+                    nan = f"dj_nan<{compute_ctype(p.expr.dtype)}>()"
                     self.emit(depth, f"if ({acc}_nan) {acc} = {nan};")
         else:
             d = depth

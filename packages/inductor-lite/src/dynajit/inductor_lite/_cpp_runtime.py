@@ -12,12 +12,19 @@ __all__ = ["OPS", "PRELUDE", "SMALL_POWERS", "VECTOR_MATH", "math_declarations"]
 
 # <cmath> would triple a small kernel's build time (about 0.1 s of header parsing): the math the
 # kernels need is spelt with g++ builtins instead, overloaded like std:: (an integer argument is
-# computed in double).
+# computed in double). <limits> and <type_traits> cost another 0.02 s per library: the two traits
+# and the infinities the kernels use are written here.
 PRELUDE = r"""
 #include <cstdint>
-#include <limits>
-#include <type_traits>
 #define DJ_INLINE static inline __attribute__((always_inline))
+template <typename T> struct dj_is_fp { static constexpr bool value = false; };
+template <> struct dj_is_fp<float> { static constexpr bool value = true; };
+template <> struct dj_is_fp<double> { static constexpr bool value = true; };
+template <> struct dj_is_fp<_Float16> { static constexpr bool value = true; };
+template <typename T> struct dj_is_bool { static constexpr bool value = false; };
+template <> struct dj_is_bool<bool> { static constexpr bool value = true; };
+template <typename T> DJ_INLINE T dj_inf() { if constexpr (dj_is_fp<T>::value) { return (T)__builtin_inf(); } else { return T(0); } }
+template <typename T> DJ_INLINE T dj_nan() { if constexpr (dj_is_fp<T>::value) { return (T)__builtin_nan(""); } else { return T(0); } }
 #define DJ_MATH1(name) \
   DJ_INLINE float djm_##name(float x) { return __builtin_##name##f(x); } \
   DJ_INLINE double djm_##name(double x) { return __builtin_##name(x); } \
@@ -37,27 +44,27 @@ DJ_INLINE int64_t dj_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return djm_floor(a / b); }
+  if constexpr (dj_is_fp<T>::value) { return djm_floor(a / b); }
   else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 }
 template <typename T> DJ_INLINE T dj_truncdiv(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return djm_trunc(a / b); } else { return a / b; }
+  if constexpr (dj_is_fp<T>::value) { return djm_trunc(a / b); } else { return a / b; }
 }
 template <typename T> DJ_INLINE T dj_remainder(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) {
+  if constexpr (dj_is_fp<T>::value) {
     T r = djm_fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 }
 template <typename T> DJ_INLINE T dj_fmod(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return djm_fmod(a, b); } else { return a % b; }
+  if constexpr (dj_is_fp<T>::value) { return djm_fmod(a, b); } else { return a % b; }
 }
 template <typename T> DJ_INLINE T dj_pow(T a, T b) {
-  if constexpr (std::is_floating_point<T>::value) { return djm_pow(a, b); }
+  if constexpr (dj_is_fp<T>::value) { return djm_pow(a, b); }
   else { if (b < 0) return a == 1 ? 1 : 0; T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 }
 template <typename T> DJ_INLINE T dj_sign(T a) { return a != a ? a : (T)((a > T(0)) - (a < T(0))); }
 template <typename T> DJ_INLINE T dj_abs(T a) { return a < T(0) ? -a : a; }
-template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (std::is_same<T, bool>::value) { return !a; } else { return ~a; } }
+template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (dj_is_bool<T>::value) { return !a; } else { return ~a; } }
 DJ_INLINE float dj_bf16_to_float(uint16_t v) { uint32_t u = ((uint32_t)v) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
 DJ_INLINE uint16_t dj_float_to_bf16(float f) {
   uint32_t u; __builtin_memcpy(&u, &f, 4);
