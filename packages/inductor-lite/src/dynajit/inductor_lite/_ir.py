@@ -30,6 +30,7 @@ __all__ = [
     "contiguous_strides",
     "load",
     "op",
+    "opmath_dtype",
     "size_value",
 ]
 
@@ -46,6 +47,11 @@ class Expr:
 
     def size(self) -> int:
         return 1 + sum(a.size() for a in self.args if isinstance(a, Expr))
+
+
+def opmath_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype eager computes ``dtype`` values in: float32 for 16-bit floats, the dtype itself otherwise."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def op(name: str, dtype: torch.dtype, *args: Any) -> Expr:

@@ -16,7 +16,7 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, size_value
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, opmath_dtype, size_value
 from dynajit.inductor_lite._lowering import lowering
 
 __all__: list[str] = []
@@ -63,7 +63,7 @@ def reduce(
     value_dtype = value_dtype or x.dtype
     acc = _acc_dtype(rtype, value_dtype)
     if rtype in ("argmax", "argmin"):
-        acc = value_dtype if value_dtype not in (torch.float16, torch.bfloat16) else torch.float32
+        acc = opmath_dtype(value_dtype)
 
     def fn(index: Sequence[Index], rindex: Sequence[Index]) -> Expr:
         full: list[Index] = [Index()] * len(x.size)

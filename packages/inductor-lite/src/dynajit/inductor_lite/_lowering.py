@@ -16,7 +16,7 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten, unflatten
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, size_value
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, opmath_dtype, size_value
 
 __all__ = ["LOWERINGS", "broadcast_loader", "lowering", "to_value"]
 
@@ -170,8 +170,7 @@ def _add_sub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
 
 @lowering(aten.gelu)
 def _gelu(ctx: Any, x: TensorValue, *, approximate: str = "none") -> TensorValue:
-    # Computed in float32 for 16-bit inputs and rounded once, as eager does.
-    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    compute = opmath_dtype(x.dtype)  # rounded once to a 16-bit result, as eager does
     if approximate == "none":
         return make_pointwise(ctx, [x], lambda a: op("gelu", compute, a), compute=compute)
 
