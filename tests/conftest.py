@@ -6,3 +6,7 @@ import torch
 
 torch.manual_seed(0)
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Every test runs strict: a frame that would silently fall back to eager (a failed conversion or backend
+# compile, the cache size limit) raises instead. Tests of the fallback itself patch strict=False, saying why.
+# Set before any dynajit package is imported, since capture's config reads the environment when created.
+os.environ["DYNAJIT_STRICT"] = "1"

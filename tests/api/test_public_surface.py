@@ -30,6 +30,7 @@ PUBLIC = {
     "inductor_list_mode_options",
     "inductor_list_options",
     "cudagraph_mark_step_begin",
+    "StrictModeError",
 }
 
 PRIVATE = {

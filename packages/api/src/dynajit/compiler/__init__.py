@@ -8,6 +8,7 @@ control what is traced (``disable``, ``allow_in_graph``, ``substitute_in_graph``
 ``reset``, ``config``), and what it reports (``explain``, ``set_logs``).
 """
 
+from dynajit.capture import StrictModeError
 from dynajit.compiler._compile import compile
 from dynajit.compiler._config import config
 from dynajit.compiler._explain import explain
@@ -29,6 +30,7 @@ from dynajit.compiler._forward import (
 from dynajit.compiler._registry import list_backends
 
 __all__ = [
+    "StrictModeError",
     "allow_in_graph",
     "assume_constant_result",
     "compile",

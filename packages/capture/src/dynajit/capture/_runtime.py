@@ -37,6 +37,7 @@ __all__ = [
     "InternalCompilerError",
     "RecompileError",
     "RecompileLimitWarning",
+    "StrictModeError",
     "current_backend",
     "intercept",
     "optimize",
@@ -56,6 +57,25 @@ class RecompileLimitWarning(UserWarning):
 
 class InternalCompilerError(RuntimeError):
     """Converting a frame failed inside dynajit (raised under ``fullgraph=True``; otherwise a warning)."""
+
+
+class StrictModeError(RuntimeError):
+    """Under ``config.strict``, a frame that would have run eagerly instead of compiled.
+
+    Its conversion or backend compile failed (the cause is chained), or it reached ``config.cache_size_limit``.
+    The message names the function (qualified name, ``file:line``) and why. Graph breaks are not fallbacks.
+
+    Example:
+        >>> import torch, dynajit.capture as capture
+        >>> def broken_backend(gm, example_inputs):
+        ...     raise ValueError("no kernel")
+        >>> f = capture.optimize(broken_backend)(lambda x: x + 1)
+        >>> with capture.config.patch(strict=True):
+        ...     f(torch.ones(2))
+        Traceback (most recent call last):
+        ...
+        dynajit.capture._runtime.StrictModeError: dynajit (strict mode): compiling '<lambda>' ...
+    """
 
 
 class RecompileError(RuntimeError):
@@ -473,6 +493,8 @@ class CompiledFunction:
                 _drop_unreachable_entries(self.cache, self.settings.backend, not self.cache.limit_warned)
                 and len(self.cache.entries) < limit
             ):
+                if config.strict:
+                    self._strict_limit(values, observed)
                 self._warn_limit(values)
                 if observed:
                     failures = tuple(self._failure_reasons(values))
@@ -535,6 +557,19 @@ class CompiledFunction:
             stacklevel=5,
         )
 
+    def _strict_limit(self, values: Sequence[Any], observed: bool) -> None:
+        """Raise the ``StrictModeError`` for a frame past ``config.cache_size_limit`` (strict mode)."""
+        failures = tuple(self._failure_reasons(values))
+        message = (
+            f"dynajit (strict mode): function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
+            f"config.cache_size_limit ({config.cache_size_limit}) compiled entries and would run eagerly. "
+            f"Last guard failure: {failures[0]}. Raise the limit "
+            f"(dynajit.capture.config.cache_size_limit = N) or make the inputs match a compiled entry."
+        )
+        if observed:
+            _observe.notify(self._record("error", recompile_reasons=failures, reason=message))
+        raise StrictModeError(message)
+
     def _context(self) -> Any:
         from dynajit.capture._frame import FrameContext
 
@@ -591,7 +626,7 @@ class CompiledFunction:
                     _observe.notify(record)
                 raise
             # without fullgraph the converter handles graph breaks itself: reaching here is a dynajit bug
-            entry = self._eager_entry(unsupported)
+            entry = self._eager_entry(unsupported, reasons)
             instance = self._instantiate(entry)
         except DynamicShapeError:
             raise  # the user's mark_dynamic contradicts the input or the program: theirs to fix, never eager
@@ -604,12 +639,21 @@ class CompiledFunction:
                 if _observe.active():
                     _observe.notify(self._record("error", recompile_reasons=reasons, reason=message))
                 raise InternalCompilerError(message) from error
-            entry = self._eager_entry(error)
+            entry = self._eager_entry(error, reasons)
             instance = self._instantiate(entry)
         return entry, instance
 
-    def _eager_entry(self, error: Exception) -> _cache.CacheEntry:
+    def _eager_entry(self, error: Exception, reasons: tuple[str, ...]) -> _cache.CacheEntry:
+        """The entry running the frame eagerly after ``error``; under ``config.strict``, StrictModeError instead."""
         reason = f"{type(error).__name__}: {error}"
+        if config.strict:
+            message = (
+                f"dynajit (strict mode): compiling {self.fn.__qualname__!r} ({_where(self.code)}) failed and it "
+                f"would run eagerly: {reason}"
+            )
+            if _observe.active():
+                _observe.notify(self._record("error", recompile_reasons=reasons, reason=message))
+            raise StrictModeError(message) from error
         warnings.warn(
             f"dynajit: compiling {self.fn.__qualname__!r} ({_where(self.code)}) failed ({reason}): an internal "
             "error or a failure of the backend compiler. It runs eagerly from now on for this backend. Set "

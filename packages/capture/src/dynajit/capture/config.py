@@ -2,7 +2,7 @@
 
 Set a field in code (``config.cache_size_limit = 16``), for a block
 (``with config.patch(cache_size_limit=16): ...``) or from the environment
-(``DYNAJIT_CACHE_SIZE_LIMIT=16``).
+(``DYNAJIT_CACHE_SIZE_LIMIT=16``, ``DYNAJIT_STRICT=1``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ class CaptureConfig(Config):
         False,
         "An internal error while converting a frame is always reported with a warning and the frame runs "
         "eagerly; when True, this also happens under fullgraph=True instead of raising.",
+    )
+    strict: bool = option(
+        False,
+        "Never fall back to eager silently: a frame whose conversion or backend compile fails, or that reaches "
+        "cache_size_limit, raises StrictModeError (naming the frame, the cause chained) instead of running eagerly "
+        "with a warning. Graph breaks are not fallbacks and still run in Python.",
     )
     verbose: bool = option(False, "Attach full tracebacks to internal-error warnings.")
 
