@@ -5,7 +5,8 @@
 
 Prints the graphs dynajit captured and why it broke any, the compile time, a
 check against eager, and eager vs compiled speed (interleaved, with the noise
-floor). When dynajit cannot compile the block, it prints the error and exits 1.
+floor). dynajit runs strict (``DYNAJIT_STRICT=1``): when it cannot compile the block, or any of it
+would run eagerly, it prints the error and exits 1.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from harness.implementations import CountingBackend, LogCollector
+    from harness.runner import fallback_in
     from harness.timing import calls_per_sample, interleaved, paired_ratio, time_limit, timed_call
     from harness.workloads import make_transformer_case
 
@@ -89,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail("dynajit cannot compile the transformer block yet", exc)
     for warning in caught:
         warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    fell_back = fallback_in(caught)
+    if fell_back is not None:  # strict mode raises for capture's fallbacks; a backend's own is only a warning
+        return fail("dynajit ran part of the transformer block eagerly", fell_back)
     if counter.graphs == 0:
         said = "; ".join(dict.fromkeys(str(w.message) for w in caught)) or "no warning given"
         return fail("dynajit compiled no graph for the transformer block (it ran eagerly)", RuntimeError(said))

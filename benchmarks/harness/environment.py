@@ -22,12 +22,26 @@ BENCH_ENV: dict[str, str] = {
 _REEXEC_MARK = "DYNAJIT_BENCH_REEXEC"
 
 
+def run_strict() -> None:
+    """Make dynajit raise instead of silently running a frame eagerly (``DYNAJIT_STRICT=1``, and its config).
+
+    A workload whose frame fell back to eager (a failed conversion or backend compile, the cache size limit)
+    must show as a failure with its reason, never as a speedup of what is really eager code. Call it before
+    dynajit is imported; an already imported dynajit is switched too.
+    """
+    os.environ["DYNAJIT_STRICT"] = "1"
+    capture = sys.modules.get("dynajit.capture")
+    if capture is not None:
+        capture.config.strict = True
+
+
 def ensure_bench_env() -> None:
-    """Re-execute this process with :data:`BENCH_ENV` when any of it is missing (at most once).
+    """Re-execute this process with :data:`BENCH_ENV` when any of it is missing (at most once); run strict.
 
     Must run before torch is imported: OpenMP and malloc read these at start-up.
     A value the caller set explicitly is kept.
     """
+    run_strict()
     missing = {name: value for name, value in BENCH_ENV.items() if name not in os.environ}
     if not missing or os.environ.get(_REEXEC_MARK):
         return

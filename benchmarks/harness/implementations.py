@@ -179,6 +179,8 @@ class DynajitImpl(Implementation):
         import dynajit.compiler
         from dynajit.compiler._registry import lookup_backend
 
+        # Strict: a frame that falls back to eager raises (the table shows why) instead of being timed as compiled.
+        dynajit.compiler.config.strict = True
         self.counter = CountingBackend(lookup_backend(self.backend_name))
         return dynajit.compiler.compile(target, backend=self.counter)
 

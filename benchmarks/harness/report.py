@@ -195,7 +195,7 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
 
 def _summary_cell(rec: dict[str, Any]) -> str:
     if "speedup" not in rec:
-        return _cell(rec.get("error", "not run"))[:80]
+        return _cell(rec.get("error", "not run"))[:160]  # long enough for the reason a compile failed
     mark = "" if rec.get("correct") == "ok" else f" {_cell(rec.get('correct', ''))[:40]}"
     graphs = f"{_count(rec.get('graphs'))} graphs, {_count(rec.get('breaks'))} breaks"
     return f"**{rec['speedup']:.2f}x**{mark}; compile {_s(rec.get('cold_compile_s'))} / {_s(rec.get('warm_compile_s'))} s; {graphs}"

@@ -22,7 +22,17 @@ from harness.implementations import Implementation
 from harness.timing import calls_per_sample, interleaved, paired_ratio, peak_bytes, time_limit, timed_call
 from harness.workloads import Case, Workload
 
-__all__ = ["EAGER", "EAGER_AGAIN", "Settings", "bench_workload", "compare", "describe_error", "startup_seconds"]
+__all__ = [
+    "EAGER",
+    "EAGER_AGAIN",
+    "FellBack",
+    "Settings",
+    "bench_workload",
+    "compare",
+    "describe_error",
+    "fallback_in",
+    "startup_seconds",
+]
 
 EAGER = "eager"
 EAGER_AGAIN = "eager (again)"
@@ -43,10 +53,22 @@ class Settings:
         return cls(sample_seconds=0.005, budget_seconds=1.2, min_rounds=5, max_rounds=40, compile_limit_seconds=90.0)
 
 
+class FellBack(RuntimeError):
+    """A compiler ran (part of) the workload eagerly instead of compiled code, and said so in a warning."""
+
+
 def describe_error(exc: BaseException, stage: str = "") -> str:
-    """``failed[ at <stage>]: <Type>: <first line>`` (the first line is what a table cell can hold)."""
-    lines = str(exc).strip().splitlines()
+    """``failed[ at <stage>]: <Type>: <first line>`` (the first line is what a table cell can hold).
+
+    A dynajit ``StrictModeError`` (a frame that would have run eagerly) is described by its cause, the reason
+    the frame could not be compiled: ``failed at <stage>: ran eagerly: <CauseType>: <first line>``.
+    """
     where = f" at {stage}" if stage else ""
+    cause = exc.__cause__
+    if type(exc).__name__ == "StrictModeError" and cause is not None:
+        lines = str(cause).strip().splitlines()
+        return f"failed{where}: ran eagerly: {type(cause).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    lines = str(exc).strip().splitlines()
     return f"failed{where}: {type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
@@ -74,8 +96,21 @@ def _first_line(text: str) -> str:
 
 
 def _is_ours(warning: warnings.WarningMessage) -> bool:
-    """Warnings from the compilers under test (dynajit names itself in its messages), not torch's deprecations."""
-    return "dynajit" in str(warning.message) or "dynajit" in warning.filename
+    """Warnings from the compilers under test (dynajit and inductor-lite name themselves in their messages), not
+    torch's deprecations."""
+    text = str(warning.message)
+    return "dynajit" in text or "inductor-lite" in text or "dynajit" in warning.filename
+
+
+def fallback_in(caught: list[warnings.WarningMessage]) -> FellBack | None:
+    """A failure for the first warning of ours saying compiled code runs eagerly (a fallback strict mode cannot
+    see, such as inductor-lite running a graph's aten ops after a failed kernel build), else None."""
+    for warning in caught:
+        text = str(warning.message)
+        if _is_ours(warning) and issubclass(warning.category, RuntimeWarning) and "eagerly" in text:
+            lines = [line for line in text.strip().splitlines() if line.strip()]
+            return FellBack(" / ".join(lines[-1:] + lines[:1]) if len(lines) > 1 else text)
+    return None
 
 
 def _detach(value: Any) -> Any:
@@ -107,6 +142,9 @@ def _compile_and_check(impl: Implementation, case: Case, reference: Any, limit: 
             cold_fn = impl.wrap(case.target)
             record["cold_compile_s"], out = timed_call(lambda: case.run(cold_fn))
         record["warnings"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
+        fell_back = fallback_in(caught)
+        if fell_back is not None:
+            raise fell_back
         record["correct"] = compare(out, reference, case)
         record.update(dataclasses.asdict(impl.counts()))
         if record["correct"] == "ok" and record.get("graphs") == 0:

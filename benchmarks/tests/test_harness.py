@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -93,6 +94,43 @@ def test_failures_become_cells_and_the_rest_is_timed():
     assert impls[EAGER]["speedup"] == 1.0
     assert result["noise_floor_pct"] >= 0
     assert impls["fx"]["cold_compile_s"] > 0 and impls["fx"]["warm_compile_s"] > 0
+
+
+class WarnsEager(Implementation):
+    """Right answers, but its compiled code said it runs a graph eagerly (as inductor-lite does after a failed
+    kernel build)."""
+
+    compiles = True
+
+    def wrap(self, target):
+        def degraded(*args):
+            message = "build failed\ninductor-lite: this graph runs its aten ops eagerly instead"
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return target(*args)
+
+        return degraded
+
+
+def test_a_dynajit_frame_that_falls_back_is_a_failure_with_its_reason_never_a_speedup():
+    from dynajit._dynamo import register_backend
+    from harness.implementations import DynajitImpl, LogCollector
+
+    def bench_test_broken(gm, example_inputs):
+        raise ValueError("no kernel for batch_norm")
+
+    register_backend(bench_test_broken)
+    impls = [DynajitImpl("bench_test_broken", LogCollector()), WarnsEager("warns")]
+    result = bench_workload(_workload(), impls, TINY, log=lambda message: None)
+    broken = result["impls"]["dynajit[bench_test_broken]"]
+    assert broken["error"] == "failed at cold compile: ran eagerly: ValueError: no kernel for batch_norm"
+    assert "speedup" not in broken and "graphs" not in broken
+    warned = result["impls"]["warns"]
+    assert warned["error"].startswith("failed at cold compile: FellBack: inductor-lite: this graph runs its aten ops")
+    assert "speedup" not in warned
+    table = "\n".join(
+        report.summary_table({"implementations": [EAGER, EAGER_AGAIN, *result["impls"]], "workloads": [result]})
+    )
+    assert "ran eagerly: ValueError: no kernel for batch_norm" in table and "graphs," not in table
 
 
 def test_unavailable_workload_is_skipped_with_its_reason():
