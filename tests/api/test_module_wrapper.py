@@ -161,3 +161,66 @@ def test_setting_and_deleting_attributes_reach_the_original():
     wrapped.extra = 1
     del wrapped.extra
     assert not hasattr(net, "extra")
+
+
+def _outcome(action):
+    try:
+        return "ok", action()
+    except Exception as exc:  # the same exception type as the original module raises
+        return type(exc).__name__, None
+
+
+CONTAINERS = [
+    lambda: torch.nn.ModuleList(),
+    lambda: torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Tanh()]),
+    lambda: torch.nn.Sequential(),
+    lambda: torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()),
+    lambda: torch.nn.ModuleDict(),
+    lambda: torch.nn.ModuleDict({"a": torch.nn.ReLU()}),
+    lambda: torch.nn.ParameterList([torch.nn.Parameter(torch.ones(1))]),
+    lambda: torch.nn.Linear(2, 2),
+]
+
+
+@pytest.mark.parametrize("make", CONTAINERS)
+def test_container_protocols_are_the_originals(make):
+    """bool, len, iteration, ``in`` and indexing answer as the module itself (or raise its TypeError)."""
+    import dynajit.compiler
+
+    module = make()
+    wrapped = dynajit.compiler.compile(module, backend="eager")
+    assert bool(wrapped) == bool(module)
+    assert _outcome(lambda: len(wrapped)) == _outcome(lambda: len(module))
+    assert _outcome(lambda: list(wrapped)) == _outcome(lambda: list(module))
+    assert _outcome(lambda: "a" in wrapped) == _outcome(lambda: "a" in module)
+    key = "a" if isinstance(module, torch.nn.ModuleDict) else 0
+    assert _outcome(lambda: wrapped[key]) == _outcome(lambda: module[key])
+    # torch.compile's own wrapper sizes containers as they are (our bool also holds for modules without len)
+    reference = torch.compile(module, backend="eager")
+    if hasattr(type(module), "__len__"):
+        assert (bool(wrapped), len(wrapped)) == (bool(reference), len(reference))
+
+
+def test_setting_and_deleting_items_reach_the_original_container():
+    import dynajit.compiler
+
+    layers = torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Tanh()])
+    wrapped = dynajit.compiler.compile(layers, backend="eager")
+    sigmoid = torch.nn.Sigmoid()
+    wrapped[0] = sigmoid
+    assert layers[0] is sigmoid and wrapped[0] is sigmoid
+    del wrapped[1]
+    assert len(layers) == 1 and len(wrapped) == 1
+    assert list(wrapped.parameters()) == list(layers.parameters())
+
+
+def test_a_compiled_sequential_indexed_and_iterated_runs_the_original_layers():
+    import dynajit.compiler
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    wrapped = dynajit.compiler.compile(model, backend="eager")
+    x = torch.randn(3, 4)
+    assert [type(m) for m in wrapped] == [torch.nn.Linear, torch.nn.ReLU]
+    assert isinstance(wrapped[:1], torch.nn.Sequential)
+    torch.testing.assert_close(wrapped(x), model(x))
+    torch.testing.assert_close(wrapped[0](x), model[0](x))

@@ -7,7 +7,7 @@ original module plus the compile settings, so unpickling compiles afresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import torch
@@ -33,6 +33,8 @@ class OptimizedModule(torch.nn.Module):
     keys; ``.to()``, ``.train()`` and ``.eval()`` change the original module, and
     capture's guards recompile when that changes what the graph relied on. The
     original module's forward hooks run around the compiled forward, in Python.
+    ``bool``, ``len``, iteration, ``in`` and indexing (reading, setting, deleting
+    items) are the original's, so a compiled container behaves as the container.
     """
 
     _orig_mod: torch.nn.Module
@@ -112,6 +114,30 @@ class OptimizedModule(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
+
+    # The container protocols (nn.Sequential, ModuleList, ModuleDict, ParameterList, ...) are looked up on the
+    # type, never through __getattr__: forward them, so the wrapper sizes, tests, iterates and indexes as the
+    # original does, and raises the original's TypeError where the original has no such protocol.
+    def __bool__(self) -> bool:
+        return bool(self._original)
+
+    def __len__(self) -> int:
+        return len(self._original)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._original)  # type: ignore[call-overload]
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._original  # type: ignore[operator]
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._original[key]  # type: ignore[index]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._original[key] = value  # type: ignore[index]
+
+    def __delitem__(self, key: Any) -> None:
+        del self._original[key]  # type: ignore[attr-defined]
 
     def train(self, mode: bool = True) -> OptimizedModule:
         self._orig_mod.train(mode)
