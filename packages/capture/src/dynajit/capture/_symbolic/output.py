@@ -268,6 +268,10 @@ class OutputGraph:
             artifact_logger("graph_code").info("TRACED GRAPH %s\n%s", name, gm.print_readable(print_output=False))
         start = time.perf_counter()
         compiled = self.ctx.backend(gm, example_inputs)
+        if not callable(compiled):  # fail here, naming the backend, not at the graph's first call
+            backend = self.ctx.backend
+            name = getattr(backend, "__name__", None) or type(backend).__name__
+            raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
         return name, CompiledGraph(name, gm, compiled, example_inputs, seconds)
 
