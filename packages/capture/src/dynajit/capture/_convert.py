@@ -9,9 +9,11 @@ a resume function. Under ``fullgraph`` or ``export`` a break is an error.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import io
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -36,8 +38,24 @@ def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameConte
     """Convert one call of ``fn`` (its argument values in ``co_varnames`` order) into guarded, compiled code."""
     # Dynamic sizes may be 0 or 1 too: reason about them size-obliviously (a dynamic size is never assumed to
     # broadcast), so one entry serves every size instead of a separate one for size 1.
-    with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # made by install_config_module
+    with fx_config.patch(backed_size_oblivious=True), _saved_tensor_hooks_deferred():  # type: ignore[attr-defined]
         return _convert_frame(fn, args, ctx)
+
+
+@contextlib.contextmanager
+def _saved_tensor_hooks_deferred() -> Iterator[None]:
+    """Keep the user's saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``) out of tracing.
+
+    Fake-tensor propagation and the backend's own tracing (AOT autograd's joint graph) save tensors for
+    backward; with the hooks active each save would call the user's ``pack`` on a fake tensor, calls eager
+    never makes. torch's tracing flag stops the default hooks being applied (AOT autograd still sees them,
+    reading them explicitly); the compiled code runs with the hooks, as eager does.
+    """
+    prior = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
+    try:
+        yield
+    finally:
+        torch._C._autograd._saved_tensors_hooks_set_tracing(prior)
 
 
 # Recurrent modules run as Python, inside a graph or compiled directly: their fused kernels leave
