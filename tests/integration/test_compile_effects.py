@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -56,3 +59,22 @@ def test_tensor_hooks_fire_as_in_eager():
         x.register_hook(lambda grad: seen.append(grad.clone()))
         fn(x).sum().backward()
         assert len(seen) == 1
+
+
+def _dead(ref):
+    gc.collect()
+    return ref() is None
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_memory_is_released_as_in_eager(backend):
+    """Arguments, outputs and a deleted module (with its parameters) die as they would eagerly."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = dynajit.compiler.compile(model, backend=backend)
+    x = torch.randn(2, 4, requires_grad=True)
+    out = compiled(x)
+    out.sum().backward()
+    out = compiled(x)
+    refs = [weakref.ref(x), weakref.ref(out), weakref.ref(model), *(weakref.ref(p) for p in model.parameters())]
+    del x, out, model, compiled
+    assert all(_dead(ref) for ref in refs)

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from dynajit.guards import GuardSet
+
 __all__ = ["CacheEntry", "CodeCache", "all_caches", "cache_for"]
 
 _compile_ids = itertools.count()
@@ -46,6 +48,26 @@ class CacheEntry:
     # (the same source exec'd twice, FunctionType(code, other_globals)): every globals dict an
     # entry runs under gets its names.
     installed_in: list[dict[str, Any]] = field(default_factory=list)
+    # Weak references (with callbacks) to the objects the guards hold weakly: when one dies, the entry leaves
+    # its cache, so what it holds (graphs, their parameters, the backend's code) is released with it.
+    watchers: list[weakref.ref[Any]] = field(default_factory=list)
+
+    def watch(self, cache: CodeCache) -> None:
+        """Drop this entry from ``cache`` as soon as an object one of its guards holds weakly dies."""
+        if not isinstance(self.guards, GuardSet):
+            return  # unguarded (or a converter's own guard object, as in tests)
+        entry = weakref.ref(self)
+
+        def died(_: weakref.ref[Any]) -> None:
+            alive = entry()
+            if alive is not None:
+                cache.discard(alive)
+
+        for guard in self.guards:
+            for check in guard.checks:
+                for value in check.constants.values():
+                    if type(value) is weakref.ref and value() is not None:
+                        self.watchers.append(weakref.ref(value(), died))
 
     def install_globals(self, f_globals: dict[str, Any]) -> None:
         """Put the names the transformed code reads into ``f_globals`` (once per globals dict)."""
@@ -78,6 +100,18 @@ class CodeCache:
     def add(self, entry: CacheEntry) -> None:
         self.entries.insert(0, entry)
         self.version += 1
+
+    def discard(self, entry: CacheEntry) -> None:
+        """Remove ``entry`` (an object its guards relied on is gone: it can never run again)."""
+        if any(kept is entry for kept in self.entries):
+            self.entries = [kept for kept in self.entries if kept is not entry]
+            self.version += 1
+        entry.uninstall_globals()
+        entry.watchers.clear()
+        # A wrapper may hold the entry until its next miss rebuilds its chain (the entry's guards can no longer
+        # pass): release the graphs and compiled code now, not then.
+        entry.graphs.clear()
+        entry.new_globals.clear()
 
     def clear(self) -> None:
         for entry in self.entries:

@@ -514,6 +514,7 @@ class CompiledFunction:
             start = time.perf_counter()
             entry, instance = self._convert(values, tuple(reasons))
             self.cache.add(entry)
+            entry.watch(self.cache)  # a module (or other object) guarded by identity dies: the entry goes
             self.instances[entry] = instance
             self.regenerate()
         if observed:

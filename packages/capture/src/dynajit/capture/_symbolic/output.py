@@ -273,7 +273,10 @@ class OutputGraph:
             name = getattr(backend, "__name__", None) or type(backend).__name__
             raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
-        return name, CompiledGraph(name, gm, compiled, example_inputs, seconds)
+        # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
+        # cache entry must not keep the first call's arguments alive.
+        described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
+        return name, CompiledGraph(name, gm, compiled, described, seconds)
 
 
 def _placeholder_name(path: Path) -> str:
