@@ -118,26 +118,31 @@ class OptimizedModule(torch.nn.Module):
     # The container protocols (nn.Sequential, ModuleList, ModuleDict, ParameterList, ...) are looked up on the
     # type, never through __getattr__: forward them, so the wrapper sizes, tests, iterates and indexes as the
     # original does, and raises the original's TypeError where the original has no such protocol.
+    @property
+    def _container(self) -> Any:
+        """The original module, typed for the protocols only some modules have."""
+        return self.__dict__["_modules"]["_orig_mod"]
+
     def __bool__(self) -> bool:
-        return bool(self._original)
+        return bool(self._container)
 
     def __len__(self) -> int:
-        return len(self._original)  # type: ignore[arg-type]
+        return len(self._container)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._original)  # type: ignore[call-overload]
+        return iter(self._container)
 
     def __contains__(self, item: Any) -> bool:
-        return item in self._original  # type: ignore[operator]
+        return item in self._container
 
     def __getitem__(self, key: Any) -> Any:
-        return self._original[key]  # type: ignore[index]
+        return self._container[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._original[key] = value  # type: ignore[index]
+        self._container[key] = value
 
     def __delitem__(self, key: Any) -> None:
-        del self._original[key]  # type: ignore[attr-defined]
+        del self._container[key]
 
     def train(self, mode: bool = True) -> OptimizedModule:
         self._orig_mod.train(mode)
