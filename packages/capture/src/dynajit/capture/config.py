@@ -35,7 +35,8 @@ class CaptureConfig(Config):
     suppress_errors: bool = option(
         False,
         "An internal error while converting a frame is always reported with a warning and the frame runs "
-        "eagerly; when True, this also happens under fullgraph=True instead of raising.",
+        "eagerly; when True, this also happens under fullgraph=True instead of raising. Strict mode wins: under "
+        "strict=True the failure raises StrictModeError whatever this says.",
     )
     strict: bool = option(
         False,
