@@ -114,7 +114,9 @@ def test_an_entry_guarding_a_live_module_still_runs_and_a_new_module_recompiles(
     second = torch.nn.Linear(4, 4)
     torch.testing.assert_close(compiled(x, second), second(x))
     assert len(counter) == 2
+    assert len(capture._cache.cache_for(use.__code__).entries) == 2
     del first
     gc.collect()
+    assert len(capture._cache.cache_for(use.__code__).entries) == 1  # only the dead module's entry went
     torch.testing.assert_close(compiled(x, second), second(x))  # the live module's entry is unaffected
     assert len(counter) == 2
