@@ -95,6 +95,7 @@ class _FrameEmitter:
         self.cg = CodeGen(self.code, self.result.new_globals, lineno)
 
     def start(self, values: list[VT]) -> None:
+        """Frame setup and the call of the graph; nothing of the frame's state is written yet."""
         bc = decoded(self.code)[0]
         self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
         cells = self._own_cells()
@@ -106,13 +107,43 @@ class _FrameEmitter:
             self.result.new_globals[name] = graph.compiled
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
-        self.output.side_effects.replay(self.cg)
         # Cells of this frame hold their traced contents for real (closures made while tracing share them).
         self.cg.cell_names = {id(cell): name for name, cell in self.tracer.cells.items()}
-        for name, cell in cells.items():
+
+    def save(self, vt: VT) -> str | None:
+        """Rebuild ``vt`` into a fresh temporary (None for a NULL slot, which holds nothing)."""
+        if isinstance(vt, NullVar):
+            return None
+        vt.reconstruct(self.cg)
+        name = self.cg.new_temp()
+        self.cg.emit("STORE_FAST", name)
+        return name
+
+    def commit(self, locals_: list[str]) -> None:
+        """Write the traced state back to the frame: side effects, cells, and the live locals ``locals_``.
+
+        Every value is rebuilt into a temporary first, and only then is anything written. A value's
+        path is the state at the frame's entry: after ``residual = hidden_states`` then
+        ``hidden_states = f(...)``, ``residual`` is reached as ``L['hidden_states']``, which must be
+        read before ``hidden_states`` is stored (and an attribute before an effect rewrites it).
+        """
+        writes: dict[str, str] = {}
+        for name, cell in self._own_cells().items():
             if cell.contents.source != Local(name):
-                cell.contents.reconstruct(self.cg)
-                self.cg.store_local(name)
+                writes[name] = self.save(cell.contents)  # type: ignore[assignment]
+        for name in locals_:
+            value = self.local_value(name)
+            if name not in writes and (value.source != Local(name) or name in self.code.co_cellvars):
+                writes[name] = self.save(value)  # type: ignore[assignment]
+        self.output.side_effects.replay(self.cg)
+        for name, temp in writes.items():
+            self.cg.emit("LOAD_FAST", temp)
+            self.cg.store_local(name)
+
+    def load_saved(self, temps: list[str | None]) -> None:
+        for temp in temps:
+            if temp is not None:
+                self.cg.emit("LOAD_FAST", temp)
 
     def _own_cells(self) -> dict[str, Any]:
         return {
@@ -148,18 +179,13 @@ class _FrameEmitter:
         if PY < (3, 13):  # [fn, NULL] -> [NULL, fn], the order of 3.11 and 3.12
             self.cg.emit("SWAP", 2)
 
-    def call_resume(self, target: Inst, stack: list[VT], live: list[str], values: dict[str, VT] | None) -> None:
-        """Call the resume function at ``target`` with the stack and live locals; return its result."""
+    def call_resume(self, target: Inst, stack: list[VT], saved: list[str | None], live: list[str]) -> None:
+        """Call the resume function at ``target`` with the saved stack and the live locals; return its result."""
         nulls = tuple(isinstance(v, NullVar) for v in stack)
         self.push_resume(target, nulls, live)
-        for vt in stack:
-            if not isinstance(vt, NullVar):
-                vt.reconstruct(self.cg)
+        self.load_saved(saved)
         for local in live:
-            if values is None:
-                self.cg.load_local(local)
-            else:
-                self.local_value(local).reconstruct(self.cg)
+            self.cg.load_local(local)
         self.cg.call(sum(not n for n in nulls) + len(live))
         self.cg.emit("RETURN_VALUE")
 
@@ -209,7 +235,9 @@ def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
     assert tracer.result is not None
     emitter = _FrameEmitter(tracer, output, tracer.current.lineno if tracer.current else None)
     emitter.start([tracer.result])
-    tracer.result.reconstruct(emitter.cg)
+    result = emitter.save(tracer.result)
+    emitter.commit([])
+    emitter.load_saved([result])
     emitter.cg.emit("RETURN_VALUE")
     return emitter.finish()
 
@@ -235,23 +263,19 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     live = emitter.live_at(inst.index + 1)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
-    for name in live:
-        value = emitter.local_value(name)
-        if value.source != Local(name) or name in tracer.code.co_cellvars:
-            value.reconstruct(cg)
-            cg.store_local(name)
+    saved_below = [emitter.save(vt) for vt in below]
+    saved_consumed = _save_consumed(emitter, inst, consumed, intercept_call)
+    emitter.commit(live)
     nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
         nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
     if inst.opname in _TERMINAL:  # nothing runs after it: no resume function
-        _emit_consumed(emitter, inst, consumed, intercept_call)
+        _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
         return emitter.finish()
     emitter.push_resume(tracer.insts[inst.index + 1], tuple(nulls_after), live)
-    for vt in below:
-        if not isinstance(vt, NullVar):
-            vt.reconstruct(cg)
-    _emit_consumed(emitter, inst, consumed, intercept_call)
+    emitter.load_saved(saved_below)
+    _load_consumed(emitter, saved_consumed)
     _emit_instruction(emitter, inst)
     for local in live:
         cg.load_local(local)
@@ -263,11 +287,13 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
 _TERMINAL = frozenset({"RAISE_VARARGS"})
 
 
-def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> None:
+def _save_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> list[str | None]:
+    """Save the operands of the break instruction, the called function passed through the interceptor."""
     cg = emitter.cg
     callable_slot = None
     if intercept_call and inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
         callable_slot = 1 if PY < (3, 13) and isinstance(consumed[0], NullVar) else 0
+    saved: list[str | None] = []
     for i, vt in enumerate(consumed):
         if i == callable_slot and not _runs_unintercepted(vt):
             intercept = emitter.output.ctx.intercept
@@ -280,8 +306,19 @@ def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], inter
             cg.push_callable_global(helper)
             vt.reconstruct(cg)
             cg.call(1)
+            saved.append(cg.new_temp())
+            cg.emit("STORE_FAST", saved[-1])
         else:
-            vt.reconstruct(cg)
+            saved.append(emitter.save(vt))
+    return saved
+
+
+def _load_consumed(emitter: _FrameEmitter, saved: list[str | None]) -> None:
+    for temp in saved:
+        if temp is None:  # a NULL slot
+            emitter.cg.push_null()
+        else:
+            emitter.cg.emit("LOAD_FAST", temp)
 
 
 def _const_target(vt: VT) -> Any:
@@ -321,20 +358,17 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     jump_if_true = "TRUE" in inst.opname
     keeps_on_jump = inst.opname.startswith("JUMP_IF_")
     stack = tracer.stack
-    condition = stack[-1]
     assert inst.target is not None
     jumped = tracer.insts[inst.target]
     fallthrough = tracer.insts[inst.index + 1]
-    stacks = {
-        "jump": stack if keeps_on_jump else stack[:-1],
-        "fall": stack[:-1],
-    }
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
-    values = [*stack, *(emitter.local_value(n) for n in {*live["jump"], *live["fall"]})]
-    emitter.start(values)
+    every_live = sorted({*live["jump"], *live["fall"]})
+    emitter.start([*stack, *(emitter.local_value(n) for n in every_live)])
     cg = emitter.cg
-    condition.reconstruct(cg)
+    saved = [emitter.save(vt) for vt in stack]
+    emitter.commit(every_live)
+    emitter.load_saved(saved[-1:])
     if PY >= (3, 13):
         cg.emit("TO_BOOL")
     taken = bytecode.Label()
@@ -342,10 +376,8 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     if PY < (3, 12):
         jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
     cg.emit(jump_name, taken)
-    built_before = cg.cached_names()
-    cg.forget_cached(built_before)
-    emitter.call_resume(fallthrough, stacks["fall"], live["fall"], tracer.locals)
+    emitter.call_resume(fallthrough, stack[:-1], saved[:-1], live["fall"])
     cg.label(taken)
-    cg.forget_cached(built_before)
-    emitter.call_resume(jumped, stacks["jump"], live["jump"], tracer.locals)
+    jump_stack = len(stack) if keeps_on_jump else len(stack) - 1
+    emitter.call_resume(jumped, stack[:jump_stack], saved[:jump_stack], live["jump"])
     return emitter.finish()
