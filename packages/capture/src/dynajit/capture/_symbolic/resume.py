@@ -5,6 +5,15 @@ saved stack back (its first arguments; NULL slots are pushed again) and jumps
 to the instruction where execution continues. Its remaining arguments are the
 live locals, under their own names. Resume code objects are made once per
 (code, target, stack layout, live locals), so a break in a loop reuses them.
+
+A ``for`` loop's iterator on the stack is passed as what it iterates over and
+made again by the prologue, so tracing the resume function iterates over known
+items (a real iterator object could not be traced): the remaining items as a
+tuple (:data:`ITER`, the prologue runs GET_ITER), or, for an iterator over a
+list (whose later appends Python iterates too), the list itself and the
+position reached (:data:`LIST_ITER`, GET_ITER then that many ``next`` calls).
+The remaining count or the position is part of the layout: each step of an
+unrolled loop gets its own resume code, with its own compiled entries.
 """
 
 from __future__ import annotations
@@ -15,9 +24,17 @@ from typing import Any
 
 import bytecode
 
-from dynajit.capture._symbolic.instructions import Inst
+from dynajit.capture._symbolic.instructions import PY, Inst
 
-__all__ = ["live_locals", "resume_code"]
+__all__ = ["ITER", "LIST_ITER", "NEXT", "NULL", "VALUE", "Slot", "live_locals", "resume_code"]
+
+# Stack slot kinds of a resume function's layout: (kind, count).
+NULL = "null"  # a NULL slot: pushed again, no argument
+VALUE = "value"  # the value itself
+ITER = "iter"  # a tuple of the iterator's remaining items (count: how many)
+LIST_ITER = "list_iter"  # the list an iterator runs over (count: the position reached)
+Slot = tuple[str, int]
+NEXT = "__dynajit_next"  # the global the prologue calls to advance a list iterator: builtins.next
 
 _resume_ids = itertools.count()
 _cache: dict[tuple[Any, ...], tuple[str, types.CodeType]] = {}
@@ -70,10 +87,10 @@ def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str
 
 
 def resume_code(
-    code: types.CodeType, target: Inst, stack_nulls: tuple[bool, ...], live: tuple[str, ...]
+    code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]
 ) -> tuple[str, types.CodeType]:
-    """The name and code of the function that continues ``code`` at ``target``."""
-    key = (code, target.index, stack_nulls, live)
+    """The name and code of the function that continues ``code`` at ``target`` with the stack ``layout``."""
+    key = (code, target.index, layout, live)
     if key in _cache:
         return _cache[key]
     name = f"__resume_at_{target.offset}_{next(_resume_ids)}"
@@ -90,7 +107,7 @@ def resume_code(
                 prologue.append(item)
                 if item.name == "RESUME":
                     in_prefix = False
-                    stack_args = _push_stack(stack_nulls, lineno)
+                    stack_args = _push_stack(layout, lineno)
                     prologue.extend(stack_args)
                     prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
                 index += 1
@@ -99,7 +116,7 @@ def resume_code(
                 body.append(entry)
             index += 1
         body.append(item)
-    stack_names = [f"{_STACK_PREFIX}{i}" for i, null in enumerate(stack_nulls) if not null]
+    stack_names = [f"{_STACK_PREFIX}{i}" for i, (kind, _) in enumerate(layout) if kind != NULL]
     argnames = [*stack_names, *live]
     if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
         raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
@@ -117,11 +134,26 @@ def resume_code(
     return result
 
 
-def _push_stack(stack_nulls: tuple[bool, ...], lineno: int) -> list[bytecode.Instr]:
+def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
     out = []
-    for i, null in enumerate(stack_nulls):
-        if null:
-            out.append(bytecode.Instr("PUSH_NULL", lineno=lineno))
-        else:
-            out.append(bytecode.Instr("LOAD_FAST", f"{_STACK_PREFIX}{i}", lineno=lineno))
+
+    def emit(name: str, arg: Any = bytecode.UNSET) -> None:
+        out.append(bytecode.Instr(name, arg, lineno=lineno))
+
+    for i, (kind, count) in enumerate(layout):
+        if kind == NULL:
+            emit("PUSH_NULL")
+            continue
+        emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
+        if kind in (ITER, LIST_ITER):
+            emit("GET_ITER")
+        for _ in range(count if kind == LIST_ITER else 0):
+            # next(iterator, None): a list that shrank meanwhile leaves it exhausted, as in Python
+            emit("LOAD_GLOBAL", (True, NEXT))
+            emit("COPY", 3)
+            emit("LOAD_CONST", None)
+            if PY < (3, 12):
+                emit("PRECALL", 2)
+            emit("CALL", 2)
+            emit("POP_TOP")
     return out

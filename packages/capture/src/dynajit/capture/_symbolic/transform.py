@@ -29,9 +29,9 @@ from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
-from dynajit.capture._symbolic.resume import live_locals, resume_code
+from dynajit.capture._symbolic.resume import ITER, LIST_ITER, NEXT, NULL, VALUE, Slot, live_locals, resume_code
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
-from dynajit.capture._symbolic.variables import VT, NullVar, unsupported
+from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
@@ -140,6 +140,30 @@ class _FrameEmitter:
             self.cg.emit("LOAD_FAST", temp)
             self.cg.store_local(name)
 
+    def save_stack(self, stack: list[VT]) -> tuple[list[Slot], list[str | None]]:
+        """Save the stack values a resume function takes back, and their layout (see ``resume.py``)."""
+        layout: list[Slot] = []
+        temps: list[str | None] = []
+        for vt in stack:
+            if isinstance(vt, NullVar):
+                layout.append((NULL, 0))
+                temps.append(None)
+            elif isinstance(vt, IteratorVar) and vt.over is not None:
+                layout.append((LIST_ITER, vt.position))
+                temps.append(self.save(vt.over))
+            elif isinstance(vt, IteratorVar):
+                rest = vt.items[vt.position :]
+                for item in rest:
+                    item.reconstruct(self.cg)
+                self.cg.build("BUILD_TUPLE", len(rest))
+                layout.append((ITER, len(rest)))
+                temps.append(self.cg.new_temp())
+                self.cg.emit("STORE_FAST", temps[-1])
+            else:
+                layout.append((VALUE, 0))
+                temps.append(self.save(vt))
+        return layout, temps
+
     def load_saved(self, temps: list[str | None]) -> None:
         for temp in temps:
             if temp is not None:
@@ -156,9 +180,11 @@ class _FrameEmitter:
         self.result.code = assemble(decoded(self.code)[0], self.cg.insts)
         return self.result
 
-    def push_resume(self, target: Inst, nulls: tuple[bool, ...], live: list[str]) -> None:
+    def push_resume(self, target: Inst, layout: tuple[Slot, ...], live: list[str]) -> None:
         """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it."""
-        name, code = resume_code(self.code, target, nulls, tuple(live))
+        name, code = resume_code(self.code, target, layout, tuple(live))
+        if any(kind == LIST_ITER for kind, _ in layout):
+            self.result.new_globals[NEXT] = next
         if not code.co_freevars:
             if name not in self.result.new_globals:
                 fn = types.FunctionType(code, self.tracer.f_globals, name)
@@ -179,14 +205,13 @@ class _FrameEmitter:
         if PY < (3, 13):  # [fn, NULL] -> [NULL, fn], the order of 3.11 and 3.12
             self.cg.emit("SWAP", 2)
 
-    def call_resume(self, target: Inst, stack: list[VT], saved: list[str | None], live: list[str]) -> None:
+    def call_resume(self, target: Inst, layout: tuple[Slot, ...], saved: list[str | None], live: list[str]) -> None:
         """Call the resume function at ``target`` with the saved stack and the live locals; return its result."""
-        nulls = tuple(isinstance(v, NullVar) for v in stack)
-        self.push_resume(target, nulls, live)
+        self.push_resume(target, layout, live)
         self.load_saved(saved)
         for local in live:
             self.cg.load_local(local)
-        self.cg.call(sum(not n for n in nulls) + len(live))
+        self.cg.call(sum(kind != NULL for kind, _ in layout) + len(live))
         self.cg.emit("RETURN_VALUE")
 
     def local_value(self, name: str) -> VT:
@@ -263,23 +288,24 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     live = emitter.live_at(inst.index + 1)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
-    saved_below = [emitter.save(vt) for vt in below]
+    layout, saved_below = emitter.save_stack(below)
     saved_consumed = _save_consumed(emitter, inst, consumed, intercept_call)
     emitter.commit(live)
-    nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
+    pushed: list[Slot] = [(VALUE, 0)] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
-        nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
+        pushed = pushed[:-1] + ([(VALUE, 0), (NULL, 0)] if PY >= (3, 13) else [(NULL, 0), (VALUE, 0)])
+    layout_after = (*layout, *pushed)
     if inst.opname in _TERMINAL:  # nothing runs after it: no resume function
         _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
         return emitter.finish()
-    emitter.push_resume(tracer.insts[inst.index + 1], tuple(nulls_after), live)
+    emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
     emitter.load_saved(saved_below)
     _load_consumed(emitter, saved_consumed)
     _emit_instruction(emitter, inst)
     for local in live:
         cg.load_local(local)
-    cg.call(sum(not n for n in nulls_after) + len(live))
+    cg.call(sum(kind != NULL for kind, _ in layout_after) + len(live))
     cg.emit("RETURN_VALUE")
     return emitter.finish()
 
@@ -366,7 +392,7 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     every_live = sorted({*live["jump"], *live["fall"]})
     emitter.start([*stack, *(emitter.local_value(n) for n in every_live)])
     cg = emitter.cg
-    saved = [emitter.save(vt) for vt in stack]
+    layout, saved = emitter.save_stack(stack)
     emitter.commit(every_live)
     emitter.load_saved(saved[-1:])
     if PY >= (3, 13):
@@ -376,8 +402,8 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     if PY < (3, 12):
         jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
     cg.emit(jump_name, taken)
-    emitter.call_resume(fallthrough, stack[:-1], saved[:-1], live["fall"])
+    emitter.call_resume(fallthrough, tuple(layout[:-1]), saved[:-1], live["fall"])
     cg.label(taken)
     jump_stack = len(stack) if keeps_on_jump else len(stack) - 1
-    emitter.call_resume(jumped, stack[:jump_stack], saved[:jump_stack], live["jump"])
+    emitter.call_resume(jumped, tuple(layout[:jump_stack]), saved[:jump_stack], live["jump"])
     return emitter.finish()
