@@ -18,15 +18,29 @@ unrolled loop gets its own resume code, with its own compiled entries.
 
 from __future__ import annotations
 
+import dis
 import itertools
 import types
 from typing import Any
 
 import bytecode
 
+from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region
 from dynajit.capture._symbolic.instructions import PY, Inst
+from dynajit.capture._symbolic.variables import unsupported
 
-__all__ = ["ITER", "LIST_ITER", "NEXT", "NULL", "VALUE", "Slot", "live_locals", "resume_code"]
+__all__ = [
+    "GRAD_EXIT",
+    "ITER",
+    "LIST_ITER",
+    "NEXT",
+    "NULL",
+    "TAKES_ARGUMENT",
+    "VALUE",
+    "Slot",
+    "live_locals",
+    "resume_code",
+]
 
 # Stack slot kinds of a resume function's layout: (kind, count).
 NULL = "null"  # a NULL slot: pushed again, no argument
@@ -34,6 +48,9 @@ VALUE = "value"  # the value itself
 ITER = "iter"  # a tuple of the iterator's remaining items (count: how many)
 LIST_ITER = "list_iter"  # the list an iterator runs over (count: the position reached)
 Slot = tuple[str, int]
+GRAD_EXIT = "grad_exit"  # a grad-mode block's exit, no argument (count: the mode it restores; see blocks.py)
+TAKES_ARGUMENT = frozenset({VALUE, ITER, LIST_ITER})
+EXCEPTION = "___stackexc"  # the argument of a raise-resume function: the exception it raises again
 NEXT = "__dynajit_next"  # the global the prologue calls to advance a list iterator: builtins.next
 
 _resume_ids = itertools.count()
@@ -87,14 +104,26 @@ def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str
 
 
 def resume_code(
-    code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]
+    code: types.CodeType,
+    target: Inst,
+    layout: tuple[Slot, ...],
+    live: tuple[str, ...],
+    *,
+    raising: Region | None = None,
 ) -> tuple[str, types.CodeType]:
-    """The name and code of the function that continues ``code`` at ``target`` with the stack ``layout``."""
-    key = (code, target.index, layout, live)
+    """The name and code of the function that continues ``code`` at ``target`` with the stack ``layout``.
+
+    With ``raising`` (the exception-table region a break instruction raised in; ``target`` is its
+    handler), the function takes the exception as its last argument and raises it again inside a copy
+    of that region: ``layout`` is then the stack the handler unwinds to.
+    """
+    key = (code, target.index, layout, live, raising)
     if key in _cache:
         return _cache[key]
-    name = f"__resume_at_{target.offset}_{next(_resume_ids)}"
+    kind = "raising_at" if raising is not None else "at"
+    name = f"__resume_{kind}_{target.offset}_{next(_resume_ids)}"
     bc = bytecode.Bytecode.from_code(code)
+    _set_region_depths(code, bc)
     entry = bytecode.Label()
     body: list[Any] = []
     prologue: list[Any] = []
@@ -107,17 +136,19 @@ def resume_code(
                 prologue.append(item)
                 if item.name == "RESUME":
                     in_prefix = False
-                    stack_args = _push_stack(layout, lineno)
-                    prologue.extend(stack_args)
-                    prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
+                    prologue.extend(_push_stack(layout, lineno))
+                    if raising is None:
+                        prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
+                    else:
+                        prologue.extend(_raise_in(entry, raising, lineno))
                 index += 1
                 continue
             if index == target.index:
                 body.append(entry)
             index += 1
         body.append(item)
-    stack_names = [f"{_STACK_PREFIX}{i}" for i, (kind, _) in enumerate(layout) if kind != NULL]
-    argnames = [*stack_names, *live]
+    stack_names = [f"{_STACK_PREFIX}{i}" for i, (kind, _) in enumerate(layout) if kind in TAKES_ARGUMENT]
+    argnames = [*stack_names, *live, *([EXCEPTION] if raising is not None else [])]
     if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
         raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
     new = bytecode.Bytecode([*prologue, *body])
@@ -129,9 +160,48 @@ def resume_code(
     new.flags = bc.flags & ~(0x04 | 0x08)  # no *args / **kwargs
     new.name = name
     new.qualname = name
-    result = (name, new.to_code())
+    # The depths come from the original table: the prologue jumps into the middle of a region, past its
+    # TryBegin, where the bytecode package's flow analysis would never reach it (and left it unset).
+    result = (name, new.to_code(compute_exception_stack_depths=False))
     _cache[key] = result
     return result
+
+
+def _set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:
+    """Give each TryBegin of ``bc`` (decoded from ``code``) the stack depth of its exception-table entry."""
+    offsets = [i.offset for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
+    depths = {(e.start, e.target): e.depth for e in dis.Bytecode(code).exception_entries}
+    label_offsets: dict[int, int] = {}
+    begins: list[tuple[bytecode.TryBegin, int]] = []
+    pending: list[Any] = []
+    index = 0
+    for item in bc:
+        if isinstance(item, bytecode.Instr):
+            for waiting in pending:
+                if isinstance(waiting, bytecode.Label):
+                    label_offsets[id(waiting)] = offsets[index]
+                else:
+                    begins.append((waiting, offsets[index]))
+            pending.clear()
+            index += 1
+        elif isinstance(item, (bytecode.Label, bytecode.TryBegin)):
+            pending.append(item)
+    for begin, start in begins:
+        key = (start, label_offsets.get(id(begin.target)))
+        if key not in depths:
+            unsupported(f"resuming {code.co_name}: no exception-table entry starts at offset {start}")
+        begin.stack_depth = depths[key]
+
+
+def _raise_in(handler: bytecode.Label, region: Region, lineno: int) -> list[Any]:
+    """``raise exc`` inside a region whose handler is ``handler``, as the original region's."""
+    begin = bytecode.TryBegin(handler, region.push_lasti, region.depth)
+    return [
+        begin,
+        bytecode.Instr("LOAD_FAST", EXCEPTION, lineno=lineno),
+        bytecode.Instr("RAISE_VARARGS", 1, lineno=lineno),
+        bytecode.TryEnd(begin),
+    ]
 
 
 def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
@@ -143,6 +213,9 @@ def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
     for i, (kind, count) in enumerate(layout):
         if kind == NULL:
             emit("PUSH_NULL")
+            continue
+        if kind == GRAD_EXIT:
+            emit("LOAD_GLOBAL", (False, GRAD_EXIT_GLOBALS[bool(count)]))
             continue
         emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
         if kind in (ITER, LIST_ITER):

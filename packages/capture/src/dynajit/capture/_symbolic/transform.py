@@ -10,6 +10,12 @@ replay of side effects. Then:
   and return what the resume function for the next instruction returns;
 - break on a conditional jump over a tensor: test the real tensor and call the
   resume function of the branch taken.
+
+Every value the rest needs (stack, live locals, cells) is rebuilt into a temporary
+before side effects are replayed and locals written, since values are reached by
+their paths from the frame's entry state. Inside a try/with block the break
+instruction runs in a try region of its own whose handler raises the exception
+again in the original block (``blocks.py``).
 """
 
 from __future__ import annotations
@@ -21,17 +27,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bytecode
+import torch
 
 from dynajit.capture._frame import CompiledGraph, Unsupported
 from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, GRAD_EXITS, Region, region_of
 from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
-from dynajit.capture._symbolic.resume import ITER, LIST_ITER, NEXT, NULL, VALUE, Slot, live_locals, resume_code
+from dynajit.capture._symbolic.resume import (
+    GRAD_EXIT,
+    ITER,
+    LIST_ITER,
+    NEXT,
+    NULL,
+    TAKES_ARGUMENT,
+    VALUE,
+    Slot,
+    live_locals,
+    resume_code,
+)
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
 from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
+from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
+from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
@@ -79,6 +100,7 @@ def _pops_pushes(inst: Inst) -> tuple[int, int] | None:
         "UNPACK_SEQUENCE": lambda: (1, n),
         "UNPACK_EX": lambda: (1, (n & 0xFF) + (n >> 8) + 1),
         "RAISE_VARARGS": lambda: (n, 0),
+        "BEFORE_WITH": lambda: (1, 2),  # a context manager the interpreter does not enter: entered in Python
     }
     entry = table.get(inst.opname)
     return entry() if entry is not None else None
@@ -107,6 +129,17 @@ class _FrameEmitter:
             self.result.new_globals[name] = graph.compiled
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
+        if self.tracer.grad_at_stop != self.tracer.grad_at_entry:
+            # The grad mode the traced code reached (inside a grad-mode block a break cut, or after leaving
+            # a block a resume function started in): backends need not run the graph's grad-mode nodes.
+            mode = self.tracer.grad_at_stop
+
+            def load_mode() -> int:
+                self.cg.load_const(mode)
+                return 1
+
+            self.cg.call_helper(torch._C._set_grad_enabled, load_mode)
+            self.cg.emit("POP_TOP")
         # Cells of this frame hold their traced contents for real (closures made while tracing share them).
         self.cg.cell_names = {id(cell): name for name, cell in self.tracer.cells.items()}
 
@@ -140,29 +173,25 @@ class _FrameEmitter:
             self.cg.emit("LOAD_FAST", temp)
             self.cg.store_local(name)
 
-    def save_stack(self, stack: list[VT]) -> tuple[list[Slot], list[str | None]]:
-        """Save the stack values a resume function takes back, and their layout (see ``resume.py``)."""
-        layout: list[Slot] = []
+    def save_stack(self, stack: list[VT], layout: list[Slot]) -> list[str | None]:
+        """Save the stack values a resume function takes back, in the slots of ``layout``."""
         temps: list[str | None] = []
-        for vt in stack:
-            if isinstance(vt, NullVar):
-                layout.append((NULL, 0))
-                temps.append(None)
-            elif isinstance(vt, IteratorVar) and vt.over is not None:
-                layout.append((LIST_ITER, vt.position))
+        for vt, (kind, _) in zip(stack, layout):
+            if kind == LIST_ITER:
+                assert isinstance(vt, IteratorVar) and vt.over is not None
                 temps.append(self.save(vt.over))
-            elif isinstance(vt, IteratorVar):
-                rest = vt.items[vt.position :]
-                for item in rest:
+            elif kind == ITER:
+                assert isinstance(vt, IteratorVar)
+                for item in vt.items[vt.position :]:
                     item.reconstruct(self.cg)
-                self.cg.build("BUILD_TUPLE", len(rest))
-                layout.append((ITER, len(rest)))
+                self.cg.build("BUILD_TUPLE", len(vt.items) - vt.position)
                 temps.append(self.cg.new_temp())
                 self.cg.emit("STORE_FAST", temps[-1])
-            else:
-                layout.append((VALUE, 0))
+            elif kind == VALUE:
                 temps.append(self.save(vt))
-        return layout, temps
+            else:
+                temps.append(None)
+        return temps
 
     def load_saved(self, temps: list[str | None]) -> None:
         for temp in temps:
@@ -180,19 +209,31 @@ class _FrameEmitter:
         self.result.code = assemble(decoded(self.code)[0], self.cg.insts)
         return self.result
 
-    def push_resume(self, target: Inst, layout: tuple[Slot, ...], live: list[str]) -> None:
-        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it."""
-        name, code = resume_code(self.code, target, layout, tuple(live))
+    def push_resume(
+        self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None = None
+    ) -> None:
+        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it.
+
+        A raise-resume function (``raising``) runs in Python with its call sites intercepted: it only
+        raises into the original handler, which the interpreter does not trace.
+        """
+        name, code = resume_code(self.code, target, layout, tuple(live), raising=raising)
         if any(kind == LIST_ITER for kind, _ in layout):
             self.result.new_globals[NEXT] = next
+        for kind, count in layout:
+            if kind == GRAD_EXIT:
+                self.result.new_globals[GRAD_EXIT_GLOBALS[bool(count)]] = GRAD_EXITS[GRAD_EXIT_GLOBALS[bool(count)]]
+        intercept = self.output.ctx.intercept
+        if raising is not None:
+            intercept = functools.partial(frame_only_function, intercept=intercept)
         if not code.co_freevars:
             if name not in self.result.new_globals:
                 fn = types.FunctionType(code, self.tracer.f_globals, name)
-                self.result.new_globals[name] = self.output.ctx.intercept(fn)
+                self.result.new_globals[name] = intercept(fn)
             self.cg.push_callable_global(name)
             return
         # A closure: the function is made at run time over this frame's own cells.
-        maker = _ResumeMaker(code, self.tracer.f_globals, self.output.ctx.intercept)
+        maker = _ResumeMaker(code, self.tracer.f_globals, intercept)
 
         def args() -> int:
             for free in code.co_freevars:
@@ -211,7 +252,7 @@ class _FrameEmitter:
         self.load_saved(saved)
         for local in live:
             self.cg.load_local(local)
-        self.cg.call(sum(kind != NULL for kind, _ in layout) + len(live))
+        self.cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout) + len(live))
         self.cg.emit("RETURN_VALUE")
 
     def local_value(self, name: str) -> VT:
@@ -223,6 +264,25 @@ class _FrameEmitter:
     def live_at(self, index: int) -> list[str]:
         cells = set(self._own_cells())
         return live_locals(self.tracer.insts, index, set(self.tracer.locals) | cells)
+
+
+def stack_layout(stack: list[VT]) -> list[Slot]:
+    """How a resume function takes each stack value back (see ``resume.py``); refuses what it cannot."""
+    layout: list[Slot] = []
+    for vt in stack:
+        if isinstance(vt, NullVar):
+            layout.append((NULL, 0))
+        elif isinstance(vt, GradModeExitVar):
+            layout.append((GRAD_EXIT, int(vt.previous)))
+        elif isinstance(vt, AutocastExitVar):
+            unsupported("a graph break inside an autocast block cannot be resumed")
+        elif isinstance(vt, IteratorVar) and vt.over is not None:
+            layout.append((LIST_ITER, vt.position))
+        elif isinstance(vt, IteratorVar):
+            layout.append((ITER, len(vt.items) - vt.position))
+        else:
+            layout.append((VALUE, 0))
+    return layout
 
 
 class _ResumeMaker:
@@ -250,9 +310,52 @@ def _copy(inst: bytecode.Instr) -> bytecode.Instr:
     return bytecode.Instr(inst.name, inst.arg, location=inst.location)
 
 
-def _check_resumable(tracer: RootTracer, inst: Inst) -> None:
-    if inst.in_try:
-        unsupported("a graph break inside a try/with block cannot be resumed")
+class _Protected:
+    """The break instruction's protection inside a try/with block (see ``blocks.py``).
+
+    ``enter`` opens a region of the transformed code around the instruction (at an empty stack);
+    ``handle`` emits its handler: the exception goes to a raise-resume function, which raises it
+    again inside the original region, so the code's own handler runs.
+    """
+
+    def __init__(self, emitter: _FrameEmitter, inst: Inst) -> None:
+        self.emitter = emitter
+        self.region = region_of(emitter.code, emitter.tracer.insts, inst)
+        if inst.in_try and self.region is None:
+            unsupported("a graph break in a try/with block whose exception-table entry is not found")
+        self.handler = bytecode.Label()
+        self.begin: bytecode.TryBegin | None = None
+
+    def enter(self) -> None:
+        if self.region is not None:
+            self.begin = bytecode.TryBegin(self.handler, False, 0)
+            self.emitter.cg.insts.append(self.begin)
+
+    def leave(self) -> None:
+        if self.begin is not None:
+            self.emitter.cg.insts.append(bytecode.TryEnd(self.begin))
+
+    def check(self, layout: list[Slot]) -> None:
+        if self.region is not None and self.region.depth > len(layout):
+            unsupported("a graph break with less on the stack than its try/with block's handler expects")
+
+    def handle(self, layout: list[Slot], saved: list[str | None]) -> None:
+        region = self.region
+        if region is None:
+            return
+        emitter, cg = self.emitter, self.emitter.cg
+        cg.label(self.handler)
+        exc = cg.new_temp()
+        cg.emit("STORE_FAST", exc)
+        live = emitter.live_at(region.handler)
+        outer = tuple(layout[: region.depth])
+        emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
+        emitter.load_saved(saved[: region.depth])
+        for local in live:
+            cg.load_local(local)
+        cg.emit("LOAD_FAST", exc)
+        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in outer) + len(live) + 1)
+        cg.emit("RETURN_VALUE")
 
 
 def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
@@ -275,7 +378,6 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     """
     inst = tracer.stopped_at
     assert inst is not None
-    _check_resumable(tracer, inst)
     effect = _pops_pushes(inst)
     if effect is None:
         unsupported(f"a graph break at {inst.opname} cannot be resumed")
@@ -285,28 +387,35 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
         unsupported(f"{inst.opname} consumes more than the traced stack")
     below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
     emitter = _FrameEmitter(tracer, output, inst.lineno)
+    protected = _Protected(emitter, inst)
+    layout = stack_layout(below)
+    protected.check(layout)
     live = emitter.live_at(inst.index + 1)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
-    layout, saved_below = emitter.save_stack(below)
+    saved_below = emitter.save_stack(below, layout)
     saved_consumed = _save_consumed(emitter, inst, consumed, intercept_call)
     emitter.commit(live)
     pushed: list[Slot] = [(VALUE, 0)] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
         pushed = pushed[:-1] + ([(VALUE, 0), (NULL, 0)] if PY >= (3, 13) else [(NULL, 0), (VALUE, 0)])
     layout_after = (*layout, *pushed)
+    protected.enter()
     if inst.opname in _TERMINAL:  # nothing runs after it: no resume function
         _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
-        return emitter.finish()
-    emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
-    emitter.load_saved(saved_below)
-    _load_consumed(emitter, saved_consumed)
-    _emit_instruction(emitter, inst)
-    for local in live:
-        cg.load_local(local)
-    cg.call(sum(kind != NULL for kind, _ in layout_after) + len(live))
-    cg.emit("RETURN_VALUE")
+        protected.leave()
+    else:
+        emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
+        emitter.load_saved(saved_below)
+        _load_consumed(emitter, saved_consumed)
+        _emit_instruction(emitter, inst)
+        protected.leave()
+        for local in live:
+            cg.load_local(local)
+        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + len(live))
+        cg.emit("RETURN_VALUE")
+    protected.handle(layout, saved_below)
     return emitter.finish()
 
 
@@ -380,7 +489,6 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     """Cut the graph at a conditional jump on a tensor: test the real tensor, resume in the branch taken."""
     inst = tracer.stopped_at
     assert inst is not None
-    _check_resumable(tracer, inst)
     jump_if_true = "TRUE" in inst.opname
     keeps_on_jump = inst.opname.startswith("JUMP_IF_")
     stack = tracer.stack
@@ -388,12 +496,16 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     jumped = tracer.insts[inst.target]
     fallthrough = tracer.insts[inst.index + 1]
     emitter = _FrameEmitter(tracer, output, inst.lineno)
+    protected = _Protected(emitter, inst)
     live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
     every_live = sorted({*live["jump"], *live["fall"]})
+    layout = stack_layout(stack)
+    protected.check(layout[:-1])
     emitter.start([*stack, *(emitter.local_value(n) for n in every_live)])
     cg = emitter.cg
-    layout, saved = emitter.save_stack(stack)
+    saved = emitter.save_stack(stack, layout)
     emitter.commit(every_live)
+    protected.enter()  # converting the tensor to bool may raise
     emitter.load_saved(saved[-1:])
     if PY >= (3, 13):
         cg.emit("TO_BOOL")
@@ -402,8 +514,10 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     if PY < (3, 12):
         jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
     cg.emit(jump_name, taken)
+    protected.leave()
     emitter.call_resume(fallthrough, tuple(layout[:-1]), saved[:-1], live["fall"])
     cg.label(taken)
     jump_stack = len(stack) if keeps_on_jump else len(stack) - 1
     emitter.call_resume(jumped, tuple(layout[:jump_stack]), saved[:jump_stack], live["jump"])
+    protected.handle(layout[:-1], saved[:-1])
     return emitter.finish()
