@@ -220,3 +220,29 @@ def test_tensor_branch_in_loop(check):
 
 def test_loop_in_inlined_callee(check, t):
     check_resumed(check, calls_looping_helper, t(2, 4), calls=2)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.lin(x).relu()
+        brk()  # a graph break in every block
+        return x + 1
+
+
+BLOCKS = torch.nn.Sequential(Block(), Block(), Block())
+
+
+def calls_blocks(x):
+    return BLOCKS(x)
+
+
+@pytest.mark.parametrize("target", [BLOCKS, calls_blocks], ids=["the_sequential", "a_function_calling_it"])
+def test_sequential_of_breaking_blocks_compiles_every_block(check, t, target):
+    # Sequential.forward is a frame of its own, cut at each block's call: every block compiles its graph
+    # before the break (linear, relu) and the resume graph after it (shared by the blocks), none runs in Python.
+    counter = check_resumed(check, target, t(2, 4), calls=2)
+    assert (counter.frame_count, counter.op_count) == (4, 7)

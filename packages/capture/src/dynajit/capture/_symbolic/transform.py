@@ -30,6 +30,7 @@ import bytecode
 import torch
 
 from dynajit.capture._frame import CompiledGraph, Unsupported
+from dynajit.capture._skipfiles import RESUME_MARK
 from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, GRAD_EXITS, Region, region_of
 from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
@@ -229,6 +230,7 @@ class _FrameEmitter:
         if not code.co_freevars:
             if name not in self.result.new_globals:
                 fn = types.FunctionType(code, self.tracer.f_globals, name)
+                fn.__dict__[RESUME_MARK] = True
                 self.result.new_globals[name] = intercept(fn)
             self.cg.push_callable_global(name)
             return
@@ -300,6 +302,7 @@ class _ResumeMaker:
         key = tuple(map(id, cells))
         if key not in self._made:
             fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, cells)
+            fn.__dict__[RESUME_MARK] = True
             self._made[key] = (cells, self.intercept(fn))
             if len(self._made) > self._KEEP:
                 del self._made[next(iter(self._made))]
