@@ -142,13 +142,6 @@ def early_exit(x):
     return x
 
 
-def over_generator(x):
-    for t in (k * 2.0 for k in range(3)):
-        x = x + t
-        brk()
-    return x
-
-
 def over_reversed(x):
     for layer in reversed(LAYERS):
         x = layer(x)
@@ -188,7 +181,6 @@ def check_resumed(check, fn, *args, **kwargs):
         (over_new_list, 3),
         (nested_loops, 6),
         (early_exit, 3),
-        (over_generator, 3),
         (over_reversed, 3),
     ],
     ids=lambda c: getattr(c, "__name__", str(c)),

@@ -27,7 +27,7 @@ import torch
 
 from dynajit.capture._symbolic.instructions import Inst
 
-__all__ = ["GRAD_EXITS", "GRAD_EXIT_GLOBALS", "GradModeRestore", "Region", "region_of"]
+__all__ = ["GRAD_EXITS", "GRAD_EXIT_GLOBALS", "GradModeRestore", "Region", "exception_entries", "region_of"]
 
 
 class GradModeRestore:
@@ -59,12 +59,17 @@ class Region:
     push_lasti: bool
 
 
+def exception_entries(code: types.CodeType) -> list[Any]:
+    """``code``'s exception table: entries with start, end, target (offsets), depth and lasti."""
+    return list(dis.Bytecode(code).exception_entries)  # type: ignore[attr-defined]  # 3.11+, not in typeshed
+
+
 def region_of(code: types.CodeType, insts: list[Inst], inst: Inst) -> Region | None:
     """The exception-table region covering ``inst`` (regions of one code object do not overlap)."""
     if not inst.in_try:
         return None
     by_offset = {i.offset: i.index for i in insts}
-    for entry in dis.Bytecode(code).exception_entries:
+    for entry in exception_entries(code):
         if entry.start <= inst.offset < entry.end and entry.target in by_offset:
             return Region(by_offset[entry.target], entry.depth, bool(entry.lasti))
     return None

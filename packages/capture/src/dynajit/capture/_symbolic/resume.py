@@ -25,7 +25,7 @@ from typing import Any
 
 import bytecode
 
-from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region
+from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region, exception_entries
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.variables import unsupported
 
@@ -170,7 +170,7 @@ def resume_code(
 def _set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:
     """Give each TryBegin of ``bc`` (decoded from ``code``) the stack depth of its exception-table entry."""
     offsets = [i.offset for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
-    depths = {(e.start, e.target): e.depth for e in dis.Bytecode(code).exception_entries}
+    depths = {(e.start, e.target): e.depth for e in exception_entries(code)}
     label_offsets: dict[int, int] = {}
     begins: list[tuple[bytecode.TryBegin, int]] = []
     pending: list[Any] = []

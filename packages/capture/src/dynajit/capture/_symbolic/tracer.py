@@ -25,6 +25,7 @@ from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noq
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
 from dynajit.capture._symbolic.blocks import GRAD_EXITS
+from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
 from dynajit.capture._symbolic.output import OutputGraph
@@ -36,7 +37,6 @@ from dynajit.capture._symbolic.variables import (
     CellVar,
     ConstVar,
     DictVar,
-    IteratorVar,
     ListVar,
     NNModuleVar,
     RaisesInPython,
@@ -224,11 +224,8 @@ class Tracer:
         for name, cell in zip(code.co_freevars, fn.closure_cells(self)):
             child.cells[name] = cell
         if is_generator:
-            # A generator is run to its end here; the caller iterates over what it yielded.
-            child.yielded = []
-            child.run_inline()
-            self.output.current_tx = self
-            return IteratorVar(child.yielded)
+            # Its body runs when the caller asks for items (see generators.py).
+            return LazyGeneratorVar(child)
         result = child.run_inline()
         self.output.current_tx = self
         return result

@@ -35,6 +35,7 @@ from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, GRAD_EXITS, Region, region_of
 from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
+from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
@@ -278,6 +279,8 @@ def stack_layout(stack: list[VT]) -> list[Slot]:
             layout.append((GRAD_EXIT, int(vt.previous)))
         elif isinstance(vt, AutocastExitVar):
             unsupported("a graph break inside an autocast block cannot be resumed")
+        elif isinstance(vt, LazyGeneratorVar):
+            unsupported("a graph break inside a loop over a generator cannot be resumed")
         elif isinstance(vt, IteratorVar) and vt.over is not None:
             layout.append((LIST_ITER, vt.position))
         elif isinstance(vt, IteratorVar):
