@@ -232,9 +232,26 @@ def calls_blocks(x):
     return BLOCKS(x)
 
 
+@capture.disable(recursive=False)
+def calls_blocks_frame_only(x):
+    return BLOCKS(x)
+
+
+def calls_blocks_in_unresumable_frame(x):
+    with torch.autocast("cpu", enabled=False):
+        brk()  # this frame runs in Python with its call sites intercepted
+        return BLOCKS(x)
+
+
 @pytest.mark.parametrize("target", [BLOCKS, calls_blocks], ids=["the_sequential", "a_function_calling_it"])
 def test_sequential_of_breaking_blocks_compiles_every_block(check, t, target):
     # Sequential.forward is a frame of its own, cut at each block's call: every block compiles its graph
     # before the break (linear, relu) and the resume graph after it (shared by the blocks), none runs in Python.
     counter = check_resumed(check, target, t(2, 4), calls=2)
+    assert (counter.frame_count, counter.op_count) == (4, 7)
+
+
+@pytest.mark.parametrize("target", [calls_blocks_frame_only, calls_blocks_in_unresumable_frame])
+def test_blocks_called_from_a_frame_running_in_python_still_compile(check, t, target):
+    counter = check(target, t(2, 4), calls=2)
     assert (counter.frame_count, counter.op_count) == (4, 7)
