@@ -221,3 +221,41 @@ def test_grad_mode_seen_by_the_break_instruction(t):
     enable_inside_no_grad(x, w, eager_log)
     assert counter_log == eager_log == [True, False]
     assert counter.frame_count == 3
+
+
+def closure_with_try(x, w, log):
+    scale = 3.0
+
+    def body(v):
+        try:
+            y = v * scale
+            fail(y)
+        except ValueError:
+            log.append("caught")
+            y = v + scale
+        return y
+
+    return body(x) * w
+
+
+def cell_written_in_try(x, w, log):
+    total = x
+
+    def add(v):
+        return total + v
+
+    try:
+        total = total * w
+        fail(total)
+    except ValueError:
+        total = add(w)
+    return total
+
+
+@pytest.mark.parametrize("fn", [closure_with_try, cell_written_in_try])
+def test_closures_and_cells_in_try(check, t, fn):
+    w = t(3).requires_grad_()
+    with capture.observe() as seen:
+        check(fn, t(3), w, [], calls=2)
+    reasons = [brk.reason for frame in seen.frames for brk in frame.graph_breaks]
+    assert not [r for r in reasons if "cannot be resumed" in r], reasons
