@@ -255,3 +255,39 @@ def test_sequential_of_breaking_blocks_compiles_every_block(check, t, target):
 def test_blocks_called_from_a_frame_running_in_python_still_compile(check, t, target):
     counter = check(target, t(2, 4), calls=2)
     assert (counter.frame_count, counter.op_count) == (4, 7)
+
+
+def long_loop(x, n):
+    for i in range(n):
+        x = x + i
+        brk()
+    return x
+
+
+def test_long_loop_stops_unrolling(check, t, monkeypatch):
+    # Each step's resume function is called by the previous step's code: past MAX_LOOP_STEPS steps the
+    # rest of the loop runs in Python instead of nesting deeper (400 nested steps exhausted the recursion
+    # limit). A smaller limit keeps the test fast.
+    from dynajit.capture._symbolic import resume
+
+    monkeypatch.setattr(resume, "MAX_LOOP_STEPS", 8)
+    counter = check(long_loop, t(3), 400, calls=2)
+    assert counter.frame_count == 8 + 1
+
+
+def two_breaks_per_step(x):
+    for i in range(6):
+        x = x + i
+        print(end="")
+        x = x * 2
+        print(end="")
+    return x
+
+
+def test_resuming_a_resume_function_reuses_the_original_code(check, t):
+    # A resume function of a resume function is made from the original code: one per (target, layout).
+    with capture.observe() as seen:
+        check(two_breaks_per_step, t(3), calls=2)
+    names = {frame.name for frame in seen.frames if frame.name.startswith("__resume")}
+    offsets = {name.split("_")[4] for name in names}
+    assert len(offsets) == 2, names  # the two targets, whatever the nesting

@@ -13,7 +13,12 @@ tuple (:data:`ITER`, the prologue runs GET_ITER), or, for an iterator over a
 list (whose later appends Python iterates too), the list itself and the
 position reached (:data:`LIST_ITER`, GET_ITER then that many ``next`` calls).
 The remaining count or the position is part of the layout: each step of an
-unrolled loop gets its own resume code, with its own compiled entries.
+unrolled loop gets its own resume code, with its own compiled entries. Each
+step's resume function is called from the previous one's transformed code, so
+the steps nest; past :data:`MAX_LOOP_STEPS` steps of one loop
+(:func:`unrolled_too_far`) the rest of the loop runs in Python instead, its
+calls still intercepted, rather than nest deep enough to exhaust Python's
+recursion limit.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 import bytecode
 
 from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region, exception_entries
-from dynajit.capture._symbolic.instructions import PY, Inst
+from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.variables import unsupported
 
 __all__ = [
@@ -55,6 +60,10 @@ NEXT = "__dynajit_next"  # the global the prologue calls to advance a list itera
 
 _resume_ids = itertools.count()
 _cache: dict[tuple[Any, ...], tuple[str, types.CodeType]] = {}
+
+MAX_LOOP_STEPS = 64  # loop steps, per loop, that get compiled resume functions
+_loop_steps: dict[tuple[Any, ...], set[tuple[Slot, ...]]] = {}
+_origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}  # resume code -> (its original, index shift)
 
 _STOPS = frozenset(
     {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP",
@@ -103,6 +112,30 @@ def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str
     return sorted(name for name in read & candidates if not name.startswith(_STACK_PREFIX))
 
 
+def _origin_of(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
+    """The code a resume code was made from, and the index there of instruction ``index`` of ``code``.
+
+    A resume code is its original's body behind a longer prologue: resuming a resume function is
+    resuming the original, so resume codes do not grow one prologue per break (nor differ per nesting).
+    """
+    if code in _origins:
+        origin, shift = _origins[code]
+        return origin, index - shift
+    return code, index
+
+
+def unrolled_too_far(code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]) -> bool:
+    """True when resuming at ``target`` with ``layout`` would compile more than MAX_LOOP_STEPS steps of a loop."""
+    if not any(kind in (ITER, LIST_ITER) for kind, _ in layout):
+        return False
+    shape = tuple(kind for kind, _ in layout)
+    steps = _loop_steps.setdefault((*_origin_of(code, target.index), shape, live), set())
+    if layout not in steps and len(steps) >= MAX_LOOP_STEPS:
+        return True
+    steps.add(layout)
+    return False
+
+
 def resume_code(
     code: types.CodeType,
     target: Inst,
@@ -117,9 +150,13 @@ def resume_code(
     handler), the function takes the exception as its last argument and raises it again inside a copy
     of that region: ``layout`` is then the stack the handler unwinds to.
     """
-    key = (code, target.index, layout, live, raising)
+    code, target_index = _origin_of(code, target.index)
+    if raising is not None:
+        raising = Region(target_index, raising.depth, raising.push_lasti)  # its target is the handler
+    key = (code, target_index, layout, live, raising)
     if key in _cache:
         return _cache[key]
+    target = decode(code)[1][target_index]
     kind = "raising_at" if raising is not None else "at"
     name = f"__resume_{kind}_{target.offset}_{next(_resume_ids)}"
     bc = bytecode.Bytecode.from_code(code)
@@ -128,6 +165,7 @@ def resume_code(
     body: list[Any] = []
     prologue: list[Any] = []
     in_prefix = True
+    prefix_length = 0
     index = 0
     lineno = target.lineno or code.co_firstlineno
     for item in bc:
@@ -136,6 +174,7 @@ def resume_code(
                 prologue.append(item)
                 if item.name == "RESUME":
                     in_prefix = False
+                    prefix_length = len(prologue)
                     prologue.extend(_push_stack(layout, lineno))
                     if raising is None:
                         prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
@@ -143,7 +182,7 @@ def resume_code(
                         prologue.extend(_raise_in(entry, raising, lineno))
                 index += 1
                 continue
-            if index == target.index:
+            if index == target_index:
                 body.append(entry)
             index += 1
         body.append(item)
@@ -163,6 +202,7 @@ def resume_code(
     # The depths come from the original table: the prologue jumps into the middle of a region, past its
     # TryBegin, where the bytecode package's flow analysis would never reach it (and left it unset).
     result = (name, new.to_code(compute_exception_stack_depths=False))
+    _origins[result[1]] = (code, sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length)
     _cache[key] = result
     return result
 

@@ -50,6 +50,7 @@ from dynajit.capture._symbolic.resume import (
     Slot,
     live_locals,
     resume_code,
+    unrolled_too_far,
 )
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
 from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
@@ -226,7 +227,7 @@ class _FrameEmitter:
             if kind == GRAD_EXIT:
                 self.result.new_globals[GRAD_EXIT_GLOBALS[bool(count)]] = GRAD_EXITS[GRAD_EXIT_GLOBALS[bool(count)]]
         intercept = self.output.ctx.intercept
-        if raising is not None:
+        if raising is not None or unrolled_too_far(self.code, target, layout, tuple(live)):
             intercept = functools.partial(frame_only_function, intercept=intercept)
         if not code.co_freevars:
             if name not in self.result.new_globals:
