@@ -92,3 +92,22 @@ def test_break_in_a_loop_over_a_generator_is_reported(check, t):
         check(generator_loop_with_break, t(3), calls=2)
     reasons = [b.reason for f in seen.frames for b in f.graph_breaks]
     assert any("loop over a generator cannot be resumed" in r for r in reasons), reasons
+
+
+def generator_branching_on_a_tensor(x):
+    def produce():
+        for k in range(3):
+            if (x * k).sum() > 0:  # a tensor condition inside the generator, reached from the loop's FOR_ITER
+                yield x * k
+            else:
+                yield x - k
+
+    total = x
+    for t in produce():
+        total = total + t
+    return total
+
+
+def test_tensor_branch_inside_a_generator(check):
+    gen = torch.Generator().manual_seed(2)
+    check(generator_branching_on_a_tensor, calls=4, make_args=lambda: (torch.randn(3, generator=gen),))

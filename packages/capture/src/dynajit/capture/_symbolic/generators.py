@@ -36,11 +36,9 @@ class LazyGeneratorVar(IteratorVar):
         body = self.body
         before = len(self.items)
         caller = body.output.current_tx
-        try:
-            while not body.done and len(self.items) == before:
-                body.step()
-        finally:
-            body.output.current_tx = caller
+        while not body.done and len(self.items) == before:
+            body.step()  # a break in the body leaves it the current frame, for the break's report
+        body.output.current_tx = caller
         return len(self.items) > before
 
     def next(self) -> VT | None:
