@@ -206,7 +206,7 @@ def g_break_inside(x, w):
 
 def test_break_inside_an_autocast_block_runs_the_frame_eagerly(check, t):
     (reason,) = break_reasons(check, g_break_inside, t(4, 8), t(8, 8), graphs=0)
-    assert reason == "a graph break inside a try/with block cannot be resumed (graph_break() was called)"
+    assert reason == "a graph break inside an autocast block cannot be resumed (graph_break() was called)"
     assert autocast_is_off()
 
 
@@ -346,7 +346,7 @@ def g_break_in_inlined_block(x, w):
 def test_break_inside_an_inlined_autocast_block(check, t):
     reasons = break_reasons(check, g_break_in_inlined_block, t(4, 8), t(8, 8), calls=2)
     assert reasons[0] == "graph_break() was called"  # the caller's graph stops at the call
-    assert "inside a try/with block" in reasons[1]  # the callee runs its own frame eagerly
+    assert "inside an autocast block" in reasons[1]  # the callee runs its own frame eagerly
     assert autocast_is_off()
 
 

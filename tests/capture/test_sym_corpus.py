@@ -259,7 +259,7 @@ def br_unsupported_attribute(x):
 # A break inside a loop: the first piece is compiled; the rest of the loop runs in Python, because the
 # resume function would get the loop's iterator, which guards cannot check.
 BREAK_CASES = [
-    (br_two_breaks, 3), (br_break_then_tensor_branch, 3), (br_break_in_loop, 1), (br_break_returns_value_used, 2),
+    (br_two_breaks, 3), (br_break_then_tensor_branch, 3), (br_break_in_loop, 3), (br_break_returns_value_used, 2),
     (br_method_on_object_breaks, 2), (br_unsupported_attribute, 2),
 ]  # fmt: skip
 

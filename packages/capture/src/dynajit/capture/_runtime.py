@@ -27,7 +27,7 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from dynajit.capture import _cache, _dispatch, _marks, _observe, _stance
-from dynajit.capture._skipfiles import is_library_code, is_untraceable_code
+from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
 from dynajit.guards import GuardSet
@@ -200,7 +200,8 @@ class _Settings:
         if (
             _marks.is_disabled(fn)
             or "_dynajit_compiled" in fn.__dict__
-            or is_library_code(code)
+            # A resume function continues a frame that is being compiled, whatever file its code comes from.
+            or (is_library_code(code) and RESUME_MARK not in fn.__dict__)
             or is_untraceable_code(code)
             # A 3.11 comprehension takes its iterator as ".0", which no generated signature can name: it runs as is.
             or not all(name.isidentifier() for name in _dispatch.layout_of(code).names)

@@ -1,7 +1,12 @@
 """Which functions interception leaves alone: library code (torch, dynajit, the standard library) and the like.
 
 User code is everything else, including third-party packages in
-site-packages: those are compiled like the user's own functions.
+site-packages: those are compiled like the user's own functions. So are
+torch's module containers (``nn.Sequential``, ``nn.ModuleList``, ...), whose
+methods call the user's modules: a graph break inside one of those modules
+then cuts the container's frame, not the whole container call. A resume
+function (marked with :data:`RESUME_MARK`) is always compiled: it continues a
+frame being compiled.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import types
 
 import torch
 
-__all__ = ["is_library_code", "is_untraceable_code"]
+__all__ = ["RESUME_MARK", "is_library_code", "is_untraceable_code"]
+
+RESUME_MARK = "_dynajit_resume"  # in a resume function's __dict__
 
 _NOT_FRAMES = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
@@ -33,6 +40,7 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
 _LIBRARIES, _STDLIB, _SITE_PACKAGES = _library_roots()
+_CALLS_USER_CODE = (os.path.realpath(torch.nn.modules.container.__file__),)
 _by_filename: dict[str, bool] = {}
 
 
@@ -40,6 +48,8 @@ def _classify(filename: str) -> bool:
     if filename.startswith("<"):
         return filename.startswith("<frozen")  # "<string>", "<stdin>" and notebooks are user code
     path = os.path.realpath(filename)
+    if path in _CALLS_USER_CODE:
+        return False
     if path.startswith(_LIBRARIES):
         return True
     # site-packages may live inside the standard library's folder; third-party code there is user code

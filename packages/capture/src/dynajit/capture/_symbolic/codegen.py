@@ -166,14 +166,6 @@ class CodeGen:
             fill(name)
         self.emit("LOAD_FAST", name)
 
-    def cached_names(self) -> dict[int, str]:
-        """The objects built so far (a snapshot to go back to at a branch)."""
-        return dict(self._cached)
-
-    def forget_cached(self, keep: dict[int, str] | None = None) -> None:
-        """Start a new control-flow path: only the temporaries in ``keep`` (built before it) are set here."""
-        self._cached = dict(keep or {})
-
     def load_tensor(self, tv: TensorVar) -> None:
         if tv.node in self.outputs:
             self.emit("LOAD_FAST", GRAPH_OUT)

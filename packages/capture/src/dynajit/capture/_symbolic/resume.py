@@ -5,22 +5,65 @@ saved stack back (its first arguments; NULL slots are pushed again) and jumps
 to the instruction where execution continues. Its remaining arguments are the
 live locals, under their own names. Resume code objects are made once per
 (code, target, stack layout, live locals), so a break in a loop reuses them.
+
+A ``for`` loop's iterator on the stack is passed as what it iterates over and
+made again by the prologue, so tracing the resume function iterates over known
+items (a real iterator object could not be traced): the remaining items as a
+tuple (:data:`ITER`, the prologue runs GET_ITER), or, for an iterator over a
+list (whose later appends Python iterates too), the list itself and the
+position reached (:data:`LIST_ITER`, GET_ITER then that many ``next`` calls).
+The remaining count or the position is part of the layout: each step of an
+unrolled loop gets its own resume code, with its own compiled entries. Each
+step's resume function is called from the previous one's transformed code, so
+the steps nest; past :data:`MAX_LOOP_STEPS` steps of one loop
+(:func:`unrolled_too_far`) the rest of the loop runs in Python instead, its
+calls still intercepted, rather than nest deep enough to exhaust Python's
+recursion limit.
 """
 
 from __future__ import annotations
 
+import dis
 import itertools
 import types
 from typing import Any
 
 import bytecode
 
-from dynajit.capture._symbolic.instructions import Inst
+from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region, exception_entries
+from dynajit.capture._symbolic.instructions import PY, Inst, decode
+from dynajit.capture._symbolic.variables import unsupported
 
-__all__ = ["live_locals", "resume_code"]
+__all__ = [
+    "GRAD_EXIT",
+    "ITER",
+    "LIST_ITER",
+    "NEXT",
+    "NULL",
+    "TAKES_ARGUMENT",
+    "VALUE",
+    "Slot",
+    "live_locals",
+    "resume_code",
+]
+
+# Stack slot kinds of a resume function's layout: (kind, count).
+NULL = "null"  # a NULL slot: pushed again, no argument
+VALUE = "value"  # the value itself
+ITER = "iter"  # a tuple of the iterator's remaining items (count: how many)
+LIST_ITER = "list_iter"  # the list an iterator runs over (count: the position reached)
+Slot = tuple[str, int]
+GRAD_EXIT = "grad_exit"  # a grad-mode block's exit, no argument (count: the mode it restores; see blocks.py)
+TAKES_ARGUMENT = frozenset({VALUE, ITER, LIST_ITER})
+EXCEPTION = "___stackexc"  # the argument of a raise-resume function: the exception it raises again
+NEXT = "__dynajit_next"  # the global the prologue calls to advance a list iterator: builtins.next
 
 _resume_ids = itertools.count()
 _cache: dict[tuple[Any, ...], tuple[str, types.CodeType]] = {}
+
+MAX_LOOP_STEPS = 64  # loop steps, per loop, that get compiled resume functions
+_loop_steps: dict[tuple[Any, ...], set[tuple[Slot, ...]]] = {}
+_origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}  # resume code -> (its original, index shift)
 
 _STOPS = frozenset(
     {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP",
@@ -69,19 +112,60 @@ def live_locals(insts: list[Inst], start: int, candidates: set[str]) -> list[str
     return sorted(name for name in read & candidates if not name.startswith(_STACK_PREFIX))
 
 
+def _origin_of(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
+    """The code a resume code was made from, and the index there of instruction ``index`` of ``code``.
+
+    A resume code is its original's body behind a longer prologue: resuming a resume function is
+    resuming the original, so resume codes do not grow one prologue per break (nor differ per nesting).
+    """
+    if code in _origins:
+        origin, shift = _origins[code]
+        return origin, index - shift
+    return code, index
+
+
+def unrolled_too_far(code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]) -> bool:
+    """True when resuming at ``target`` with ``layout`` would compile more than MAX_LOOP_STEPS steps of a loop."""
+    if not any(kind in (ITER, LIST_ITER) for kind, _ in layout):
+        return False
+    shape = tuple(kind for kind, _ in layout)
+    steps = _loop_steps.setdefault((*_origin_of(code, target.index), shape, live), set())
+    if layout not in steps and len(steps) >= MAX_LOOP_STEPS:
+        return True
+    steps.add(layout)
+    return False
+
+
 def resume_code(
-    code: types.CodeType, target: Inst, stack_nulls: tuple[bool, ...], live: tuple[str, ...]
+    code: types.CodeType,
+    target: Inst,
+    layout: tuple[Slot, ...],
+    live: tuple[str, ...],
+    *,
+    raising: Region | None = None,
 ) -> tuple[str, types.CodeType]:
-    """The name and code of the function that continues ``code`` at ``target``."""
-    key = (code, target.index, stack_nulls, live)
+    """The name and code of the function that continues ``code`` at ``target`` with the stack ``layout``.
+
+    With ``raising`` (the exception-table region a break instruction raised in; ``target`` is its
+    handler), the function takes the exception as its last argument and raises it again inside a copy
+    of that region: ``layout`` is then the stack the handler unwinds to.
+    """
+    code, target_index = _origin_of(code, target.index)
+    if raising is not None:
+        raising = Region(target_index, raising.depth, raising.push_lasti)  # its target is the handler
+    key = (code, target_index, layout, live, raising)
     if key in _cache:
         return _cache[key]
-    name = f"__resume_at_{target.offset}_{next(_resume_ids)}"
+    target = decode(code)[1][target_index]
+    kind = "raising_at" if raising is not None else "at"
+    name = f"__resume_{kind}_{target.offset}_{next(_resume_ids)}"
     bc = bytecode.Bytecode.from_code(code)
+    _set_region_depths(code, bc)
     entry = bytecode.Label()
     body: list[Any] = []
     prologue: list[Any] = []
     in_prefix = True
+    prefix_length = 0
     index = 0
     lineno = target.lineno or code.co_firstlineno
     for item in bc:
@@ -90,17 +174,20 @@ def resume_code(
                 prologue.append(item)
                 if item.name == "RESUME":
                     in_prefix = False
-                    stack_args = _push_stack(stack_nulls, lineno)
-                    prologue.extend(stack_args)
-                    prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
+                    prefix_length = len(prologue)
+                    prologue.extend(_push_stack(layout, lineno))
+                    if raising is None:
+                        prologue.append(bytecode.Instr("JUMP_FORWARD", entry, lineno=lineno))
+                    else:
+                        prologue.extend(_raise_in(entry, raising, lineno))
                 index += 1
                 continue
-            if index == target.index:
+            if index == target_index:
                 body.append(entry)
             index += 1
         body.append(item)
-    stack_names = [f"{_STACK_PREFIX}{i}" for i, null in enumerate(stack_nulls) if not null]
-    argnames = [*stack_names, *live]
+    stack_names = [f"{_STACK_PREFIX}{i}" for i, (kind, _) in enumerate(layout) if kind in TAKES_ARGUMENT]
+    argnames = [*stack_names, *live, *([EXCEPTION] if raising is not None else [])]
     if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
         raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
     new = bytecode.Bytecode([*prologue, *body])
@@ -112,16 +199,74 @@ def resume_code(
     new.flags = bc.flags & ~(0x04 | 0x08)  # no *args / **kwargs
     new.name = name
     new.qualname = name
-    result = (name, new.to_code())
+    # The depths come from the original table: the prologue jumps into the middle of a region, past its
+    # TryBegin, where the bytecode package's flow analysis would never reach it (and left it unset).
+    result = (name, new.to_code(compute_exception_stack_depths=False))
+    _origins[result[1]] = (code, sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length)
     _cache[key] = result
     return result
 
 
-def _push_stack(stack_nulls: tuple[bool, ...], lineno: int) -> list[bytecode.Instr]:
+def _set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:
+    """Give each TryBegin of ``bc`` (decoded from ``code``) the stack depth of its exception-table entry."""
+    offsets = [i.offset for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
+    depths = {(e.start, e.target): e.depth for e in exception_entries(code)}
+    label_offsets: dict[int, int] = {}
+    begins: list[tuple[bytecode.TryBegin, int]] = []
+    pending: list[Any] = []
+    index = 0
+    for item in bc:
+        if isinstance(item, bytecode.Instr):
+            for waiting in pending:
+                if isinstance(waiting, bytecode.Label):
+                    label_offsets[id(waiting)] = offsets[index]
+                else:
+                    begins.append((waiting, offsets[index]))
+            pending.clear()
+            index += 1
+        elif isinstance(item, (bytecode.Label, bytecode.TryBegin)):
+            pending.append(item)
+    for begin, start in begins:
+        key = (start, label_offsets.get(id(begin.target)))
+        if key not in depths:
+            unsupported(f"resuming {code.co_name}: no exception-table entry starts at offset {start}")
+        begin.stack_depth = depths[key]
+
+
+def _raise_in(handler: bytecode.Label, region: Region, lineno: int) -> list[Any]:
+    """``raise exc`` inside a region whose handler is ``handler``, as the original region's."""
+    begin = bytecode.TryBegin(handler, region.push_lasti, region.depth)
+    return [
+        begin,
+        bytecode.Instr("LOAD_FAST", EXCEPTION, lineno=lineno),
+        bytecode.Instr("RAISE_VARARGS", 1, lineno=lineno),
+        bytecode.TryEnd(begin),
+    ]
+
+
+def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
     out = []
-    for i, null in enumerate(stack_nulls):
-        if null:
-            out.append(bytecode.Instr("PUSH_NULL", lineno=lineno))
-        else:
-            out.append(bytecode.Instr("LOAD_FAST", f"{_STACK_PREFIX}{i}", lineno=lineno))
+
+    def emit(name: str, arg: Any = bytecode.UNSET) -> None:
+        out.append(bytecode.Instr(name, arg, lineno=lineno))
+
+    for i, (kind, count) in enumerate(layout):
+        if kind == NULL:
+            emit("PUSH_NULL")
+            continue
+        if kind == GRAD_EXIT:
+            emit("LOAD_GLOBAL", (False, GRAD_EXIT_GLOBALS[bool(count)]))
+            continue
+        emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
+        if kind in (ITER, LIST_ITER):
+            emit("GET_ITER")
+        for _ in range(count if kind == LIST_ITER else 0):
+            # next(iterator, None): a list that shrank meanwhile leaves it exhausted, as in Python
+            emit("LOAD_GLOBAL", (True, NEXT))
+            emit("COPY", 3)
+            emit("LOAD_CONST", None)
+            if PY < (3, 12):
+                emit("PRECALL", 2)
+            emit("CALL", 2)
+            emit("POP_TOP")
     return out

@@ -24,6 +24,8 @@ from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F40
 from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noqa: F401
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
+from dynajit.capture._symbolic.blocks import GRAD_EXITS
+from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
 from dynajit.capture._symbolic.output import OutputGraph
@@ -35,7 +37,6 @@ from dynajit.capture._symbolic.variables import (
     CellVar,
     ConstVar,
     DictVar,
-    IteratorVar,
     ListVar,
     NNModuleVar,
     RaisesInPython,
@@ -47,6 +48,7 @@ from dynajit.capture._symbolic.variables import (
     raises_in_python,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
 from dynajit.capture._symbolic.wrap import wrap_value
 
 __all__ = ["BadCall", "RootTracer", "Tracer", "bind_arguments"]
@@ -128,6 +130,9 @@ class Tracer:
             pending = self.output.side_effects.pending_global(name)
             if pending is not None:
                 return pending
+        if name in GRAD_EXITS and self.f_globals.get(name) is GRAD_EXITS[name]:
+            # A resume function's prologue pushing the exit of the grad-mode block it resumes in.
+            return GradModeExitVar(GRAD_EXITS[name].previous)
         if name in self.f_globals:
             return self.wrap(self.f_globals[name], self.global_path(name))
         if hasattr(builtins, name):
@@ -219,11 +224,8 @@ class Tracer:
         for name, cell in zip(code.co_freevars, fn.closure_cells(self)):
             child.cells[name] = cell
         if is_generator:
-            # A generator is run to its end here; the caller iterates over what it yielded.
-            child.yielded = []
-            child.run_inline()
-            self.output.current_tx = self
-            return IteratorVar(child.yielded)
+            # Its body runs when the caller asks for items (see generators.py).
+            return LazyGeneratorVar(child)
         result = child.run_inline()
         self.output.current_tx = self
         return result
@@ -315,15 +317,22 @@ class RootTracer(Tracer):
         self.break_at = break_at
         self.steps = 0
         self.stopped_at: Inst | None = None
+        # Grad mode when the frame starts (guarded) and where tracing stopped: the transformed code sets
+        # the latter after the graph runs (a break inside a grad-mode block, a resumed block left).
+        self.grad_at_entry = torch.is_grad_enabled()
+        self.grad_at_stop = self.grad_at_entry
 
     def run(self) -> None:
-        while not self.done:
-            if self.steps == self.break_at:
-                self.stopped_at = self.insts[self.ip]
-                self.current = self.stopped_at
-                return
-            self.steps += 1
-            self.step()
+        try:
+            while not self.done:
+                if self.steps == self.break_at:
+                    self.stopped_at = self.insts[self.ip]
+                    self.current = self.stopped_at
+                    return
+                self.steps += 1
+                self.step()
+        finally:
+            self.grad_at_stop = torch.is_grad_enabled()
 
 
 def config_value(name: str, default: Any) -> Any:

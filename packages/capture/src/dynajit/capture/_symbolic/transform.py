@@ -10,6 +10,12 @@ replay of side effects. Then:
   and return what the resume function for the next instruction returns;
 - break on a conditional jump over a tensor: test the real tensor and call the
   resume function of the branch taken.
+
+Every value the rest needs (stack, live locals, cells) is rebuilt into a temporary
+before side effects are replayed and locals written, since values are reached by
+their paths from the frame's entry state. Inside a try/with block the break
+instruction runs in a try region of its own whose handler raises the exception
+again in the original block (``blocks.py``).
 """
 
 from __future__ import annotations
@@ -21,17 +27,35 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bytecode
+import torch
 
 from dynajit.capture._frame import CompiledGraph, Unsupported
+from dynajit.capture._skipfiles import RESUME_MARK
 from dynajit.capture._symbolic import marks
+from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, GRAD_EXITS, Region, region_of
 from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
+from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
-from dynajit.capture._symbolic.resume import live_locals, resume_code
+from dynajit.capture._symbolic.resume import (
+    GRAD_EXIT,
+    ITER,
+    LIST_ITER,
+    NEXT,
+    NULL,
+    TAKES_ARGUMENT,
+    VALUE,
+    Slot,
+    live_locals,
+    resume_code,
+    unrolled_too_far,
+)
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
-from dynajit.capture._symbolic.variables import VT, NullVar, unsupported
+from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
+from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
+from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
@@ -79,6 +103,7 @@ def _pops_pushes(inst: Inst) -> tuple[int, int] | None:
         "UNPACK_SEQUENCE": lambda: (1, n),
         "UNPACK_EX": lambda: (1, (n & 0xFF) + (n >> 8) + 1),
         "RAISE_VARARGS": lambda: (n, 0),
+        "BEFORE_WITH": lambda: (1, 2),  # a context manager the interpreter does not enter: entered in Python
     }
     entry = table.get(inst.opname)
     return entry() if entry is not None else None
@@ -95,6 +120,7 @@ class _FrameEmitter:
         self.cg = CodeGen(self.code, self.result.new_globals, lineno)
 
     def start(self, values: list[VT]) -> None:
+        """Frame setup and the call of the graph; nothing of the frame's state is written yet."""
         bc = decoded(self.code)[0]
         self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
         cells = self._own_cells()
@@ -106,13 +132,74 @@ class _FrameEmitter:
             self.result.new_globals[name] = graph.compiled
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
-        self.output.side_effects.replay(self.cg)
+        if self.tracer.grad_at_stop != self.tracer.grad_at_entry:
+            # The grad mode the traced code reached (inside a grad-mode block a break cut, or after leaving
+            # a block a resume function started in): backends need not run the graph's grad-mode nodes.
+            mode = self.tracer.grad_at_stop
+
+            def load_mode() -> int:
+                self.cg.load_const(mode)
+                return 1
+
+            self.cg.call_helper(torch._C._set_grad_enabled, load_mode)
+            self.cg.emit("POP_TOP")
         # Cells of this frame hold their traced contents for real (closures made while tracing share them).
         self.cg.cell_names = {id(cell): name for name, cell in self.tracer.cells.items()}
-        for name, cell in cells.items():
+
+    def save(self, vt: VT) -> str | None:
+        """Rebuild ``vt`` into a fresh temporary (None for a NULL slot, which holds nothing)."""
+        if isinstance(vt, NullVar):
+            return None
+        vt.reconstruct(self.cg)
+        name = self.cg.new_temp()
+        self.cg.emit("STORE_FAST", name)
+        return name
+
+    def commit(self, locals_: list[str]) -> None:
+        """Write the traced state back to the frame: side effects, cells, and the live locals ``locals_``.
+
+        Every value is rebuilt into a temporary first, and only then is anything written. A value's
+        path is the state at the frame's entry: after ``residual = hidden_states`` then
+        ``hidden_states = f(...)``, ``residual`` is reached as ``L['hidden_states']``, which must be
+        read before ``hidden_states`` is stored (and an attribute before an effect rewrites it).
+        """
+        writes: dict[str, str] = {}
+        for name, cell in self._own_cells().items():
             if cell.contents.source != Local(name):
-                cell.contents.reconstruct(self.cg)
-                self.cg.store_local(name)
+                writes[name] = self.save(cell.contents)  # type: ignore[assignment]
+        for name in locals_:
+            value = self.local_value(name)
+            if name not in writes and (value.source != Local(name) or name in self.code.co_cellvars):
+                writes[name] = self.save(value)  # type: ignore[assignment]
+        self.output.side_effects.replay(self.cg)
+        for name, temp in writes.items():
+            self.cg.emit("LOAD_FAST", temp)
+            self.cg.store_local(name)
+
+    def save_stack(self, stack: list[VT], layout: list[Slot]) -> list[str | None]:
+        """Save the stack values a resume function takes back, in the slots of ``layout``."""
+        temps: list[str | None] = []
+        for vt, (kind, _) in zip(stack, layout):
+            if kind == LIST_ITER:
+                assert isinstance(vt, IteratorVar) and vt.over is not None
+                temps.append(self.save(vt.over))
+            elif kind == ITER:
+                assert isinstance(vt, IteratorVar)
+                for item in vt.items[vt.position :]:
+                    item.reconstruct(self.cg)
+                self.cg.build("BUILD_TUPLE", len(vt.items) - vt.position)
+                temps.append(self.cg.new_temp())
+                self.cg.emit("STORE_FAST", temps[-1])
+            elif kind == VALUE:
+                temps.append(self.save(vt))
+            else:
+                temps.append(None)
+        return temps
+
+    def load_saved(self, temps: list[str | None]) -> None:
+        for temp in temps:
+            if temp is not None:
+                self.cg.emit("LOAD_FAST", temp)
 
     def _own_cells(self) -> dict[str, Any]:
         return {
@@ -125,17 +212,32 @@ class _FrameEmitter:
         self.result.code = assemble(decoded(self.code)[0], self.cg.insts)
         return self.result
 
-    def push_resume(self, target: Inst, nulls: tuple[bool, ...], live: list[str]) -> None:
-        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it."""
-        name, code = resume_code(self.code, target, nulls, tuple(live))
+    def push_resume(
+        self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None = None
+    ) -> None:
+        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it.
+
+        A raise-resume function (``raising``) runs in Python with its call sites intercepted: it only
+        raises into the original handler, which the interpreter does not trace.
+        """
+        name, code = resume_code(self.code, target, layout, tuple(live), raising=raising)
+        if any(kind == LIST_ITER for kind, _ in layout):
+            self.result.new_globals[NEXT] = next
+        for kind, count in layout:
+            if kind == GRAD_EXIT:
+                self.result.new_globals[GRAD_EXIT_GLOBALS[bool(count)]] = GRAD_EXITS[GRAD_EXIT_GLOBALS[bool(count)]]
+        intercept = self.output.ctx.intercept
+        if raising is not None or unrolled_too_far(self.code, target, layout, tuple(live)):
+            intercept = functools.partial(frame_only_function, intercept=intercept)
         if not code.co_freevars:
             if name not in self.result.new_globals:
                 fn = types.FunctionType(code, self.tracer.f_globals, name)
-                self.result.new_globals[name] = self.output.ctx.intercept(fn)
+                fn.__dict__[RESUME_MARK] = True
+                self.result.new_globals[name] = intercept(fn)
             self.cg.push_callable_global(name)
             return
         # A closure: the function is made at run time over this frame's own cells.
-        maker = _ResumeMaker(code, self.tracer.f_globals, self.output.ctx.intercept)
+        maker = _ResumeMaker(code, self.tracer.f_globals, intercept)
 
         def args() -> int:
             for free in code.co_freevars:
@@ -148,19 +250,13 @@ class _FrameEmitter:
         if PY < (3, 13):  # [fn, NULL] -> [NULL, fn], the order of 3.11 and 3.12
             self.cg.emit("SWAP", 2)
 
-    def call_resume(self, target: Inst, stack: list[VT], live: list[str], values: dict[str, VT] | None) -> None:
-        """Call the resume function at ``target`` with the stack and live locals; return its result."""
-        nulls = tuple(isinstance(v, NullVar) for v in stack)
-        self.push_resume(target, nulls, live)
-        for vt in stack:
-            if not isinstance(vt, NullVar):
-                vt.reconstruct(self.cg)
+    def call_resume(self, target: Inst, layout: tuple[Slot, ...], saved: list[str | None], live: list[str]) -> None:
+        """Call the resume function at ``target`` with the saved stack and the live locals; return its result."""
+        self.push_resume(target, layout, live)
+        self.load_saved(saved)
         for local in live:
-            if values is None:
-                self.cg.load_local(local)
-            else:
-                self.local_value(local).reconstruct(self.cg)
-        self.cg.call(sum(not n for n in nulls) + len(live))
+            self.cg.load_local(local)
+        self.cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout) + len(live))
         self.cg.emit("RETURN_VALUE")
 
     def local_value(self, name: str) -> VT:
@@ -172,6 +268,27 @@ class _FrameEmitter:
     def live_at(self, index: int) -> list[str]:
         cells = set(self._own_cells())
         return live_locals(self.tracer.insts, index, set(self.tracer.locals) | cells)
+
+
+def stack_layout(stack: list[VT]) -> list[Slot]:
+    """How a resume function takes each stack value back (see ``resume.py``); refuses what it cannot."""
+    layout: list[Slot] = []
+    for vt in stack:
+        if isinstance(vt, NullVar):
+            layout.append((NULL, 0))
+        elif isinstance(vt, GradModeExitVar):
+            layout.append((GRAD_EXIT, int(vt.previous)))
+        elif isinstance(vt, AutocastExitVar):
+            unsupported("a graph break inside an autocast block cannot be resumed")
+        elif isinstance(vt, LazyGeneratorVar):
+            unsupported("a graph break inside a loop over a generator cannot be resumed")
+        elif isinstance(vt, IteratorVar) and vt.over is not None:
+            layout.append((LIST_ITER, vt.position))
+        elif isinstance(vt, IteratorVar):
+            layout.append((ITER, len(vt.items) - vt.position))
+        else:
+            layout.append((VALUE, 0))
+    return layout
 
 
 class _ResumeMaker:
@@ -189,6 +306,7 @@ class _ResumeMaker:
         key = tuple(map(id, cells))
         if key not in self._made:
             fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, cells)
+            fn.__dict__[RESUME_MARK] = True
             self._made[key] = (cells, self.intercept(fn))
             if len(self._made) > self._KEEP:
                 del self._made[next(iter(self._made))]
@@ -199,9 +317,52 @@ def _copy(inst: bytecode.Instr) -> bytecode.Instr:
     return bytecode.Instr(inst.name, inst.arg, location=inst.location)
 
 
-def _check_resumable(tracer: RootTracer, inst: Inst) -> None:
-    if inst.in_try:
-        unsupported("a graph break inside a try/with block cannot be resumed")
+class _Protected:
+    """The break instruction's protection inside a try/with block (see ``blocks.py``).
+
+    ``enter`` opens a region of the transformed code around the instruction (at an empty stack);
+    ``handle`` emits its handler: the exception goes to a raise-resume function, which raises it
+    again inside the original region, so the code's own handler runs.
+    """
+
+    def __init__(self, emitter: _FrameEmitter, inst: Inst) -> None:
+        self.emitter = emitter
+        self.region = region_of(emitter.code, emitter.tracer.insts, inst)
+        if inst.in_try and self.region is None:
+            unsupported("a graph break in a try/with block whose exception-table entry is not found")
+        self.handler = bytecode.Label()
+        self.begin: bytecode.TryBegin | None = None
+
+    def enter(self) -> None:
+        if self.region is not None:
+            self.begin = bytecode.TryBegin(self.handler, False, 0)
+            self.emitter.cg.insts.append(self.begin)
+
+    def leave(self) -> None:
+        if self.begin is not None:
+            self.emitter.cg.insts.append(bytecode.TryEnd(self.begin))
+
+    def check(self, layout: list[Slot]) -> None:
+        if self.region is not None and self.region.depth > len(layout):
+            unsupported("a graph break with less on the stack than its try/with block's handler expects")
+
+    def handle(self, layout: list[Slot], saved: list[str | None]) -> None:
+        region = self.region
+        if region is None:
+            return
+        emitter, cg = self.emitter, self.emitter.cg
+        cg.label(self.handler)
+        exc = cg.new_temp()
+        cg.emit("STORE_FAST", exc)
+        live = emitter.live_at(region.handler)
+        outer = tuple(layout[: region.depth])
+        emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
+        emitter.load_saved(saved[: region.depth])
+        for local in live:
+            cg.load_local(local)
+        cg.emit("LOAD_FAST", exc)
+        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in outer) + len(live) + 1)
+        cg.emit("RETURN_VALUE")
 
 
 def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
@@ -209,7 +370,9 @@ def transform_return(tracer: RootTracer, output: OutputGraph) -> Transformed:
     assert tracer.result is not None
     emitter = _FrameEmitter(tracer, output, tracer.current.lineno if tracer.current else None)
     emitter.start([tracer.result])
-    tracer.result.reconstruct(emitter.cg)
+    result = emitter.save(tracer.result)
+    emitter.commit([])
+    emitter.load_saved([result])
     emitter.cg.emit("RETURN_VALUE")
     return emitter.finish()
 
@@ -222,7 +385,6 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     """
     inst = tracer.stopped_at
     assert inst is not None
-    _check_resumable(tracer, inst)
     effect = _pops_pushes(inst)
     if effect is None:
         unsupported(f"a graph break at {inst.opname} cannot be resumed")
@@ -232,42 +394,48 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
         unsupported(f"{inst.opname} consumes more than the traced stack")
     below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
     emitter = _FrameEmitter(tracer, output, inst.lineno)
+    protected = _Protected(emitter, inst)
+    layout = stack_layout(below)
+    protected.check(layout)
     live = emitter.live_at(inst.index + 1)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
-    for name in live:
-        value = emitter.local_value(name)
-        if value.source != Local(name) or name in tracer.code.co_cellvars:
-            value.reconstruct(cg)
-            cg.store_local(name)
-    nulls_after = [isinstance(v, NullVar) for v in below] + [False] * pushes
+    saved_below = emitter.save_stack(below, layout)
+    saved_consumed = _save_consumed(emitter, inst, consumed, intercept_call)
+    emitter.commit(live)
+    pushed: list[Slot] = [(VALUE, 0)] * pushes
     if inst.method:  # the NULL of a method load is pushed again by the resume function
-        nulls_after = nulls_after[:-1] + ([False, True] if PY >= (3, 13) else [True, False])
+        pushed = pushed[:-1] + ([(VALUE, 0), (NULL, 0)] if PY >= (3, 13) else [(NULL, 0), (VALUE, 0)])
+    layout_after = (*layout, *pushed)
+    protected.enter()
     if inst.opname in _TERMINAL:  # nothing runs after it: no resume function
-        _emit_consumed(emitter, inst, consumed, intercept_call)
+        _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
-        return emitter.finish()
-    emitter.push_resume(tracer.insts[inst.index + 1], tuple(nulls_after), live)
-    for vt in below:
-        if not isinstance(vt, NullVar):
-            vt.reconstruct(cg)
-    _emit_consumed(emitter, inst, consumed, intercept_call)
-    _emit_instruction(emitter, inst)
-    for local in live:
-        cg.load_local(local)
-    cg.call(sum(not n for n in nulls_after) + len(live))
-    cg.emit("RETURN_VALUE")
+        protected.leave()
+    else:
+        emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
+        emitter.load_saved(saved_below)
+        _load_consumed(emitter, saved_consumed)
+        _emit_instruction(emitter, inst)
+        protected.leave()
+        for local in live:
+            cg.load_local(local)
+        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + len(live))
+        cg.emit("RETURN_VALUE")
+    protected.handle(layout, saved_below)
     return emitter.finish()
 
 
 _TERMINAL = frozenset({"RAISE_VARARGS"})
 
 
-def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> None:
+def _save_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], intercept_call: bool) -> list[str | None]:
+    """Save the operands of the break instruction, the called function passed through the interceptor."""
     cg = emitter.cg
     callable_slot = None
     if intercept_call and inst.opname in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
         callable_slot = 1 if PY < (3, 13) and isinstance(consumed[0], NullVar) else 0
+    saved: list[str | None] = []
     for i, vt in enumerate(consumed):
         if i == callable_slot and not _runs_unintercepted(vt):
             intercept = emitter.output.ctx.intercept
@@ -280,8 +448,19 @@ def _emit_consumed(emitter: _FrameEmitter, inst: Inst, consumed: list[VT], inter
             cg.push_callable_global(helper)
             vt.reconstruct(cg)
             cg.call(1)
+            saved.append(cg.new_temp())
+            cg.emit("STORE_FAST", saved[-1])
         else:
-            vt.reconstruct(cg)
+            saved.append(emitter.save(vt))
+    return saved
+
+
+def _load_consumed(emitter: _FrameEmitter, saved: list[str | None]) -> None:
+    for temp in saved:
+        if temp is None:  # a NULL slot
+            emitter.cg.push_null()
+        else:
+            emitter.cg.emit("LOAD_FAST", temp)
 
 
 def _const_target(vt: VT) -> Any:
@@ -317,24 +496,24 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     """Cut the graph at a conditional jump on a tensor: test the real tensor, resume in the branch taken."""
     inst = tracer.stopped_at
     assert inst is not None
-    _check_resumable(tracer, inst)
     jump_if_true = "TRUE" in inst.opname
     keeps_on_jump = inst.opname.startswith("JUMP_IF_")
     stack = tracer.stack
-    condition = stack[-1]
     assert inst.target is not None
     jumped = tracer.insts[inst.target]
     fallthrough = tracer.insts[inst.index + 1]
-    stacks = {
-        "jump": stack if keeps_on_jump else stack[:-1],
-        "fall": stack[:-1],
-    }
     emitter = _FrameEmitter(tracer, output, inst.lineno)
+    protected = _Protected(emitter, inst)
     live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
-    values = [*stack, *(emitter.local_value(n) for n in {*live["jump"], *live["fall"]})]
-    emitter.start(values)
+    every_live = sorted({*live["jump"], *live["fall"]})
+    layout = stack_layout(stack)
+    protected.check(layout[:-1])
+    emitter.start([*stack, *(emitter.local_value(n) for n in every_live)])
     cg = emitter.cg
-    condition.reconstruct(cg)
+    saved = emitter.save_stack(stack, layout)
+    emitter.commit(every_live)
+    protected.enter()  # converting the tensor to bool may raise
+    emitter.load_saved(saved[-1:])
     if PY >= (3, 13):
         cg.emit("TO_BOOL")
     taken = bytecode.Label()
@@ -342,10 +521,10 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     if PY < (3, 12):
         jump_name = jump_name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
     cg.emit(jump_name, taken)
-    built_before = cg.cached_names()
-    cg.forget_cached(built_before)
-    emitter.call_resume(fallthrough, stacks["fall"], live["fall"], tracer.locals)
+    protected.leave()
+    emitter.call_resume(fallthrough, tuple(layout[:-1]), saved[:-1], live["fall"])
     cg.label(taken)
-    cg.forget_cached(built_before)
-    emitter.call_resume(jumped, stacks["jump"], live["jump"], tracer.locals)
+    jump_stack = len(stack) if keeps_on_jump else len(stack) - 1
+    emitter.call_resume(jumped, tuple(layout[:jump_stack]), saved[:jump_stack], live["jump"])
+    protected.handle(layout[:-1], saved[:-1])
     return emitter.finish()

@@ -1,0 +1,61 @@
+"""Generators called from traced code: run lazily, one ``yield`` at a time, as Python runs them.
+
+A generator's body runs in its own inlined tracer, paused after each
+``yield``; each ``next`` (a ``for`` loop's FOR_ITER, ``next()``) runs it to
+its following ``yield``, and consuming it whole (``list(gen)``, ``zip``)
+runs it to its end at that point. Running the whole body at the call instead
+would read the state before the consumer's own steps: a generator over a
+variable or tensor the loop body re-binds or mutates would yield stale values.
+A generator suspended part-way cannot be rebuilt in Python, so a graph break
+with one live is not resumable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynajit.capture._symbolic.variables import VT, IteratorVar, unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = ["LazyGeneratorVar"]
+
+
+class LazyGeneratorVar(IteratorVar):
+    """A generator object made while tracing; its items are what it has yielded so far."""
+
+    def __init__(self, body: Tracer) -> None:
+        super().__init__([])
+        self.body = body
+        body.yielded = self.items  # YIELD_VALUE appends here
+
+    def _advance(self) -> bool:
+        """Run the body to its next ``yield``; False once it has returned."""
+        body = self.body
+        before = len(self.items)
+        caller = body.output.current_tx
+        while not body.done and len(self.items) == before:
+            body.step()  # a break in the body leaves it the current frame, for the break's report
+        body.output.current_tx = caller
+        return len(self.items) > before
+
+    def next(self) -> VT | None:
+        if self.position >= len(self.items) and not self._advance():
+            return None
+        return super().next()
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        while self._advance():
+            pass
+        return super().unpack(tx)
+
+    def children(self) -> list[VT]:
+        return []  # a live generator is never rebuilt (see reconstruct)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        unsupported("a generator suspended while tracing cannot be rebuilt in Python")
+
+    def __repr__(self) -> str:
+        return f"LazyGeneratorVar({self.body.code.co_name}, yielded={len(self.items)})"
