@@ -38,7 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._graph import example_device, lower_graph
+from dynajit.inductor_lite._graph import EagerError, example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -166,14 +166,27 @@ def compile_graph(
     stats.graphs_compiled += 1
     shape_env = _shape_env(example_inputs)
     with _sym.use_shapes(shape_env):
-        if shape_env is None:
-            return _compile_graph(gm, example_inputs, settings, check_inputs)
         try:
             return _compile_graph(gm, example_inputs, settings, check_inputs)
+        except EagerError as err:
+            return _raising_graph(err.error)
         except _sym.Unsupported as err:
+            if shape_env is None:
+                raise
             # Something of this graph can only be generated for fixed sizes: run its aten graph as it is.
             log.warning("inductor-lite: %s; running this dynamic graph through aten", err)
             return _aten_graph(gm, err)
+
+
+def _raising_graph(error: Exception) -> CompiledGraph:
+    """A graph eager would raise ``error`` for (an op's dtype check): each call raises it, as eager does."""
+
+    def call(args: list[Any]) -> Any:
+        args.clear()
+        raise error.with_traceback(None)
+
+    info = {"kernels": 0, "externs": 0, "fallbacks": [], "raises": repr(error), "dynamic": False, "symbols": []}
+    return CompiledGraph(call, "", "", info)
 
 
 def _aten_call(gm: torch.fx.GraphModule) -> Callable[[list[Any]], Any]:
@@ -218,7 +231,7 @@ def _compile_graph(
             calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
         else:
             calls, source, ready = _build_cpp(kernels, dtypes, settings, variant)
-        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs).build(calls)
+        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs, _aten_call(gm)).build(calls)
         if ready is None:
             return CompiledGraph(call, wrapper_source, source, {})
         return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm))

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import operator
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
 import torch
 import torch.fx
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.inductor_lite import (
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
@@ -43,7 +46,7 @@ from dynajit.inductor_lite._ir import (
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
 
-__all__ = ["ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph"]
+__all__ = ["EagerError", "ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph"]
 
 log = logging.getLogger("dynajit.inductor_lite")
 aten = torch.ops.aten
@@ -121,6 +124,9 @@ class GraphLowering:
         self.fallbacks: list[str] = []
         self.dynamic = any(_is_dynamic(x) for x in self.example_inputs)
         self.scalars: dict[int, Any] = {}
+        # Buffer name -> the storage its eager tensor has (inputs, aten results): an output may be a view
+        # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
+        self.storages: dict[str, Any] = {}
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -253,6 +259,7 @@ class GraphLowering:
                 target=node.target, args=args, kwargs=kwargs, reads=reads,
             )  # fmt: skip
             self._add(buf)
+            self.storages[buf.name] = _storage(val)
             return self.storage_value(buf)
         holder = ExternBuffer(
             self._new_name(), torch.float32, (), (), self.device, target=node.target, args=args, kwargs=kwargs,
@@ -269,6 +276,7 @@ class GraphLowering:
                 target=None, args=(holder.name,), tuple_index=k, reads={holder.name},
             )  # fmt: skip
             self._add(part)
+            self.storages[part.name] = _storage(item)
             results.append(self.storage_value(part))
         return tuple(results)
 
@@ -288,6 +296,7 @@ class GraphLowering:
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
+                    self.storages[buf.name] = _storage(node.meta.get("val"))
                     inputs.append(buf)
                     self.env[node] = self.storage_value(buf)
                 else:
@@ -302,6 +311,7 @@ class GraphLowering:
                 constant = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
                 constant.value = value
                 self.buffers[name] = constant
+                self.storages[name] = None  # returned only as a copy, as eager's constants are fresh
                 self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
                 self.env[node] = self._lower_call(node)
@@ -326,6 +336,7 @@ class GraphLowering:
             return self.fallback()
         if getattr(node.target, "_opname", None) in self.unrenderable:
             return self.fallback("no kernel rendering on this code generator")
+        _eager_check(node)
         if self.dynamic:
             if not _sym.backed(val):
                 return self.fallback()
@@ -358,13 +369,75 @@ class GraphLowering:
         return value
 
     def _output(self, value: Any, node: Any) -> OutputRef:
+        """A graph output: a view of a buffer when eager's output is one of the same storage, else a new buffer.
+
+        Eager's tensor (the node's value) says which storage the output has and its strides: an output is
+        never an alias of an input, a constant or another output that eager computes separately (the caller
+        may mutate either), and a new buffer gets eager's strides where they are dense.
+        """
         if not isinstance(value, TensorValue):
             return OutputRef(None, value)
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        storage = _storage(val)
         view = self.strided_view(value)
+        if view is not None:
+            buf, strides, _ = view
+            owner = self.storages.setdefault(buf.name, storage)
+            same_layout = not isinstance(val, torch.Tensor) or _same_strides(strides, _sym.strides_of(val), value.size)
+            if storage is None or owner != storage or not same_layout:
+                view = None
         if view is None:
-            val = node.meta["val"]
-            value = self.realize(value, _dense_strides(val))
-        return OutputRef(self.extern_arg(value))
+            fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
+            value = self.realize(fresh, _dense_strides(val))
+            assert value.buffer is not None
+            self.storages[value.buffer.name] = storage
+        arg = self.extern_arg(value)
+        if isinstance(val, torch.Tensor) and not self.dynamic and arg.stride != tuple(val.stride()):
+            # Strides of size-1 dims address nothing, but eager's are what the caller sees.
+            arg = replace(arg, stride=tuple(val.stride()), natural=False)
+        return OutputRef(arg)
+
+
+class EagerError(Exception):
+    """Eager raises ``error`` for an op of the graph (a check fake tensors skip): the compiled graph raises it too."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _eager_check(node: torch.fx.Node) -> None:
+    """Run a pointwise or reduction op eagerly on size-1 tensors of its arguments' dtypes and ranks.
+
+    Fake tensors and the decompositions skip some of eager's dtype checks (``bool_tensor - 1``,
+    ``argmax`` of bools); a lowered op would compute a value where eager raises. Arguments of
+    size 1 in every dim broadcast and reduce like the real ones, so only checks on dtypes, scalar
+    arguments and options can fail here, and those hold for every input of this graph.
+    """
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.pointwise not in tags and torch.Tag.reduction not in tags:
+        return
+    vals = [
+        a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in _flat([*node.args, *node.kwargs.values()])
+    ]
+    if any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) or v is None for v in vals):
+        return  # symbolic scalars: their values are unknown here (such ops fall back to aten anyway)
+
+    def real(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            v = a.meta["val"]
+            return torch.ones((1,) * v.dim(), dtype=v.dtype, device=v.device)
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        return a
+
+    try:
+        # Compilation may run under AOT autograd's fake mode: these tensors and the call must be real.
+        with _disable_current_modes(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            node.target(*real(tuple(node.args)), **{k: real(v) for k, v in node.kwargs.items()})  # type: ignore[operator]
+    except Exception as err:
+        raise EagerError(err) from err
 
 
 def example_device(example_inputs: Sequence[Any]) -> torch.device:
@@ -377,6 +450,13 @@ def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequenc
     if any(n == 0 for n in size):
         return True
     return all(n == 1 or _sym.norm(a) == _sym.norm(b) for a, b, n in zip(strides, expected, size, strict=True))
+
+
+def _storage(val: Any) -> Any:
+    """The identity of ``val``'s storage (a fake tensor's too), or None when it is not a tensor."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    return StorageWeakRef(val.untyped_storage())
 
 
 def _dense_strides(val: Any) -> tuple[Any, ...] | None:
