@@ -70,6 +70,8 @@ _EXTRA_DECOMPOSITIONS = [
     aten.native_batch_norm,
     aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training,
+    # what the no-training decomposition calls (with training=False: nothing is mutated)
+    aten._native_batch_norm_legit,
     aten.native_group_norm,
     aten.gelu_backward,
     aten.clamp_min,
