@@ -201,6 +201,47 @@ def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
     differential(fn, x, compiled=compiled)  # every call raises, not only the first
 
 
+def _imul(x):
+    x *= 2
+    return x
+
+
+@pytest.mark.parametrize(
+    ("fn", "x"),
+    [
+        (lambda x: x.t().mul_(2), torch.tensor([[True, False]])),
+        (_imul, torch.tensor([True, False])),
+        (lambda x: torch.Tensor.div_(x[1:], 2), torch.tensor([4, 6, 8])),
+        (lambda x: x.clamp_(0.5, 1.5), torch.tensor([1, 2])),
+    ],
+    ids=["bool_mul_", "bool_imul", "int_div_", "int_clamp_float"],
+)
+def test_an_in_place_op_eager_refuses_raises_the_same_error(fn, x):
+    differential(fn, x)
+
+
+# ------------------------------------------------------------------ in-place ops on views of inputs
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.copy_(x.flip(-1)),
+        lambda x: x[1:].add_(1),
+        lambda x: x.t().mul_(2),
+        lambda x: x[..., 0].zero_(),
+        lambda x: (x.add_(1), x * 2),
+        lambda x: x.masked_fill_(x > 0, 0).sum(0),
+    ],
+    ids=["copy_flip", "slice_add_", "t_mul_", "column_zero_", "mutated_and_used", "masked_fill_"],
+)
+def test_in_place_ops_on_inputs_with_odd_layouts(layout, fn):
+    if layout == "expanded":
+        pytest.skip("eager refuses in-place writes to an expanded tensor")
+    differential(fn, LAYOUTS[layout]())
+
+
 # ------------------------------------------------------------------ dynamic sizes: every input the guards accept
 
 

@@ -38,7 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._graph import EagerError, example_device, lower_graph
+from dynajit.inductor_lite._graph import EagerError, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -594,6 +594,44 @@ def compile_fx(
     settings = resolve_settings(mode, options)
     if settings["fuse_attention"]:
         gm = fuse_attention(gm)
+    try:
+        _check_inplace(gm)
+    except EagerError as err:
+        error = err.error
+
+        def raising(*args: Any) -> Any:
+            raise error.with_traceback(None)
+
+        return raising
     specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized
+
+
+_INPLACE_OPERATORS = {
+    operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_", operator.itruediv: "div_",
+    operator.ifloordiv: "floor_divide_", operator.imod: "remainder_", operator.ipow: "pow_",
+    operator.iand: "bitwise_and_", operator.ior: "bitwise_or_", operator.ixor: "bitwise_xor_",
+}  # fmt: skip
+
+
+def _check_inplace(gm: torch.fx.GraphModule) -> None:
+    """Raise :class:`EagerError` for an in-place pointwise op eager refuses (``bool_tensor.mul_(2)``).
+
+    Functionalization turns ``x.mul_(2)`` into ``mul`` and a copy back into ``x``, which casts: the
+    check that the result's dtype can be written into ``x`` is lost with the in-place op, so it runs
+    here, on the caller's graph, with size-1 tensors.
+    """
+    for node in gm.graph.nodes:
+        if node.op == "call_method":
+            name = node.target
+        elif node.op == "call_function":
+            name = _INPLACE_OPERATORS.get(node.target) or getattr(node.target, "__name__", "")
+            if name not in _INPLACE_OPERATORS.values() and getattr(torch.Tensor, name, None) is not node.target:
+                continue
+        else:
+            continue
+        packet = getattr(aten, name, None) if name.endswith("_") and not name.startswith("_") else None
+        if packet is None or not any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads()):
+            continue
+        run_on_ones(getattr(torch.Tensor, name), node.args, node.kwargs, "example_value")

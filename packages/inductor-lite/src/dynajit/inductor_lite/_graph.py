@@ -46,7 +46,7 @@ from dynajit.inductor_lite._ir import (
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
 
-__all__ = ["EagerError", "ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph"]
+__all__ = ["EagerError", "ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph", "run_on_ones"]
 
 log = logging.getLogger("dynajit.inductor_lite")
 aten = torch.ops.aten
@@ -392,9 +392,10 @@ class GraphLowering:
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = self.extern_arg(value)
-        if isinstance(val, torch.Tensor) and not self.dynamic and arg.stride != tuple(val.stride()):
+        eager_strides = tuple(val.stride()) if isinstance(val, torch.Tensor) and not self.dynamic else arg.stride
+        if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
-            arg = replace(arg, stride=tuple(val.stride()), natural=False)
+            arg = replace(arg, stride=eager_strides, natural=False)
         return OutputRef(arg)
 
 
@@ -410,22 +411,29 @@ def _eager_check(node: torch.fx.Node) -> None:
     """Run a pointwise or reduction op eagerly on size-1 tensors of its arguments' dtypes and ranks.
 
     Fake tensors and the decompositions skip some of eager's dtype checks (``bool_tensor - 1``,
-    ``argmax`` of bools); a lowered op would compute a value where eager raises. Arguments of
-    size 1 in every dim broadcast and reduce like the real ones, so only checks on dtypes, scalar
-    arguments and options can fail here, and those hold for every input of this graph.
+    ``argmax`` of bools); a lowered op would compute a value where eager raises.
     """
     tags = getattr(node.target, "tags", ())
-    if torch.Tag.pointwise not in tags and torch.Tag.reduction not in tags:
+    if torch.Tag.pointwise in tags or torch.Tag.reduction in tags:
+        run_on_ones(node.target, node.args, node.kwargs, "val")
+
+
+def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str) -> None:
+    """Call ``fn`` with each FX node argument replaced by ones of size 1 in every dim, its dtype and rank.
+
+    ``key`` names the node metadata holding the value (``val`` in aten graphs, ``example_value`` in the
+    caller's). Arguments of size 1 broadcast and reduce like the real ones, so only checks on dtypes,
+    scalar arguments and options can fail here, and those hold for every input of the graph: what eager
+    raises is raised again as :class:`EagerError`. An argument whose value is unknown or symbolic
+    skips the check.
+    """
+    values = [a.meta.get(key) for a in _flat([*args, *kwargs.values()]) if isinstance(a, torch.fx.Node)]
+    if not all(isinstance(v, torch.Tensor) for v in values):
         return
-    vals = [
-        a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in _flat([*node.args, *node.kwargs.values()])
-    ]
-    if any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) or v is None for v in vals):
-        return  # symbolic scalars: their values are unknown here (such ops fall back to aten anyway)
 
     def real(a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
-            v = a.meta["val"]
+            v = a.meta[key]
             return torch.ones((1,) * v.dim(), dtype=v.dtype, device=v.device)
         if isinstance(a, (list, tuple)):
             return type(a)(real(x) for x in a)
@@ -435,7 +443,7 @@ def _eager_check(node: torch.fx.Node) -> None:
         # Compilation may run under AOT autograd's fake mode: these tensors and the call must be real.
         with _disable_current_modes(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            node.target(*real(tuple(node.args)), **{k: real(v) for k, v in node.kwargs.items()})  # type: ignore[operator]
+            fn(*real(tuple(args)), **{k: real(v) for k, v in kwargs.items()})
     except Exception as err:
         raise EagerError(err) from err
 
