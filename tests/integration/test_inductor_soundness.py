@@ -193,9 +193,16 @@ def test_new_outputs_have_eager_strides(layout, fn):
         (lambda x: x.float().bitwise_and(x.float()), torch.tensor([1, 2])),
         (lambda x: (x + 0.5) << 1, torch.tensor([1.0, 2.0])),
         (lambda x: -x, torch.tensor([True, False])),
+        (lambda x: x.softmax(-1), torch.tensor([1, 2])),
+        (lambda x: (x * 2).log_softmax(0), torch.tensor([True, False])),
+        (lambda x: x.min(), torch.zeros(0, 3)),
+        (lambda x: (x + 1).amax(), torch.zeros(2, 0)),
     ],
-    ids=["bool_sub_scalar", "bool_rsub", "argmax_bool", "bitwise_and_float", "lshift_float", "neg_bool"],
-)
+    ids=[
+        "bool_sub_scalar", "bool_rsub", "argmax_bool", "bitwise_and_float", "lshift_float", "neg_bool",
+        "softmax_int", "log_softmax_bool_times_int", "min_of_empty", "amax_of_empty",
+    ],
+)  # fmt: skip
 def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
     compiled = differential(fn, x)
     differential(fn, x, compiled=compiled)  # every call raises, not only the first

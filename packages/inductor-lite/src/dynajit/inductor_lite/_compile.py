@@ -90,6 +90,15 @@ _KEEP = {
 }
 
 
+# Composite ops whose dtype checks live in their kernels (``softmax`` of an int tensor): checked eagerly
+# before they are decomposed. Each takes tensors and dims only, so size-1 stand-ins are valid arguments.
+_CHECKED_COMPOSITES = {
+    aten._softmax, aten._log_softmax, aten.logsumexp, aten.std, aten.std_mean, aten.var, aten.var_mean,
+    aten.linalg_vector_norm, aten.hardtanh, aten.leaky_relu, aten.elu, aten.silu, aten.hardswish,
+    aten.hardsigmoid, aten.mish, aten.softplus, aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward,
+}  # fmt: skip
+
+
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The aten decompositions applied before lowering."""
@@ -97,7 +106,21 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
     for op in _KEEP:
         table.pop(op, None)
+    for op, decompose in table.items():
+        if getattr(op, "overloadpacket", None) in _CHECKED_COMPOSITES:
+            table[op] = _checked(op, decompose)
     return table
+
+
+def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` after running ``op`` eagerly on size-1 tensors of its arguments' dtypes (see ``run_on_ones``)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        run_on_ones(op, args, kwargs)
+        return decompose(*args, **kwargs)
+
+    return run
 
 
 class CompiledGraph:
@@ -178,6 +201,15 @@ def compile_graph(
             # Something of this graph can only be generated for fixed sizes: run its aten graph as it is.
             log.warning("inductor-lite: %s; running this dynamic graph through aten", err)
             return _aten_graph(gm, err)
+
+
+def _raiser(error: Exception) -> Callable[..., Any]:
+    """A function raising ``error`` at every call, as eager does for the inputs it was compiled for."""
+
+    def raising(*args: Any) -> Any:
+        raise error.with_traceback(None)
+
+    return raising
 
 
 def _raising_graph(error: Exception) -> CompiledGraph:
@@ -540,11 +572,14 @@ class _Specialized:
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
-        fn = aot_module_simplified(
-            self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
-            fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
-            keep_inference_input_mutations=False,
-        )  # fmt: skip
+        try:
+            fn = aot_module_simplified(
+                self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
+                fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
+                keep_inference_input_mutations=False,
+            )  # fmt: skip
+        except EagerError as err:  # a decomposed op eager refuses for these dtypes
+            fn = _raiser(err.error)
         if symbolic is not None:
             self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
             return fn
@@ -597,12 +632,7 @@ def compile_fx(
     try:
         _check_inplace(gm)
     except EagerError as err:
-        error = err.error
-
-        def raising(*args: Any) -> Any:
-            raise error.with_traceback(None)
-
-        return raising
+        return _raiser(err.error)
     specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized

@@ -46,7 +46,16 @@ from dynajit.inductor_lite._ir import (
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
 
-__all__ = ["EagerError", "ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph", "run_on_ones"]
+__all__ = [
+    "EagerError",
+    "ExternArg",
+    "LoweredGraph",
+    "OutputRef",
+    "checkable",
+    "example_device",
+    "lower_graph",
+    "run_on_ones",
+]
 
 log = logging.getLogger("dynajit.inductor_lite")
 aten = torch.ops.aten
@@ -413,28 +422,39 @@ def _eager_check(node: torch.fx.Node) -> None:
     Fake tensors and the decompositions skip some of eager's dtype checks (``bool_tensor - 1``,
     ``argmax`` of bools); a lowered op would compute a value where eager raises.
     """
-    tags = getattr(node.target, "tags", ())
-    if torch.Tag.pointwise in tags or torch.Tag.reduction in tags:
+    if checkable(node.target):
         run_on_ones(node.target, node.args, node.kwargs, "val")
 
 
-def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str) -> None:
-    """Call ``fn`` with each FX node argument replaced by ones of size 1 in every dim, its dtype and rank.
+def checkable(op: Any) -> bool:
+    """Whether :func:`run_on_ones` may check ``op``: pointwise or a reduction, and drawing no random numbers."""
+    tags = getattr(op, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False  # running it would advance the generator the compiled graph draws from
+    return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
 
-    ``key`` names the node metadata holding the value (``val`` in aten graphs, ``example_value`` in the
-    caller's). Arguments of size 1 broadcast and reduce like the real ones, so only checks on dtypes,
-    scalar arguments and options can fail here, and those hold for every input of the graph: what eager
-    raises is raised again as :class:`EagerError`. An argument whose value is unknown or symbolic
-    skips the check.
+
+def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None) -> None:
+    """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim.
+
+    A tensor argument is a tensor (a fake one too) or, with ``key``, an FX node whose metadata ``key``
+    (``val`` in aten graphs, ``example_value`` in the caller's) holds one. Arguments of size 1 broadcast
+    and reduce like the real ones, and a dim of size 0 stays 0 (eager's checks of empty reductions),
+    so only checks on dtypes, emptiness, scalar arguments and options can fail here, and those hold
+    for every input of the graph: what eager raises is raised again as :class:`EagerError`. An
+    argument whose value is unknown, or a symbolic scalar, skips the check.
     """
-    values = [a.meta.get(key) for a in _flat([*args, *kwargs.values()]) if isinstance(a, torch.fx.Node)]
-    if not all(isinstance(v, torch.Tensor) for v in values):
+    missing = object()
+    leaves = [a.meta.get(key, missing) if isinstance(a, torch.fx.Node) else a for a in _flat([*args, *kwargs.values()])]
+    if any(x is missing or isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in leaves):
         return
 
     def real(a: Any) -> Any:
-        if isinstance(a, torch.fx.Node):
-            v = a.meta[key]
-            return torch.ones((1,) * v.dim(), dtype=v.dtype, device=v.device)
+        if key is not None and isinstance(a, torch.fx.Node):
+            a = a.meta[key]
+        if isinstance(a, torch.Tensor):
+            shape = [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape]
+            return torch.ones(shape, dtype=a.dtype, device=a.device)
         if isinstance(a, (list, tuple)):
             return type(a)(real(x) for x in a)
         return a
