@@ -653,10 +653,11 @@ def _check_inplace(gm: torch.fx.GraphModule) -> None:
     here, on the caller's graph, with size-1 tensors.
     """
     for node in gm.graph.nodes:
+        name: str
         if node.op == "call_method":
-            name = node.target
+            name = str(node.target)
         elif node.op == "call_function":
-            name = _INPLACE_OPERATORS.get(node.target) or getattr(node.target, "__name__", "")
+            name = _INPLACE_OPERATORS.get(node.target) or str(getattr(node.target, "__name__", ""))
             if name not in _INPLACE_OPERATORS.values() and getattr(torch.Tensor, name, None) is not node.target:
                 continue
         else:

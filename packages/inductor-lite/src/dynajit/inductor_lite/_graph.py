@@ -422,7 +422,7 @@ def _eager_check(node: torch.fx.Node) -> None:
     Fake tensors and the decompositions skip some of eager's dtype checks (``bool_tensor - 1``,
     ``argmax`` of bools); a lowered op would compute a value where eager raises.
     """
-    if checkable(node.target):
+    if callable(node.target) and checkable(node.target):
         run_on_ones(node.target, node.args, node.kwargs, "val")
 
 
@@ -445,7 +445,10 @@ def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
     argument whose value is unknown, or a symbolic scalar, skips the check.
     """
     missing = object()
-    leaves = [a.meta.get(key, missing) if isinstance(a, torch.fx.Node) else a for a in _flat([*args, *kwargs.values()])]
+    leaves = [
+        a.meta.get(key or "val", missing) if isinstance(a, torch.fx.Node) else a
+        for a in _flat([*args, *kwargs.values()])
+    ]
     if any(x is missing or isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in leaves):
         return
 

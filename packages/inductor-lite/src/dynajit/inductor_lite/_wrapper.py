@@ -132,7 +132,7 @@ class WrapperBuilder:
         """
         g = self.graph
         bound: set[sympy.Symbol] = set()
-        found: list[tuple[str, Any]] = []
+        found: list[tuple[str, Any, str | None]] = []  # (actual, expected, unless which it may differ)
         for i, buf in enumerate(g.inputs):
             if buf is None:
                 found.append((names[i], g.scalars.get(i), None))
