@@ -197,13 +197,17 @@ def test_new_outputs_have_eager_strides(layout, fn):
         (lambda x: (x * 2).log_softmax(0), torch.tensor([True, False])),
         (lambda x: x.min(), torch.zeros(0, 3)),
         (lambda x: (x + 1).amax(), torch.zeros(2, 0)),
+        (lambda x: (x * 2).frac(), torch.tensor([1, 2])),
+        (lambda x: torch.mvlgamma(x, 3) + 1, torch.tensor([2.0, 3.0])),
     ],
     ids=[
         "bool_sub_scalar", "bool_rsub", "argmax_bool", "bitwise_and_float", "lshift_float", "neg_bool",
-        "softmax_int", "log_softmax_bool_times_int", "min_of_empty", "amax_of_empty",
+        "softmax_int", "log_softmax_bool_times_int", "min_of_empty", "amax_of_empty", "frac_int",
+        "mvlgamma_valid_values",
     ],
 )  # fmt: skip
 def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
+    """What eager raises the compiled function raises at every call; what eager computes it computes."""
     compiled = differential(fn, x)
     differential(fn, x, compiled=compiled)  # every call raises, not only the first
 

@@ -38,7 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._graph import EagerError, example_device, lower_graph, run_on_ones
+from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -91,12 +91,18 @@ _KEEP = {
 
 
 # Composite ops whose dtype checks live in their kernels (``softmax`` of an int tensor): checked eagerly
-# before they are decomposed. Each takes tensors and dims only, so size-1 stand-ins are valid arguments.
+# before they are decomposed, as are decomposed pointwise ops and reductions (``frac`` of an int tensor).
+# Each takes tensors, scalars and dims only, so size-1 stand-ins are valid arguments.
 _CHECKED_COMPOSITES = {
     aten._softmax, aten._log_softmax, aten.logsumexp, aten.std, aten.std_mean, aten.var, aten.var_mean,
     aten.linalg_vector_norm, aten.hardtanh, aten.leaky_relu, aten.elu, aten.silu, aten.hardswish,
     aten.hardsigmoid, aten.mish, aten.softplus, aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward,
 }  # fmt: skip
+
+
+# Ops whose eager checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones as
+# stand-ins could make eager raise where the caller's inputs would not.
+_VALUE_CHECKED = {aten.mvlgamma, aten.mvlgamma_}
 
 
 @functools.cache
@@ -107,7 +113,8 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     for op in _KEEP:
         table.pop(op, None)
     for op, decompose in table.items():
-        if getattr(op, "overloadpacket", None) in _CHECKED_COMPOSITES:
+        packet = getattr(op, "overloadpacket", None)
+        if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
             table[op] = _checked(op, decompose)
     return table
 
