@@ -38,7 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._graph import example_device, lower_graph
+from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -70,6 +70,8 @@ _EXTRA_DECOMPOSITIONS = [
     aten.native_batch_norm,
     aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training,
+    # what the no-training decomposition calls (with training=False: nothing is mutated)
+    aten._native_batch_norm_legit,
     aten.native_group_norm,
     aten.gelu_backward,
     aten.clamp_min,
@@ -88,6 +90,21 @@ _KEEP = {
 }
 
 
+# Composite ops whose dtype checks live in their kernels (``softmax`` of an int tensor): checked eagerly
+# before they are decomposed, as are decomposed pointwise ops and reductions (``frac`` of an int tensor).
+# Each takes tensors, scalars and dims only, so size-1 stand-ins are valid arguments.
+_CHECKED_COMPOSITES = {
+    aten._softmax, aten._log_softmax, aten.logsumexp, aten.std, aten.std_mean, aten.var, aten.var_mean,
+    aten.linalg_vector_norm, aten.hardtanh, aten.leaky_relu, aten.elu, aten.silu, aten.hardswish,
+    aten.hardsigmoid, aten.mish, aten.softplus, aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward,
+}  # fmt: skip
+
+
+# Ops whose eager checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones as
+# stand-ins could make eager raise where the caller's inputs would not.
+_VALUE_CHECKED = {aten.mvlgamma, aten.mvlgamma_}
+
+
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The aten decompositions applied before lowering."""
@@ -95,7 +112,22 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
     for op in _KEEP:
         table.pop(op, None)
+    for op, decompose in table.items():
+        packet = getattr(op, "overloadpacket", None)
+        if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
+            table[op] = _checked(op, decompose)
     return table
+
+
+def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` after running ``op`` eagerly on size-1 tensors of its arguments' dtypes (see ``run_on_ones``)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        run_on_ones(op, args, kwargs)
+        return decompose(*args, **kwargs)
+
+    return run
 
 
 class CompiledGraph:
@@ -166,14 +198,36 @@ def compile_graph(
     stats.graphs_compiled += 1
     shape_env = _shape_env(example_inputs)
     with _sym.use_shapes(shape_env):
-        if shape_env is None:
-            return _compile_graph(gm, example_inputs, settings, check_inputs)
         try:
             return _compile_graph(gm, example_inputs, settings, check_inputs)
+        except EagerError as err:
+            return _raising_graph(err.error)
         except _sym.Unsupported as err:
+            if shape_env is None:
+                raise
             # Something of this graph can only be generated for fixed sizes: run its aten graph as it is.
             log.warning("inductor-lite: %s; running this dynamic graph through aten", err)
             return _aten_graph(gm, err)
+
+
+def _raiser(error: Exception) -> Callable[..., Any]:
+    """A function raising ``error`` at every call, as eager does for the inputs it was compiled for."""
+
+    def raising(*args: Any) -> Any:
+        raise error.with_traceback(None)
+
+    return raising
+
+
+def _raising_graph(error: Exception) -> CompiledGraph:
+    """A graph eager would raise ``error`` for (an op's dtype check): each call raises it, as eager does."""
+
+    def call(args: list[Any]) -> Any:
+        args.clear()
+        raise error.with_traceback(None)
+
+    info = {"kernels": 0, "externs": 0, "fallbacks": [], "raises": repr(error), "dynamic": False, "symbols": []}
+    return CompiledGraph(call, "", "", info)
 
 
 def _aten_call(gm: torch.fx.GraphModule) -> Callable[[list[Any]], Any]:
@@ -218,7 +272,7 @@ def _compile_graph(
             calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
         else:
             calls, source, ready = _build_cpp(kernels, dtypes, settings, variant)
-        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs).build(calls)
+        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs, _aten_call(gm)).build(calls)
         if ready is None:
             return CompiledGraph(call, wrapper_source, source, {})
         return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm))
@@ -525,11 +579,14 @@ class _Specialized:
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
-        fn = aot_module_simplified(
-            self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
-            fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
-            keep_inference_input_mutations=False,
-        )  # fmt: skip
+        try:
+            fn = aot_module_simplified(
+                self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
+                fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
+                keep_inference_input_mutations=False,
+            )  # fmt: skip
+        except EagerError as err:  # a decomposed op eager refuses for these dtypes
+            fn = _raiser(err.error)
         if symbolic is not None:
             self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
             return fn
@@ -579,6 +636,40 @@ def compile_fx(
     settings = resolve_settings(mode, options)
     if settings["fuse_attention"]:
         gm = fuse_attention(gm)
+    try:
+        _check_inplace(gm)
+    except EagerError as err:
+        return _raiser(err.error)
     specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized
+
+
+_INPLACE_OPERATORS = {
+    operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_", operator.itruediv: "div_",
+    operator.ifloordiv: "floor_divide_", operator.imod: "remainder_", operator.ipow: "pow_",
+    operator.iand: "bitwise_and_", operator.ior: "bitwise_or_", operator.ixor: "bitwise_xor_",
+}  # fmt: skip
+
+
+def _check_inplace(gm: torch.fx.GraphModule) -> None:
+    """Raise :class:`EagerError` for an in-place pointwise op eager refuses (``bool_tensor.mul_(2)``).
+
+    Functionalization turns ``x.mul_(2)`` into ``mul`` and a copy back into ``x``, which casts: the
+    check that the result's dtype can be written into ``x`` is lost with the in-place op, so it runs
+    here, on the caller's graph, with size-1 tensors.
+    """
+    for node in gm.graph.nodes:
+        name: str
+        if node.op == "call_method":
+            name = str(node.target)
+        elif node.op == "call_function":
+            name = _INPLACE_OPERATORS.get(node.target) or str(getattr(node.target, "__name__", ""))
+            if name not in _INPLACE_OPERATORS.values() and getattr(torch.Tensor, name, None) is not node.target:
+                continue
+        else:
+            continue
+        packet = getattr(aten, name, None) if name.endswith("_") and not name.startswith("_") else None
+        if packet is None or not any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads()):
+            continue
+        run_on_ones(getattr(torch.Tensor, name), node.args, node.kwargs, "example_value")

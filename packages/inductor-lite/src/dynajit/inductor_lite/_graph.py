@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import operator
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
 import torch
 import torch.fx
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.inductor_lite import (
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
@@ -43,7 +46,16 @@ from dynajit.inductor_lite._ir import (
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
 
-__all__ = ["ExternArg", "LoweredGraph", "OutputRef", "example_device", "lower_graph"]
+__all__ = [
+    "EagerError",
+    "ExternArg",
+    "LoweredGraph",
+    "OutputRef",
+    "checkable",
+    "example_device",
+    "lower_graph",
+    "run_on_ones",
+]
 
 log = logging.getLogger("dynajit.inductor_lite")
 aten = torch.ops.aten
@@ -121,6 +133,9 @@ class GraphLowering:
         self.fallbacks: list[str] = []
         self.dynamic = any(_is_dynamic(x) for x in self.example_inputs)
         self.scalars: dict[int, Any] = {}
+        # Buffer name -> the storage its eager tensor has (inputs, aten results): an output may be a view
+        # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
+        self.storages: dict[str, Any] = {}
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -253,6 +268,7 @@ class GraphLowering:
                 target=node.target, args=args, kwargs=kwargs, reads=reads,
             )  # fmt: skip
             self._add(buf)
+            self.storages[buf.name] = _storage(val)
             return self.storage_value(buf)
         holder = ExternBuffer(
             self._new_name(), torch.float32, (), (), self.device, target=node.target, args=args, kwargs=kwargs,
@@ -269,6 +285,7 @@ class GraphLowering:
                 target=None, args=(holder.name,), tuple_index=k, reads={holder.name},
             )  # fmt: skip
             self._add(part)
+            self.storages[part.name] = _storage(item)
             results.append(self.storage_value(part))
         return tuple(results)
 
@@ -288,6 +305,7 @@ class GraphLowering:
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
+                    self.storages[buf.name] = _storage(node.meta.get("val"))
                     inputs.append(buf)
                     self.env[node] = self.storage_value(buf)
                 else:
@@ -302,6 +320,7 @@ class GraphLowering:
                 constant = ConstantBuffer(name, value.dtype, tuple(value.shape), tuple(value.stride()), value.device)
                 constant.value = value
                 self.buffers[name] = constant
+                self.storages[name] = None  # returned only as a copy, as eager's constants are fresh
                 self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
                 self.env[node] = self._lower_call(node)
@@ -326,6 +345,7 @@ class GraphLowering:
             return self.fallback()
         if getattr(node.target, "_opname", None) in self.unrenderable:
             return self.fallback("no kernel rendering on this code generator")
+        _eager_check(node)
         if self.dynamic:
             if not _sym.backed(val):
                 return self.fallback()
@@ -358,13 +378,97 @@ class GraphLowering:
         return value
 
     def _output(self, value: Any, node: Any) -> OutputRef:
+        """A graph output: a view of a buffer when eager's output is one of the same storage, else a new buffer.
+
+        Eager's tensor (the node's value) says which storage the output has and its strides: an output is
+        never an alias of an input, a constant or another output that eager computes separately (the caller
+        may mutate either), and a new buffer gets eager's strides where they are dense.
+        """
         if not isinstance(value, TensorValue):
             return OutputRef(None, value)
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        storage = _storage(val)
         view = self.strided_view(value)
+        if view is not None:
+            buf, strides, _ = view
+            owner = self.storages.setdefault(buf.name, storage)
+            same_layout = not isinstance(val, torch.Tensor) or _same_strides(strides, _sym.strides_of(val), value.size)
+            if storage is None or owner != storage or not same_layout:
+                view = None
         if view is None:
-            val = node.meta["val"]
-            value = self.realize(value, _dense_strides(val))
-        return OutputRef(self.extern_arg(value))
+            fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
+            value = self.realize(fresh, _dense_strides(val))
+            assert value.buffer is not None
+            self.storages[value.buffer.name] = storage
+        arg = self.extern_arg(value)
+        eager_strides = tuple(val.stride()) if isinstance(val, torch.Tensor) and not self.dynamic else arg.stride
+        if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
+            # Strides of size-1 dims address nothing, but eager's are what the caller sees.
+            arg = replace(arg, stride=eager_strides, natural=False)
+        return OutputRef(arg)
+
+
+class EagerError(Exception):
+    """Eager raises ``error`` for an op of the graph (a check fake tensors skip): the compiled graph raises it too."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _eager_check(node: torch.fx.Node) -> None:
+    """Run a pointwise or reduction op eagerly on size-1 tensors of its arguments' dtypes and ranks.
+
+    Fake tensors and the decompositions skip some of eager's dtype checks (``bool_tensor - 1``,
+    ``argmax`` of bools); a lowered op would compute a value where eager raises.
+    """
+    if callable(node.target) and checkable(node.target):
+        run_on_ones(node.target, node.args, node.kwargs, "val")
+
+
+def checkable(op: Any) -> bool:
+    """Whether :func:`run_on_ones` may check ``op``: pointwise or a reduction, and drawing no random numbers."""
+    tags = getattr(op, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False  # running it would advance the generator the compiled graph draws from
+    return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
+
+
+def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None) -> None:
+    """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim.
+
+    A tensor argument is a tensor (a fake one too) or, with ``key``, an FX node whose metadata ``key``
+    (``val`` in aten graphs, ``example_value`` in the caller's) holds one. Arguments of size 1 broadcast
+    and reduce like the real ones, and a dim of size 0 stays 0 (eager's checks of empty reductions),
+    so only checks on dtypes, emptiness, scalar arguments and options can fail here, and those hold
+    for every input of the graph: what eager raises is raised again as :class:`EagerError`. An
+    argument whose value is unknown, or a symbolic scalar, skips the check.
+    """
+    missing = object()
+    leaves = [
+        a.meta.get(key or "val", missing) if isinstance(a, torch.fx.Node) else a
+        for a in _flat([*args, *kwargs.values()])
+    ]
+    if any(x is missing or isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in leaves):
+        return
+
+    def real(a: Any) -> Any:
+        if key is not None and isinstance(a, torch.fx.Node):
+            a = a.meta[key]
+        if isinstance(a, torch.Tensor):
+            shape = [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape]
+            return torch.ones(shape, dtype=a.dtype, device=a.device)
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        return a
+
+    try:
+        # Compilation may run under AOT autograd's fake mode: these tensors and the call must be real.
+        with _disable_current_modes(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*real(tuple(args)), **{k: real(v) for k, v in kwargs.items()})
+    except Exception as err:
+        raise EagerError(err) from err
 
 
 def example_device(example_inputs: Sequence[Any]) -> torch.device:
@@ -377,6 +481,13 @@ def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequenc
     if any(n == 0 for n in size):
         return True
     return all(n == 1 or _sym.norm(a) == _sym.norm(b) for a, b, n in zip(strides, expected, size, strict=True))
+
+
+def _storage(val: Any) -> Any:
+    """The identity of ``val``'s storage (a fake tensor's too), or None when it is not a tensor."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    return StorageWeakRef(val.untyped_storage())
 
 
 def _dense_strides(val: Any) -> tuple[Any, ...] | None:

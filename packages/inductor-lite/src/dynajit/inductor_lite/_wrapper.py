@@ -11,6 +11,7 @@ sizes and strides and the kernels' size arguments from the symbols at each call.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +21,12 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import ExternArg, LoweredGraph
-from dynajit.inductor_lite._ir import ExternBuffer
+from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer
 from dynajit.inductor_lite._scheduler import Kernel
 
 __all__ = ["WrapperBuilder", "restride"]
+
+log = logging.getLogger("dynajit.inductor_lite")
 
 
 def _aliases(item: ExternBuffer) -> bool:
@@ -37,6 +40,12 @@ def shape_error(expected: tuple, actual: tuple) -> None:
     raise RuntimeError(
         f"inductor-lite: input sizes {actual} do not satisfy the compiled graph's shape relations {expected}"
     )
+
+
+def other_layout(fallback: Callable[[list[Any]], Any], args: list[Any]) -> Any:
+    """Run the graph's aten ops for inputs whose layout the kernels were not generated for."""
+    log.info("inductor-lite: inputs outside the compiled graph's shape relations; calling its aten ops")
+    return fallback(args)
 
 
 def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | None:
@@ -55,10 +64,17 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
 class WrapperBuilder:
     """Writes the ``call(args)`` function for one lowered, scheduled graph."""
 
-    def __init__(self, graph: LoweredGraph, items: list[Kernel | ExternBuffer], check_inputs: bool = False) -> None:
+    def __init__(
+        self,
+        graph: LoweredGraph,
+        items: list[Kernel | ExternBuffer],
+        check_inputs: bool = False,
+        fallback: Callable[[list[Any]], Any] | None = None,
+    ) -> None:
         self.graph = graph
         self.items = items
         self.check_inputs = check_inputs
+        self.fallback = fallback
         self.needed: set[sympy.Symbol] = set()
         self.namespace: dict[str, Any] = {
             "torch": torch,
@@ -88,9 +104,12 @@ class WrapperBuilder:
         if isinstance(arg, ExternArg):
             if arg.natural:
                 return arg.buffer
-            return (
-                f"as_strided({arg.buffer}, {self.sizes(arg.size)}, {self.sizes(arg.stride)}, {self.size(arg.offset)})"
-            )
+            offset = self.size(arg.offset)
+            if not isinstance(self.graph.all_buffers.get(arg.buffer), ComputedBuffer):
+                # as_strided's offset counts from the storage's start, not from the tensor's: an input or an
+                # aten result may itself start part-way into its storage.
+                offset = f"{arg.buffer}.storage_offset() + {offset}"
+            return f"as_strided({arg.buffer}, {self.sizes(arg.size)}, {self.sizes(arg.stride)}, {offset})"
         if isinstance(arg, sympy.Expr):
             return self.size(arg)
         if isinstance(arg, (list, tuple)):
@@ -103,34 +122,56 @@ class WrapperBuilder:
     def _bind_symbols(self, names: list[str]) -> set[sympy.Symbol]:
         """Lines binding each shape symbol from the first input size that is exactly it, then checks.
 
-        With ``check_inputs``, every other size and stride of the inputs with symbolic sizes (strides
-        of size-1 dims aside) and every int input (symbolic, or specialised by a guard while tracing) is
-        compared with what the kernels were generated for, so inputs that break the graph's shape
-        relations raise instead of being misread.
+        With ``check_inputs``, every other size and stride of the inputs with symbolic sizes and every
+        int input (symbolic, or specialised by a guard while tracing) is compared with what the kernels
+        were generated for; a stride matters only where its dim has two or more elements and the tensor
+        some. Sizes and ints outside those relations raise (the aten graph assumes them as well: the
+        caller's guards keep such inputs away); a layout the kernels were not generated for (the
+        caller's guards may accept a view with other strides) runs the graph's aten ops (``fallback``)
+        instead of being misread.
         """
         g = self.graph
         bound: set[sympy.Symbol] = set()
-        found: list[tuple[str, Any]] = []
+        found: list[tuple[str, Any, str | None]] = []  # (actual, expected, unless which it may differ)
         for i, buf in enumerate(g.inputs):
             if buf is None:
-                found.append((names[i], g.scalars.get(i)))
+                found.append((names[i], g.scalars.get(i), None))
             elif _sym.free_symbols([*buf.size, *buf.stride]):
-                found += [(f"{names[i]}.size({d})", s) for d, s in enumerate(buf.size)]
-                found += [(f"{names[i]}.stride({d})", s) for d, s in enumerate(buf.stride) if buf.size[d] != 1]
+                found += [(f"{names[i]}.size({d})", s, None) for d, s in enumerate(buf.size)]
+                found += [
+                    (f"{names[i]}.stride({d})", s, f"{names[i]}.size({d}) < 2 or {names[i]}.numel() == 0")
+                    for d, s in enumerate(buf.stride)
+                    if buf.size[d] != 1
+                ]
         checks = []
-        for text, value in found:
+        for text, value, unless in found:
             if isinstance(value, sympy.Symbol) and value not in bound:
                 self.lines.append(f"    {value.name} = {text}")
                 bound.add(value)
             elif _sym.is_symbolic(value) or isinstance(value, int):
-                checks.append((text, value))
-        checks = [(t, v) for t, v in checks if _sym.free_symbols([v]) <= bound]
-        if self.check_inputs and checks:
-            actual = ", ".join(t for t, _ in checks)
-            expected = ", ".join(_sym.py_text(v) for _, v in checks)
+                checks.append((text, value, unless))
+        checks = [c for c in checks if _sym.free_symbols([c[1]]) <= bound]
+        if not self.check_inputs:
+            return bound
+        # Sizes and ints: the aten graph assumes these relations too, so only the caller's guards can
+        # send such inputs elsewhere.
+        sizes = [(t, v) for t, v, unless in checks if unless is None]
+        if sizes:
+            actual = ", ".join(t for t, _ in sizes)
+            expected = ", ".join(_sym.py_text(v) for _, v in sizes)
             self.namespace["shape_error"] = shape_error
             self.lines.append(f"    if ({actual},) != ({expected},):")
             self.lines.append(f"        shape_error(({expected},), ({actual},))")
+        # Strides: any layout is valid for the aten ops, only the kernels' indexing assumed these.
+        strides = [f"({t} == {_sym.py_text(v)} or {unless})" for t, v, unless in checks if unless is not None]
+        if strides:
+            self.lines.append(f"    if not ({' and '.join(strides)}):")
+            if self.fallback is not None:
+                self.namespace.update(other_layout=other_layout, aten_fallback=self.fallback)
+                self.lines.append(f"        return other_layout(aten_fallback, [{', '.join(names)}])")
+            else:
+                self.namespace["shape_error"] = shape_error
+                self.lines.append(f"        shape_error(({', '.join(strides)}), ())")
         return bound
 
     def build(

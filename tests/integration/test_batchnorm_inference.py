@@ -1,0 +1,148 @@
+"""Batch norm through the default backend, in eval and train mode, with and without grad mode, against eager.
+
+In eval mode AOT autograd's decomposition of ``_native_batch_norm_legit_no_training`` calls the
+mutable ``_native_batch_norm_legit`` (training=False, so nothing is mutated), which must be
+decomposed as well: otherwise the graph is not functional, compilation fails and the frame runs
+eagerly. Every case here must compile (no frame falls back) and match eager's outputs and
+running statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import dynajit.capture as capture
+from dynajit import compiler
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    compiler.reset()
+    yield
+    compiler.reset()
+
+
+def _randomize(model: nn.Module) -> nn.Module:
+    """Non-trivial affine parameters and running statistics, so a wrong formula cannot pass by accident."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                if m.affine:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.5, 0.5)
+                if m.track_running_stats:
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def _run_compiled(fn: Callable[[], Any]) -> Any:
+    """Call ``fn`` and fail if any frame it converts falls back to eager."""
+    with capture.observe() as seen, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    assert [f.kind for f in seen.frames if f.kind in ("eager", "error")] == []
+    assert not [w for w in caught if "eager" in str(w.message)], [str(w.message) for w in caught]
+    assert any(f.kind == "compiled" for f in seen.frames) or not seen.frames
+    return out
+
+
+def check_module(model: nn.Module, make_input: Callable[[], torch.Tensor], *, train: bool, grad: bool, calls: int = 2):
+    """Eager and compiled copies of ``model`` see the same inputs; outputs and buffers must match after each call."""
+    torch.manual_seed(0)
+    eager = _randomize(model).train(train)
+    source = copy.deepcopy(eager)
+    compiled = compiler.compile(source)
+    for _ in range(calls):
+        x = make_input()
+        with torch.set_grad_enabled(grad):
+            expected = eager(x)
+            actual = _run_compiled(lambda x=x: compiled(x))
+        assert (actual.shape, actual.dtype, actual.stride()) == (expected.shape, expected.dtype, expected.stride())
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+        for (name, mine), (_, theirs) in zip(source.named_buffers(), eager.named_buffers()):
+            torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5, msg=f"buffer {name}")
+    return source, eager
+
+
+MODES = [(False, False), (False, True), (True, False), (True, True)]
+MODE_IDS = ["eval_no_grad", "eval", "train_no_grad", "train"]
+
+NORMS = {
+    "bn1d_2d_input": (lambda: nn.BatchNorm1d(6), (8, 6)),
+    "bn1d_3d_input": (lambda: nn.BatchNorm1d(6), (4, 6, 5)),
+    "bn2d": (lambda: nn.BatchNorm2d(6), (3, 6, 5, 4)),
+    "bn3d": (lambda: nn.BatchNorm3d(6), (2, 6, 3, 4, 5)),
+    "no_affine": (lambda: nn.BatchNorm2d(6, affine=False), (3, 6, 5, 4)),
+    "cumulative_average": (lambda: nn.BatchNorm2d(6, momentum=None), (3, 6, 5, 4)),
+    "no_running_stats": (lambda: nn.BatchNorm2d(6, track_running_stats=False), (3, 6, 5, 4)),
+}
+
+
+@pytest.mark.parametrize(("train", "grad"), MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("norm", list(NORMS))
+def test_batch_norm_matches_eager(norm, train, grad):
+    make, shape = NORMS[norm]
+    check_module(make(), lambda: torch.randn(shape), train=train, grad=grad)
+
+
+def _conv_bn_relu() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2),
+        nn.BatchNorm2d(8),
+        nn.ReLU6(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
+    )
+
+
+@pytest.mark.parametrize(("train", "grad"), MODES, ids=MODE_IDS)
+def test_conv_bn_relu_stack_matches_eager(train, grad):
+    check_module(_conv_bn_relu(), lambda: torch.randn(2, 3, 12, 12), train=train, grad=grad, calls=3)
+
+
+def test_train_mode_gradients_match_eager():
+    source, eager = check_module(_conv_bn_relu(), lambda: torch.randn(2, 3, 12, 12), train=True, grad=True, calls=1)
+    x = torch.randn(2, 3, 12, 12)
+    x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    eager(x_eager).square().sum().backward()
+    compiled = compiler.compile(source)
+    _run_compiled(lambda: compiled(x_compiled).square().sum().backward())
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad, atol=1e-5, rtol=1e-5)
+    for (name, mine), (_, theirs) in zip(source.named_parameters(), eager.named_parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad, atol=1e-5, rtol=1e-5, msg=f"grad of {name}")
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_torchvision_model_in_eval_under_no_grad(name):
+    models = pytest.importorskip("torchvision.models")
+    torch.manual_seed(0)
+    model = _randomize(getattr(models, name)()).eval()
+    compiled = compiler.compile(model)
+    x = torch.randn(1, 3, 48, 48)
+    with torch.no_grad():
+        expected = model(x)
+        actual = _run_compiled(lambda: compiled(x))
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_conv_bn_relu_at_changing_sizes(train):
+    sizes = iter([(2, 10), (3, 12), (5, 9), (1, 11), (4, 10)])
+
+    def make_input():
+        n, h = next(sizes)
+        return torch.randn(n, 3, h, 8)
+
+    check_module(_conv_bn_relu(), make_input, train=train, grad=False, calls=5)
