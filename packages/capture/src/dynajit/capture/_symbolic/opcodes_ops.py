@@ -12,6 +12,7 @@ from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
     DictVar,
+    DictViewVar,
     ListVar,
     ModuleSliceVar,
     NNModuleVar,
@@ -81,6 +82,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
+    if len(args) == 2 and any(isinstance(a, DictViewVar) for a in args):
+        reflected = not isinstance(args[0], DictViewVar)
+        view, other = (args[1], args[0]) if reflected else (args[0], args[1])
+        return view.operator(tx, op, other, reflected)
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
@@ -255,6 +260,8 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     item = tx.pop()
     if isinstance(container, DictVar):
         found = item.const() in container.items
+    elif isinstance(container, DictViewVar):
+        found = container.contains(tx, item)
     elif isinstance(container, TensorVar) or isinstance(item, TensorVar):
         unsupported("`in` on tensors depends on their data")
     elif container.is_const() and item.is_const():

@@ -4,6 +4,7 @@ from dynajit.capture._symbolic.variables.base import VT, NullVar, RaisesInPython
 from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
+    DictViewVar,
     IteratorVar,
     ListVar,
     SetVar,
@@ -37,6 +38,7 @@ __all__ = [
     "ClassVar",
     "ConstVar",
     "DictVar",
+    "DictViewVar",
     "IteratorVar",
     "ListVar",
     "ExceptionVar",

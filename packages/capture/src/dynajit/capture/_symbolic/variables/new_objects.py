@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
+from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar
 from dynajit.capture._symbolic.variables.functions import class_member, refuse_descriptor
 
 if TYPE_CHECKING:
@@ -324,12 +324,8 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         return ConstVar(None)
     if name == "__len__" and not n and not kwargs:
         return ConstVar(len(items))
-    if name == "keys" and not n and not kwargs:
-        return TupleVar([ConstVar(k) for k in items])
-    if name == "values" and not n and not kwargs:
-        return TupleVar(list(items.values()))
-    if name == "items" and not n and not kwargs:
-        return TupleVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
+    if name in DictViewVar.KINDS and not n and not kwargs:
+        return DictViewVar(obj, items, name, obj.dict_base or dict)
     if name in ("__init__", "update") and n <= 1:
         if n and not isinstance(args[0], DictVar):
             unsupported(f"{obj.cls.__name__}.{name} with a {args[0]} argument")
