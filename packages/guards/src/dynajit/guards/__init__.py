@@ -15,6 +15,7 @@ from ._guard import Check, Cost, Guard
 from ._guard_set import GuardSet
 from ._kinds import (
     constant_match,
+    dict_contains,
     dict_keys,
     equals_match,
     function_match,
@@ -66,6 +67,7 @@ __all__ = [
     "TypeSource",
     "backend_match",
     "constant_match",
+    "dict_contains",
     "dict_keys",
     "equals_match",
     "expression",

@@ -12,17 +12,16 @@ import torch
 from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.variables import (
     VT,
+    AttributeMissing,
     ConstVar,
     DictVar,
     IteratorVar,
     ListVar,
     NNModuleVar,
-    RaisesInPython,
     SetVar,
     SliceVar,
     TensorVar,
     TupleVar,
-    UserObjectVar,
     raises_in_python,
     unsupported,
 )
@@ -360,15 +359,15 @@ BUILTINS[any] = _all_any(any)
 
 @builtin(getattr)
 def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or not 2 <= len(args) <= 3:
+        raises_in_python("getattr() takes two or three positional arguments (TypeError)")
     obj, name = args[0], args[1].const()
     if len(args) > 2:
         try:
             return obj.getattr(tx, name)
-        except RaisesInPython as exc:
-            # Only a missing attribute gives the default; anything else (or a read that cannot be traced)
-            # is decided by Python.
-            if "(AttributeError)" not in str(exc):
-                raise
+        except AttributeMissing:
+            # The read raises AttributeError and that absence is guarded; anything else (a read that raises
+            # another error or cannot be traced) is decided by Python.
             return args[2]
     return obj.getattr(tx, name)
 
@@ -376,24 +375,16 @@ def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 @builtin(hasattr)
 def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     obj, name = args[0], args[1].const()
-    if isinstance(obj, TensorVar):
-        return ConstVar(hasattr(obj.example, name))
-    if obj.is_const():
+    if obj.is_const() and not isinstance(obj, TensorVar):
         return ConstVar(hasattr(obj.const(), name))
     if isinstance(obj, NewObjectVar) and name not in obj.attrs:
-        return ConstVar(obj.has_attr(name))
+        return ConstVar(obj.has_attr(tx, name))
     try:
         obj.getattr(tx, name)
-    except RaisesInPython:
-        if isinstance(obj, NewObjectVar):
-            return ConstVar(obj.has_attr(name))
-        # Reading it raises AttributeError: the object really lacks it (guarded, so adding it recompiles).
-        if isinstance(obj, UserObjectVar) and obj.source is not None and not hasattr(obj.value, name):
-            tx.output.guard("hasattr_match", obj.source, name, False)
-            return ConstVar(False)
-        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
-    except Exception:
-        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
+    except AttributeMissing:
+        return ConstVar(False)  # guarded where the read found nothing, so adding it recompiles
+    except Exception as exc:  # a read that raises something else, or cannot be traced: Python decides
+        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing: {exc}")
     return ConstVar(True)
 
 

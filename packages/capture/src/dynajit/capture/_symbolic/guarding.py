@@ -21,6 +21,7 @@ _FACTORIES: dict[str, Any] = {
     "type_match": guards.type_match,
     "length_check": guards.length_check,
     "dict_keys": guards.dict_keys,
+    "dict_contains": guards.dict_contains,
     "id_match": guards.id_match,
     "function_match": guards.function_match,
     "nn_module": guards.nn_module,

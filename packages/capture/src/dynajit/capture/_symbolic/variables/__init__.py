@@ -1,6 +1,14 @@
 """Variable trackers: the abstract values the symbolic interpreter keeps on its stack and in its locals."""
 
-from dynajit.capture._symbolic.variables.base import VT, NullVar, RaisesInPython, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import (
+    VT,
+    AttributeMissing,
+    NullVar,
+    RaisesInPython,
+    attribute_missing,
+    raises_in_python,
+    unsupported,
+)
 from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
@@ -32,6 +40,7 @@ from dynajit.capture._symbolic.variables.tensor import TensorMethodVar, TensorVa
 
 __all__ = [
     "VT",
+    "AttributeMissing",
     "BoundMethodVar",
     "BuiltinVar",
     "CellVar",
@@ -58,6 +67,7 @@ __all__ = [
     "TupleVar",
     "UserFunctionVar",
     "UserObjectVar",
+    "attribute_missing",
     "is_literal",
     "raises_in_python",
     "unsupported",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._symbolic.paths import Attr, Item
-from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import (
     UserFunctionVar,
@@ -62,7 +62,7 @@ class PyModuleVar(ObjectVar):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if not hasattr(self.value, name):
-            raises_in_python(f"module {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
+            attribute_missing(tx, self.source, name, f"module {self.value.__name__!r} has no attribute {name!r}")
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
 
 
@@ -73,7 +73,9 @@ class ClassVar(ObjectVar):
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            raises_in_python(f"type object {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
+            if hasattr(self.value, name):  # its metaclass answers it (a __getattr__, a descriptor)
+                unsupported(f"attribute {name!r} of class {self.value.__name__} comes from its metaclass")
+            attribute_missing(tx, self.source, name, f"type object {self.value.__name__!r} has no attribute {name!r}")
         if isinstance(static, (staticmethod, classmethod)) or isinstance(static, types.FunctionType):
             return tx.wrap(getattr(self.value, name), _attr_path(self, name))
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
@@ -163,7 +165,11 @@ class UserObjectVar(ObjectVar):
         try:
             static = inspect.getattr_static(cls, name)
         except AttributeError:
-            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            if hasattr(self.value, name):
+                unsupported(f"attribute {name!r} of a {cls.__name__} object is not found where Python reads it")
+            attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
+        if dict_tracker is None:
+            self.guard_not_shadowed(tx, name)
         member = self._class_member(tx, name, static)
         if member is not None:
             return member
@@ -171,10 +177,19 @@ class UserObjectVar(ObjectVar):
             try:
                 value = getattr(self.value, name)
             except AttributeError:
-                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+                attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(value, _attr_path(self, name))
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
+
+    def guard_not_shadowed(self, tx: Tracer, name: str) -> None:
+        """Guard that the instance dict still lacks ``name``, which was read from the class.
+
+        An instance attribute of that name set later would be what Python reads instead.
+        """
+        instance_dict = getattr(self.value, "__dict__", None)
+        if type(instance_dict) is dict and self.source is not None:
+            tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         if self.source is None:
@@ -334,6 +349,9 @@ class NNModuleVar(UserObjectVar):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
             unsupported(f"{type(module).__name__} modules run eagerly (a fused recurrent kernel per call)")
+        if "forward" in vars(module):
+            unsupported(f"this {type(module).__name__} has its own forward attribute, which calls run instead")
+        self.guard_not_shadowed(tx, "forward")
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             unsupported(f"{type(module).__name__}.forward is not a Python function")

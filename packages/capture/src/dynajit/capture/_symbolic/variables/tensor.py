@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import (
+    VT,
+    AttributeMissing,
+    HeldVar,
+    attribute_missing,
+    unsupported,
+)
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -136,7 +142,7 @@ class TensorVar(VT):
             unsupported(f"Tensor.{name} is not traced")
         static = inspect.getattr_static(torch.Tensor, name, None)
         if static is None:
-            raises_in_python(f"tensor has no attribute {name!r} (AttributeError)")
+            return self.instance_attr(tx, name)
         if inspect.isroutine(static):
             return TensorMethodVar(self, name)
         # A property (is_nested, is_leaf, ...): a fact of the example value when it is a plain constant.
@@ -146,6 +152,27 @@ class TensorVar(VT):
         if isinstance(value, torch.Tensor):
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
         unsupported(f"Tensor.{name} of type {type(value).__name__} is not traced")
+
+    def instance_attr(self, tx: Tracer, name: str) -> VT:
+        """A Python attribute of the tensor object itself (``x.tag = ...``), which lives in its ``__dict__``.
+
+        Read from the real tensor of the frame, guarded by its value, or its absence guarded by HASATTR. A
+        tensor the graph computes has none: nothing can set one while tracing.
+        """
+        from dynajit.capture._symbolic.paths import Attr
+
+        real = next((value for _, value, var in tx.output.inputs if var is self), None)
+        if real is None:
+            if self.source is not None:
+                unsupported(f"attribute {name!r} of a tensor whose object is not known while tracing")
+            raise AttributeMissing(f"tensor has no attribute {name!r} (AttributeError)")
+        if name in real.__dict__:
+            if self.source is None:
+                unsupported(f"attribute {name!r} of a tensor that cannot be reached from the frame")
+            return tx.wrap(real.__dict__[name], Attr(self.source, name))
+        if hasattr(real, name):  # a subclass's own attribute
+            unsupported(f"attribute {name!r} of a {type(real).__name__} is not traced")
+        attribute_missing(tx, self.source, name, f"tensor has no attribute {name!r}")
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         unsupported(f"setting Tensor.{name}")
