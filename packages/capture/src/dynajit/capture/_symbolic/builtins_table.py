@@ -19,6 +19,7 @@ from dynajit.capture._symbolic.variables import (
     ListVar,
     NNModuleVar,
     SetVar,
+    SizeVar,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -177,6 +178,20 @@ def _tuple_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if not is_named_tuple_class(cls):
         unsupported(f"tuple.__new__ of {getattr(cls, '__qualname__', cls)}, which is not a named tuple class")
     return NamedTupleVar(args[1].unpack(tx), cls)
+
+
+@builtin(torch.Size)
+def _torch_size(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+
+    if kwargs or len(args) > 1:
+        raises_in_python("torch.Size() takes at most one iterable and no keywords (TypeError)")
+    if all(a.is_const() for a in args):
+        return _fold_call(tx, torch.Size, args, kwargs)
+    items = args[0].unpack(tx)
+    if not all(isinstance(i, SymIntVar) or (i.is_const() and type(i.const()) is int) for i in items):
+        unsupported("torch.Size() of other than ints")
+    return SizeVar(items)
 
 
 @builtin(issubclass)

@@ -17,6 +17,7 @@ from dynajit.capture._symbolic.variables import (
     ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
+    SizeVar,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -122,6 +123,10 @@ _OUT_OF_PLACE = {
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     a, b = args
+    if op in (operator.add, operator.iadd) and any(isinstance(v, SizeVar) for v in args):
+        if not all(type(v) in (SizeVar, TupleVar) for v in args):
+            unsupported(f"operator {op.__name__} on {a} and {b}")
+        return SizeVar([*a.items, *b.items])  # type: ignore[attr-defined]  # a Size on either side gives a Size
     if op in (operator.add, operator.iadd) and isinstance(a, (ListVar, TupleVar)) and type(a) is type(b):
         if op is operator.iadd and isinstance(a, ListVar):
             a.items.extend(b.items)  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from dynajit.capture._symbolic.variables import (
     NNModuleVar,
     ObjectVar,
     PyModuleVar,
+    SizeVar,
     TorchFunctionVar,
     TupleVar,
     UserFunctionVar,
@@ -84,6 +85,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         output.guard("type_match", path, value)
         output.guard("length_check", path, value)
         elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
+        if type(value) is torch.Size:
+            return SizeVar(elements, path)
         return TupleVar(elements, path) if isinstance(value, tuple) else ListVar(elements, path)
     if isinstance(value, tuple) and is_named_tuple_class(type(value)):
         output.guard("type_match", path, value)

@@ -16,6 +16,7 @@ from dynajit.capture._symbolic.variables.containers import (
     IteratorVar,
     ListVar,
     SetVar,
+    SizeVar,
     SliceVar,
     TupleVar,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "ObjectVar",
     "PyModuleVar",
     "SetVar",
+    "SizeVar",
     "SliceVar",
     "TensorMethodVar",
     "TensorVar",

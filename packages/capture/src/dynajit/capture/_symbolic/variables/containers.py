@@ -12,7 +12,9 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+import torch
+
+from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ __all__ = [
     "ListVar",
     "NamedTupleVar",
     "SetVar",
+    "SizeVar",
     "SliceVar",
     "StructSeqVar",
     "TupleVar",
@@ -105,6 +108,50 @@ class TupleVar(_Sequence):
 
     def __repr__(self) -> str:
         return f"TupleVar({self.items!r})"
+
+
+class SizeVar(TupleVar):
+    """A ``torch.Size``: a tuple of ints (some of them symbolic) whose type is ``torch.Size``.
+
+    Graph operations take it as a plain tuple (``kind``); Python sees a ``torch.Size``.
+    """
+
+    def python_type(self) -> type:
+        return torch.Size
+
+    def const(self) -> Any:
+        return torch.Size(item.const() for item in self.items)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if not hasattr(torch.Size, name):
+            raise AttributeMissing(f"'torch.Size' object has no attribute {name!r} (AttributeError)")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "numel" and not args and not kwargs:
+            from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+            total: VT = ConstVar(1)
+            for item in self.items:
+                total = apply_operator(tx, operator.mul, [total, item])
+            return total
+        return super().method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def load_items() -> int:
+            TupleVar(self.items).reconstruct(cg)
+            return 1
+
+        cg.call_helper(torch.Size, load_items)
+
+    def __repr__(self) -> str:
+        return f"SizeVar({self.items!r})"
 
 
 class StructSeqVar(TupleVar):
@@ -452,7 +499,7 @@ class DictViewVar(VT):
         from dynajit.capture._symbolic.variables.functions import MethodOf
 
         if not hasattr(self.python_type(), name):
-            raises_in_python(f"{self.python_type().__name__!r} object has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"{self.python_type().__name__!r} object has no attribute {name!r} (AttributeError)")
         return MethodOf(self, name)
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:

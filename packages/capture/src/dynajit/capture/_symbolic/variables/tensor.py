@@ -179,10 +179,12 @@ class TensorVar(VT):
 
     def symbolic_sizes(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """``size()`` / ``size(d)`` of a tensor with symbolic sizes: graph nodes, reachable again from an input."""
-        from dynajit.capture._symbolic.variables.containers import TupleVar
+        from dynajit.capture._symbolic.variables.containers import SizeVar, TupleVar
         from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
         result = tx.output.call_method("size", [self, *args], kwargs)
+        if type(result) is TupleVar:
+            result = SizeVar(result.items)
         if self.source is None:
             return result
         if isinstance(result, SymIntVar):
