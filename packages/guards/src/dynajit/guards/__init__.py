@@ -42,7 +42,7 @@ from ._sources import (
     SubmoduleSource,
     TypeSource,
 )
-from ._state import backend_match, global_state
+from ._state import backend_match, global_module_hooks, global_module_hooks_dicts, global_state
 from ._tensor import tensor_aliasing, tensor_match
 
 __all__ = [
@@ -72,6 +72,8 @@ __all__ = [
     "equals_match",
     "expression",
     "function_match",
+    "global_module_hooks",
+    "global_module_hooks_dicts",
     "global_state",
     "hasattr_match",
     "id_match",

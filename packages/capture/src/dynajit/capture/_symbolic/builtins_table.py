@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -134,7 +135,7 @@ def _type_of(vt: VT) -> type:
 def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     (obj,) = args
     if isinstance(obj, TensorVar):
-        if obj.example.dim() == 0:
+        if obj.metadata(tx).dim() == 0:
             unsupported("len() of a 0-d tensor raises TypeError")
         return ConstVar(obj.example.shape[0])
     if isinstance(obj, NNModuleVar):
@@ -194,6 +195,18 @@ def _torch_size(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return SizeVar(items)
 
 
+@builtin(functools.partial)
+def _partial(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.functions import PartialVar
+
+    if not args:
+        raises_in_python("partial() needs a callable (TypeError)")
+    if isinstance(args[0], PartialVar):  # partial(partial(f, a), b) is partial(f, a, b), as Python flattens it
+        inner = args[0]
+        return PartialVar(inner.func, [*inner.args, *args[1:]], {**inner.keywords, **kwargs})
+    return PartialVar(args[0], list(args[1:]), dict(kwargs))
+
+
 @builtin(issubclass)
 def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(issubclass(args[0].const(), args[1].const()))
@@ -208,7 +221,24 @@ def _type(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 @builtin(callable)
 def _callable(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    return ConstVar(callable(args[0].const()) if args[0].is_const() else hasattr(args[0], "call"))
+    if kwargs or len(args) != 1:
+        raises_in_python("callable() takes exactly one argument (TypeError)")
+    (obj,) = args
+    if isinstance(obj, TensorVar):
+        return ConstVar(False)
+    if isinstance(obj, NewObjectVar):
+        return ConstVar(callable(obj.cls))  # whether its class defines __call__ (the class is guarded)
+    held = getattr(obj, "value", _NOTHING)
+    if held is not _NOTHING:
+        return ConstVar(callable(held))  # the object itself (its type is guarded, and __call__ lives there)
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        unsupported(f"callable({obj}) could not be decided while tracing")
+    return ConstVar(hasattr(cls, "__call__"))  # noqa: B004  (an instance is callable when its class defines it)
+
+
+_NOTHING = object()
 
 
 @builtin(range)

@@ -234,15 +234,23 @@ def _compare_op(tx: Tracer, inst: Inst) -> None:
 def _is_op(tx: Tracer, inst: Inst) -> None:
     b = tx.pop()
     a = tx.pop()
-    tx.push(ConstVar(identical(a, b) != bool(inst.arg)))
+    tx.push(ConstVar(identical(a, b, tx) != bool(inst.arg)))
 
 
-def identical(a: VT, b: VT) -> bool:
+def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
+    """``a is b``. With ``tx``, an identity that only a type guard stood for is guarded by identity."""
     if a is b:
         return True
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # one tracker per object made while tracing, and it is no object that existed before
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
+        if tx is not None:
+            for side in (a, b):
+                # A user object is guarded by its type only: which object it is becomes a fact here.
+                if isinstance(side, UserObjectVar):
+                    if side.source is None:
+                        unsupported(f"identity of {side}, which cannot be reached from the frame to guard it")
+                    tx.output.guard("id_match", side.source, side.value)
         return a.value is b.value
     const_a = a.const() if a.is_const() else _NOT_CONST
     const_b = b.const() if b.is_const() else _NOT_CONST
@@ -277,7 +285,7 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
         found = container.contains(tx, item)
     else:
         found = any(
-            identical(item, other) or (other.is_const() and item.is_const() and other.const() == item.const())
+            identical(item, other, tx) or (other.is_const() and item.is_const() and other.const() == item.const())
             for other in container.unpack(tx)
         )
     tx.push(ConstVar(bool(found) != bool(inst.arg)))

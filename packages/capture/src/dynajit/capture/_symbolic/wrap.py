@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import enum
+import functools
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -59,7 +61,13 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
     ):
         known = output.wrapped.get(id(value))
         if known is not None:
-            return known[1]
+            tracker = known[1]
+            if path is not None and path != tracker.source:
+                # The same object reached by another path: the trace now relies on both paths reaching it
+                # (reads through either go to the one tracker), which its type guard alone does not say.
+                output.guard("id_match", path, value)
+                output.guard("id_match", tracker.source, value)
+            return tracker
         made = _wrap(output, value, path)
         output.wrapped[id(value)] = (value, made)
         return made
@@ -71,7 +79,7 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
 
     if isinstance(value, torch.Tensor):
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
-            return output.module_tensor(value, path)
+            return module_tensor(output, value, path)
         return output.input_tensor(value, path)
     if output.shapes.wants_symbolic_int(value, path):
         return output.input_int(value, path)  # type: ignore[arg-type]
@@ -108,6 +116,18 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         else:
             output.guard("nn_module", path, value)
         return NNModuleVar(value, path)
+    if type(value) is functools.partial and path is not None:
+        from dynajit.capture._symbolic.variables.functions import PartialVar
+
+        output.guard("type_match", path, value)
+        func = wrap_value(output, value.func, _attr(path, "func"))
+        args = wrap_value(output, value.args, _attr(path, "args")).unpack(None)  # type: ignore[arg-type]
+        keywords = wrap_value(output, value.keywords, _attr(path, "keywords"))
+        return PartialVar(func, args, dict(keywords.items), path)  # type: ignore[attr-defined]
+    if isinstance(value, enum.Enum):
+        # A member is a singleton constant: which one it is decides comparisons, so guard it by identity.
+        output.guard("id_match", path, value)
+        return ConstVar(value, path)
     if isinstance(value, weakref.ReferenceType):
         output.guard("id_match", path, value)
         return WeakRefVar(value, path)
@@ -162,6 +182,17 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return ObjectVar(value, path)
     output.guard("type_match", path, value)
     return UserObjectVar(value, path)
+
+
+def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:
+    """A module's parameter or buffer: a get_attr node, remembering the real tensor.
+
+    Its identity is guarded; its metadata (shape, dtype, requires_grad, ...), which can change in place,
+    is guarded when Python code reads it (``TensorVar.metadata``).
+    """
+    tracker = output.module_tensor(value, path)
+    tracker.module_tensor = value
+    return tracker
 
 
 def _has_builtin_handler(value: Any) -> bool:

@@ -467,9 +467,9 @@ class DictViewVar(VT):
             if len(pair) != 2 or pair[0].const() not in self.mapping:
                 return False
             found, wanted = self.mapping[pair[0].const()], pair[1]
-            return identical(found, wanted) or apply_operator(tx, operator.eq, [found, wanted]).truth(tx)
+            return identical(found, wanted, tx) or apply_operator(tx, operator.eq, [found, wanted]).truth(tx)
         return any(
-            identical(item, other) or apply_operator(tx, operator.eq, [other, item]).truth(tx)
+            identical(item, other, tx) or apply_operator(tx, operator.eq, [other, item]).truth(tx)
             for other in self.mapping.values()
         )
 

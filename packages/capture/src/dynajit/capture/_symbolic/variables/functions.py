@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +153,63 @@ class UserFunctionVar(HeldVar):
 
     def __repr__(self) -> str:
         return f"UserFunctionVar({self.value.__qualname__})"
+
+
+class PartialVar(VT):
+    """``functools.partial(func, *args, **keywords)``: calling it calls ``func`` with the bound arguments first.
+
+    One from the frame is guarded by its exact type, its ``func`` and its ``args`` / ``keywords`` (each
+    through its own path); one made while tracing is rebuilt by calling ``functools.partial`` again.
+    """
+
+    def __init__(self, func: VT, args: list[VT], keywords: dict[str, VT], source: Any = None) -> None:
+        self.func = func
+        self.args = args
+        self.keywords = keywords
+        self.source = source
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
+
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVar(self.args)
+        if name == "keywords":
+            return DictVar(self.keywords)
+        unsupported(f"attribute {name!r} of a functools.partial")
+
+    def children(self) -> list[VT]:
+        return [self.func, *self.args, *self.keywords.values()]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def load() -> int:
+            self.func.reconstruct(cg)
+            for arg in self.args:
+                arg.reconstruct(cg)
+            for value in self.keywords.values():
+                value.reconstruct(cg)
+            return 1 + len(self.args) + len(self.keywords)
+
+        names = tuple(self.keywords)
+        cg.call_helper(functools.partial(_make_partial, len(self.args), names), load)
+
+    def __repr__(self) -> str:
+        return f"PartialVar({self.func!r})"
+
+
+def _make_partial(n_args: int, names: tuple[str, ...], func: Any, *values: Any) -> functools.partial:
+    return functools.partial(func, *values[:n_args], **dict(zip(names, values[n_args:])))
 
 
 class NestedFunctionVar(VT):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
@@ -329,7 +330,9 @@ class NNModuleVar(UserObjectVar):
             tensor = module._parameters.get(name, module._buffers.get(name))
             if tensor is None:
                 return ConstVar(None)
-            return tx.output.module_tensor(tensor, path)
+            from dynajit.capture._symbolic.wrap import module_tensor
+
+            return module_tensor(tx.output, tensor, path)
         if name in module._modules:
             sub = module._modules[name]
             return tx.wrap(sub, path) if sub is not None else ConstVar(None)
@@ -341,10 +344,16 @@ class NNModuleVar(UserObjectVar):
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         module = self.value
-        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+        hooks = [(name, getattr(module, name, None)) for name in _MODULE_HOOKS]
+        if any(hook_dict for _, hook_dict in hooks):
             unsupported(f"{type(module).__name__} has hooks, which are not traced")
-        if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+        if any(_global_hooks()):
             unsupported("global nn.Module hooks are not traced")
+        # Hooks registered later would run around forward: the entry holds only while there are none.
+        for name, hook_dict in hooks:
+            if isinstance(hook_dict, dict):
+                tx.output.guard("dict_keys", _attr_path(self, name), hook_dict)
+        tx.output.guard("global_module_hooks", SOURCELESS)
         if isinstance(module, torch.nn.RNNBase):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
@@ -386,6 +395,16 @@ class NNModuleVar(UserObjectVar):
         if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(self.value) > 0
         return True
+
+
+# A module's own hook dicts that Module.__call__ consults (those it has: older torch lacks some).
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _global_hooks() -> tuple[Any, ...]:
+    from dynajit.guards import global_module_hooks_dicts
+
+    return global_module_hooks_dicts()
 
 
 def _index_modules(tx: Tracer, container: VT, items: list[VT], index: int | slice) -> VT:
