@@ -843,6 +843,212 @@ def object_identity_compared():
     return f, _ones(2), lambda: setattr(holder, "second", type(a)())
 
 
+@case
+def module_bias_none_then_set():
+    lin = torch.nn.Linear(2, 2, bias=False)
+
+    def f(x):
+        return x * 2 if lin.bias is None else x + 100
+
+    return f, _ones(2), lambda: setattr(lin, "bias", torch.nn.Parameter(torch.zeros(2)))
+
+
+@case
+def module_submodule_none_then_set():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = None
+
+        def forward(self, x):
+            return x * 2 if self.norm is None else self.norm(x)
+
+    block = Block()
+
+    def f(x):
+        return block(x)
+
+    return f, _ones(2), lambda: setattr(block, "norm", torch.nn.Identity())
+
+
+@case
+def sequential_order_swapped():
+    seq = torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Sigmoid())
+
+    def f(x):
+        return seq(x - 0.5)
+
+    def mutate():
+        seq._modules = collections.OrderedDict([("1", seq[1]), ("0", seq[0])])
+
+    return f, _ones(2), mutate
+
+
+@case
+def module_class_constant_changed():
+    class Block(torch.nn.Module):
+        SCALE = 2
+
+        def forward(self, x):
+            return x * type(self).SCALE
+
+    block = Block()
+
+    def f(x):
+        return block(x)
+
+    return f, _ones(2), lambda: setattr(Block, "SCALE", 9)
+
+
+@case
+def module_list_attribute_appended():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.offsets = [1]
+
+        def forward(self, x):
+            for o in self.offsets:
+                x = x + o
+            return x
+
+    block = Block()
+
+    def f(x):
+        return block(x)
+
+    return f, _ones(2), lambda: block.offsets.append(5)
+
+
+@case
+def base_forward_replaced_under_super():
+    class Base(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class Child(Base):
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    child = Child()
+
+    def f(x):
+        return child(x)
+
+    return f, _ones(2), lambda: setattr(Base, "forward", lambda self, x: x * 7)
+
+
+@case
+def bound_method_rebound_to_other_instance():
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, x):
+            return x * self.k
+
+    holder = Holder(fn=Scaler(2).apply)
+
+    def f(x):
+        return holder.fn(x)
+
+    return f, _ones(2), lambda: setattr(holder, "fn", Scaler(5).apply)
+
+
+@case
+def object_class_reassigned():
+    class A:
+        def k(self):
+            return 1
+
+    class B:
+        def k(self):
+            return 2
+
+    obj = A()
+
+    def f(x):
+        return x * obj.k()
+
+    return f, _ones(2), lambda: setattr(obj, "__class__", B)
+
+
+@case
+def dict_key_order_changed():
+    d = {"a": 3, "b": 5}
+
+    def f(x):
+        return x * d[next(iter(d))]
+
+    def mutate():
+        d["a"] = d.pop("a")  # the same items, "a" now last
+
+    return f, _ones(2), mutate
+
+
+@case
+def nested_config_value_changed():
+    cfg = {"layers": [{"dim": 2}, {"dim": 3}]}
+
+    def f(x):
+        return x * cfg["layers"][1]["dim"]
+
+    return f, _ones(2), lambda: cfg["layers"][1].__setitem__("dim", 8)
+
+
+@case
+def float_argument_changed():
+    state = {"f": 0.5}
+
+    def f(x, k):
+        return x * k
+
+    return f, lambda: (torch.ones(2), state["f"]), lambda: state.update(f=1.5)
+
+
+@case
+def int_argument_branch():
+    state = {"n": 2}
+
+    def f(x, n):
+        return x + 1 if n > 3 else x - 1
+
+    return f, lambda: (torch.ones(2), state["n"]), lambda: state.update(n=5)
+
+
+@case
+def star_args_length_changed():
+    state = {"extra": (1,)}
+
+    def f(x, *rest):
+        return x + len(rest)
+
+    return f, lambda: (torch.ones(2), *state["extra"]), lambda: state.update(extra=(1, 2))
+
+
+@case
+def optional_tensor_argument_given():
+    state = {"b": None}
+
+    def f(x, b):
+        return x * 2 if b is None else x + b + 10
+
+    return f, lambda: (torch.ones(2), state["b"]), lambda: state.update(b=torch.ones(2))
+
+
+@case
+def tensor_list_argument_grows():
+    state = {"n": 2}
+
+    def f(xs):
+        total = xs[0]
+        for t in xs[1:]:
+            total = total + t
+        return total
+
+    return f, lambda: ([torch.ones(2)] * state["n"],), lambda: state.update(n=3)
+
+
 # ----------------------------------------------------------------- global torch state
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._frame import Unsupported
+from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import (
     VT,
     AttributeMissing,
@@ -216,7 +217,12 @@ def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 def _type(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if len(args) != 1:
         unsupported("type() with three arguments creates a class")
-    return tx.wrap(_type_of(args[0]), None)
+    (obj,) = args
+    if isinstance(obj, NewObjectVar):
+        return tx.wrap(obj.cls, obj.class_source)
+    # Reached again as obj.__class__, so reads of its attributes are guarded like any other.
+    path = Attr(obj.source, "__class__") if obj.source is not None and not isinstance(obj, TensorVar) else None
+    return tx.wrap(_type_of(obj), path)
 
 
 @builtin(callable)

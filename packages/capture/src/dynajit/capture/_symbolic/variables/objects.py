@@ -329,13 +329,13 @@ class NNModuleVar(UserObjectVar):
         if name in module._parameters or name in module._buffers:
             tensor = module._parameters.get(name, module._buffers.get(name))
             if tensor is None:
-                return ConstVar(None)
+                return tx.wrap(None, path)  # guarded: a parameter set later must not be missed
             from dynajit.capture._symbolic.wrap import module_tensor
 
             return module_tensor(tx.output, tensor, path)
         if name in module._modules:
             sub = module._modules[name]
-            return tx.wrap(sub, path) if sub is not None else ConstVar(None)
+            return tx.wrap(sub, path)
         if name == "training":
             return tx.wrap(module.training, path)
         if name in _MODULE_ITERATORS and getattr(type(module), name) is getattr(torch.nn.Module, name):
