@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -1049,6 +1050,46 @@ def tensor_list_argument_grows():
     return f, lambda: ([torch.ones(2)] * state["n"],), lambda: state.update(n=3)
 
 
+@case
+def environment_variable_set():
+    os.environ.pop("DYNAJIT_SOUNDNESS_FLAG", None)
+
+    def f(x):
+        return x + 1 if os.environ.get("DYNAJIT_SOUNDNESS_FLAG") == "1" else x - 1
+
+    return f, _ones(2), lambda: os.environ.__setitem__("DYNAJIT_SOUNDNESS_FLAG", "1")
+
+
+@case
+def environment_variable_changed():
+    os.environ["DYNAJIT_SOUNDNESS_SCALE"] = "2"
+
+    def f(x):
+        return x * int(os.environ["DYNAJIT_SOUNDNESS_SCALE"])
+
+    return f, _ones(2), lambda: os.environ.__setitem__("DYNAJIT_SOUNDNESS_SCALE", "5")
+
+
+@case
+def finfo_of_a_changed_dtype():
+    state = {"dtype": torch.float32}
+
+    def f(x):
+        return x.masked_fill(x > 0, torch.finfo(x.dtype).min).double()
+
+    return f, lambda: (torch.ones(2, dtype=state["dtype"]),), lambda: state.update(dtype=torch.float16)
+
+
+@case
+def module_made_in_forward_with_a_changed_setting():
+    holder = Holder(slope=0.1)
+
+    def f(x):
+        return torch.nn.LeakyReLU(holder.slope)(x - 2)
+
+    return f, _ones(2), lambda: setattr(holder, "slope", 0.5)
+
+
 # ----------------------------------------------------------------- global torch state
 
 
@@ -1107,6 +1148,8 @@ def restore_state():
     grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     saved = {name: globals()[name] for name in ("G_SCALE", "G_FLAG", "G_NAME", "_g_helper")}
     yield
+    for name in ("DYNAJIT_SOUNDNESS_FLAG", "DYNAJIT_SOUNDNESS_SCALE"):
+        os.environ.pop(name, None)
     torch.set_grad_enabled(grad)
     torch.set_default_dtype(dtype)
     globals().update(saved)

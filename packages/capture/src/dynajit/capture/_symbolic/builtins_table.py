@@ -208,6 +208,21 @@ def _partial(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return PartialVar(args[0], list(args[1:]), dict(kwargs))
 
 
+def _type_info(info: Any) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if not all(a.is_const() for a in [*args, *kwargs.values()]):
+            unsupported(f"torch.{info.__name__} of other than a known dtype")
+        # A fact of its dtype argument (guarded where it came from; without one, the default dtype,
+        # which the global state guard covers).
+        return _fold_call(tx, info, args, kwargs)
+
+    return handler
+
+
+BUILTINS[torch.finfo] = _type_info(torch.finfo)
+BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
+
+
 @builtin(issubclass)
 def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(issubclass(args[0].const(), args[1].const()))

@@ -27,6 +27,7 @@ from dynajit.capture._symbolic.variables import (
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
+from dynajit.capture._symbolic.variables.objects import EnvironVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
     if isinstance(obj, TensorVar):
         return tx.output.call_function(operator.getitem, [obj, key], {})
-    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar)):
+    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar, EnvironVar)):
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
@@ -273,7 +274,7 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     item = tx.pop()
     if isinstance(container, DictVar):
         found = item.const() in container.items
-    elif isinstance(container, DictViewVar):
+    elif isinstance(container, (DictViewVar, EnvironVar)):
         found = container.contains(tx, item)
     elif isinstance(container, TensorVar) or isinstance(item, TensorVar):
         unsupported("`in` on tensors depends on their data")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import os
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from dynajit.capture._symbolic.variables.contexts import (
     AutocastVar,
     autocast_settings,
 )
-from dynajit.capture._symbolic.variables.objects import WeakRefVar
+from dynajit.capture._symbolic.variables.objects import EnvironVar, WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
 if TYPE_CHECKING:
@@ -124,6 +125,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         args = wrap_value(output, value.args, _attr(path, "args")).unpack(None)  # type: ignore[arg-type]
         keywords = wrap_value(output, value.keywords, _attr(path, "keywords"))
         return PartialVar(func, args, dict(keywords.items), path)  # type: ignore[attr-defined]
+    if value is os.environ:
+        output.guard("id_match", path, value)
+        return EnvironVar(value, path)
     if isinstance(value, enum.Enum):
         # A member is a singleton constant: which one it is decides comparisons, so guard it by identity.
         output.guard("id_match", path, value)

@@ -7,6 +7,7 @@ identity, and the module by NN_MODULE, so a replaced parameter recompiles.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ __all__ = [
     "SuperVar",
     "make_super",
     "ClassVar",
+    "EnvironVar",
     "ExceptionVar",
     "ModuleSliceVar",
     "NNModuleVar",
@@ -83,12 +85,19 @@ class ClassVar(ObjectVar):
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.builtins_table import BUILTINS, call_builtin
-        from dynajit.capture._symbolic.construct import construct_instance, constructs_instances
+        from dynajit.capture._symbolic.construct import (
+            construct_instance,
+            construct_torch_module,
+            constructs_instances,
+            is_stateless_torch_module_class,
+        )
         from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
         cls = self.value
         if cls not in BUILTINS and cls not in CONTEXT_MANAGER_CALLS and constructs_instances(cls):
             return construct_instance(tx, cls, self.source, args, kwargs)
+        if is_stateless_torch_module_class(cls):
+            return construct_torch_module(tx, cls, args, kwargs)
         return call_builtin(tx, cls, args, kwargs)
 
 
@@ -318,7 +327,22 @@ class _DictRead(VT):
 
 
 class NNModuleVar(UserObjectVar):
-    """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes."""
+    """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes.
+
+    ``rebuild`` is ``(cls, args, kwargs)`` for a module made while tracing (``nn.ReLU()``), which is made
+    again by that call when it escapes.
+    """
+
+    def __init__(self, value: Any, source: Any = None, rebuild: tuple[type, list[Any], dict[str, Any]] | None = None):
+        super().__init__(value, source)
+        self.rebuild = rebuild
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None or self.rebuild is None:
+            super().reconstruct(cg)
+            return
+        cls, args, kwargs = self.rebuild
+        cg.build_cached(self, lambda: cg.call_helper(functools.partial(cls, *args, **kwargs), lambda: 0))
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         found = self.pending(tx, name)
@@ -529,6 +553,50 @@ class _ModuleIterator(VT):
 
     def children(self) -> list[VT]:
         return [self.module]
+
+
+class EnvironVar(ObjectVar):
+    """``os.environ``: each variable read is guarded by its value, each one found missing by its absence."""
+
+    def read(self, tx: Tracer, key: VT) -> str | None:
+        name = key.const()
+        if not isinstance(name, str):
+            unsupported(f"os.environ with a {type(name).__name__} key")
+        if self.source is None:
+            unsupported("os.environ reached other than from the frame")
+        if name not in self.value:
+            tx.output.guard("dict_contains", self.source, name, False)
+            return None
+        tx.output.guard("constant_match", Item(self.source, name), self.value[name])
+        return self.value[name]
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        value = self.read(tx, key)
+        if value is None:
+            raises_in_python(f"KeyError: {key.const()!r}")
+        return ConstVar(value)
+
+    def contains(self, tx: Tracer, key: VT) -> bool:
+        return self.read(tx, key) is not None
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if name not in ("get", "__getitem__", "__contains__"):
+            unsupported(f"os.environ.{name} is not traced")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if kwargs or not 1 <= len(args) <= (2 if name == "get" else 1):
+            raises_in_python(f"os.environ.{name} with these arguments raises TypeError")
+        if name == "__contains__":
+            return ConstVar(self.contains(tx, args[0]))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        value = self.read(tx, args[0])
+        if value is not None:
+            return ConstVar(value)
+        return args[1] if len(args) == 2 else ConstVar(None)
 
 
 class WeakRefVar(ObjectVar):
