@@ -84,10 +84,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
-    if len(args) == 2 and any(isinstance(a, DictViewVar) for a in args):
-        reflected = not isinstance(args[0], DictViewVar)
-        view, other = (args[1], args[0]) if reflected else (args[0], args[1])
-        return view.operator(tx, op, other, reflected)
+    if len(args) == 2 and isinstance(args[0], DictViewVar):
+        return args[0].operator(tx, op, args[1], reflected=False)
+    if len(args) == 2 and isinstance(args[1], DictViewVar):
+        return args[1].operator(tx, op, args[0], reflected=True)
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
