@@ -1090,6 +1090,103 @@ def module_made_in_forward_with_a_changed_setting():
     return f, _ones(2), lambda: setattr(holder, "slope", 0.5)
 
 
+@case
+def module_call_overridden_on_class():
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    module = Scaled()
+
+    def f(x):
+        return module(x)
+
+    def mutate():
+        Scaled.__call__ = lambda self, x: torch.nn.Module.__call__(self, x) * 10
+
+    return f, _ones(2), mutate
+
+
+@case
+def classmethod_reads_changed_class_state():
+    class Counter:
+        step = 1
+
+        @classmethod
+        def size(cls):
+            return cls.step * 2
+
+    def f(x):
+        return x * Counter.size()
+
+    return f, _ones(2), lambda: setattr(Counter, "step", 4)
+
+
+@case
+def staticmethod_replaced():
+    class Ops:
+        @staticmethod
+        def k():
+            return 2
+
+    obj = Ops()
+
+    def f(x):
+        return x * obj.k()
+
+    return f, _ones(2), lambda: setattr(Ops, "k", staticmethod(lambda: 9))
+
+
+@case
+def keyword_only_default_changed():
+    def f(x, *, k=2):
+        return x * k
+
+    return f, _ones(2), lambda: setattr(f, "__kwdefaults__", {"k": 6})
+
+
+@case
+def module_dict_items_iteration():
+    heads = torch.nn.ModuleDict({"a": torch.nn.Identity()})
+
+    def f(x):
+        total = x
+        for _, head in heads.items():
+            total = total + head(x)
+        return total
+
+    return f, _ones(2), lambda: heads.__setitem__("b", torch.nn.Identity())
+
+
+@case
+def getattr_through_python_getattribute():
+    class Proxy:
+        def __init__(self):
+            self.inner = 2
+
+        def __getattribute__(self, name):
+            if name == "value":
+                return object.__getattribute__(self, "inner") * 10
+            return object.__getattribute__(self, name)
+
+    proxy = Proxy()
+
+    def f(x):
+        return x * proxy.value
+
+    return f, _ones(2), lambda: setattr(proxy, "inner", 3)
+
+
+@case
+def parameter_attribute_added():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x) * (2 if hasattr(lin.weight, "_sharded") else 1)
+
+    return f, _ones(2), lambda: setattr(lin.weight, "_sharded", True)
+
+
 # ----------------------------------------------------------------- global torch state
 
 
@@ -1158,6 +1255,7 @@ def restore_state():
 # Facts the runtime, not the trace, gets wrong (each an xfail until fixed there).
 KNOWN_FAILURES = {
     "default_argument_changed": "the compiled wrapper copies fn.__defaults__ once, when it is made",
+    "keyword_only_default_changed": "the compiled wrapper copies fn.__kwdefaults__ once, when it is made",
 }
 
 

@@ -25,6 +25,7 @@ from dynajit.capture._symbolic.variables import (
     SliceVar,
     TensorVar,
     TupleVar,
+    UserObjectVar,
     raises_in_python,
     unsupported,
 )
@@ -467,6 +468,14 @@ def _object_setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if kwargs or len(args) != 3 or not isinstance(args[0], NewObjectVar):
         unsupported("object.__setattr__ of an object not created while tracing")
     return args[0].base_call(tx, "__setattr__", args[1:], {})
+
+
+@builtin(object.__getattribute__)
+def _object_getattribute(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 2 or not isinstance(args[0], UserObjectVar) or not args[1].is_const():
+        unsupported("object.__getattribute__ of other than an object of the frame and a constant name")
+    obj, name = args[0], args[1].const()
+    return obj.pending(tx, name) or obj.read_plain(tx, name)  # the plain read, skipping the class's override
 
 
 @builtin(print)

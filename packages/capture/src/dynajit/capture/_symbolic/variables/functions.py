@@ -6,6 +6,8 @@ import functools
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
@@ -100,6 +102,18 @@ class CellVar(VT):
         return [self.contents] if self.contents is not None else []
 
 
+# nn.Module's own call machinery (hooks, then forward), which NNModuleVar.call_impl models.
+_MODULE_CALLS = {
+    fn
+    for fn in (
+        torch.nn.Module.__call__,
+        getattr(torch.nn.Module, "_wrapped_call_impl", None),
+        getattr(torch.nn.Module, "_call_impl", None),
+    )
+    if fn is not None
+}
+
+
 class UserFunctionVar(HeldVar):
     """A Python function object from the frame's reach: calls are inlined."""
 
@@ -137,6 +151,11 @@ class UserFunctionVar(HeldVar):
         return cells
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.variables.objects import NNModuleVar
+
+        if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
+            # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
+            return args[0].call_impl(tx, args[1:], kwargs)
         return tx.inline_call(self, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
@@ -328,9 +347,10 @@ def class_member(
     if isinstance(static, types.FunctionType):
         return BoundMethodVar(tx.wrap(static, member_path), obj, bound_path)
     if isinstance(static, staticmethod):
-        return tx.wrap(static.__func__, None)
+        return tx.wrap(static.__func__, member_path)  # read through the class, a static method is its function
     if isinstance(static, classmethod):
-        return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, class_path), bound_path)
+        func_path = member_path and Attr(member_path, "__func__")  # through the class: a new bound method
+        return BoundMethodVar(tx.wrap(static.__func__, func_path), tx.wrap(cls, class_path), bound_path)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
         return tx.wrap(static.fget, member_path and Attr(member_path, "fget")).call(tx, [obj], {})
     return None

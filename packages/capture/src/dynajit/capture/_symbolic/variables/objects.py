@@ -367,6 +367,20 @@ class NNModuleVar(UserObjectVar):
         return self._read(tx, name)
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """``module(...)``: its class's ``__call__``, which is nn.Module's (hooks, then forward) unless overridden."""
+        call = inspect.getattr_static(type(self.value), "__call__")
+        class_path = _attr_path(self, "__class__")
+        if call is not torch.nn.Module.__call__:
+            if not isinstance(call, types.FunctionType):
+                unsupported(f"{type(self.value).__name__}.__call__ is not a Python function")
+            bound = self._class_member(tx, "__call__", call)
+            assert bound is not None  # a Python function always binds
+            return bound.call(tx, args, kwargs)
+        tx.output.guard("function_match", class_path and Attr(class_path, "__call__"), call)
+        return self.call_impl(tx, args, kwargs)
+
+    def call_impl(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """What ``nn.Module.__call__`` does: the module's hooks (a graph break if any), then its forward."""
         module = self.value
         hooks = [(name, getattr(module, name, None)) for name in _MODULE_HOOKS]
         if any(hook_dict for _, hook_dict in hooks):
