@@ -24,6 +24,7 @@ from ._kinds import (
     is_none,
     length_check,
     nn_module,
+    no_module_hooks,
     not_none,
     type_match,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "is_none",
     "length_check",
     "nn_module",
+    "no_module_hooks",
     "not_none",
     "tensor_aliasing",
     "tensor_match",

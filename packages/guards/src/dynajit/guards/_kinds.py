@@ -23,6 +23,7 @@ __all__ = [
     "is_none",
     "length_check",
     "nn_module",
+    "no_module_hooks",
     "not_none",
     "type_check",
     "type_match",
@@ -256,6 +257,24 @@ def hasattr_match(source: Source, attr: str, expected: bool = True) -> Guard:
     dedupe = ("HASATTR", source, attr, expected)
     what = f"have attribute {attr!r}"
     return _presence_guard("HASATTR", source, "hasattr({0}, {member})", attr, what, expected, dedupe)
+
+
+# A module's own hook registries that nn.Module.__call__ consults.
+MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def no_module_hooks(source: Source, module: Any) -> Guard:
+    """NO_MODULE_HOOKS: the module has no forward, forward-pre, backward or backward-pre hooks (one check
+    over the registries ``module`` has, as a trace that inlined its forward relies on)."""
+    _require_source(source, "no_module_hooks")
+    names = [name for name in MODULE_HOOK_DICTS if isinstance(getattr(module, name, None), dict)]
+    template = "not ({})".format(" or ".join(f"{{0}}.{name}" for name in names))
+
+    def wrong(values: tuple[Any, ...]) -> str:
+        return f"{source.name()}: hooks were registered"
+
+    check = Check(template, (source,), Cost.CHEAP, wrong)
+    return Guard("NO_MODULE_HOOKS", (source,), (check,), "no hooks", ("NO_MODULE_HOOKS", source, tuple(names)))
 
 
 def nn_module(source: Source, module: Any) -> Guard:

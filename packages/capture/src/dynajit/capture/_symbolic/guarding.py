@@ -46,6 +46,7 @@ _FACTORIES: dict[str, Any] = {
     "function_match": guards.function_match,
     "nn_module": guards.nn_module,
     "hasattr_match": guards.hasattr_match,
+    "no_module_hooks": guards.no_module_hooks,
 }
 
 

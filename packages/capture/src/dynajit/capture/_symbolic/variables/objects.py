@@ -388,9 +388,7 @@ class NNModuleVar(UserObjectVar):
         if any(_global_hooks()):
             unsupported("global nn.Module hooks are not traced")
         # Hooks registered later would run around forward: the entry holds only while there are none.
-        for name, hook_dict in hooks:
-            if isinstance(hook_dict, dict):
-                tx.output.guard("dict_keys", _attr_path(self, name), hook_dict)
+        tx.output.guard("no_module_hooks", self.source, module)
         tx.output.guard("global_module_hooks", SOURCELESS)
         if isinstance(module, torch.nn.RNNBase):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
