@@ -1187,6 +1187,47 @@ def parameter_attribute_added():
     return f, _ones(2), lambda: setattr(lin.weight, "_sharded", True)
 
 
+@case
+def layer_norm_eps_changed():
+    ln = torch.nn.LayerNorm(4)
+
+    def f(x):
+        return ln(x)
+
+    return f, lambda: (torch.arange(8.0).reshape(2, 4),), lambda: setattr(ln, "eps", 10.0)
+
+
+@case
+def plain_list_of_modules_grows():
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scales = [torch.nn.Identity()]
+
+        def forward(self, x):
+            for layer in self.scales:
+                x = layer(x) * 2
+            return x
+
+    stack = Stack()
+
+    def f(x):
+        return stack(x)
+
+    return f, _ones(2), lambda: stack.scales.append(torch.nn.Identity())
+
+
+@case
+def tuple_argument_item_becomes_tensor():
+    state = {"pair": (torch.ones(2), None)}
+
+    def f(pair):
+        a, b = pair
+        return a * 2 if b is None else a + b + 10
+
+    return f, lambda: (state["pair"],), lambda: state.update(pair=(torch.ones(2), torch.ones(2)))
+
+
 # ----------------------------------------------------------------- global torch state
 
 
@@ -1259,20 +1300,20 @@ KNOWN_FAILURES = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
+def _params(names: list[str]) -> list[Any]:
+    return [
         pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], strict=True))
         if name in KNOWN_FAILURES
         else name
-        for name in sorted(CASES)
-    ],
-)
-def test_compiled_follows_eager_after_one_fact_changes(name, restore_state):
+        for name in names
+    ]
+
+
+def _check_case(name: str, dynamic: bool | None) -> None:
     capture.reset()
     program, make_args, mutate = CASES[name]()
     counter = CompileCounter()
-    compiled = capture.optimize(counter)(program)
+    compiled = capture.optimize(counter, dynamic=dynamic)(program)
     before = _outcome(program, make_args())
     with capture.observe() as seen:
         got = _outcome(compiled, make_args())
@@ -1285,6 +1326,24 @@ def test_compiled_follows_eager_after_one_fact_changes(name, restore_state):
     assert not _same(after, before), "the change must change eager's answer, or the case tests nothing"
     got = _outcome(compiled, make_args())
     assert _same(got, after), f"after the change: compiled {got!r}, eager {after!r}"
+
+
+@pytest.mark.parametrize("name", _params(sorted(CASES)))
+def test_compiled_follows_eager_after_one_fact_changes(name, restore_state):
+    _check_case(name, dynamic=None)
+
+
+# Cases whose facts are sizes, ints and tensor metadata: again with every size and int symbolic.
+DYNAMIC_CASES = sorted(
+    name
+    for name in CASES
+    if name.startswith(("tensor_", "int_", "float_", "star_", "tuple_", "size_", "finfo", "optional_"))
+)
+
+
+@pytest.mark.parametrize("name", _params(DYNAMIC_CASES))
+def test_dynamic_compiled_follows_eager_after_one_fact_changes(name, restore_state):
+    _check_case(name, dynamic=True)
 
 
 def test_the_corpus_is_large_enough():
