@@ -11,6 +11,7 @@ from dynajit.guards import (
     GuardSet,
     LocalSource,
     constant_match,
+    dict_contains,
     dict_keys,
     equals_match,
     function_match,
@@ -19,6 +20,7 @@ from dynajit.guards import (
     is_none,
     length_check,
     nn_module,
+    no_module_hooks,
     not_none,
     type_match,
 )
@@ -169,6 +171,32 @@ def test_hasattr_match():
     thing.flag = 1
     assert has.check(thing) and not lacks.check(thing)
     assert lacks.failure_reason(thing) == "L['x']: expected to not have attribute 'flag'"
+
+
+def test_dict_contains():
+    thing = Thing()
+    lacks = compiled(dict_contains(AttrSource(X, "__dict__"), "flag", expected=False))
+    has = compiled(dict_contains(AttrSource(X, "__dict__"), "flag"))
+    assert lacks.check(thing) and not has.check(thing)
+    thing.flag = 1
+    assert has.check(thing) and not lacks.check(thing)
+    assert lacks.failure_reason(thing) == "L['x'].__dict__: expected to not contain 'flag'"
+    assert str(GuardSet([lacks_guard := dict_contains(X, 3, expected=False)])) == "- local 'x' DICT_CONTAINS"
+    assert lacks_guard == dict_contains(X, 3, expected=False) != dict_contains(X, 3)
+    assert compiled(lacks_guard).check({4: 0}) and not compiled(lacks_guard).check({3: 0})
+
+
+def test_no_module_hooks():
+    module = torch.nn.Linear(2, 2)
+    c = compiled(no_module_hooks(X, module))
+    assert c.check(module)
+    handle = module.register_forward_pre_hook(lambda m, i: None)
+    assert not c.check(module)
+    assert c.failure_reason(module) == "L['x']: hooks were registered"
+    handle.remove()
+    assert c.check(module)
+    module.register_full_backward_hook(lambda m, gi, go: None)
+    assert not c.check(module)
 
 
 def test_nn_module_identity_and_training_flag():

@@ -5,7 +5,7 @@ import contextlib
 import pytest
 import torch
 
-from dynajit.guards import GuardSet, backend_match, global_state
+from dynajit.guards import GuardSet, backend_match, global_module_hooks, global_state
 
 
 def compiled(*guards):
@@ -142,3 +142,17 @@ def test_global_state_checks_an_autocast_dtype_once():
         c = compiled(guard)
     with torch.autocast("cpu", dtype=torch.bfloat16), default_autocast_dtype("cuda", torch.bfloat16):
         assert c.check()  # cuda's autocast is off: its dtype is not read
+
+
+def test_global_module_hooks():
+    guard = global_module_hooks()
+    compiled = GuardSet([guard]).compile((), {})
+    assert compiled.check()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)
+    try:
+        assert not compiled.check()
+        assert compiled.failure_reason() == "global nn.Module hooks were registered"
+    finally:
+        handle.remove()
+    assert compiled.check()
+    assert str(GuardSet([guard])) == "- global '' GLOBAL_MODULE_HOOKS"

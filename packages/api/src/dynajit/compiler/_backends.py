@@ -26,7 +26,29 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
-    return aot_module_simplified(gm, example_inputs, fw_compiler=run_graph_as_is, bw_compiler=run_graph_as_is)
+    inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
+    return aot_module_simplified(gm, inputs, fw_compiler=run_graph_as_is, bw_compiler=run_graph_as_is)
+
+
+def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:
+    """The placeholders' symbolic example values of a dynamic graph, else None.
+
+    Given the real inputs, AOT autograd fakes them afresh with static sizes and turns int inputs into
+    constants: the graph would then answer only for the first call's sizes and ints, which nothing guards.
+    """
+    from dynajit.fxgraph import is_symbolic
+
+    values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(values) != len(example_inputs) or not any(is_symbolic(v) for v in values):
+        return None
+    inputs = []
+    for value, real in zip(values, example_inputs):
+        if value is None or isinstance(value, torch.Tensor) != isinstance(real, torch.Tensor):
+            value = real
+        elif isinstance(value, torch.Tensor) and value.requires_grad != real.requires_grad:
+            value = value.detach().requires_grad_(real.requires_grad)  # the real input says what needs gradients
+        inputs.append(value)
+    return inputs
 
 
 eager._dynajit_backend_tags = ("debug",)  # type: ignore[attr-defined]

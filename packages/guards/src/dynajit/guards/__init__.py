@@ -15,6 +15,7 @@ from ._guard import Check, Cost, Guard
 from ._guard_set import GuardSet
 from ._kinds import (
     constant_match,
+    dict_contains,
     dict_keys,
     equals_match,
     function_match,
@@ -23,6 +24,7 @@ from ._kinds import (
     is_none,
     length_check,
     nn_module,
+    no_module_hooks,
     not_none,
     type_match,
 )
@@ -41,7 +43,7 @@ from ._sources import (
     SubmoduleSource,
     TypeSource,
 )
-from ._state import backend_match, global_state
+from ._state import backend_match, global_module_hooks, global_module_hooks_dicts, global_state
 from ._tensor import tensor_aliasing, tensor_match
 
 __all__ = [
@@ -66,16 +68,20 @@ __all__ = [
     "TypeSource",
     "backend_match",
     "constant_match",
+    "dict_contains",
     "dict_keys",
     "equals_match",
     "expression",
     "function_match",
+    "global_module_hooks",
+    "global_module_hooks_dicts",
     "global_state",
     "hasattr_match",
     "id_match",
     "is_none",
     "length_check",
     "nn_module",
+    "no_module_hooks",
     "not_none",
     "tensor_aliasing",
     "tensor_match",

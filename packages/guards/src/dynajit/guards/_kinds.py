@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
@@ -14,6 +14,7 @@ from ._sources import Source
 
 __all__ = [
     "constant_match",
+    "dict_contains",
     "dict_keys",
     "equals_match",
     "function_match",
@@ -22,6 +23,7 @@ __all__ = [
     "is_none",
     "length_check",
     "nn_module",
+    "no_module_hooks",
     "not_none",
     "type_check",
     "type_match",
@@ -201,6 +203,32 @@ def dict_keys(source: Source, example: dict[Any, Any]) -> Guard:
     return Guard("DICT_KEYS", (source,), checks, f"keys {short_repr(list(keys))}", ("KEYS", source, cls, keys))
 
 
+def _presence_guard(
+    kind: str, source: Source, test: str, member: Any, what: str, expected: bool, key: Hashable
+) -> Guard:
+    """A guard whose one check is ``test`` (a template over ``{0}`` and ``{member}``) being ``expected``."""
+    state = "" if expected else "not "
+
+    def wrong(values: tuple[Any, ...]) -> str:
+        return f"{source.name()}: expected to {state}{what}"
+
+    template = test if expected else f"not ({test})"
+    check = Check(template, (source,), Cost.CHEAP, wrong, {"member": member})
+    return Guard(kind, (source,), (check,), f"{state}{what}", key)
+
+
+def dict_contains(source: Source, key: Any, expected: bool = True) -> Guard:
+    """DICT_CONTAINS: ``key in value`` is ``expected`` (an instance ``__dict__`` that must not shadow a class member).
+
+    ``key`` must be hashable; it is bound as a constant of the check.
+    """
+    _require_source(source, "dict_contains")
+    expected = bool(expected)
+    dedupe = ("DICT_CONTAINS", source, hashable_value(key), expected)
+    what = f"contain {short_repr(key)}"
+    return _presence_guard("DICT_CONTAINS", source, "{member} in {0}", key, what, expected, dedupe)
+
+
 def not_none(source: Source) -> Guard:
     """NOT_NONE: the value is not ``None``."""
     _require_source(source, "not_none")
@@ -226,14 +254,27 @@ def hasattr_match(source: Source, attr: str, expected: bool = True) -> Guard:
     """HASATTR: ``hasattr(value, attr)`` is ``expected``."""
     _require_source(source, "hasattr_match")
     expected = bool(expected)
-    state = "have" if expected else "not have"
+    dedupe = ("HASATTR", source, attr, expected)
+    what = f"have attribute {attr!r}"
+    return _presence_guard("HASATTR", source, "hasattr({0}, {member})", attr, what, expected, dedupe)
+
+
+# A module's own hook registries that nn.Module.__call__ consults.
+MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def no_module_hooks(source: Source, module: Any) -> Guard:
+    """NO_MODULE_HOOKS: the module has no forward, forward-pre, backward or backward-pre hooks (one check
+    over the registries ``module`` has, as a trace that inlined its forward relies on)."""
+    _require_source(source, "no_module_hooks")
+    names = [name for name in MODULE_HOOK_DICTS if isinstance(getattr(module, name, None), dict)]
+    template = "not ({})".format(" or ".join(f"{{0}}.{name}" for name in names))
 
     def wrong(values: tuple[Any, ...]) -> str:
-        return f"{source.name()}: expected to {state} attribute {attr!r}"
+        return f"{source.name()}: hooks were registered"
 
-    template = "hasattr({0}, {attr})" if expected else "not hasattr({0}, {attr})"
-    check = Check(template, (source,), Cost.CHEAP, wrong, {"attr": attr})
-    return Guard("HASATTR", (source,), (check,), f"hasattr {attr!r} is {expected}", ("HASATTR", source, attr, expected))
+    check = Check(template, (source,), Cost.CHEAP, wrong)
+    return Guard("NO_MODULE_HOOKS", (source,), (check,), "no hooks", ("NO_MODULE_HOOKS", source, tuple(names)))
 
 
 def nn_module(source: Source, module: Any) -> Guard:

@@ -10,7 +10,13 @@ import torch
 
 from ._guard import Check, Cost, Guard, short_repr
 
-__all__ = ["GLOBAL_STATE_READERS", "backend_match", "global_state"]
+__all__ = [
+    "GLOBAL_STATE_READERS",
+    "backend_match",
+    "global_module_hooks",
+    "global_module_hooks_dicts",
+    "global_state",
+]
 
 # What GLOBAL_STATE snapshots: name -> function reading it. The C functions are called directly
 # (the public wrappers add a Python frame on every guard evaluation).
@@ -141,3 +147,33 @@ def backend_match(get_current: Callable[[], Any], backend: Any) -> Guard:
     return Guard(
         "BACKEND_MATCH", (), (check,), f"backend is {_backend_name(backend)}", ("BACKEND", id(get_current), id(backend))
     )
+
+
+# torch.nn's process-wide module hook registries (those this torch has), consulted by every Module.__call__.
+_GLOBAL_HOOK_NAMES = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_forward_hooks_always_called",
+)
+
+
+def global_module_hooks_dicts() -> tuple[Any, ...]:
+    """The global nn.Module hook dicts (``register_module_forward_hook`` and the like add to them)."""
+    module = torch.nn.modules.module
+    return tuple(getattr(module, name) for name in _GLOBAL_HOOK_NAMES if hasattr(module, name))
+
+
+def global_module_hooks() -> Guard:
+    """GLOBAL_MODULE_HOOKS: no global nn.Module hook is registered (a trace that inlined a module call
+    relies on it: a hook registered later would run around every module's forward)."""
+    dicts = global_module_hooks_dicts()
+
+    def explain(values: tuple[Any, ...]) -> str:
+        return "global nn.Module hooks were registered"
+
+    names = [f"hooks_{i}" for i in range(len(dicts))]
+    template = " or ".join(f"{{{name}}}" for name in names)
+    check = Check(f"not ({template})", (), Cost.CHEAP, explain, dict(zip(names, dicts)))
+    return Guard("GLOBAL_MODULE_HOOKS", (), (check,), "no global module hooks", ("GLOBAL_MODULE_HOOKS",))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -10,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._frame import Unsupported
+from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import (
     VT,
+    AttributeMissing,
     ConstVar,
     DictVar,
     IteratorVar,
     ListVar,
     NNModuleVar,
-    RaisesInPython,
     SetVar,
+    SizeVar,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -134,7 +137,7 @@ def _type_of(vt: VT) -> type:
 def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     (obj,) = args
     if isinstance(obj, TensorVar):
-        if obj.example.dim() == 0:
+        if obj.metadata(tx).dim() == 0:
             unsupported("len() of a 0-d tensor raises TypeError")
         return ConstVar(obj.example.shape[0])
     if isinstance(obj, NNModuleVar):
@@ -180,6 +183,47 @@ def _tuple_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return NamedTupleVar(args[1].unpack(tx), cls)
 
 
+@builtin(torch.Size)
+def _torch_size(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+
+    if kwargs or len(args) > 1:
+        raises_in_python("torch.Size() takes at most one iterable and no keywords (TypeError)")
+    if all(a.is_const() for a in args):
+        return _fold_call(tx, torch.Size, args, kwargs)
+    items = args[0].unpack(tx)
+    if not all(isinstance(i, SymIntVar) or (i.is_const() and type(i.const()) is int) for i in items):
+        unsupported("torch.Size() of other than ints")
+    return SizeVar(items)
+
+
+@builtin(functools.partial)
+def _partial(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    from dynajit.capture._symbolic.variables.functions import PartialVar
+
+    if not args:
+        raises_in_python("partial() needs a callable (TypeError)")
+    if isinstance(args[0], PartialVar):  # partial(partial(f, a), b) is partial(f, a, b), as Python flattens it
+        inner = args[0]
+        return PartialVar(inner.func, [*inner.args, *args[1:]], {**inner.keywords, **kwargs})
+    return PartialVar(args[0], list(args[1:]), dict(kwargs))
+
+
+def _type_info(info: Any) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if not all(a.is_const() for a in [*args, *kwargs.values()]):
+            unsupported(f"torch.{info.__name__} of other than a known dtype")
+        # A fact of its dtype argument (guarded where it came from; without one, the default dtype,
+        # which the global state guard covers).
+        return _fold_call(tx, info, args, kwargs)
+
+    return handler
+
+
+BUILTINS[torch.finfo] = _type_info(torch.finfo)
+BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
+
+
 @builtin(issubclass)
 def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(issubclass(args[0].const(), args[1].const()))
@@ -189,12 +233,34 @@ def _issubclass(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 def _type(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if len(args) != 1:
         unsupported("type() with three arguments creates a class")
-    return tx.wrap(_type_of(args[0]), None)
+    (obj,) = args
+    if isinstance(obj, NewObjectVar):
+        return tx.wrap(obj.cls, obj.class_source)
+    # Reached again as obj.__class__, so reads of its attributes are guarded like any other.
+    path = Attr(obj.source, "__class__") if obj.source is not None and not isinstance(obj, TensorVar) else None
+    return tx.wrap(_type_of(obj), path)
 
 
 @builtin(callable)
 def _callable(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    return ConstVar(callable(args[0].const()) if args[0].is_const() else hasattr(args[0], "call"))
+    if kwargs or len(args) != 1:
+        raises_in_python("callable() takes exactly one argument (TypeError)")
+    (obj,) = args
+    if isinstance(obj, TensorVar):
+        return ConstVar(False)
+    if isinstance(obj, NewObjectVar):
+        return ConstVar(callable(obj.cls))  # whether its class defines __call__ (the class is guarded)
+    held = getattr(obj, "value", _NOTHING)
+    if held is not _NOTHING:
+        return ConstVar(callable(held))  # the object itself (its type is guarded, and __call__ lives there)
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        unsupported(f"callable({obj}) could not be decided while tracing")
+    return ConstVar(hasattr(cls, "__call__"))  # noqa: B004  (an instance is callable when its class defines it)
+
+
+_NOTHING = object()
 
 
 @builtin(range)
@@ -360,15 +426,15 @@ BUILTINS[any] = _all_any(any)
 
 @builtin(getattr)
 def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or not 2 <= len(args) <= 3:
+        raises_in_python("getattr() takes two or three positional arguments (TypeError)")
     obj, name = args[0], args[1].const()
     if len(args) > 2:
         try:
             return obj.getattr(tx, name)
-        except RaisesInPython as exc:
-            # Only a missing attribute gives the default; anything else (or a read that cannot be traced)
-            # is decided by Python.
-            if "(AttributeError)" not in str(exc):
-                raise
+        except AttributeMissing:
+            # The read raises AttributeError and that absence is guarded; anything else (a read that raises
+            # another error or cannot be traced) is decided by Python.
             return args[2]
     return obj.getattr(tx, name)
 
@@ -376,24 +442,16 @@ def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 @builtin(hasattr)
 def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     obj, name = args[0], args[1].const()
-    if isinstance(obj, TensorVar):
-        return ConstVar(hasattr(obj.example, name))
-    if obj.is_const():
+    if obj.is_const() and not isinstance(obj, TensorVar):
         return ConstVar(hasattr(obj.const(), name))
     if isinstance(obj, NewObjectVar) and name not in obj.attrs:
-        return ConstVar(obj.has_attr(name))
+        return ConstVar(obj.has_attr(tx, name))
     try:
         obj.getattr(tx, name)
-    except RaisesInPython:
-        if isinstance(obj, NewObjectVar):
-            return ConstVar(obj.has_attr(name))
-        # Reading it raises AttributeError: the object really lacks it (guarded, so adding it recompiles).
-        if isinstance(obj, UserObjectVar) and obj.source is not None and not hasattr(obj.value, name):
-            tx.output.guard("hasattr_match", obj.source, name, False)
-            return ConstVar(False)
-        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
-    except Exception:
-        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing")
+    except AttributeMissing:
+        return ConstVar(False)  # guarded where the read found nothing, so adding it recompiles
+    except Exception as exc:  # a read that raises something else, or cannot be traced: Python decides
+        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing: {exc}")
     return ConstVar(True)
 
 
@@ -410,6 +468,14 @@ def _object_setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if kwargs or len(args) != 3 or not isinstance(args[0], NewObjectVar):
         unsupported("object.__setattr__ of an object not created while tracing")
     return args[0].base_call(tx, "__setattr__", args[1:], {})
+
+
+@builtin(object.__getattribute__)
+def _object_getattribute(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 2 or not isinstance(args[0], UserObjectVar) or not args[1].is_const():
+        unsupported("object.__getattribute__ of other than an object of the frame and a constant name")
+    obj, name = args[0], args[1].const()
+    return obj.pending(tx, name) or obj.read_plain(tx, name)  # the plain read, skipping the class's override
 
 
 @builtin(print)

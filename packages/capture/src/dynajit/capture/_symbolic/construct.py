@@ -28,7 +28,13 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["constructs_instances", "construct_instance", "why_not_constructible"]
+__all__ = [
+    "constructs_instances",
+    "construct_instance",
+    "construct_torch_module",
+    "is_stateless_torch_module_class",
+    "why_not_constructible",
+]
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or a C heap type)
 _C_MEMBERS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
@@ -120,3 +126,40 @@ def _construct_named_tuple(
         unsupported(f"constructing {cls.__qualname__} is not traced: it overrides the named tuple's __new__/__init__")
     path = Attr(class_source, "__new__") if class_source is not None else None
     return tx.wrap(new, path).call(tx, [tx.wrap(cls, class_source), *args], kwargs)
+
+
+def is_stateless_torch_module_class(cls: Any) -> bool:
+    """A module class of ``torch.nn`` itself (``nn.ReLU``, ``nn.CrossEntropyLoss``, ...), not a user subclass."""
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, torch.nn.Module)
+        and cls.__module__.startswith("torch.nn.modules.")
+        and getattr(torch.nn, cls.__name__, None) is cls
+    )
+
+
+def construct_torch_module(tx: Tracer, cls: type, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``nn.ReLU()`` / ``nn.CrossEntropyLoss(reduction="sum")`` made inside traced code, from constants.
+
+    The module is made for real while tracing (its constructor only stores its settings) and must hold no
+    parameters or buffers (making those would draw random numbers or hold tensors the graph cannot
+    know); calling it inlines its forward. When it escapes it is made again by the same call.
+    """
+    from dynajit.capture._symbolic.variables.objects import NNModuleVar
+
+    if not all(a.is_const() for a in [*args, *kwargs.values()]):
+        unsupported(f"constructing {cls.__name__} from other than constants")
+    const_args = [a.const() for a in args]
+    const_kwargs = {k: v.const() for k, v in kwargs.items()}
+    try:
+        # On the meta device, with the random state restored: a constructor that makes parameters must not
+        # draw random numbers (or allocate) here, since the call then runs again in Python.
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            module = cls(*const_args, **const_kwargs)
+    except Exception as exc:
+        raises_in_python(f"{cls.__name__}(...) raises {type(exc).__name__}: {exc}")
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        unsupported(f"constructing {cls.__name__} inside the traced code makes parameters or buffers")
+    if any(isinstance(value, torch.Tensor) for value in vars(module).values()):
+        unsupported(f"constructing {cls.__name__} inside the traced code stores a tensor")
+    return NNModuleVar(module, None, rebuild=(cls, const_args, const_kwargs))

@@ -8,13 +8,33 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dynajit.guards as guards
+from dynajit.capture._symbolic.paths import Path
 from dynajit.guards import Check, Cost, Guard
 
 if TYPE_CHECKING:
     from dynajit.capture._frame import FrameContext
     from dynajit.capture._symbolic.output import OutputGraph
 
-__all__ = ["build_guards"]
+__all__ = ["SOURCELESS", "build_guards"]
+
+
+class _Sourceless(Path):
+    """The path of a guard on process-wide state rather than on a value of the frame."""
+
+    def to_source(self) -> Any:
+        return None
+
+    def emit(self, cg: Any) -> None:
+        raise TypeError("process-wide state is not a value to load")
+
+    def name(self) -> str:
+        return "<process>"
+
+
+SOURCELESS = _Sourceless()
+
+# Guards that take no source: requested with SOURCELESS as the path.
+_SOURCELESS_FACTORIES: dict[str, Any] = {"global_module_hooks": guards.global_module_hooks}
 
 
 def _short(value: Any) -> str:
@@ -67,10 +87,12 @@ _FACTORIES: dict[str, Any] = {
     "type_match": guards.type_match,
     "length_check": guards.length_check,
     "dict_keys": guards.dict_keys,
+    "dict_contains": guards.dict_contains,
     "id_match": _weak_identity("ID_MATCH", guards.id_match),
     "function_match": _weak_identity("FUNCTION_MATCH", guards.function_match),
     "nn_module": _weak_identity("NN_MODULE", guards.nn_module),
     "hasattr_match": guards.hasattr_match,
+    "no_module_hooks": guards.no_module_hooks,
 }
 
 
@@ -84,6 +106,9 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
     if output is None:
         return result
     for kind, path, args in output.guard_requests:
+        if path is SOURCELESS:
+            result.add(_SOURCELESS_FACTORIES[kind](*args))
+            continue
         source = path.to_source()
         if source is not None:
             result.add(_FACTORIES[kind](source, *args))

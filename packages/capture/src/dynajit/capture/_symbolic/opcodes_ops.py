@@ -12,10 +12,12 @@ from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
     DictVar,
+    DictViewVar,
     ListVar,
     ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
+    SizeVar,
     SliceVar,
     TensorVar,
     TupleVar,
@@ -25,6 +27,7 @@ from dynajit.capture._symbolic.variables import (
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
+from dynajit.capture._symbolic.variables.objects import EnvironVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
 if TYPE_CHECKING:
@@ -81,6 +84,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
+    if len(args) == 2 and isinstance(args[0], DictViewVar):
+        return args[0].operator(tx, op, args[1], reflected=False)
+    if len(args) == 2 and isinstance(args[1], DictViewVar):
+        return args[1].operator(tx, op, args[0], reflected=True)
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
@@ -117,6 +124,10 @@ _OUT_OF_PLACE = {
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     a, b = args
+    if op in (operator.add, operator.iadd) and any(isinstance(v, SizeVar) for v in args):
+        if not all(type(v) in (SizeVar, TupleVar) for v in args):
+            unsupported(f"operator {op.__name__} on {a} and {b}")
+        return SizeVar([*a.items, *b.items])  # type: ignore[attr-defined]  # a Size on either side gives a Size
     if op in (operator.add, operator.iadd) and isinstance(a, (ListVar, TupleVar)) and type(a) is type(b):
         if op is operator.iadd and isinstance(a, ListVar):
             a.items.extend(b.items)  # type: ignore[attr-defined]
@@ -137,7 +148,7 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
     if isinstance(obj, TensorVar):
         return tx.output.call_function(operator.getitem, [obj, key], {})
-    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar)):
+    if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar, EnvironVar)):
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
@@ -224,15 +235,23 @@ def _compare_op(tx: Tracer, inst: Inst) -> None:
 def _is_op(tx: Tracer, inst: Inst) -> None:
     b = tx.pop()
     a = tx.pop()
-    tx.push(ConstVar(identical(a, b) != bool(inst.arg)))
+    tx.push(ConstVar(identical(a, b, tx) != bool(inst.arg)))
 
 
-def identical(a: VT, b: VT) -> bool:
+def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
+    """``a is b``. With ``tx``, an identity that only a type guard stood for is guarded by identity."""
     if a is b:
         return True
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # one tracker per object made while tracing, and it is no object that existed before
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
+        if tx is not None:
+            for side in (a, b):
+                # A user object is guarded by its type only: which object it is becomes a fact here.
+                if isinstance(side, UserObjectVar):
+                    if side.source is None:
+                        unsupported(f"identity of {side}, which cannot be reached from the frame to guard it")
+                    tx.output.guard("id_match", side.source, side.value)
         return a.value is b.value
     const_a = a.const() if a.is_const() else _NOT_CONST
     const_b = b.const() if b.is_const() else _NOT_CONST
@@ -255,6 +274,8 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     item = tx.pop()
     if isinstance(container, DictVar):
         found = item.const() in container.items
+    elif isinstance(container, (DictViewVar, EnvironVar)):
+        found = container.contains(tx, item)
     elif isinstance(container, TensorVar) or isinstance(item, TensorVar):
         unsupported("`in` on tensors depends on their data")
     elif container.is_const() and item.is_const():
@@ -265,7 +286,7 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
         found = container.contains(tx, item)
     else:
         found = any(
-            identical(item, other) or (other.is_const() and item.is_const() and other.const() == item.const())
+            identical(item, other, tx) or (other.is_const() and item.is_const() and other.const() == item.const())
             for other in container.unpack(tx)
         )
     tx.push(ConstVar(bool(found) != bool(inst.arg)))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import enum
+import functools
+import os
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -20,6 +23,7 @@ from dynajit.capture._symbolic.variables import (
     NNModuleVar,
     ObjectVar,
     PyModuleVar,
+    SizeVar,
     TorchFunctionVar,
     TupleVar,
     UserFunctionVar,
@@ -34,7 +38,7 @@ from dynajit.capture._symbolic.variables.contexts import (
     AutocastVar,
     autocast_settings,
 )
-from dynajit.capture._symbolic.variables.objects import WeakRefVar
+from dynajit.capture._symbolic.variables.objects import EnvironVar, WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
 if TYPE_CHECKING:
@@ -58,7 +62,13 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
     ):
         known = output.wrapped.get(id(value))
         if known is not None:
-            return known[1]
+            tracker = known[1]
+            if path is not None and path != tracker.source:
+                # The same object reached by another path: the trace now relies on both paths reaching it
+                # (reads through either go to the one tracker), which its type guard alone does not say.
+                output.guard("id_match", path, value)
+                output.guard("id_match", tracker.source, value)
+            return tracker
         made = _wrap(output, value, path)
         output.wrapped[id(value)] = (value, made)
         return made
@@ -70,7 +80,7 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
 
     if isinstance(value, torch.Tensor):
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
-            return output.module_tensor(value, path)
+            return module_tensor(output, value, path)
         return output.input_tensor(value, path)
     if output.shapes.wants_symbolic_int(value, path):
         return output.input_int(value, path)  # type: ignore[arg-type]
@@ -84,6 +94,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         output.guard("type_match", path, value)
         output.guard("length_check", path, value)
         elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
+        if type(value) is torch.Size:
+            return SizeVar(elements, path)
         return TupleVar(elements, path) if isinstance(value, tuple) else ListVar(elements, path)
     if isinstance(value, tuple) and is_named_tuple_class(type(value)):
         output.guard("type_match", path, value)
@@ -105,6 +117,21 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         else:
             output.guard("nn_module", path, value)
         return NNModuleVar(value, path)
+    if type(value) is functools.partial and path is not None:
+        from dynajit.capture._symbolic.variables.functions import PartialVar
+
+        output.guard("type_match", path, value)
+        func = wrap_value(output, value.func, _attr(path, "func"))
+        args = wrap_value(output, value.args, _attr(path, "args")).unpack(None)  # type: ignore[arg-type]
+        keywords = wrap_value(output, value.keywords, _attr(path, "keywords"))
+        return PartialVar(func, args, dict(keywords.items), path)  # type: ignore[attr-defined]
+    if value is os.environ:
+        output.guard("id_match", path, value)
+        return EnvironVar(value, path)
+    if isinstance(value, enum.Enum):
+        # A member is a singleton constant: which one it is decides comparisons, so guard it by identity.
+        output.guard("id_match", path, value)
+        return ConstVar(value, path)
     if isinstance(value, weakref.ReferenceType):
         output.guard("id_match", path, value)
         return WeakRefVar(value, path)
@@ -159,6 +186,17 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return ObjectVar(value, path)
     output.guard("type_match", path, value)
     return UserObjectVar(value, path)
+
+
+def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:
+    """A module's parameter or buffer: a get_attr node, remembering the real tensor.
+
+    Its identity is guarded; its metadata (shape, dtype, requires_grad, ...), which can change in place,
+    is guarded when Python code reads it (``TensorVar.metadata``).
+    """
+    tracker = output.module_tensor(value, path)
+    tracker.module_tensor = value
+    return tracker
 
 
 def _has_builtin_handler(value: Any) -> bool:

@@ -1,12 +1,22 @@
 """Variable trackers: the abstract values the symbolic interpreter keeps on its stack and in its locals."""
 
-from dynajit.capture._symbolic.variables.base import VT, NullVar, RaisesInPython, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import (
+    VT,
+    AttributeMissing,
+    NullVar,
+    RaisesInPython,
+    attribute_missing,
+    raises_in_python,
+    unsupported,
+)
 from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
+    DictViewVar,
     IteratorVar,
     ListVar,
     SetVar,
+    SizeVar,
     SliceVar,
     TupleVar,
 )
@@ -31,12 +41,14 @@ from dynajit.capture._symbolic.variables.tensor import TensorMethodVar, TensorVa
 
 __all__ = [
     "VT",
+    "AttributeMissing",
     "BoundMethodVar",
     "BuiltinVar",
     "CellVar",
     "ClassVar",
     "ConstVar",
     "DictVar",
+    "DictViewVar",
     "IteratorVar",
     "ListVar",
     "ExceptionVar",
@@ -49,6 +61,7 @@ __all__ = [
     "ObjectVar",
     "PyModuleVar",
     "SetVar",
+    "SizeVar",
     "SliceVar",
     "TensorMethodVar",
     "TensorVar",
@@ -56,6 +69,7 @@ __all__ = [
     "TupleVar",
     "UserFunctionVar",
     "UserObjectVar",
+    "attribute_missing",
     "is_literal",
     "raises_in_python",
     "unsupported",

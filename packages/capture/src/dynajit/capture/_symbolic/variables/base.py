@@ -11,7 +11,15 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["VT", "NullVar", "RaisesInPython", "raises_in_python", "unsupported"]
+__all__ = [
+    "VT",
+    "AttributeMissing",
+    "NullVar",
+    "RaisesInPython",
+    "attribute_missing",
+    "raises_in_python",
+    "unsupported",
+]
 
 
 def unsupported(reason: str) -> NoReturn:
@@ -26,6 +34,25 @@ class RaisesInPython(Unsupported):
 def raises_in_python(reason: str) -> NoReturn:
     """Stop tracing before a step that raises ``reason``'s error when Python runs it."""
     raise RaisesInPython(reason)
+
+
+class AttributeMissing(RaisesInPython):
+    """Reading an attribute raises AttributeError, and the absence is a guarded fact of the trace.
+
+    ``getattr(obj, name, default)`` and ``hasattr`` catch exactly this: the default (or False) is then
+    right for every call the entry accepts.
+    """
+
+
+def attribute_missing(tx: Tracer, path: Path | None, name: str, reason: str) -> NoReturn:
+    """Raise :class:`AttributeMissing` for attribute ``name`` of the object at ``path``, guarding its absence.
+
+    Call it only when that object really lacks ``name`` (so the guard holds now). Without a path the
+    absence must need no guard (a constant, or an object made while tracing whose class is guarded).
+    """
+    if path is not None:
+        tx.output.guard("hasattr_match", path, name, False)
+    raise AttributeMissing(f"{reason} (AttributeError)")
 
 
 class VT:

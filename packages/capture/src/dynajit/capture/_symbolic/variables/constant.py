@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, HeldVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -67,7 +67,8 @@ class ConstVar(HeldVar):
         try:
             attr = getattr(self.value, name)
         except AttributeError as exc:
-            unsupported(f"constant attribute lookup raises: {exc}")
+            # A fact of the value, which is guarded itself (or computed from guarded values).
+            raise AttributeMissing(f"{exc} (AttributeError)") from None
         if callable(attr):
             if not isinstance(self.value, _PURE_METHOD_TYPES):
                 unsupported(f"method {name!r} of a {type(self.value).__name__} constant")

@@ -8,10 +8,13 @@ as a side effect and written back after the graph runs.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+import torch
+
+from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -20,10 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DictVar",
+    "DictViewVar",
     "IteratorVar",
     "ListVar",
     "NamedTupleVar",
     "SetVar",
+    "SizeVar",
     "SliceVar",
     "StructSeqVar",
     "TupleVar",
@@ -103,6 +108,50 @@ class TupleVar(_Sequence):
 
     def __repr__(self) -> str:
         return f"TupleVar({self.items!r})"
+
+
+class SizeVar(TupleVar):
+    """A ``torch.Size``: a tuple of ints (some of them symbolic) whose type is ``torch.Size``.
+
+    Graph operations take it as a plain tuple (``kind``); Python sees a ``torch.Size``.
+    """
+
+    def python_type(self) -> type:
+        return torch.Size
+
+    def const(self) -> Any:
+        return torch.Size(item.const() for item in self.items)
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if not hasattr(torch.Size, name):
+            raise AttributeMissing(f"'torch.Size' object has no attribute {name!r} (AttributeError)")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "numel" and not args and not kwargs:
+            from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+            total: VT = ConstVar(1)
+            for item in self.items:
+                total = apply_operator(tx, operator.mul, [total, item])
+            return total
+        return super().method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def load_items() -> int:
+            TupleVar(self.items).reconstruct(cg)
+            return 1
+
+        cg.call_helper(torch.Size, load_items)
+
+    def __repr__(self) -> str:
+        return f"SizeVar({self.items!r})"
 
 
 class StructSeqVar(TupleVar):
@@ -301,12 +350,10 @@ class DictVar(VT):
         return MethodOf(self, name)
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        if name == "keys":
-            return TupleVar([ConstVar(k) for k in self.items])
-        if name == "values":
-            return TupleVar(list(self.items.values()))
-        if name == "items":
-            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in self.items.items()])
+        if name in DictViewVar.KINDS:
+            if args or kwargs:
+                raises_in_python(f"dict.{name}() takes no arguments (TypeError)")
+            return DictViewVar(self, self.items, name, self.kind)
         if name in ("get", "__getitem__"):
             key = args[0].const()
             if key in self.items:
@@ -361,6 +408,147 @@ class DictVar(VT):
 
     def __repr__(self) -> str:
         return f"DictVar({self.items!r})"
+
+
+class DictViewVar(VT):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker's items.
+
+    It holds the very mapping the dict tracker mutates, so a view taken before ``d[k] = v`` sees the
+    new key, as in Python. ``owner`` is the tracker the view is rebuilt from when it escapes.
+    """
+
+    KINDS = ("keys", "values", "items")
+
+    def __init__(self, owner: VT, mapping: dict[Any, VT], kind: str, base: type = dict) -> None:
+        self.owner = owner
+        self.mapping = mapping
+        self.kind = kind
+        self.base = base  # dict or OrderedDict: whose method made the view (and remakes it)
+
+    def python_type(self) -> type:
+        return type(getattr(self.base(), self.kind)())
+
+    def truth(self, tx: Tracer) -> bool:
+        return bool(self.mapping)
+
+    def length(self) -> int:
+        return len(self.mapping)
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        if self.kind == "keys":
+            return [ConstVar(k) for k in self.mapping]
+        if self.kind == "values":
+            return list(self.mapping.values())
+        return [TupleVar([ConstVar(k), v]) for k, v in self.mapping.items()]
+
+    def children(self) -> list[VT]:
+        return [self.owner]
+
+    def as_set(self, tx: Tracer) -> set[Any]:
+        """The view's items as a set of constants (the set operations of keys and items views)."""
+        if self.kind == "values":
+            unsupported("set operations on dict.values() (a values view is not set-like)")
+        if self.kind == "keys":
+            return set(self.mapping)
+        if not all(v.is_const() for v in self.mapping.values()):
+            unsupported("set operations on dict.items() whose values are not constants (they are hashed)")
+        return {(k, v.const()) for k, v in self.mapping.items()}
+
+    def contains(self, tx: Tracer, item: VT) -> bool:
+        """``item in view``."""
+        from dynajit.capture._symbolic.opcodes_ops import apply_operator, identical
+
+        if self.kind == "keys":
+            return item.const() in self.mapping
+        if self.kind == "items":
+            if item.python_type() is not tuple:
+                return False
+            pair = item.unpack(tx)
+            if len(pair) != 2 or pair[0].const() not in self.mapping:
+                return False
+            found, wanted = self.mapping[pair[0].const()], pair[1]
+            return identical(found, wanted, tx) or apply_operator(tx, operator.eq, [found, wanted]).truth(tx)
+        return any(
+            identical(item, other, tx) or apply_operator(tx, operator.eq, [other, item]).truth(tx)
+            for other in self.mapping.values()
+        )
+
+    def operator(self, tx: Tracer, op: Any, other: VT, reflected: bool) -> VT:
+        """``self <op> other`` (or ``other <op> self`` when ``reflected``) for a set operation or comparison."""
+        if op in (operator.eq, operator.ne):
+            if self.kind == "values" or not _is_set_like(other):
+                same = other is self  # a values view equals only itself; a set-like view never equals a non-set
+            else:
+                same = self.as_set(tx) == _set_of(tx, other)
+            return ConstVar(same == (op is operator.eq))
+        if op not in _SET_OPERATORS:
+            unsupported(f"operator {op.__name__} on a dict view")
+        mine = self.as_set(tx)
+        if op in _ORDERINGS:
+            if not _is_set_like(other):
+                raises_in_python(f"'{op.__name__}' between a dict view and {other} (TypeError)")
+            theirs = _set_of(tx, other)
+        else:
+            # &, |, ^ and - accept any iterable on the other side
+            theirs = _set_of(tx, other) if _is_set_like(other) else {v.const() for v in other.unpack(tx)}
+        left, right = (theirs, mine) if reflected else (mine, theirs)
+        result = _SET_OPERATORS[op](left, right)
+        return ConstVar(result) if isinstance(result, bool) else SetVar([ConstVar(v) for v in result])
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if not hasattr(self.python_type(), name):
+            raise AttributeMissing(f"{self.python_type().__name__!r} object has no attribute {name!r} (AttributeError)")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "isdisjoint" and len(args) == 1 and not kwargs:
+            return ConstVar(not any(self.contains(tx, item) for item in args[0].unpack(tx)))
+        if name == "__len__" and not args and not kwargs:
+            return ConstVar(self.length())
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            return ConstVar(self.contains(tx, args[0]))
+        unsupported(f"{self.python_type().__name__}.{name} is not traced")
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def load_owner() -> int:
+            self.owner.reconstruct(cg)
+            return 1
+
+        # A view of the rebuilt (or the frame's own) dict, so it stays live after the graph too.
+        cg.call_helper(getattr(self.base, self.kind), load_owner)
+
+    def __repr__(self) -> str:
+        return f"DictViewVar({self.kind} of {self.owner!r})"
+
+
+_ORDERINGS = {operator.lt, operator.le, operator.gt, operator.ge}
+_SET_OPERATORS: dict[Any, Callable[[set[Any], set[Any]], Any]] = {
+    operator.and_: operator.and_,
+    operator.or_: operator.or_,
+    operator.xor: operator.xor,
+    operator.sub: operator.sub,
+    operator.lt: operator.lt,
+    operator.le: operator.le,
+    operator.gt: operator.gt,
+    operator.ge: operator.ge,
+}
+
+
+def _is_set_like(vt: VT) -> bool:
+    """A set, frozenset or keys/items view (what a dict view compares with as a set)."""
+    if isinstance(vt, DictViewVar):
+        return vt.kind != "values"
+    if isinstance(vt, SetVar):
+        return True
+    return vt.is_const() and isinstance(vt.const(), (set, frozenset))
+
+
+def _set_of(tx: Tracer, vt: VT) -> set[Any]:
+    if isinstance(vt, DictViewVar):
+        return vt.as_set(tx)
+    return set(vt.const())
 
 
 class SetVar(VT):

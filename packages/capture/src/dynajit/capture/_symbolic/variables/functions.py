@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
@@ -99,6 +102,18 @@ class CellVar(VT):
         return [self.contents] if self.contents is not None else []
 
 
+# nn.Module's own call machinery (hooks, then forward), which NNModuleVar.call_impl models.
+_MODULE_CALLS = {
+    fn
+    for fn in (
+        torch.nn.Module.__call__,
+        getattr(torch.nn.Module, "_wrapped_call_impl", None),
+        getattr(torch.nn.Module, "_call_impl", None),
+    )
+    if fn is not None
+}
+
+
 class UserFunctionVar(HeldVar):
     """A Python function object from the frame's reach: calls are inlined."""
 
@@ -136,6 +151,11 @@ class UserFunctionVar(HeldVar):
         return cells
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.variables.objects import NNModuleVar
+
+        if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
+            # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
+            return args[0].call_impl(tx, args[1:], kwargs)
         return tx.inline_call(self, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
@@ -152,6 +172,63 @@ class UserFunctionVar(HeldVar):
 
     def __repr__(self) -> str:
         return f"UserFunctionVar({self.value.__qualname__})"
+
+
+class PartialVar(VT):
+    """``functools.partial(func, *args, **keywords)``: calling it calls ``func`` with the bound arguments first.
+
+    One from the frame is guarded by its exact type, its ``func`` and its ``args`` / ``keywords`` (each
+    through its own path); one made while tracing is rebuilt by calling ``functools.partial`` again.
+    """
+
+    def __init__(self, func: VT, args: list[VT], keywords: dict[str, VT], source: Any = None) -> None:
+        self.func = func
+        self.args = args
+        self.keywords = keywords
+        self.source = source
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
+
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVar(self.args)
+        if name == "keywords":
+            return DictVar(self.keywords)
+        unsupported(f"attribute {name!r} of a functools.partial")
+
+    def children(self) -> list[VT]:
+        return [self.func, *self.args, *self.keywords.values()]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
+        def load() -> int:
+            self.func.reconstruct(cg)
+            for arg in self.args:
+                arg.reconstruct(cg)
+            for value in self.keywords.values():
+                value.reconstruct(cg)
+            return 1 + len(self.args) + len(self.keywords)
+
+        names = tuple(self.keywords)
+        cg.call_helper(functools.partial(_make_partial, len(self.args), names), load)
+
+    def __repr__(self) -> str:
+        return f"PartialVar({self.func!r})"
+
+
+def _make_partial(n_args: int, names: tuple[str, ...], func: Any, *values: Any) -> functools.partial:
+    return functools.partial(func, *values[:n_args], **dict(zip(names, values[n_args:])))
 
 
 class NestedFunctionVar(VT):
@@ -270,9 +347,10 @@ def class_member(
     if isinstance(static, types.FunctionType):
         return BoundMethodVar(tx.wrap(static, member_path), obj, bound_path)
     if isinstance(static, staticmethod):
-        return tx.wrap(static.__func__, None)
+        return tx.wrap(static.__func__, member_path)  # read through the class, a static method is its function
     if isinstance(static, classmethod):
-        return BoundMethodVar(tx.wrap(static.__func__, None), tx.wrap(cls, class_path), bound_path)
+        func_path = member_path and Attr(member_path, "__func__")  # through the class: a new bound method
+        return BoundMethodVar(tx.wrap(static.__func__, func_path), tx.wrap(cls, class_path), bound_path)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
         return tx.wrap(static.fget, member_path and Attr(member_path, "fget")).call(tx, [obj], {})
     return None

@@ -20,9 +20,9 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.paths import Attr
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.containers import DictVar, TupleVar
+from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar
 from dynajit.capture._symbolic.variables.functions import class_member, refuse_descriptor
 
 if TYPE_CHECKING:
@@ -76,13 +76,14 @@ class NewObjectVar(VT):
         """How to reach ``name`` on the class from the frame (None when the class is not reachable)."""
         return Attr(self.class_source, name) if self.class_source is not None else None
 
-    def has_attr(self, name: str) -> bool:
+    def has_attr(self, tx: Tracer, name: str) -> bool:
         if name in self.attrs or name == "__class__":
             return True
         if name == "__dict__":
             return _has_instance_dict(self.cls)
         static = inspect.getattr_static(self.cls, name, _MISSING)
         if static is _MISSING:
+            self._guard_class_lacks(tx, name)
             return False
         if isinstance(static, types.MemberDescriptorType):
             return False  # a slot never written
@@ -105,12 +106,18 @@ class NewObjectVar(VT):
             fget_path = self.member_path(name)
             return tx.wrap(static.fget, fget_path and Attr(fget_path, "fget")).call(tx, [self], {})
         if isinstance(static, types.MemberDescriptorType) or name in self.attrs:
-            if name not in self.attrs:
-                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            if name not in self.attrs:  # a slot never written: a fact of this object, made while tracing
+                raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
             return self.attrs[name]
         if static is _MISSING:
-            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            self._guard_class_lacks(tx, name)
+            raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         return self._class_attr(tx, name, static)
+
+    def _guard_class_lacks(self, tx: Tracer, name: str) -> None:
+        """The class (and its bases) lack ``name``: guarded, so a class attribute added later recompiles."""
+        if self.class_source is not None:
+            tx.output.guard("hasattr_match", self.class_source, name, False)
 
     def _class_attr(self, tx: Tracer, name: str, static: Any) -> VT:
         cls = self.cls
@@ -324,12 +331,8 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         return ConstVar(None)
     if name == "__len__" and not n and not kwargs:
         return ConstVar(len(items))
-    if name == "keys" and not n and not kwargs:
-        return TupleVar([ConstVar(k) for k in items])
-    if name == "values" and not n and not kwargs:
-        return TupleVar(list(items.values()))
-    if name == "items" and not n and not kwargs:
-        return TupleVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
+    if name in DictViewVar.KINDS and not n and not kwargs:
+        return DictViewVar(obj, items, name, obj.dict_base or dict)
     if name in ("__init__", "update") and n <= 1:
         if n and not isinstance(args[0], DictVar):
             unsupported(f"{obj.cls.__name__}.{name} with a {args[0]} argument")

@@ -63,7 +63,7 @@ def equality(tx: Tracer, op: Any, left: VT, right: VT) -> VT:
         result = _compare_slot(tx, name, obj, other)
         if not (result.is_const() and result.const() is NotImplemented):
             return result
-    same = identical(left, right)
+    same = identical(left, right, tx)
     return ConstVar(same if op is operator.eq else not same)
 
 

@@ -7,14 +7,16 @@ identity, and the module by NN_MODULE, so a replaced parameter recompiles.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
-from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import (
     UserFunctionVar,
@@ -30,6 +32,7 @@ __all__ = [
     "SuperVar",
     "make_super",
     "ClassVar",
+    "EnvironVar",
     "ExceptionVar",
     "ModuleSliceVar",
     "NNModuleVar",
@@ -62,7 +65,7 @@ class PyModuleVar(ObjectVar):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if not hasattr(self.value, name):
-            raises_in_python(f"module {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
+            attribute_missing(tx, self.source, name, f"module {self.value.__name__!r} has no attribute {name!r}")
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
 
 
@@ -73,19 +76,28 @@ class ClassVar(ObjectVar):
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            raises_in_python(f"type object {self.value.__name__!r} has no attribute {name!r} (AttributeError)")
+            if hasattr(self.value, name):  # its metaclass answers it (a __getattr__, a descriptor)
+                unsupported(f"attribute {name!r} of class {self.value.__name__} comes from its metaclass")
+            attribute_missing(tx, self.source, name, f"type object {self.value.__name__!r} has no attribute {name!r}")
         if isinstance(static, (staticmethod, classmethod)) or isinstance(static, types.FunctionType):
             return tx.wrap(getattr(self.value, name), _attr_path(self, name))
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.builtins_table import BUILTINS, call_builtin
-        from dynajit.capture._symbolic.construct import construct_instance, constructs_instances
+        from dynajit.capture._symbolic.construct import (
+            construct_instance,
+            construct_torch_module,
+            constructs_instances,
+            is_stateless_torch_module_class,
+        )
         from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
         cls = self.value
         if cls not in BUILTINS and cls not in CONTEXT_MANAGER_CALLS and constructs_instances(cls):
             return construct_instance(tx, cls, self.source, args, kwargs)
+        if is_stateless_torch_module_class(cls):
+            return construct_torch_module(tx, cls, args, kwargs)
         return call_builtin(tx, cls, args, kwargs)
 
 
@@ -163,7 +175,11 @@ class UserObjectVar(ObjectVar):
         try:
             static = inspect.getattr_static(cls, name)
         except AttributeError:
-            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            if hasattr(self.value, name):
+                unsupported(f"attribute {name!r} of a {cls.__name__} object is not found where Python reads it")
+            attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
+        if dict_tracker is None:
+            self.guard_not_shadowed(tx, name)
         member = self._class_member(tx, name, static)
         if member is not None:
             return member
@@ -171,10 +187,19 @@ class UserObjectVar(ObjectVar):
             try:
                 value = getattr(self.value, name)
             except AttributeError:
-                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+                attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(value, _attr_path(self, name))
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
+
+    def guard_not_shadowed(self, tx: Tracer, name: str) -> None:
+        """Guard that the instance dict still lacks ``name``, which was read from the class.
+
+        An instance attribute of that name set later would be what Python reads instead.
+        """
+        instance_dict = getattr(self.value, "__dict__", None)
+        if type(instance_dict) is dict and self.source is not None:
+            tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         if self.source is None:
@@ -302,7 +327,22 @@ class _DictRead(VT):
 
 
 class NNModuleVar(UserObjectVar):
-    """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes."""
+    """An nn.Module: calling it inlines ``forward``; parameters and buffers become get_attr nodes.
+
+    ``rebuild`` is ``(cls, args, kwargs)`` for a module made while tracing (``nn.ReLU()``), which is made
+    again by that call when it escapes.
+    """
+
+    def __init__(self, value: Any, source: Any = None, rebuild: tuple[type, list[Any], dict[str, Any]] | None = None):
+        super().__init__(value, source)
+        self.rebuild = rebuild
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None or self.rebuild is None:
+            super().reconstruct(cg)
+            return
+        cls, args, kwargs = self.rebuild
+        cg.build_cached(self, lambda: cg.call_helper(functools.partial(cls, *args, **kwargs), lambda: 0))
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         found = self.pending(tx, name)
@@ -313,11 +353,13 @@ class NNModuleVar(UserObjectVar):
         if name in module._parameters or name in module._buffers:
             tensor = module._parameters.get(name, module._buffers.get(name))
             if tensor is None:
-                return ConstVar(None)
-            return tx.output.module_tensor(tensor, path)
+                return tx.wrap(None, path)  # guarded: a parameter set later must not be missed
+            from dynajit.capture._symbolic.wrap import module_tensor
+
+            return module_tensor(tx.output, tensor, path)
         if name in module._modules:
             sub = module._modules[name]
-            return tx.wrap(sub, path) if sub is not None else ConstVar(None)
+            return tx.wrap(sub, path)
         if name == "training":
             return tx.wrap(module.training, path)
         if name in _MODULE_ITERATORS and getattr(type(module), name) is getattr(torch.nn.Module, name):
@@ -325,15 +367,36 @@ class NNModuleVar(UserObjectVar):
         return self._read(tx, name)
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """``module(...)``: its class's ``__call__``, which is nn.Module's (hooks, then forward) unless overridden."""
+        call = inspect.getattr_static(type(self.value), "__call__")
+        class_path = _attr_path(self, "__class__")
+        if call is not torch.nn.Module.__call__:
+            if not isinstance(call, types.FunctionType):
+                unsupported(f"{type(self.value).__name__}.__call__ is not a Python function")
+            bound = self._class_member(tx, "__call__", call)
+            assert bound is not None  # a Python function always binds
+            return bound.call(tx, args, kwargs)
+        tx.output.guard("function_match", class_path and Attr(class_path, "__call__"), call)
+        return self.call_impl(tx, args, kwargs)
+
+    def call_impl(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """What ``nn.Module.__call__`` does: the module's hooks (a graph break if any), then its forward."""
         module = self.value
-        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+        hooks = [(name, getattr(module, name, None)) for name in _MODULE_HOOKS]
+        if any(hook_dict for _, hook_dict in hooks):
             unsupported(f"{type(module).__name__} has hooks, which are not traced")
-        if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+        if any(_global_hooks()):
             unsupported("global nn.Module hooks are not traced")
+        # Hooks registered later would run around forward: the entry holds only while there are none.
+        tx.output.guard("no_module_hooks", self.source, module)
+        tx.output.guard("global_module_hooks", SOURCELESS)
         if isinstance(module, torch.nn.RNNBase):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
             unsupported(f"{type(module).__name__} modules run eagerly (a fused recurrent kernel per call)")
+        if "forward" in vars(module):
+            unsupported(f"this {type(module).__name__} has its own forward attribute, which calls run instead")
+        self.guard_not_shadowed(tx, "forward")
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             unsupported(f"{type(module).__name__}.forward is not a Python function")
@@ -368,6 +431,16 @@ class NNModuleVar(UserObjectVar):
         if isinstance(self.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(self.value) > 0
         return True
+
+
+# A module's own hook dicts that Module.__call__ consults (those it has: older torch lacks some).
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _global_hooks() -> tuple[Any, ...]:
+    from dynajit.guards import global_module_hooks_dicts
+
+    return global_module_hooks_dicts()
 
 
 def _index_modules(tx: Tracer, container: VT, items: list[VT], index: int | slice) -> VT:
@@ -492,6 +565,50 @@ class _ModuleIterator(VT):
 
     def children(self) -> list[VT]:
         return [self.module]
+
+
+class EnvironVar(ObjectVar):
+    """``os.environ``: each variable read is guarded by its value, each one found missing by its absence."""
+
+    def read(self, tx: Tracer, key: VT) -> str | None:
+        name = key.const()
+        if not isinstance(name, str):
+            unsupported(f"os.environ with a {type(name).__name__} key")
+        if self.source is None:
+            unsupported("os.environ reached other than from the frame")
+        if name not in self.value:
+            tx.output.guard("dict_contains", self.source, name, False)
+            return None
+        tx.output.guard("constant_match", Item(self.source, name), self.value[name])
+        return self.value[name]
+
+    def getitem(self, tx: Tracer, key: VT) -> VT:
+        value = self.read(tx, key)
+        if value is None:
+            raises_in_python(f"KeyError: {key.const()!r}")
+        return ConstVar(value)
+
+    def contains(self, tx: Tracer, key: VT) -> bool:
+        return self.read(tx, key) is not None
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.functions import MethodOf
+
+        if name not in ("get", "__getitem__", "__contains__"):
+            unsupported(f"os.environ.{name} is not traced")
+        return MethodOf(self, name)
+
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if kwargs or not 1 <= len(args) <= (2 if name == "get" else 1):
+            raises_in_python(f"os.environ.{name} with these arguments raises TypeError")
+        if name == "__contains__":
+            return ConstVar(self.contains(tx, args[0]))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        value = self.read(tx, args[0])
+        if value is not None:
+            return ConstVar(value)
+        return args[1] if len(args) == 2 else ConstVar(None)
 
 
 class WeakRefVar(ObjectVar):

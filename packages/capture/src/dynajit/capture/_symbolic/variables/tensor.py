@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.base import (
+    VT,
+    AttributeMissing,
+    HeldVar,
+    attribute_missing,
+    unsupported,
+)
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
@@ -22,6 +28,8 @@ __all__ = ["TensorMethodVar", "TensorVar", "TorchFunctionVar", "is_graphable_tor
 _CONSTANT_ATTRS = frozenset(
     {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "layout", "is_quantized", "is_meta"}
 )
+# Properties that say how the real tensor was made (TENSOR_MATCH does not cover them): read and guarded.
+_HISTORY_ATTRS = frozenset({"is_leaf", "retains_grad", "output_nr"})
 # Tensor attributes computed by the graph.
 _GRAPH_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 
@@ -107,6 +115,8 @@ def is_graphable_torch_function(fn: Any) -> bool:
 class TensorVar(VT):
     """A tensor in the graph: its FX node and the fake tensor that is its example value."""
 
+    module_tensor: torch.Tensor | None = None  # the real tensor, for a module's parameter or buffer
+
     def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Any = None) -> None:
         self.node = node
         self.example = example
@@ -125,37 +135,96 @@ class TensorVar(VT):
             tx.output.call_function(operator.getitem, [self, ConstVar(i)], {}) for i in range(self.example.shape[0])
         ]
 
+    def metadata(self, tx: Tracer) -> torch.Tensor:
+        """The example value, for Python code reading the tensor's metadata (shape, dtype, requires_grad, ...).
+
+        A graph input's metadata is guarded by its TENSOR_MATCH already; a module's parameter or buffer is
+        guarded by identity only, and its metadata can change in place (``module.double()``,
+        ``requires_grad_(False)``, ``.data = ...``), so reading it guards it too.
+        """
+        if self.module_tensor is not None and self.source is not None:
+            tx.output.guard("tensor_match", self.source, self.module_tensor, ())
+        return self.example
+
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name == "shape" and _has_symbols(self.example.shape):
             return self.symbolic_sizes(tx, [], {})
         if name in _CONSTANT_ATTRS:
-            return ConstVar(getattr(self.example, name))
+            return ConstVar(getattr(self.metadata(tx), name))
         if name in _GRAPH_ATTRS:
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
         if name in ("grad", "data", "_version", "grad_fn", "_base", "untyped_storage"):
             unsupported(f"Tensor.{name} is not traced")
+        if name in _HISTORY_ATTRS:
+            return self.history_attr(tx, name)
         static = inspect.getattr_static(torch.Tensor, name, None)
         if static is None:
-            raises_in_python(f"tensor has no attribute {name!r} (AttributeError)")
+            return self.instance_attr(tx, name)
         if inspect.isroutine(static):
             return TensorMethodVar(self, name)
-        # A property (is_nested, is_leaf, ...): a fact of the example value when it is a plain constant.
-        value = getattr(self.example, name)
+        # A property (is_nested, is_quantized, ...): a fact of the example value when it is a plain constant.
+        value = getattr(self.metadata(tx), name)
         if isinstance(value, (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout)):
             return ConstVar(value)
         if isinstance(value, torch.Tensor):
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
         unsupported(f"Tensor.{name} of type {type(value).__name__} is not traced")
 
+    def real(self, tx: Tracer) -> torch.Tensor | None:
+        """The real tensor of the frame behind this one (a graph input or a module tensor), else None."""
+        if self.module_tensor is not None:
+            return self.module_tensor
+        return next((value for _, value, var in tx.output.inputs if var is self), None)
+
+    def history_attr(self, tx: Tracer, name: str) -> VT:
+        """``is_leaf`` and the like: how the real tensor was made, which TENSOR_MATCH does not cover.
+
+        Read from the real tensor and guarded by value; a tensor the graph computes answers from its
+        example value (made by the same operations).
+        """
+        from dynajit.capture._symbolic.paths import Attr
+
+        real = self.real(tx)
+        if real is None:
+            if self.source is not None:
+                unsupported(f"Tensor.{name} of a tensor whose object is not known while tracing")
+            return ConstVar(getattr(self.example, name))
+        if self.source is None:
+            unsupported(f"Tensor.{name} of a tensor that cannot be reached from the frame")
+        return tx.wrap(getattr(real, name), Attr(self.source, name))
+
+    def instance_attr(self, tx: Tracer, name: str) -> VT:
+        """A Python attribute of the tensor object itself (``x.tag = ...``), which lives in its ``__dict__``.
+
+        Read from the real tensor of the frame, guarded by its value, or its absence guarded by HASATTR. A
+        tensor the graph computes has none: nothing can set one while tracing.
+        """
+        from dynajit.capture._symbolic.paths import Attr
+
+        real = self.real(tx)
+        if real is None:
+            if self.source is not None:
+                unsupported(f"attribute {name!r} of a tensor whose object is not known while tracing")
+            raise AttributeMissing(f"tensor has no attribute {name!r} (AttributeError)")
+        if name in real.__dict__:
+            if self.source is None:
+                unsupported(f"attribute {name!r} of a tensor that cannot be reached from the frame")
+            return tx.wrap(real.__dict__[name], Attr(self.source, name))
+        if hasattr(real, name):  # a subclass's own attribute
+            unsupported(f"attribute {name!r} of a {type(real).__name__} is not traced")
+        attribute_missing(tx, self.source, name, f"tensor has no attribute {name!r}")
+
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         unsupported(f"setting Tensor.{name}")
 
     def symbolic_sizes(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """``size()`` / ``size(d)`` of a tensor with symbolic sizes: graph nodes, reachable again from an input."""
-        from dynajit.capture._symbolic.variables.containers import TupleVar
+        from dynajit.capture._symbolic.variables.containers import SizeVar, TupleVar
         from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 
         result = tx.output.call_method("size", [self, *args], kwargs)
+        if type(result) is TupleVar:
+            result = SizeVar(result.items)
         if self.source is None:
             return result
         if isinstance(result, SymIntVar):
@@ -190,7 +259,7 @@ class TensorMethodVar(VT):
         if self.name in _CONSTANT_METHODS:
             const_args = [a.const() for a in args]
             const_kwargs = {k: v.const() for k, v in kwargs.items()}
-            value = _CONSTANT_METHODS[self.name](self.tensor.example, *const_args, **const_kwargs)
+            value = _CONSTANT_METHODS[self.name](self.tensor.metadata(tx), *const_args, **const_kwargs)
             if not _has_symbols(value):
                 return ConstVar(value)
             if self.name == "size":
@@ -222,7 +291,7 @@ class TorchFunctionVar(HeldVar):
         if self.value in _CONSTANT_TORCH_FUNCTIONS:
             if self.value is torch.get_autocast_dtype:
                 _note_autocast_dtype_read(tx, args, kwargs)
-            return _call_on_examples(self.value, args, kwargs)
+            return _call_on_examples(tx, self.value, args, kwargs)
         return tx.output.call_function(self.value, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
@@ -252,8 +321,8 @@ def _note_autocast_dtype_read(tx: Tracer, args: list[VT], kwargs: dict[str, VT])
         read_default_autocast_dtype(tx, device[0].const())
 
 
-def _call_on_examples(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:
+def _call_on_examples(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> ConstVar:
     def value(vt: VT) -> Any:
-        return vt.example if isinstance(vt, TensorVar) else vt.const()
+        return vt.metadata(tx) if isinstance(vt, TensorVar) else vt.const()
 
     return ConstVar(fn(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()}))

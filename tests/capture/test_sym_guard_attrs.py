@@ -1,0 +1,158 @@
+"""Every attribute fact a trace reads is guarded: absences (getattr defaults, hasattr False), class members an
+instance attribute could shadow, and Python attributes of tensors."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+import dynajit.capture as capture
+from dynajit.capture.testing import CompileCounter
+
+
+@pytest.fixture
+def compile_counted():
+    capture.reset()
+    counter = CompileCounter()
+
+    def make(fn, **options):
+        return capture.optimize(counter, **options)(fn), counter
+
+    return make
+
+
+def test_getattr_default_on_an_object_lacking_it(compile_counted):
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+
+    def f(x):
+        if getattr(cfg, "just_add_7", False):
+            return x + 7
+        return x - 1
+
+    g, counter = compile_counted(f)
+    x = torch.ones(2)
+    assert torch.equal(g(x), f(x))
+    cfg.just_add_7 = True
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2
+    del cfg.just_add_7
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2  # the first entry serves again
+
+
+def test_getattr_default_when_the_class_gains_the_attribute(compile_counted):
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+
+    def f(x):
+        return x * getattr(cfg, "scale", 2)
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    g(x)
+    Cfg.scale = 5
+    assert torch.equal(g(x), f(x))
+
+
+def test_hasattr_false_on_an_object_made_while_tracing_of_a_guarded_class(compile_counted):
+    class Box:
+        pass
+
+    def f(x):
+        return x + 1 if hasattr(Box(), "extra") else x - 1
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    g(x)
+    Box.extra = 1
+    assert torch.equal(g(x), f(x))
+
+
+def test_getattr_default_on_a_module_and_a_python_module(compile_counted):
+    lin = torch.nn.Linear(2, 2)
+    namespace = types.ModuleType("namespace")
+
+    def f(x):
+        y = lin(x)
+        if getattr(lin, "scale_output", None) is not None:
+            y = y * lin.scale_output
+        return y + getattr(namespace, "OFFSET", 0)
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(g(x), f(x))
+    lin.scale_output = 3.0
+    torch.testing.assert_close(g(x), f(x))
+    namespace.OFFSET = 10
+    torch.testing.assert_close(g(x), f(x))
+
+
+def test_getattr_default_on_none_and_constants(compile_counted):
+    def f(x, opt):
+        return x + getattr(opt, "bias", 3) + getattr(1.5, "imag", 7)
+
+    g, counter = compile_counted(f, fullgraph=True)
+    x = torch.ones(2)
+    assert torch.equal(g(x, None), f(x, None))
+    assert counter.frame_count == 1
+
+
+def test_hasattr_on_a_tensor_reads_its_python_attributes(compile_counted):
+    def f(x):
+        if hasattr(x, "test"):
+            return x + 1
+        return x - 1
+
+    g, counter = compile_counted(f)
+    assert torch.equal(g(torch.ones(2)), f(torch.ones(2)))
+    y = torch.ones(2)
+    y.test = None
+    assert torch.equal(g(y), f(y)) and counter.frame_count == 2
+
+
+def test_python_attribute_of_a_tensor_is_read_and_guarded(compile_counted):
+    def f(x):
+        return x * getattr(x, "scale", 1)
+
+    g, _ = compile_counted(f)
+    g(torch.ones(2))
+    y = torch.ones(2)
+    y.scale = 5
+    assert torch.equal(g(y), f(y))
+    y.scale = 7
+    assert torch.equal(g(y), f(y))
+
+
+def test_instance_attribute_shadowing_a_method_recompiles(compile_counted):
+    class Scaler:
+        def factor(self):
+            return 2
+
+    s = Scaler()
+
+    def f(x):
+        return x * s.factor()
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    g(x)
+    s.factor = lambda: 3
+    assert torch.equal(g(x), f(x))
+
+
+def test_module_forward_replaced_on_the_instance_is_called(compile_counted):
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x)
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    g(x)
+    lin.forward = lambda v: v * 100
+    assert torch.equal(g(x), f(x))
