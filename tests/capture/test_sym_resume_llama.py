@@ -1,8 +1,9 @@
-"""A small transformers LLaMA compiled with its graph breaks gives eager's logits.
+"""A small transformers LLaMA compiled with graph breaks inside its blocks gives eager's logits.
 
-Its decoder layer keeps ``residual = hidden_states`` across breaks and its
-blocks run in ``for`` loops over ``nn.ModuleList``: the patterns of the
-aliasing, loop and with-block resumption tests, in a real model.
+Its decoder layer keeps ``residual = hidden_states`` across a break (one is
+put in its MLP) and its blocks run in ``for`` loops over ``nn.ModuleList``:
+the patterns of the aliasing, loop and with-block resumption tests, in a real
+model.
 """
 
 import pytest
@@ -14,7 +15,15 @@ from dynajit.capture.testing import CompileCounter
 transformers = pytest.importorskip("transformers")
 
 
-def test_llama_logits_match_eager():
+def test_llama_logits_match_eager(monkeypatch):
+    mlp = transformers.models.llama.modeling_llama.LlamaMLP
+    original_forward = mlp.forward
+
+    def forward_with_break(self, x):
+        capture.graph_break()
+        return original_forward(self, x)
+
+    monkeypatch.setattr(mlp, "forward", forward_with_break)
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         vocab_size=64,

@@ -126,7 +126,7 @@ def test_aliasing_same_vs_different_tensors():
     assert distinct.failure_reason(t, t) == "L['x'] and L['y'] must be different tensors, got the same one"
     same = compiled(tensor_aliasing([X, Y], []), arg_names=("x", "y"))
     assert same.check(t, t)
-    assert same.failure_reason(t, u) == "L['y'] must be the same tensor as L['x'], got a different one"
+    assert same.failure_reason(t, u) == "L['y'] must be the same object as L['x'], got a different one"
 
 
 def test_aliasing_many_distinct_inputs():

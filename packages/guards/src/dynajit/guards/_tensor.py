@@ -244,7 +244,7 @@ def tensor_aliasing(sources_same: Sequence[Source], sources_distinct: Sequence[S
 
 def _same_check(first: Source, other: Source) -> Check:
     def explain(values: tuple[Any, ...]) -> str:
-        return f"{other.name()} must be the same tensor as {first.name()}, got a different one"
+        return f"{other.name()} must be the same object as {first.name()}, got a different one"
 
     return Check("{0} is {1}", (first, other), Cost.RELATION, explain)
 

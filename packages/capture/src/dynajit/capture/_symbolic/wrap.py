@@ -64,10 +64,10 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
         if known is not None:
             tracker = known[1]
             if path is not None and path != tracker.source:
-                # The same object reached by another path: the trace now relies on both paths reaching it
-                # (reads through either go to the one tracker), which its type guard alone does not say.
-                output.guard("id_match", path, value)
-                output.guard("id_match", tracker.source, value)
+                # The same object reached by another path: the trace relies on both paths reaching one object
+                # (reads through either go to the one tracker), which its type guard alone does not say. An
+                # aliasing guard says exactly that; identity guards would recompile for every new object.
+                output.aliases.append((tracker.source, path))
             return tracker
         made = _wrap(output, value, path)
         output.wrapped[id(value)] = (value, made)
