@@ -42,7 +42,7 @@ class Generator:
     def __init__(self, seed: str, features: Features, max_statements: int = 12):
         self.rng = random.Random(seed)
         self.features = features
-        self.program = Program(seed=seed, args=[], calls=[])
+        self.program = Program(seed=seed, args=[], calls=[], dynamic=None if features.dynamic_shapes else False)
         self.max_statements = max_statements
         self.counter = 0
         self.frame = _Frame(self.program.body, [], False, None)
@@ -453,10 +453,14 @@ class Generator:
     def _inplace_line(self, target: str) -> str | None:
         rng, t = self.rng, self.value(target)
         b = self._broadcast_partner(target) if rng.random() < 0.5 else self.scalar()
+        if b == target and not self.features.self_inplace:
+            b = "2"
         if b != target and b in self.spaces[0] and isinstance(self.value(b), torch.Tensor):
             if self.value(b).dtype != t.dtype:
                 b = f"{b}.to({target}.dtype)"
-        ops = [f"{target}.add_({b})", f"{target}.mul_({b})", f"{target}.copy_({b})", f"{target}.sub_(1)"]
+        is_number = not isinstance(self.spaces[0].get(b), torch.Tensor) and not b.endswith(".dtype)")
+        copy = "copy_" if self.features.scalar_copy or not is_number else "fill_"
+        ops = [f"{target}.add_({b})", f"{target}.mul_({b})", f"{target}.{copy}({b})", f"{target}.sub_(1)"]
         ops += [f"{target}.zero_()", f"{target}.fill_(1)", f"{target} += {b}", f"{target} *= 2"]
         if t.is_floating_point():
             ops += [f"{target}.clamp_(min=0)", f"{target}.div_(2)", f"torch.relu_({target})", f"{target}.sigmoid_()"]

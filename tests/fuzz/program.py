@@ -98,6 +98,7 @@ class Program:
     body: list[Stmt] = field(default_factory=list)
     returns: list[str] = field(default_factory=list)
     return_style: str = "tuple"  # tuple, list, dict or single
+    dynamic: bool | None = None  # compile(..., dynamic=): None is automatic dynamic shapes
 
     def copy(self) -> Program:
         """A deep copy (the shrinker edits copies)."""
@@ -171,7 +172,7 @@ if __name__ == "__main__":
     import warnings
 
     warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager is a failure too
-    compiled = dynajit.compiler.compile(fn, backend={backend!r})
+    compiled = dynajit.compiler.compile(fn, backend={backend!r}{dynamic})
     for call in range(len(CALLS)):
         eager_args, expected = _run(fn, call)
         compiled_args, actual = _run(compiled, call)
@@ -211,4 +212,5 @@ REPRO_EXTRA = {
 def repro_script(program: Program, backend: str, kind: str) -> str:
     """``program`` as a standalone script that compiles ``fn`` with ``backend`` and checks every call."""
     extra = REPRO_EXTRA.get(kind, "pass")
-    return program.source() + REPRO_FOOTER.format(backend=backend, extra=extra)
+    dynamic = "" if program.dynamic is None else f", dynamic={program.dynamic}"
+    return program.source() + REPRO_FOOTER.format(backend=backend, extra=extra, dynamic=dynamic)

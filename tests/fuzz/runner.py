@@ -65,9 +65,11 @@ class Failure:
 def normalise(text: str) -> str:
     """The first line of a message with numbers, generated names and quoted values blanked out."""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    line = re.sub(r"'[^']*'", "'_'", line)
+    # Quoted values are blanked, but not attribute and type names (they tell bugs apart).
+    line = re.sub(r"'([^']*)'", lambda m: m.group(0) if re.fullmatch(r"[A-Za-z_]\w*", m.group(1)) else "'_'", line)
     line = re.sub(r"\b(v|r|f|lst|tup|d|p|q|inner|helper|x)\d+\b", "NAME", line)
     line = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", line)
+    line = re.sub(r"N(, N)+", "N...", line)  # sizes of any rank
     line = re.sub(r"<fuzz-[^>]*>", "FILE", line)
     return line[:120]
 
@@ -163,8 +165,9 @@ def compare_outputs(expected: Any, actual: Any, e_args: list[Any], a_args: list[
             if e_groups[i] is None or a_groups[i] is None or e_groups[j] is None or a_groups[j] is None:
                 continue
             if (e_groups[i] == e_groups[j]) != (a_groups[i] == a_groups[j]):
-                shares = "share" if e_groups[i] == e_groups[j] else "do not share"
-                return "alias", f"outputs {j} and {i} {shares} memory in eager, not in compiled"
+                if e_groups[i] == e_groups[j]:
+                    return "alias", f"outputs {j} and {i} share memory in eager, not in compiled"
+                return "alias", f"outputs {j} and {i} share memory in compiled, not in eager"
     return compare_inputs(e_args, a_args)
 
 
@@ -226,11 +229,16 @@ def _call(fn: Any, args: list[Any]) -> tuple[Any, BaseException | None]:
 
 
 def run_backend(
-    source: str, backend: str, eager: list[tuple[list[Any], Any, BaseException | None]], calls: int, tag: str
+    source: str,
+    backend: str,
+    eager: list[tuple[list[Any], Any, BaseException | None]],
+    calls: int,
+    tag: str,
+    dynamic: bool | None = None,
 ) -> Failure | None:
     """Run the compiled program under ``backend`` for the first ``calls`` calls; the first difference from eager."""
     ns = _load(source, f"{tag}-{backend}")
-    compiled = dynajit.compiler.compile(ns["fn"], backend=backend)
+    compiled = dynajit.compiler.compile(ns["fn"], backend=backend, dynamic=dynamic)
     frames: list[Any] = []
     strict_error = getattr(dynajit.capture, "StrictModeError", None)
     for call in range(calls):
@@ -316,7 +324,7 @@ def check(
     with _strict_patch():
         for backend in backends:
             try:
-                failure = run_backend(source, backend, eager, ncalls, tag)
+                failure = run_backend(source, backend, eager, ncalls, tag, program.dynamic)
             except Exception as error:  # the fuzzer's own comparison must not stop the run
                 failure = Failure(backend, -1, "harness", type(error).__name__, f"{type(error).__name__}: {error}")
             finally:

@@ -10,6 +10,7 @@ raised error or a fallback, the same normalised message).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -70,6 +71,7 @@ def _edits(program: Program) -> Iterator[Program]:
             body, index = _locate(p, path)
             body[index : index + 1] = [s for s in _copy(replacement)]
             yield p
+    yield from _inline_aliases(program)
     if len(program.returns) > 1:
         for i in range(len(program.returns)):
             p = program.copy()
@@ -97,6 +99,33 @@ def _edits(program: Program) -> Iterator[Program]:
             p = program.copy()
             p.args[i].dtype = "float32"
             yield p
+
+
+def _inline_aliases(program: Program) -> Iterator[Program]:
+    """``a = b`` in ``fn``'s body dropped, with ``a`` renamed ``b`` from there on (alias chains collapse)."""
+    for i, stmt in enumerate(program.body):
+        match = re.fullmatch(r"(\w+) = (\w+)", stmt.lines[0]) if len(stmt.lines) == 1 and not stmt.clauses else None
+        if match is None:
+            continue
+        alias, name = match.groups()
+        pattern = re.compile(rf"\b{alias}\b")
+        p = program.copy()
+        del p.body[i]
+        for later in p.body[i:]:
+            _rename(later, pattern, name)
+        p.returns = [pattern.sub(name, r) for r in p.returns]
+        yield p
+
+
+def _rename(stmt: Stmt, pattern: re.Pattern[str], name: str) -> None:
+    stmt.lines = [pattern.sub(name, line) for line in stmt.lines]
+    stmt.clauses = [(pattern.sub(name, header), body) for header, body in stmt.clauses]
+    for _, body in stmt.clauses:
+        for inner in body:
+            _rename(inner, pattern, name)
+    for alt in stmt.alts:
+        for inner in alt:
+            _rename(inner, pattern, name)
 
 
 def _size_edits(program: Program) -> Iterator[Program]:
