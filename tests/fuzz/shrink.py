@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from .program import Program, Stmt
-from .runner import Failure, check, normalise
+from .runner import Failure, check, normalise, run_eager
 
 Path = tuple[int, ...]
 
@@ -162,6 +162,7 @@ def shrink(
     """The smallest program found within the budget that still fails like ``failure``, and its failure."""
     deadline = time.monotonic() + budget_seconds
     current, current_failure = program.copy(), failure
+    allowed = _eager_errors(program)
     # Calls after the failing one cannot matter.
     if failure.call >= 0 and failure.call + 1 < len(current.calls):
         trial = current.copy()
@@ -169,7 +170,7 @@ def shrink(
         for arg in trial.args:
             if arg.kind == "int":
                 arg.int_values = arg.int_values[: failure.call + 1]
-        found = _fails(trial, failure)
+        found = _fails(trial, failure, allowed)
         if found:
             current, current_failure = trial, found
     attempts = 0
@@ -183,7 +184,7 @@ def shrink(
             if time.monotonic() > deadline:
                 break
             attempts += 1
-            found = _fails(candidate, failure)
+            found = _fails(candidate, failure, allowed)
             if found:
                 current, current_failure = candidate, found
                 progress, start = True, index
@@ -196,7 +197,14 @@ def shrink(
     return current, current_failure
 
 
-def _fails(program: Program, target: Failure) -> Failure | None:
+def _eager_errors(program: Program) -> set[str]:
+    return {type(error).__name__ for _, _, error in run_eager(program.source(), len(program.calls), "shrink") if error}
+
+
+def _fails(program: Program, target: Failure, allowed: set[str]) -> Failure | None:
+    # A candidate must not raise eagerly where the original did not (a dropped definition: NameError).
+    if not _eager_errors(program) <= allowed:
+        return None
     for failure in check(program, backends=(target.backend,), tag="shrink"):
         if _same(failure, target):
             return failure
