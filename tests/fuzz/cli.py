@@ -29,6 +29,7 @@ class FailureClass:
     key: str
     first: Failure
     seeds: list[str] = field(default_factory=list)
+    backends: set[str] = field(default_factory=set)
     repro: str = ""
 
 
@@ -43,7 +44,8 @@ class Report:
     def summary(self) -> str:
         lines = [f"{self.programs} programs in {self.seconds:.0f}s, {len(self.classes)} failure classes"]
         for cls in self.classes.values():
-            lines.append(f"- [{len(cls.seeds)}x] {cls.first.backend} {cls.key}  (e.g. {', '.join(cls.seeds[:3])})")
+            backends = ",".join(sorted(cls.backends))
+            lines.append(f"- [{len(cls.seeds)}x] {backends} {cls.key}  (e.g. {', '.join(cls.seeds[:3])})")
         return "\n".join(lines)
 
 
@@ -97,11 +99,13 @@ def _record(
     key = failure.failure_class
     known = report.classes.get(key)
     if known is not None:
-        known.seeds.append(name)
+        known.backends.add(failure.backend)
+        if name not in known.seeds:
+            known.seeds.append(name)
         log(f"{name}: {failure.backend} {key} (known)")
         return
     log(f"{name}: NEW {failure.backend} {key}\n  {failure.detail[:400]}")
-    cls = report.classes[key] = FailureClass(key, failure, [name])
+    cls = report.classes[key] = FailureClass(key, failure, [name], {failure.backend})
     small, small_failure = program, failure
     if shrink_seconds > 0:
         small, small_failure = shrink(program, failure, shrink_seconds)

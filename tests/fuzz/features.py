@@ -30,9 +30,11 @@ class Features:
     inplace_local: bool = True  # in-place ops on tensors the function made
     scalar_copy: bool = True  # copy_ from a Python number (x.copy_(3)); off: fill_ instead
     self_inplace: bool = True  # an in-place op whose operand is its target (x.copy_(x), x.add_(x))
+    overlapping_inplace: bool = True  # in-place ops on tensors whose elements share memory (expand results)
     inplace_metadata: bool = True  # t_/unsqueeze_/squeeze_ (metadata mutation)
     zero_size: bool = True  # size symbols may be 0 on some calls
     size_one: bool = True  # size symbols may be 1 on some calls (and constant 1 dims)
+    zero_dim: bool = True  # 0-dim tensor arguments
     new_sizes: bool = True  # later calls use new sizes (recompiles)
     dynamic_shapes: bool = True  # compile with automatic dynamic shapes; off: dynamic=False (static recompiles)
     noncontiguous_inputs: bool = True  # transposed and strided arguments

@@ -26,6 +26,11 @@ SYMBOLS = ("s0", "s1", "s2")
 ALLOWED_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
 
 
+def _no_internal_overlap(t: torch.Tensor) -> bool:
+    """True when no two elements of ``t`` share memory (an expanded tensor's do)."""
+    return all(stride != 0 or size <= 1 for size, stride in zip(t.shape, t.stride(), strict=True))
+
+
 class _Frame:
     """A body being generated: ``fn``'s, a module-level helper's, or a nested def's."""
 
@@ -70,6 +75,8 @@ class Generator:
         dtypes = ["float32"] * 6 + (["float64", "int64", "int64", "bool"] if feat.dtypes else [])
         for i in range(nargs):
             ndim = rng.choice([0, 1, 2, 2, 2, 3, 3, 4]) if i else rng.choice([1, 2, 2, 3])
+            if ndim == 0 and not feat.zero_dim:
+                ndim = 1
             dims: list[int | str] = []
             for _ in range(ndim):
                 r = rng.random()
@@ -485,10 +492,11 @@ class Generator:
         if not kinds:
             return False
         kind = rng.choice(kinds)
+        writable = None if feat.overlapping_inplace else _no_internal_overlap
         if kind == "input":
-            target = self._pick([a for a in self._tensors() if a in args])
+            target = self._pick([a for a in self._tensors(writable) if a in args])
         elif kind == "local":
-            target = self._pick([a for a in self._tensors() if a not in args])
+            target = self._pick([a for a in self._tensors(writable) if a not in args])
         else:
             base = self._pick([a for a in self._tensors() if a in args])
             if base is None:
@@ -509,6 +517,8 @@ class Generator:
         try:
             value = eval(view, {**self._module_namespace(), **self.spaces[0]})
         except Exception:
+            return None
+        if not self.features.overlapping_inplace and not _no_internal_overlap(value):
             return None
         self.spaces[0][name] = value
         try:
@@ -559,6 +569,8 @@ class Generator:
         except Exception:
             return None
         if not isinstance(value, torch.Tensor):
+            return None
+        if not self.features.overlapping_inplace and not _no_internal_overlap(value):
             return None
         self.spaces[0][target] = value
         try:
