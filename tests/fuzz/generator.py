@@ -292,8 +292,10 @@ class Generator:
             return f"{a} ^ {b}" if b in self.spaces[0] else f"{a}.long() {op} {b}"
         return rng.choice([f"{a} {op} {b}", f"{b} {op} {a}"])
 
-    def _e_reduce(self, a: str) -> str:
+    def _e_reduce(self, a: str) -> str | None:
         rng, t = self.rng, self.value(a)
+        if not self.features.reduce_size_one and (t.numel() <= 1 or 1 in t.shape):
+            return None
         d = self.dim(a)
         keep = rng.choice(["True", "False"])
         ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
