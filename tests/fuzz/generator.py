@@ -496,11 +496,11 @@ class Generator:
         kind = rng.choice(kinds)
         writable = None if feat.overlapping_inplace else _no_internal_overlap
         if kind == "input":
-            target = self._pick([a for a in self._tensors(writable) if a in args])
+            target = self._pick([a for a in self._tensors(writable) if a in args and self._unaliased(a)])
         elif kind == "local":
-            target = self._pick([a for a in self._tensors(writable) if a not in args])
+            target = self._pick([a for a in self._tensors(writable) if a not in args and self._unaliased(a)])
         else:
-            base = self._pick([a for a in self._tensors() if a in args])
+            base = self._pick([a for a in self._tensors() if a in args and self._unaliased(a)])
             if base is None:
                 return False
             view = self._e_slice(base) if rng.random() < 0.6 or not feat.views else self._e_view(base)
@@ -513,6 +513,19 @@ class Generator:
             return False
         line = self._inplace_line(target)
         return line is not None and self._try(Stmt([line]))
+
+    def _unaliased(self, name: str, value: torch.Tensor | None = None) -> bool:
+        """Whether an in-place op on ``name`` is allowed: always, or (``mutate_aliased`` off) no other local views
+        its memory."""
+        if self.features.mutate_aliased:
+            return True
+        value = self.value(name) if value is None else value
+        ptr = value.untyped_storage().data_ptr()
+        return not any(
+            isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == ptr
+            for key, other in self._locals().items()
+            if key != name
+        )
 
     def _view_inplace(self, name: str, view: str) -> list[str] | None:
         # Evaluate the view on call 0 to pick an in-place op that fits it.
@@ -573,6 +586,8 @@ class Generator:
         if not isinstance(value, torch.Tensor):
             return None
         if not self.features.overlapping_inplace and not _no_internal_overlap(value):
+            return None
+        if not self._unaliased(target, value):
             return None
         self.spaces[0][target] = value
         try:
