@@ -186,3 +186,11 @@ def demo(session: nox.Session) -> None:
     """Compile a small transformer and show graphs, breaks, compile time and speed."""
     _install_all_editable(session, "numpy")
     session.run("python", str(ROOT / "benchmarks" / "demo.py"), *session.posargs, env=_bench_env())
+
+
+@nox.session(python="3.11")
+def fuzz(session: nox.Session) -> None:
+    """Differential fuzzing: random programs eager vs compiled (``-- --minutes 30``, ``-- --seed 7 --count 500``)."""
+    _install_all_editable(session, TRITON, *TEST_DEPS)
+    args = session.posargs or ["--minutes", "10"]
+    session.run("python", "-m", "tests.fuzz", *args, env={"TRITON_INTERPRET": "1"})

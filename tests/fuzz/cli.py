@@ -1,0 +1,166 @@
+"""The fuzzer's command line: generate, run, group failures into classes, shrink one program per class.
+
+``python -m tests.fuzz --seed 1 --count 200`` runs programs ``1:0`` to
+``1:199``; ``--minutes 30`` runs until the time is up instead. A program is
+named by ``<seed>:<index>`` and the features, so any reported program can be
+run again alone with ``--seed S --start I --count 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .features import CI_EXCLUDED, Features
+from .generator import generate
+from .program import Program, repro_script
+from .runner import BACKENDS, Failure, check
+from .shrink import shrink
+
+
+@dataclass
+class FailureClass:
+    """Programs that failed the same way, and the first one shrunk."""
+
+    key: str
+    first: Failure
+    seeds: list[str] = field(default_factory=list)
+    backends: set[str] = field(default_factory=set)
+    repro: str = ""
+
+
+@dataclass
+class Report:
+    """What a fuzzing run found."""
+
+    programs: int = 0
+    seconds: float = 0.0
+    classes: dict[str, FailureClass] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [f"{self.programs} programs in {self.seconds:.0f}s, {len(self.classes)} failure classes"]
+        for cls in self.classes.values():
+            backends = ",".join(sorted(cls.backends))
+            lines.append(f"- [{len(cls.seeds)}x] {backends} {cls.key}  (e.g. {', '.join(cls.seeds[:3])})")
+        return "\n".join(lines)
+
+
+def fuzz(
+    seed: str,
+    count: int | None = None,
+    minutes: float | None = None,
+    features: Features | None = None,
+    backends: tuple[str, ...] = BACKENDS,
+    start: int = 0,
+    shrink_seconds: float = 240.0,
+    max_statements: int = 12,
+    out: pathlib.Path | None = None,
+    log=print,
+) -> Report:
+    """Run programs ``seed:start`` onwards until ``count`` programs or ``minutes`` have passed."""
+    features = features or Features()
+    report = Report()
+    began = time.monotonic()
+    index = start
+    while True:
+        if count is not None and report.programs >= count:
+            break
+        if minutes is not None and time.monotonic() - began > minutes * 60:
+            break
+        name = f"{seed}:{index}"
+        index += 1
+        if out is not None:  # names the program running, should the process die in a compiled kernel
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "current").write_text(name)
+        program = generate(name, features, max_statements)
+        failures = check(program, backends, tag=name.replace(":", "_"))
+        report.programs += 1
+        for failure in failures:
+            _record(report, name, program, failure, shrink_seconds, out, log)
+        if report.programs % 25 == 0:
+            log(f"[{time.monotonic() - began:.0f}s] {report.programs} programs, {len(report.classes)} failure classes")
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def _record(
+    report: Report,
+    name: str,
+    program: Program,
+    failure: Failure,
+    shrink_seconds: float,
+    out: pathlib.Path | None,
+    log,
+) -> None:
+    key = failure.failure_class
+    known = report.classes.get(key)
+    if known is not None:
+        known.backends.add(failure.backend)
+        if name not in known.seeds:
+            known.seeds.append(name)
+        log(f"{name}: {failure.backend} {key} (known)")
+        return
+    log(f"{name}: NEW {failure.backend} {key}\n  {failure.detail[:400]}")
+    cls = report.classes[key] = FailureClass(key, failure, [name], {failure.backend})
+    small, small_failure = program, failure
+    if shrink_seconds > 0:
+        small, small_failure = shrink(program, failure, shrink_seconds)
+    cls.repro = (
+        f"# fuzz program {name}, {failure.backend}: {small_failure.kind} {small_failure.exc}\n"
+        f"# {small_failure.detail[:300]}\n" + repro_script(small, failure.backend, small_failure.kind)
+    )
+    log(cls.repro)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"class{len(report.classes):02d}_{name.replace(':', '_')}.py").write_text(cls.repro)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
+    parser.add_argument("--seed", default=None, help="run seed (default: a random one, printed)")
+    parser.add_argument("--count", type=int, default=None, help="number of programs")
+    parser.add_argument("--minutes", type=float, default=None, help="run for this long instead")
+    parser.add_argument("--start", type=int, default=0, help="index of the first program")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated backends")
+    parser.add_argument("--disable", default="", help="comma-separated features to switch off")
+    parser.add_argument("--only", default="", help="comma-separated features: only these on")
+    parser.add_argument("--ci", action="store_true", help="the CI feature set (known-bug features off)")
+    parser.add_argument("--max-statements", type=int, default=12)
+    parser.add_argument("--shrink-seconds", type=float, default=240.0, help="0: do not shrink")
+    parser.add_argument("--out", type=pathlib.Path, default=None, help="write each class's repro here")
+    parser.add_argument("--list-features", action="store_true")
+    args = parser.parse_args(argv)
+    if args.list_features:
+        print("\n".join(Features.names()))
+        return 0
+    features = Features().only(*args.only.split(",")) if args.only else Features()
+    if args.ci:
+        features = features.without(*CI_EXCLUDED)
+    if args.disable:
+        features = features.without(*args.disable.split(","))
+    seed = args.seed if args.seed is not None else str(random.randrange(10**6))
+    count = args.count if args.count is not None or args.minutes is not None else 100
+    off = [n for n in Features.names() if not getattr(features, n)]
+    print(f"fuzz seed {seed}, backends {args.backends}, features off: {off or 'none'}", flush=True)
+    report = fuzz(
+        seed,
+        count=count,
+        minutes=args.minutes,
+        features=features,
+        backends=tuple(args.backends.split(",")),
+        start=args.start,
+        shrink_seconds=args.shrink_seconds,
+        max_statements=args.max_statements,
+        out=args.out,
+        log=lambda text: print(text, flush=True),
+    )
+    print(report.summary())
+    return 1 if report.classes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

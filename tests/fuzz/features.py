@@ -1,0 +1,101 @@
+"""The generator's switches: one per language or tensor feature, so a feature with a known open bug can be excluded.
+
+Every field is on by default. The CI budget (``test_fuzz.py``) and the CLI
+(``--disable a,b``) turn some off; a feature excluded from the CI budget
+must name the failure class that forces it out, next to the exclusion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Features:
+    """What generated programs may contain (each ``True`` by default)."""
+
+    pointwise: bool = True  # unary/binary math, comparisons, where, clamp, python scalars
+    reductions: bool = True  # sum/mean/amax/argmax/max(dim)/std/any/cumsum/softmax, with dim and keepdim
+    reduce_size_one: bool = True  # reductions of tensors with a size-1 dimension or a single element
+    views: bool = True  # view/reshape/flatten/unsqueeze/squeeze/transpose/permute/movedim/unflatten
+    slices: bool = True  # basic indexing with offsets and steps, select, narrow, chunk/split/unbind
+    expand: bool = True  # expand/expand_as/broadcast_to and broadcasting between different shapes
+    matmul: bool = True  # @, mm, bmm, matmul, linear
+    cat: bool = True  # cat/stack
+    creation: bool = True  # zeros_like/ones/arange/full sized from other tensors' shapes
+    indexing: bool = True  # advanced indexing: boolean masks, index tensors, gather, index_select
+    dtypes: bool = True  # int64/bool/float64 arguments and casts (dtype promotion)
+    inplace_input: bool = True  # add_/mul_/copy_/index assignment on the arguments themselves
+    inplace_view: bool = True  # in-place ops on views of arguments (mutating the argument through the view)
+    inplace_local: bool = True  # in-place ops on tensors the function made
+    scalar_copy: bool = True  # copy_ from a Python number (x.copy_(3)); off: fill_ instead
+    self_inplace: bool = True  # an in-place op whose operand is its target (x.copy_(x), x.add_(x))
+    overlapping_inplace: bool = True  # in-place ops on tensors whose elements share memory (expand results)
+    mutate_aliased: bool = True  # in-place ops on a tensor while another local views the same memory
+    inplace_metadata: bool = True  # t_/unsqueeze_/squeeze_ (metadata mutation)
+    zero_size: bool = True  # size symbols may be 0 on some calls
+    size_one: bool = True  # size symbols may be 1 on some calls (and constant 1 dims)
+    zero_dim: bool = True  # 0-dim tensor arguments
+    new_sizes: bool = True  # later calls use new sizes (recompiles)
+    dynamic_shapes: bool = True  # compile with automatic dynamic shapes; off: dynamic=False (static recompiles)
+    noncontiguous_inputs: bool = True  # transposed and strided arguments
+    int_arg: bool = True  # a Python int argument whose value changes between calls
+    shape_control: bool = True  # if/else on shapes, dims, dtypes and constants
+    data_branch: bool = True  # if on tensor values (x.sum() > 0), .item()/float()/int() of tensors
+    containers: bool = True  # lists, tuples and dicts built, indexed, unpacked, appended
+    loops: bool = True  # for loops over ranges, lists, unbind, enumerate and dict items
+    helpers: bool = True  # calls of module-level helper functions
+    nested_helpers: bool = True  # nested defs (closures over locals) and their calls
+    graph_breaks: bool = True  # print(end="") and dynajit.capture.graph_break()
+    aliasing: bool = True  # r = x; x = f(x): locals aliasing arguments and rebinding
+    return_views: bool = True  # returning arguments, views of arguments and containers
+    errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Every feature name."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    def without(self, *names: str) -> Features:
+        """These features with ``names`` switched off (unknown names are an error)."""
+        unknown = sorted(set(names) - set(self.names()))
+        if unknown:
+            raise ValueError(f"unknown fuzz features {unknown}; known: {', '.join(self.names())}")
+        return dataclasses.replace(self, **dict.fromkeys(names, False))
+
+    def only(self, *names: str) -> Features:
+        """Only ``names`` switched on."""
+        return Features().without(*self.names()).with_(*names)
+
+    def with_(self, *names: str) -> Features:
+        """These features with ``names`` switched on."""
+        unknown = sorted(set(names) - set(self.names()))
+        if unknown:
+            raise ValueError(f"unknown fuzz features {unknown}; known: {', '.join(self.names())}")
+        return dataclasses.replace(self, **dict.fromkeys(names, True))
+
+
+# Features off in the CI budget, each with the failure class it currently hits (remove the entry when fixed).
+CI_EXCLUDED: dict[str, str] = {
+    "dynamic_shapes": "automatic dynamic shapes: aot_eager raises 'shape [N] is invalid for input of size N', "
+    "'The expanded size of the tensor (N) must match...', 'matN and matN shapes cannot be multiplied'; "
+    "inductor falls back on 'positive set for negative value' and 'N not in VR[N...]'",
+    "zero_size": "0-size dims on a later call: 'input sizes (N...) do not satisfy the compiled graph's shape relations' "
+    "(inductor), 'shape [N] is invalid for input of size N' (aot_eager)",
+    "size_one": "size-1 dims on a later call: the same shape-relation and reshape failures as zero_size",
+    "zero_dim": "0-dim arguments: a reduction of a one-element tensor returns an alias of its input (inductor, alias)",
+    "reduce_size_one": "a reduction over a size-1 dim returns an alias of its input (inductor, alias: 'eager aliases "
+    "input None, compiled aliases input N' / 'outputs N and N share memory in compiled, not in eager')",
+    "noncontiguous_inputs": "a strided argument whose size changes: 'input sizes (N...) do not satisfy the compiled "
+    "graph's shape relations' (inductor)",
+    "inplace_metadata": "unsqueeze_/squeeze_ on an argument: applied twice after a recompile (input_metadata), "
+    "'IndexError: Dimension out of range', 'output with shape [N...] doesn't match the broadcast shape'",
+    "mutate_aliased": "an argument mutated in place while a view of it is live (the view crossing a graph break): "
+    "'AssertionError: incorrect out shape after application of ViewMeta sequence' (inductor)",
+    "scalar_copy": "x.copy_(3): inductor falls back to eager ('int' object has no attribute 'dtype')",
+    "self_inplace": "x.copy_(x) on an expanded x: compiled raises 'more than one element of the written-to tensor "
+    "refers to a single memory location' where eager does nothing",
+    "overlapping_inplace": "fill_ on an expanded tensor: inductor raises 'unsupported operation: more than one element "
+    "of the written-to tensor refers to a single memory location' where eager writes",
+}

@@ -1,0 +1,823 @@
+"""A seeded generator of small random tensor programs, checked statement by statement by running them eagerly.
+
+The generator keeps the program built so far and, for each candidate
+statement, runs the whole prefix eagerly on every call's fresh inputs: a
+candidate that raises (or makes a tensor too large) is dropped, so every
+program runs eagerly on every call, except a deliberate last raising
+statement (feature ``errors``). Choosing operands from the values the prefix
+actually produced keeps shapes and dtypes right without modelling them.
+Everything random comes from one ``random.Random(seed)``: a seed names a
+program.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any
+
+import torch
+
+from .features import Features
+from .program import HEADER, ArgSpec, Program, Stmt, render_body
+
+MAX_NUMEL = 4096
+SYMBOLS = ("s0", "s1", "s2")
+ALLOWED_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
+
+
+def _no_internal_overlap(t: torch.Tensor) -> bool:
+    """True when no two elements of ``t`` share memory (an expanded tensor's do)."""
+    return all(stride != 0 or size <= 1 for size, stride in zip(t.shape, t.stride(), strict=True))
+
+
+class _Frame:
+    """A body being generated: ``fn``'s, a module-level helper's, or a nested def's."""
+
+    def __init__(self, body: list[Stmt], params: list[tuple[str, str]], closure: bool, parent: _Frame | None):
+        self.body = body
+        self.params = params  # (parameter name, argument expression in the parent frame)
+        self.closure = closure
+        self.parent = parent
+
+
+class Generator:
+    """Builds one :class:`Program` from a seed and a :class:`Features`."""
+
+    def __init__(self, seed: str, features: Features, max_statements: int = 12):
+        self.rng = random.Random(seed)
+        self.features = features
+        self.program = Program(seed=seed, args=[], calls=[], dynamic=None if features.dynamic_shapes else False)
+        self.max_statements = max_statements
+        self.counter = 0
+        self.frame = _Frame(self.program.body, [], False, None)
+        self.main = self.frame
+        self.finished = False  # a raising statement was kept: nothing may follow it
+
+    # ------------------------------------------------------------------ arguments and calls
+
+    def _make_signature(self) -> None:
+        rng, feat = self.rng, self.features
+        ncalls = 4 if feat.new_sizes else 3
+        calls: list[dict[str, int]] = []
+        base = {s: rng.randint(2, 5) for s in SYMBOLS}
+        for i in range(ncalls):
+            if i < 2 or not feat.new_sizes:
+                calls.append(dict(base))
+                continue
+            sizes = {}
+            for s in SYMBOLS:
+                low = 0 if feat.zero_size and rng.random() < 0.15 else 1 if feat.size_one and rng.random() < 0.2 else 2
+                sizes[s] = rng.randint(low, 7) if low < 2 else rng.randint(2, 7)
+            calls.append(sizes)
+        self.program.calls = calls
+        nargs = rng.choice([1, 2, 2, 3, 3])
+        dtypes = ["float32"] * 6 + (["float64", "int64", "int64", "bool"] if feat.dtypes else [])
+        for i in range(nargs):
+            ndim = rng.choice([0, 1, 2, 2, 2, 3, 3, 4]) if i else rng.choice([1, 2, 2, 3])
+            if ndim == 0 and not feat.zero_dim:
+                ndim = 1
+            dims: list[int | str] = []
+            for _ in range(ndim):
+                r = rng.random()
+                if r < 0.6:
+                    dims.append(rng.choice(SYMBOLS[:2]) if rng.random() < 0.8 else SYMBOLS[2])
+                elif r < 0.75 and feat.size_one:
+                    dims.append(1)
+                else:
+                    dims.append(rng.choice([2, 3, 4]))
+            layout = "contiguous"
+            if feat.noncontiguous_inputs and ndim and rng.random() < 0.25:
+                layout = rng.choice(["transposed", "strided"]) if ndim >= 2 else "strided"
+            self.program.args.append(ArgSpec(f"x{i}", "tensor", rng.choice(dtypes), dims, layout))
+        if feat.int_arg and rng.random() < 0.3:
+            values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
+            self.program.args.append(ArgSpec("n", "int", int_values=values))
+
+    # ------------------------------------------------------------------ running the prefix
+
+    def _module_namespace(self) -> dict[str, Any]:
+        ns: dict[str, Any] = {}
+        source = HEADER + "\n".join(line for h in self.program.helpers for line in render_body(h, ""))
+        exec(compile(source, "<fuzz-gen>", "exec"), ns)
+        return ns
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        """Per call, the current frame's variables after running everything generated so far."""
+        module = self._module_namespace()
+        maker_src = Program(seed="", args=self.program.args, calls=self.program.calls).source()
+        maker: dict[str, Any] = {}
+        exec(compile(maker_src, "<fuzz-args>", "exec"), maker)
+        chain = []
+        frame: _Frame | None = self.frame
+        while frame is not None:
+            chain.append(frame)
+            frame = frame.parent
+        chain.reverse()
+        codes = [compile("\n".join(render_body(f.body, "")) or "pass", "<fuzz-body>", "exec") for f in chain]
+        result = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for call, sizes in enumerate(self.program.calls):
+                ns = dict(module)
+                ns.update(zip([a.name for a in self.program.args], maker["make_args"](sizes, call), strict=True))
+                for i, (frame, code) in enumerate(zip(chain, codes, strict=True)):
+                    if i:
+                        inner = dict(ns) if frame.closure else dict(module)
+                        inner.update({p: eval(expr, ns) for p, expr in frame.params})
+                        ns = inner
+                    exec(code, ns)
+                result.append(ns)
+        self._globals = set(module)
+        return result
+
+    def _too_big(self, namespaces: list[dict[str, Any]]) -> bool:
+        for ns in namespaces:
+            for value in ns.values():
+                if isinstance(value, torch.Tensor) and value.numel() > MAX_NUMEL:
+                    return True
+        return False
+
+    def _try(self, stmt: Stmt) -> bool:
+        """Append ``stmt`` if the program still runs on every call (or, rarely, keep it as a raising end)."""
+        self.frame.body.append(stmt)
+        try:
+            spaces = self.namespaces()
+        except ALLOWED_ERRORS:
+            if self.features.errors and self.frame is self.main and self.rng.random() < 0.03:
+                self.finished = True
+                return True
+            self.frame.body.pop()
+            return False
+        except Exception:
+            self.frame.body.pop()
+            return False
+        if self._too_big(spaces):
+            self.frame.body.pop()
+            return False
+        self.spaces = spaces
+        return True
+
+    # ------------------------------------------------------------------ picking operands
+
+    def _locals(self) -> dict[str, Any]:
+        ns = self.spaces[0]
+        return {k: v for k, v in ns.items() if k not in self._globals and not k.startswith("__")}
+
+    def _tensors(self, pred=None) -> list[str]:
+        names = [k for k, v in self._locals().items() if isinstance(v, torch.Tensor) and (pred is None or pred(v))]
+        return names
+
+    def _pick(self, names: list[str]) -> str | None:
+        if not names:
+            return None
+        # Recent values are likelier: they carry the program's history.
+        weights = [1 + i for i in range(len(names))]
+        return self.rng.choices(names, weights)[0]
+
+    def tensor(self, pred=None) -> str | None:
+        """A tensor local (optionally satisfying ``pred`` on call 0's value)."""
+        return self._pick(self._tensors(pred))
+
+    def value(self, name: str) -> Any:
+        return self.spaces[0][name]
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def dim(self, name: str, extra: int = 0) -> int | None:
+        nd = self.value(name).dim() + extra
+        if nd == 0:
+            return None
+        d = self.rng.randrange(nd)
+        return d - nd if self.rng.random() < 0.3 else d
+
+    def scalar(self, name: str | None = None) -> str:
+        """A Python number, sometimes read from a shape (a symbolic int under dynamic shapes)."""
+        rng = self.rng
+        r = rng.random()
+        ints = [k for k, v in self._locals().items() if type(v) is int]
+        if r < 0.15 and ints:
+            return rng.choice(ints)
+        if r < 0.3:
+            shaped = self._tensors(lambda t: t.dim() > 0)
+            if shaped:
+                t = rng.choice(shaped)
+                return rng.choice([f"{t}.shape[{rng.randrange(self.value(t).dim())}]", f"{t}.size(-1)", f"{t}.numel()"])
+        return rng.choice(["2", "3", "-1", "0.5", "1.5", "-2.0", "1", "0"])
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self) -> tuple[str, list[str]] | None:
+        """A tensor-valued expression over the current locals, and simpler ones the shrinker may use instead."""
+        feat = self.features
+        kinds = []
+        for name, weight, on in (
+            ("unary", 5, feat.pointwise),
+            ("binary", 6, feat.pointwise),
+            ("reduce", 4, feat.reductions),
+            ("view", 4, feat.views),
+            ("slice", 3, feat.slices),
+            ("expand", 2, feat.expand),
+            ("matmul", 2, feat.matmul),
+            ("cat", 1, feat.cat),
+            ("create", 1, feat.creation),
+            ("index", 1, feat.indexing),
+            ("cast", 1, feat.dtypes),
+        ):
+            if on:
+                kinds.append((name, weight))
+        if not kinds:
+            return None
+        for _ in range(6):
+            kind = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
+            a = self.tensor()
+            if a is None:
+                return None
+            code = getattr(self, f"_e_{kind}")(a)
+            if code is not None:
+                return code, [a]
+        return None
+
+    def _e_unary(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        if t.dtype == torch.bool:
+            return rng.choice([f"~{a}", f"torch.logical_not({a})", f"{a}.int().long()", f"{a}.float() * 2"])
+        ops = ["abs", "neg", "relu", "square", "sign"]
+        if t.is_floating_point():
+            ops += ["sin", "cos", "exp", "tanh", "sigmoid", "floor", "ceil", "round", "erf", "log1p", "sqrt"]
+            ops += ["reciprocal", "nn.functional.gelu", "nn.functional.silu", "nn.functional.softplus"]
+        op = rng.choice(ops)
+        forms = [f"torch.{op}({a})"]
+        if "." not in op:
+            forms.append(f"{a}.{op}()")
+        forms += [f"{a}.clamp(min={rng.choice(['-0.5', '0', '1'])})", f"torch.clamp({a}, -1, 2)", f"-{a}"]
+        forms += [f"{a} ** 2", f"torch.nan_to_num({a}.sqrt())" if t.is_floating_point() else f"{a} * {a}"]
+        return rng.choice(forms)
+
+    def _broadcast_partner(self, a: str) -> str:
+        """Another tensor broadcastable with ``a`` on call 0 (same shape first), or ``a`` itself."""
+        shape = self.value(a).shape
+        same = self._tensors(lambda t: t.shape == shape)
+        if self.features.expand and self.rng.random() < 0.5:
+
+            def fits(t: torch.Tensor) -> bool:
+                try:
+                    torch.broadcast_shapes(t.shape, shape)
+                except RuntimeError:
+                    return False
+                return True
+
+            same = self._tensors(fits)
+        return self._pick(same) or a
+
+    def _e_binary(self, a: str) -> str:
+        rng = self.rng
+        b = self._broadcast_partner(a) if rng.random() < 0.7 else self.scalar()
+        op = rng.choice(["+", "-", "*", "/", "*", "+", "<", ">=", "==", "max", "min", "where", "pow", "//", "%"])
+        ta = self.value(a)
+        if op in ("//", "%"):
+            return f"{a} {op} {rng.choice(['2', '3', '-2'])}" if rng.random() < 0.7 else f"{a} {op} 2.5"
+        if op == "max":
+            return f"torch.maximum({a}, {b})" if b in self.spaces[0] else f"{a}.clamp(min={b})"
+        if op == "min":
+            return f"torch.minimum({a}, {b})" if b in self.spaces[0] else f"{a}.clamp(max={b})"
+        if op == "where":
+            cond = f"{a} > 0" if ta.dtype != torch.bool else a
+            return f"torch.where({cond}, {a}, {b})"
+        if op == "pow":
+            return f"torch.pow({a}, 2)" if ta.dtype != torch.bool else f"{a} | {b}"
+        if ta.dtype == torch.bool and op in "+-":
+            return f"{a} ^ {b}" if b in self.spaces[0] else f"{a}.long() {op} {b}"
+        return rng.choice([f"{a} {op} {b}", f"{b} {op} {a}"])
+
+    def _e_reduce(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if not self.features.reduce_size_one and (t.numel() <= 1 or 1 in t.shape):
+            return None
+        d = self.dim(a)
+        keep = rng.choice(["True", "False"])
+        ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
+        if t.is_floating_point():
+            ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean"]
+        if t.dtype != torch.bool:
+            ops += ["cumsum"]
+        op = rng.choice(ops)
+        whole = ("logsumexp", "softmax", "log_softmax", "cumsum")
+        if d is None or op in ("norm",) or (rng.random() < 0.2 and op not in whole):
+            return f"{a}.{op}()" if op not in ("logsumexp", "softmax", "log_softmax", "cumsum") else f"{a}.sum()"
+        if op in ("softmax", "log_softmax"):
+            return rng.choice([f"{a}.{op}({d})", f"torch.{op}({a}, dim={d})"])
+        if op == "cumsum":
+            return f"{a}.cumsum({d})"
+        if op in ("max", "min"):
+            return rng.choice(
+                [f"{a}.{op}({d}, keepdim={keep}).values", f"{a}.{op}(dim={d})[1]", f"torch.{op}({a}, {d})[0]"]
+            )
+        if op in ("sum", "mean", "amax") and t.dim() >= 2 and rng.random() < 0.3:
+            return f"{a}.{op}(dim=(0, -1), keepdim={keep})"
+        if op == "sum" and rng.random() < 0.2:
+            return f"torch.sum({a}, {d}, dtype=torch.float64)"
+        return f"{a}.{op}({d}, keepdim={keep})" if op not in ("any", "all") or rng.random() < 0.5 else f"{a}.{op}({d})"
+
+    def _e_view(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        nd = t.dim()
+        forms = [f"{a}.reshape(-1)", f"{a}.flatten()", f"{a}.unsqueeze({rng.randint(-nd - 1, nd)})", f"{a}.squeeze()"]
+        forms += [f"{a}.contiguous()", f"{a}.clone()", f"{a}.view({a}.shape)"]
+        if t.is_contiguous():
+            forms.append(f"{a}.view(-1)")
+        if nd >= 1:
+            d = self.dim(a)
+            forms += [f"{a}.squeeze({d})", f"{a}.movedim({d}, 0)"]
+            if t.shape[d] and t.shape[d] % 2 == 0:
+                forms.append(f"{a}.unflatten({d}, (2, -1))")
+        if nd >= 2:
+            d1, d2 = rng.sample(range(nd), 2)
+            perm = list(range(nd))
+            rng.shuffle(perm)
+            forms += [f"{a}.transpose({d1}, {d2})", f"{a}.permute({', '.join(map(str, perm))})", f"{a}.mT"]
+            forms += [f"{a}.flatten(0, 1)", f"{a}.reshape({a}.shape[0], -1)", f"{a}.view({a}.shape[0], -1)"]
+            forms += [f"{a}.diagonal()"]
+        if nd == 2:
+            forms += [f"{a}.t()", f"{a}.T"]
+        return rng.choice(forms)
+
+    def _e_slice(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        nd = t.dim()
+        if nd == 0:
+            return None
+        d = self.dim(a)
+        parts = []
+        for i in range(nd):
+            r = rng.random()
+            if r < 0.5:
+                parts.append(":")
+            elif r < 0.65:
+                parts.append(f"{rng.choice(['', '1', '-2'])}:{rng.choice(['', '-1', '3'])}")
+            elif r < 0.8:
+                parts.append(f"{rng.choice(['', '1'])}::{rng.choice(['2', '3'])}")
+            elif r < 0.9 and t.shape[i] > 0:
+                parts.append(str(rng.choice([0, -1])))
+            else:
+                parts.append("None" if rng.random() < 0.5 else ":")
+        if rng.random() < 0.2:
+            parts = ["...", parts[-1]]
+        index = ", ".join(parts)
+        forms = [f"{a}[{index}]"]
+        if t.shape[d] > 0:
+            forms += [f"{a}.select({d}, -1)", f"{a}.narrow({d}, 0, 1)", f"{a}.unbind({d})[0]"]
+        forms += [f"{a}.chunk(2, {d})[-1]" if t.shape[d] > 1 else f"{a}.chunk(1, {d})[0]", f"{a}.split(2, {d})[0]"]
+        return rng.choice(forms)
+
+    def _e_expand(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        others = self._tensors(lambda o: o.dim() >= t.dim())
+        target = self._pick(others)
+        forms = [f"{a}.unsqueeze(0).expand({rng.choice(['2', '3', '1'])}, *{a}.shape)"]
+        if target is not None:
+            try:
+                torch.broadcast_shapes(t.shape, self.value(target).shape)
+                forms += [f"{a}.expand_as({target})", f"{a}.broadcast_to({target}.shape)", f"{a} + {target}"]
+            except RuntimeError:
+                pass
+        if t.dim() >= 1 and t.shape[-1] == 1:
+            forms.append(f"{a}.expand(*{a}.shape[:-1], {rng.choice(['3', '2'])})")
+        return rng.choice(forms)
+
+    def _e_matmul(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dtype == torch.bool or t.dim() == 0:
+            return None
+        same = self._tensors(
+            lambda o: o.dtype == t.dtype and o.dim() >= 1 and t.dim() >= 1 and o.shape[0] == t.shape[-1]
+        )
+        b = self._pick(same)
+        forms = []
+        if t.dim() == 2:
+            forms += [f"{a} @ {a}.t()", f"torch.mm({a}.t(), {a})", f"{a}.mT @ {a}"]
+        if t.dim() == 3:
+            forms += [f"torch.bmm({a}, {a}.transpose(1, 2))", f"torch.matmul({a}, {a}.mT)"]
+        if t.dim() == 1:
+            forms += [f"{a} @ {a}", f"torch.outer({a}, {a})"]
+        if b is not None:
+            forms += [f"{a} @ {b}", f"torch.matmul({a}, {b})"]
+        if t.dim() >= 1:
+            forms.append(f"torch.nn.functional.linear({a}, {a}.new_ones(2, {a}.shape[-1]))")
+        return rng.choice(forms) if forms else None
+
+    def _e_cat(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dim() == 0:
+            return f"torch.stack([{a}, {a} + 1])"
+        d = self.dim(a)
+        b = self._pick(self._tensors(lambda o: o.dim() == t.dim() and o.dtype == t.dtype)) or a
+        return rng.choice(
+            [f"torch.cat([{a}, {b}], {d})", f"torch.stack([{a}, {a} * 2], {d})", f"torch.cat(({a}, {a}))"]
+        )
+
+    def _e_create(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        forms = [f"torch.zeros_like({a})", f"torch.ones_like({a}) * 3", f"torch.full_like({a}, 2)"]
+        forms += [f"{a}.new_zeros({a}.shape)", f"{a}.new_ones(3)"]
+        if t.dim() >= 1:
+            forms += [
+                f"torch.arange({a}.shape[0])",
+                f"torch.ones({a}.shape[-1], 2)",
+                f"torch.arange({a}.numel()).view({a}.shape)",
+            ]
+        return rng.choice(forms)
+
+    def _e_index(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dim() == 0:
+            return None
+        forms = [f"{a}[{a} > 0]" if t.dtype != torch.bool else f"{a}[{a}]"]
+        if t.shape[0] > 0:
+            forms += [f"{a}[torch.tensor([0, -1, 0])]", f"{a}.index_select(0, torch.tensor([0, 0]))"]
+            forms += [f"torch.gather({a}, 0, torch.zeros_like({a}, dtype=torch.long))"]
+        if t.dim() >= 2 and t.shape[0] > 1 and t.shape[1] > 0:
+            forms.append(f"{a}[[0, 1], [0, -1]]")
+        return rng.choice(forms)
+
+    def _e_cast(self, a: str) -> str:
+        dtype = self.rng.choice(["float32", "float64", "int64", "bool"])
+        return self.rng.choice(
+            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.long()", f"{a}.double()", f"{a}.bool()"]
+        )
+
+    # ------------------------------------------------------------------ statements
+
+    def assign(self) -> bool:
+        made = self.expr()
+        if made is None:
+            return False
+        code, simpler = made
+        target = self.fresh()
+        alts = [[Stmt([f"{target} = {s}"])] for s in simpler]
+        return self._try(Stmt([f"{target} = {code}"], alts=alts))
+
+    def _inplace_line(self, target: str) -> str | None:
+        rng, t = self.rng, self.value(target)
+        b = self._broadcast_partner(target) if rng.random() < 0.5 else self.scalar()
+        if b == target and not self.features.self_inplace:
+            b = "2"
+        if b != target and b in self.spaces[0] and isinstance(self.value(b), torch.Tensor):
+            if self.value(b).dtype != t.dtype:
+                b = f"{b}.to({target}.dtype)"
+        is_number = not isinstance(self.spaces[0].get(b), torch.Tensor) and not b.endswith(".dtype)")
+        copy = "copy_" if self.features.scalar_copy or not is_number else "fill_"
+        ops = [f"{target}.add_({b})", f"{target}.mul_({b})", f"{target}.{copy}({b})", f"{target}.sub_(1)"]
+        ops += [f"{target}.zero_()", f"{target}.fill_(1)", f"{target} += {b}", f"{target} *= 2"]
+        if t.is_floating_point():
+            ops += [f"{target}.clamp_(min=0)", f"{target}.div_(2)", f"torch.relu_({target})", f"{target}.sigmoid_()"]
+        if t.dim() >= 1:
+            idx = rng.choice(["0", "-1", "1:", "::2", "..., 0", ":, 1:" if t.dim() >= 2 else "1:"])
+            val = rng.choice(["0", "1", b])
+            ops += [f"{target}[{idx}] = {val}", f"{target}[{idx}] += 1"]
+            if t.dtype != torch.bool:
+                ops.append(f"{target}[{target} > 0] = 0")
+        return rng.choice(ops)
+
+    def inplace(self) -> bool:
+        feat, rng = self.features, self.rng
+        args = [a.name for a in self.program.args if a.kind == "tensor"]
+        kinds = []
+        if feat.inplace_input:
+            kinds.append("input")
+        if feat.inplace_view and (feat.views or feat.slices):
+            kinds.append("view")
+        if feat.inplace_local:
+            kinds.append("local")
+        if not kinds:
+            return False
+        kind = rng.choice(kinds)
+        writable = None if feat.overlapping_inplace else _no_internal_overlap
+        if kind == "input":
+            target = self._pick([a for a in self._tensors(writable) if a in args and self._unaliased(a)])
+        elif kind == "local":
+            target = self._pick([a for a in self._tensors(writable) if a not in args and self._unaliased(a)])
+        else:
+            base = self._pick([a for a in self._tensors() if a in args and self._unaliased(a)])
+            if base is None:
+                return False
+            view = self._e_slice(base) if rng.random() < 0.6 or not feat.views else self._e_view(base)
+            if view is None:
+                return False
+            name = self.fresh()
+            line = self._view_inplace(name, view)
+            return line is not None and self._try(Stmt(line))
+        if target is None:
+            return False
+        line = self._inplace_line(target)
+        return line is not None and self._try(Stmt([line]))
+
+    def _unaliased(self, name: str, value: torch.Tensor | None = None) -> bool:
+        """Whether an in-place op on ``name`` is allowed: always, or (``mutate_aliased`` off) no other local views
+        its memory."""
+        if self.features.mutate_aliased:
+            return True
+        value = self.value(name) if value is None else value
+        ptr = value.untyped_storage().data_ptr()
+        return not any(
+            isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == ptr
+            for key, other in self._locals().items()
+            if key != name
+        )
+
+    def _view_inplace(self, name: str, view: str) -> list[str] | None:
+        # Evaluate the view on call 0 to pick an in-place op that fits it.
+        try:
+            value = eval(view, {**self._module_namespace(), **self.spaces[0]})
+        except Exception:
+            return None
+        if not self.features.overlapping_inplace and not _no_internal_overlap(value):
+            return None
+        self.spaces[0][name] = value
+        try:
+            line = self._inplace_line(name)
+        finally:
+            del self.spaces[0][name]
+        return None if line is None else [f"{name} = {view}", line]
+
+    def metadata_inplace(self) -> bool:
+        target = self.tensor()
+        if target is None:
+            return False
+        t = self.value(target)
+        ops = [f"{target}.unsqueeze_(0)", f"{target}.squeeze_()"]
+        if t.dim() <= 2:
+            ops.append(f"{target}.t_()")
+        if t.dim() >= 2:
+            ops.append(f"{target}.transpose_(0, 1)")
+        return self._try(Stmt([self.rng.choice(ops)]))
+
+    def aliasing(self) -> bool:
+        target = self.tensor()
+        if target is None:
+            return False
+        alias = self.fresh("r")
+        made = self._e_unary(target) if self.rng.random() < 0.5 else self._e_binary(target)
+        return self._try(Stmt([f"{alias} = {target}", f"{target} = {made}"], alts=[[Stmt([f"{alias} = {target}"])]]))
+
+    def _branch_bodies(self) -> tuple[list[Stmt], list[Stmt]] | None:
+        """Two bodies assigning the same fresh name (``then`` and ``else``)."""
+        first = self.expr()
+        second = self.expr()
+        if first is None or second is None:
+            return None
+        target = self.fresh()
+        then = [Stmt([f"{target} = {first[0]}"])]
+        other = [Stmt([f"{target} = {second[0]}"])]
+        if self.rng.random() < 0.3:
+            other.insert(0, Stmt([f"{target} = {second[0]}"]))
+            line = self._inplace_line_safe(target, second[0])
+            if line:
+                other.append(Stmt([line]))
+        return then, other
+
+    def _inplace_line_safe(self, target: str, code: str) -> str | None:
+        try:
+            value = eval(code, {**self._module_namespace(), **self.spaces[0]})
+        except Exception:
+            return None
+        if not isinstance(value, torch.Tensor):
+            return None
+        if not self.features.overlapping_inplace and not _no_internal_overlap(value):
+            return None
+        if not self._unaliased(target, value):
+            return None
+        self.spaces[0][target] = value
+        try:
+            return self._inplace_line(target)
+        finally:
+            del self.spaces[0][target]
+
+    def branch(self, data: bool) -> bool:
+        rng = self.rng
+        a = self.tensor()
+        if a is None:
+            return False
+        t = self.value(a)
+        if data:
+            conds = [
+                f"{a}.sum() > 0",
+                f"({a} > 0).any()",
+                f"{a}.float().mean() < 0.5",
+                f"{a}.max() > 1" if t.numel() else "False",
+            ]
+            conds += [f"{a}.numel() > 0 and {a}.flatten()[0] > 0"]
+        else:
+            d = rng.randrange(t.dim()) if t.dim() else None
+            conds = [f"{a}.dim() == {t.dim()}", f"{a}.dtype == torch.float32", f"{a}.is_contiguous()", "True"]
+            if d is not None:
+                conds += [
+                    f"{a}.shape[{d}] > {rng.randint(1, 4)}",
+                    f"{a}.size({d}) == 1",
+                    f"len({a}) >= 2",
+                    f"{a}.numel() == 0",
+                ]
+                conds += [f"{a}.shape[{d}] % 2 == 0"]
+        bodies = self._branch_bodies()
+        if bodies is None:
+            return False
+        then, other = bodies
+        stmt = Stmt(clauses=[(f"if {rng.choice(conds)}:", then), ("else:", other)], alts=[then, other])
+        return self._try(stmt)
+
+    def scalar_read(self) -> bool:
+        a = self.tensor(lambda t: t.numel() > 0)
+        if a is None:
+            return False
+        name = self.fresh("f")
+        code = self.rng.choice(
+            [
+                f"float({a}.sum())",
+                f"{a}.max().item()",
+                f"int({a}.argmax())",
+                f"{a}.flatten()[0].item()",
+                f"bool({a}.any())",
+            ]
+        )
+        return self._try(Stmt([f"{name} = {code}"]))
+
+    def loop(self) -> bool:
+        rng = self.rng
+        a = self.tensor()
+        if a is None:
+            return False
+        acc = self.fresh()
+        kind = rng.choice(["range", "list", "unbind", "enumerate", "shape"])
+        t = self.value(a)
+        other = self._broadcast_partner(a)
+        if kind == "range":
+            header, body = f"for i in range({rng.randint(1, 3)}):", f"{acc} = {acc} * 0.5 + {other} * i"
+        elif kind == "list":
+            header, body = (
+                f"for t in [{a}, {other}]:",
+                f"{acc} = {acc} + t.{rng.choice(['sin', 'abs', 'neg', 'relu'])}()",
+            )
+        elif kind == "unbind" and t.dim() >= 1 and t.shape[0] <= 8:
+            header, body = f"for t in {a}.unbind(0):", f"{acc} = {acc} + t.sum()"
+        elif kind == "enumerate":
+            header, body = f"for i, t in enumerate(({a}, {other})):", f"{acc} = {acc} - t * (i + 1)"
+        else:
+            header, body = (
+                f"for i in range(min({a}.dim(), 3)):",
+                f"{acc} = {acc} + {a}.sum(i, keepdim=True) if {a}.dim() else {acc}",
+            )
+        init = Stmt([f"{acc} = {a}.clone()" if rng.random() < 0.5 else f"{acc} = {a} * 1"])
+        return self._try(Stmt(init.lines, clauses=[(header, [Stmt([body])])], alts=[[init]]))
+
+    def container(self) -> bool:
+        rng = self.rng
+        names = self._tensors()
+        if not names:
+            return False
+        items = [self._pick(names) for _ in range(rng.randint(1, 3))]
+        name = self.fresh(rng.choice(["lst", "tup", "d"]))
+        if name.startswith("lst"):
+            lines = [f"{name} = [{', '.join(items)}]", f"{name}.append({items[0]} * 2)"]
+            use = [f"{name}[-1]", f"{name}[0] + {name}[-1]", f"torch.stack({name})", f"sum({name})"]
+        elif name.startswith("tup"):
+            lines = [f"{name} = ({''.join(i + ', ' for i in items)})"]
+            use = [f"{name}[0]", f"{name}[-1] * len({name})"]
+            if len(items) == 2:
+                lines.append(f"p{self.counter}, q{self.counter} = {name}")
+                use += [f"q{self.counter} - p{self.counter}"]
+        else:
+            lines = [
+                f"{name} = {{{', '.join(f'{chr(97 + i)!r}: {it}' for i, it in enumerate(items))}}}",
+                f"{name}['z'] = {items[0]}",
+            ]
+            use = [f"{name}['a']", f"{name}['z'] * 2", f"sum(v.sum() for v in {name}.values())"]
+        target = self.fresh()
+        lines.append(f"{target} = {rng.choice(use)}")
+        return self._try(Stmt(lines))
+
+    def _helper_body(self, params: list[tuple[str, str]], closure: bool, body: list[Stmt]) -> str | None:
+        """Generate a function body in a new frame; return its result expression."""
+        outer = self.frame
+        self.frame = _Frame(body, params, closure, outer)
+        try:
+            self.spaces = self.namespaces()
+            for _ in range(self.rng.randint(1, 3)):
+                self.step(nested=True)
+            result = self._pick(self._tensors())
+        except Exception:
+            result = None
+        finally:
+            self.frame = outer
+            self.spaces = self.namespaces()
+        return result
+
+    def helper_call(self, nested: bool) -> bool:
+        rng = self.rng
+        names = self._tensors()
+        if not names:
+            return False
+        actuals = list(dict.fromkeys(self._pick(names) for _ in range(rng.randint(1, 2))))
+        params = [(f"p{i}", a) for i, a in enumerate(actuals)]
+        body: list[Stmt] = []
+        result = self._helper_body(params, closure=nested, body=body)
+        if result is None:
+            return False
+        name = self.fresh("inner" if nested else "helper")
+        header = f"def {name}({', '.join(p for p, _ in params)}):"
+        ret = Stmt([f"return {result}"])
+        target = self.fresh()
+        call = Stmt([f"{target} = {name}({', '.join(actuals)})"], alts=[[Stmt([f"{target} = {actuals[0]}"])]])
+        if nested:
+            if not self._try(Stmt([], clauses=[(header, [*body, ret])])):
+                return False
+            if self._try(call):
+                return True
+            self.frame.body.pop()
+            self.spaces = self.namespaces()
+            return False
+        self.program.helpers.append([Stmt([], clauses=[(header, [*body, ret])])])
+        if self._try(call):
+            return True
+        self.program.helpers.pop()
+        return False
+
+    def graph_break(self) -> bool:
+        return self._try(Stmt([self.rng.choice(['print(end="")', "dynajit.capture.graph_break()"])]))
+
+    def step(self, nested: bool = False) -> bool:
+        """Add one statement of a randomly chosen kind (returns whether one was kept)."""
+        feat, rng = self.features, self.rng
+        choices = [("assign", 10, True)]
+        choices += [
+            ("inplace", 3, feat.inplace_input or feat.inplace_view or feat.inplace_local),
+            ("metadata", 1, feat.inplace_metadata),
+            ("alias", 1, feat.aliasing),
+            ("shape_if", 2, feat.shape_control),
+            ("data_if", 1, feat.data_branch),
+            ("scalar", 1, feat.data_branch),
+            ("loop", 1, feat.loops),
+            ("container", 1, feat.containers),
+            ("helper", 1, feat.helpers and not nested),
+            ("nested", 1, feat.nested_helpers and not nested),
+            ("break", 1, feat.graph_breaks),
+        ]
+        names = [n for n, _, on in choices if on]
+        weights = [w for _, w, on in choices if on]
+        kind = rng.choices(names, weights)[0]
+        return {
+            "assign": self.assign,
+            "inplace": self.inplace,
+            "metadata": self.metadata_inplace,
+            "alias": self.aliasing,
+            "shape_if": lambda: self.branch(data=False),
+            "data_if": lambda: self.branch(data=True),
+            "scalar": self.scalar_read,
+            "loop": self.loop,
+            "container": self.container,
+            "helper": lambda: self.helper_call(nested=False),
+            "nested": lambda: self.helper_call(nested=True),
+            "break": self.graph_break,
+        }[kind]()
+
+    def _returns(self) -> None:
+        rng, feat = self.rng, self.features
+        local = self._locals()
+        args = {a.name for a in self.program.args}
+        values = [k for k, v in local.items() if isinstance(v, torch.Tensor | int | float | bool | list | tuple | dict)]
+        if not feat.return_views:
+            values = [k for k in values if k not in args and not self._aliases_input(local[k])]
+        made = [k for k in values if k not in args]
+        picks = made[-2:] if made else []
+        if values and rng.random() < 0.6:
+            picks.append(rng.choice(values))
+        self.program.returns = list(dict.fromkeys(picks)) or ([values[-1]] if values else [])
+        self.program.return_style = rng.choice(["tuple", "tuple", "list", "dict", "single"])
+        if self.program.return_style == "single":
+            self.program.returns = self.program.returns[:1]
+
+    def _aliases_input(self, value: Any) -> bool:
+        if not isinstance(value, torch.Tensor):
+            return isinstance(value, list | tuple | dict)
+        ptrs = {self.spaces[0][a.name].untyped_storage().data_ptr() for a in self.program.args if a.kind == "tensor"}
+        return value.untyped_storage().data_ptr() in ptrs
+
+    def generate(self) -> Program:
+        """Build the program: signature, then statements until the budget or a raising statement."""
+        self._make_signature()
+        self.spaces = self.namespaces()
+        target = self.rng.randint(2, self.max_statements)
+        kept = attempts = 0
+        while kept < target and attempts < 4 * target and not self.finished:
+            attempts += 1
+            if self.step():
+                kept += 1
+        self._returns()
+        return self.program
+
+
+def generate(seed: str, features: Features | None = None, max_statements: int = 12) -> Program:
+    """The program named by ``seed`` (the same seed and features always give the same program)."""
+    torch.manual_seed(0)
+    return Generator(seed, features or Features(), max_statements).generate()

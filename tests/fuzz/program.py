@@ -1,0 +1,216 @@
+"""A generated program as data: statements, arguments and call sizes, rendered to a standalone Python script.
+
+The generator builds a :class:`Program`; the runner executes its rendered
+source; the shrinker edits its statement tree (dropping statements, taking
+one branch of an ``if``, simpler right-hand sides) and renders again. A
+rendered program is self-contained: ``fn`` (the function under test), any
+module-level helpers, ``CALLS`` (the symbolic sizes of each call) and
+``make_args(sizes, seed)`` (the inputs of one call, deterministic), so a
+failure prints as a script anyone can run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+HEADER = "import torch\nimport dynajit.capture\nimport dynajit.compiler\n"
+
+
+@dataclass
+class Stmt:
+    """One statement of a body: plain lines, or a compound statement whose clauses hold nested bodies.
+
+    Attributes:
+        lines: the source lines of a simple statement (relative indentation), empty for a compound one.
+        clauses: ``(header, body)`` pairs of a compound statement (``if ...:`` / ``else:``, ``for ...:``,
+            ``def ...:``), rendered in order.
+        alts: simpler replacements the shrinker may try (each a list of statements), besides dropping.
+    """
+
+    lines: list[str] = field(default_factory=list)
+    clauses: list[tuple[str, list[Stmt]]] = field(default_factory=list)
+    alts: list[list[Stmt]] = field(default_factory=list)
+
+    def render(self, indent: str) -> list[str]:
+        """The statement's source lines, indented by ``indent``."""
+        if not self.clauses:
+            return [indent + line for line in self.lines]
+        out = [indent + line for line in self.lines]
+        for header, body in self.clauses:
+            out.append(indent + header)
+            rendered = render_body(body, indent + "    ")
+            out.extend(rendered or [indent + "    pass"])
+        return out
+
+
+def render_body(body: list[Stmt], indent: str) -> list[str]:
+    """The lines of a statement list at ``indent``."""
+    return [line for stmt in body for line in stmt.render(indent)]
+
+
+@dataclass
+class ArgSpec:
+    """One argument of ``fn``: a tensor (``dims`` are ints or size-symbol names) or a Python int.
+
+    ``layout`` is ``contiguous``, ``transposed`` (made as the transpose of a contiguous tensor) or
+    ``strided`` (every other row of a tensor twice as long), so inputs need not be dense.
+    """
+
+    name: str
+    kind: str  # "tensor" or "int"
+    dtype: str = "float32"
+    dims: list[int | str] = field(default_factory=list)
+    layout: str = "contiguous"
+    int_values: list[int] = field(default_factory=list)  # one per call, for kind == "int"
+
+    def construction(self, call_var: str) -> str:
+        """The expression building this argument inside ``make_args`` (``s`` holds the sizes, ``g`` the RNG)."""
+        if self.kind == "int":
+            return f"INTS[{self.name!r}][{call_var}]"
+        dims = [d if isinstance(d, int) else f"s[{d!r}]" for d in self.dims]
+        if self.layout == "transposed" and len(dims) >= 2:
+            dims[-1], dims[-2] = dims[-2], dims[-1]
+        elif self.layout == "strided" and dims:
+            dims[0] = f"2 * {dims[0]}"
+        shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+        if self.dtype in ("float32", "float64"):
+            expr = f"torch.randn({shape}, generator=g, dtype=torch.{self.dtype})"
+        elif self.dtype == "int64":
+            expr = f"torch.randint(-4, 5, {shape}, generator=g)"
+        else:
+            expr = f"torch.randint(0, 2, {shape}, generator=g).bool()"
+        if self.layout == "transposed" and len(dims) >= 2:
+            expr += ".mT"
+        elif self.layout == "strided" and dims:
+            expr += "[::2]"
+        return expr
+
+
+@dataclass
+class Program:
+    """A generated program: helpers, the body of ``fn``, what it returns, its arguments and its calls."""
+
+    seed: str
+    args: list[ArgSpec]
+    calls: list[dict[str, int]]
+    helpers: list[list[Stmt]] = field(default_factory=list)  # each one module-level ``def``
+    body: list[Stmt] = field(default_factory=list)
+    returns: list[str] = field(default_factory=list)
+    return_style: str = "tuple"  # tuple, list, dict or single
+    dynamic: bool | None = None  # compile(..., dynamic=): None is automatic dynamic shapes
+
+    def copy(self) -> Program:
+        """A deep copy (the shrinker edits copies)."""
+        return dataclasses.replace(
+            self,
+            args=[dataclasses.replace(a, dims=list(a.dims), int_values=list(a.int_values)) for a in self.args],
+            calls=[dict(c) for c in self.calls],
+            helpers=[_copy_body(h) for h in self.helpers],
+            body=_copy_body(self.body),
+            returns=list(self.returns),
+        )
+
+    def return_line(self) -> str:
+        """The ``return`` statement of ``fn``."""
+        items = self.returns
+        if not items:
+            return "return None"
+        if self.return_style == "single":
+            return f"return {items[0]}"
+        if self.return_style == "list":
+            return "return [" + ", ".join(items) + "]"
+        if self.return_style == "dict":
+            return "return {" + ", ".join(f"{'r' + str(i)!r}: {item}" for i, item in enumerate(items)) + "}"
+        return "return (" + "".join(f"{item}, " for item in items) + ")"
+
+    def source(self) -> str:
+        """The program as a module: header, helpers, ``fn``, ``CALLS``, ``INTS`` and ``make_args``."""
+        lines = [HEADER]
+        for helper in self.helpers:
+            lines.extend(render_body(helper, ""))
+            lines.append("")
+        params = ", ".join(a.name for a in self.args)
+        lines.append(f"def fn({params}):")
+        lines.extend(render_body(self.body, "    "))
+        lines.append("    " + self.return_line())
+        lines.append("")
+        lines.append(f"CALLS = {self.calls!r}")
+        ints = {a.name: a.int_values for a in self.args if a.kind == "int"}
+        lines.append(f"INTS = {ints!r}")
+        lines.append("")
+        lines.append("")
+        lines.append("def make_args(s, call):")
+        lines.append("    g = torch.Generator().manual_seed(call)")
+        lines.extend(f"    {a.name} = {a.construction('call')}" for a in self.args)
+        lines.append(f"    return [{params}]")
+        return "\n".join(lines) + "\n"
+
+
+def _copy_body(body: list[Stmt]) -> list[Stmt]:
+    return [
+        Stmt(
+            lines=list(s.lines),
+            clauses=[(h, _copy_body(b)) for h, b in s.clauses],
+            alts=[_copy_body(a) for a in s.alts],
+        )
+        for s in body
+    ]
+
+
+REPRO_FOOTER = """
+
+def _run(f, call):
+    args = make_args(CALLS[call], call)
+    try:
+        return args, f(*args)
+    except Exception as e:  # the comparison is of the exception type
+        return args, e
+
+
+if __name__ == "__main__":
+    import warnings
+
+    warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager is a failure too
+    compiled = dynajit.compiler.compile(fn, backend={backend!r}{dynamic})
+    for call in range(len(CALLS)):
+        eager_args, expected = _run(fn, call)
+        compiled_args, actual = _run(compiled, call)
+        print(f"call {{call}} sizes {{CALLS[call]}}:\\n  eager:    {{expected!r}}\\n  compiled: {{actual!r}}")
+        if isinstance(expected, Exception) or isinstance(actual, Exception):
+            assert type(expected) is type(actual), (type(expected), type(actual))
+            continue
+        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(compiled_args, eager_args, equal_nan=True, rtol=1e-3, atol=1e-3)
+        {extra}
+"""
+
+# Extra checks of the standalone repro, by failure kind (the generic ones above cover the rest).
+REPRO_EXTRA = {
+    "stride": (
+        "for e, a in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(actual)):\n"
+        "            if isinstance(e, torch.Tensor):\n"
+        "                assert e.stride() == a.stride() or e.numel() <= 1, (e.stride(), a.stride())"
+    ),
+    "alias": (
+        "def storages(out, args):\n"
+        "            ptrs = [a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)]\n"
+        "            leaves = torch.utils._pytree.tree_leaves(out)\n"
+        "            return [ptrs.index(t.untyped_storage().data_ptr()) if isinstance(t, torch.Tensor) and "
+        "t.untyped_storage().data_ptr() in ptrs else None for t in leaves]\n"
+        "        assert storages(expected, eager_args) == storages(actual, compiled_args), "
+        "(storages(expected, eager_args), storages(actual, compiled_args))"
+    ),
+    "input_metadata": (
+        "for e, a in zip(eager_args, compiled_args):\n"
+        "            if isinstance(e, torch.Tensor):\n"
+        "                assert (e.shape, e.stride()) == (a.shape, a.stride()), (e.shape, e.stride(), a.shape, a.stride())"
+    ),
+}
+
+
+def repro_script(program: Program, backend: str, kind: str) -> str:
+    """``program`` as a standalone script that compiles ``fn`` with ``backend`` and checks every call."""
+    extra = REPRO_EXTRA.get(kind, "pass")
+    dynamic = "" if program.dynamic is None else f", dynamic={program.dynamic}"
+    return program.source() + REPRO_FOOTER.format(backend=backend, extra=extra, dynamic=dynamic)

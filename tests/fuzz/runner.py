@@ -1,0 +1,339 @@
+"""Runs one generated program eagerly and compiled, call by call, and reports how the compiled runs differ.
+
+Each backend gets its own copy of the program (a fresh ``exec``, so fresh
+code objects and caches) and one compiled function used for every call, so
+later calls exercise the cache, recompiles and dynamic shapes. Every call
+runs on fresh inputs built by the program's ``make_args``. Compared: the
+outputs' structure, values (dtype-aware tolerances, NaNs equal), dtypes,
+shapes, strides where eager's output is a view of an input or dense, which
+outputs alias which inputs, the inputs afterwards (values and metadata), and
+exception types. A fallback to eager (a ``RuntimeWarning`` saying the frame
+or graph runs eagerly, an ``eager``/``error`` frame record, a strict-mode
+error) is a failure too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import re
+import signal
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+import dynajit.capture
+import dynajit.compiler
+
+from .program import Program
+
+BACKENDS = ("inductor", "aot_eager")
+TIMEOUT_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One way a compiled run differed from eager.
+
+    ``kind`` is the check that failed (``value``, ``dtype``, ``shape``, ``stride``, ``alias``,
+    ``structure``, ``input_value``, ``input_metadata``, ``raised`` (compiled raised, eager did not),
+    ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``); ``exc`` the
+    exception type involved, if any; ``detail`` a human-readable description.
+    """
+
+    backend: str
+    call: int
+    kind: str
+    exc: str
+    detail: str
+
+    @property
+    def signature(self) -> str:
+        """What the shrinker keeps: the backend, the check and the exception type."""
+        return f"{self.backend}:{self.kind}:{self.exc}"
+
+    @property
+    def failure_class(self) -> str:
+        """A coarse class for grouping: the signature and the detail with numbers and names normalised."""
+        return f"{self.kind}:{self.exc}:{normalise(self.detail)}"
+
+
+def normalise(text: str) -> str:
+    """The first line of a message with numbers, generated names and quoted values blanked out."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    # Quoted values are blanked, but not attribute and type names (they tell bugs apart).
+    line = re.sub(r"'([^']*)'", lambda m: m.group(0) if re.fullmatch(r"[A-Za-z_]\w*", m.group(1)) else "'_'", line)
+    line = re.sub(r"\b(v|r|f|lst|tup|d|p|q|inner|helper|x)\d+\b", "NAME", line)
+    line = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", line)
+    line = re.sub(r"N(, N)+", "N...", line)  # sizes of any rank
+    line = re.sub(r"<fuzz-[^>]*>", "FILE", line)
+    return line[:120]
+
+
+def _tolerance(dtype: torch.dtype) -> dict[str, float]:
+    if dtype == torch.float64:
+        return {"rtol": 1e-7, "atol": 1e-7}
+    if dtype.is_floating_point:
+        return {"rtol": 2e-3, "atol": 2e-3}
+    return {"rtol": 0.0, "atol": 0.0}
+
+
+def _load(program_source: str, name: str) -> dict[str, Any]:
+    """Execute the program's source as a fresh module (its lines registered for tracebacks)."""
+    filename = f"<fuzz-{name}>"
+    linecache.cache[filename] = (len(program_source), None, program_source.splitlines(True), filename)
+    ns: dict[str, Any] = {"__name__": f"fuzzprog_{name}"}
+    exec(compile(program_source, filename, "exec"), ns)
+    return ns
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _input_index(t: torch.Tensor, args: list[Any]) -> int | None:
+    """Which argument ``t`` shares memory with (None: no argument)."""
+    if t.numel() == 0:
+        return None  # empty tensors may share no memory at all; their aliasing is unobservable
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes() and _storage(a) == _storage(t):
+            return i
+    return None
+
+
+def _same_strides(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+    return all(
+        size <= 1 or es == as_ for size, es, as_ in zip(expected.shape, expected.stride(), actual.stride(), strict=True)
+    )
+
+
+def compare_values(expected: Any, actual: Any, where: str) -> tuple[str, str] | None:
+    """The first difference of values between two pytrees (``(kind, detail)``), or None."""
+    e_leaves, e_spec = pytree.tree_flatten(expected)
+    a_leaves, a_spec = pytree.tree_flatten(actual)
+    if e_spec != a_spec:
+        return "structure", f"{where}: eager returned {e_spec}, compiled {a_spec}"
+    for i, (e, a) in enumerate(zip(e_leaves, a_leaves, strict=True)):
+        at = f"{where}[{i}]"
+        if isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor):
+            return "structure", f"{at}: eager {type(e).__name__}, compiled {type(a).__name__}"
+        if not isinstance(e, torch.Tensor):
+            if type(e) is not type(a):
+                return "structure", f"{at}: eager {type(e).__name__} {e!r}, compiled {type(a).__name__} {a!r}"
+            if isinstance(e, float):
+                if not (e == a or (e != e and a != a) or abs(e - a) <= 2e-3 * (1 + abs(e))):
+                    return "value", f"{at}: eager {e!r}, compiled {a!r}"
+            elif e != a:
+                return "value", f"{at}: eager {e!r}, compiled {a!r}"
+            continue
+        if e.dtype != a.dtype:
+            return "dtype", f"{at}: eager {e.dtype}, compiled {a.dtype}"
+        if e.shape != a.shape:
+            return "shape", f"{at}: eager {tuple(e.shape)}, compiled {tuple(a.shape)}"
+        try:
+            torch.testing.assert_close(a, e, equal_nan=True, **_tolerance(e.dtype))
+        except AssertionError as error:
+            return "value", f"{at}: {' '.join(str(error).split())[:300]}"
+    return None
+
+
+def compare_outputs(expected: Any, actual: Any, e_args: list[Any], a_args: list[Any]) -> tuple[str, str] | None:
+    """Values, then strides and aliasing of the outputs, then the inputs afterwards."""
+    diff = compare_values(expected, actual, "output")
+    if diff:
+        return diff
+    e_leaves, a_leaves = pytree.tree_leaves(expected), pytree.tree_leaves(actual)
+    for i, (e, a) in enumerate(zip(e_leaves, a_leaves, strict=True)):
+        if not isinstance(e, torch.Tensor):
+            continue
+        e_alias, a_alias = _input_index(e, e_args), _input_index(a, a_args)
+        if e_alias != a_alias:
+            return "alias", f"output[{i}]: eager aliases input {e_alias}, compiled aliases input {a_alias}"
+        if (e_alias is not None or e.is_contiguous()) and not _same_strides(e, a):
+            return "stride", f"output[{i}] {tuple(e.shape)}: eager strides {e.stride()}, compiled {a.stride()}"
+        if e_alias is not None and e.storage_offset() != a.storage_offset():
+            return "stride", f"output[{i}]: eager storage offset {e.storage_offset()}, compiled {a.storage_offset()}"
+    # Outputs aliasing each other (a view returned with its base) must alias the same way.
+    e_groups = [_storage(t) if isinstance(t, torch.Tensor) and t.numel() else None for t in e_leaves]
+    a_groups = [_storage(t) if isinstance(t, torch.Tensor) and t.numel() else None for t in a_leaves]
+    for i in range(len(e_groups)):
+        for j in range(i):
+            if e_groups[i] is None or a_groups[i] is None or e_groups[j] is None or a_groups[j] is None:
+                continue
+            if (e_groups[i] == e_groups[j]) != (a_groups[i] == a_groups[j]):
+                if e_groups[i] == e_groups[j]:
+                    return "alias", f"outputs {j} and {i} share memory in eager, not in compiled"
+                return "alias", f"outputs {j} and {i} share memory in compiled, not in eager"
+    return compare_inputs(e_args, a_args)
+
+
+def compare_inputs(e_args: list[Any], a_args: list[Any]) -> tuple[str, str] | None:
+    """The arguments after the call: metadata (a t_() on an input) and values (in-place mutation)."""
+    for i, (e, a) in enumerate(zip(e_args, a_args, strict=True)):
+        if not isinstance(e, torch.Tensor):
+            continue
+        same_offset = e.numel() == 0 or e.storage_offset() == a.storage_offset()
+        if e.shape != a.shape or not _same_strides(e, a) or not same_offset:
+            return "input_metadata", (
+                f"input {i}: eager {tuple(e.shape)}/{e.stride()}, compiled {tuple(a.shape)}/{a.stride()}"
+            )
+        diff = compare_values(e, a, f"input {i}")
+        if diff:
+            return "input_value", diff[1]
+    return None
+
+
+class _Timeout(BaseException):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int):
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _strict_patch():
+    """Strict mode, where capture has it: a fallback then raises StrictModeError instead of running eagerly."""
+    config = dynajit.capture.config
+    names = getattr(type(config), "names", None)
+    has_strict = "strict" in (names() if callable(names) else dir(config))
+    if has_strict and hasattr(config, "patch"):
+        return config.patch(strict=True)
+    return contextlib.nullcontext()
+
+
+def _call(fn: Any, args: list[Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(*args), None
+    except _Timeout:
+        raise
+    except Exception as error:
+        return None, error
+
+
+def run_backend(
+    source: str,
+    backend: str,
+    eager: list[tuple[list[Any], Any, BaseException | None]],
+    calls: int,
+    tag: str,
+    dynamic: bool | None = None,
+) -> Failure | None:
+    """Run the compiled program under ``backend`` for the first ``calls`` calls; the first difference from eager."""
+    ns = _load(source, f"{tag}-{backend}")
+    compiled = dynajit.compiler.compile(ns["fn"], backend=backend, dynamic=dynamic)
+    frames: list[Any] = []
+    strict_error = getattr(dynajit.capture, "StrictModeError", None)
+    for call in range(calls):
+        e_args, expected, e_error = eager[call]
+        args = ns["make_args"](ns["CALLS"][call], call)
+        with warnings.catch_warnings(record=True) as caught, dynajit.capture.observe() as seen:
+            warnings.simplefilter("always")
+            try:
+                with _deadline(TIMEOUT_SECONDS):
+                    actual, error = _call(compiled, args)
+            except _Timeout:
+                return Failure(backend, call, "timeout", "", f"call {call} took over {TIMEOUT_SECONDS}s")
+        frames.extend(seen.frames)
+        for w in caught:
+            text = str(w.message)
+            if issubclass(w.category, RuntimeWarning) and "cache_size_limit" in text:
+                return Failure(backend, call, "cache_limit", "", text)
+            if issubclass(w.category, RuntimeWarning) and "eagerly" in text:
+                return Failure(backend, call, "fallback", "", _fallback_reason(text))
+        for frame in seen.frames:
+            if frame.kind in ("eager", "error") and not (frame.kind == "error" and error is not None and e_error):
+                return Failure(backend, call, "fallback", frame.kind, f"frame {frame.kind}: {frame.reason}")
+        if strict_error is not None and isinstance(error, strict_error):
+            return Failure(backend, call, "fallback", "StrictModeError", str(error))
+        if e_error is not None or error is not None:
+            failure = _compare_errors(backend, call, e_error, error)
+            if failure:
+                return failure
+            continue
+        diff = compare_outputs(expected, actual, e_args, args)
+        if diff:
+            return Failure(backend, call, diff[0], "", f"call {call} sizes {ns['CALLS'][call]}: {diff[1]}")
+    return None
+
+
+def _fallback_reason(text: str) -> str:
+    match = re.search(r"failed \((.*)\): an internal", text, re.S)
+    return match.group(1) if match else text
+
+
+def _compare_errors(
+    backend: str, call: int, expected: BaseException | None, actual: BaseException | None
+) -> Failure | None:
+    if expected is None and actual is not None:
+        return Failure(backend, call, "raised", type(actual).__name__, f"{type(actual).__name__}: {actual}")
+    if expected is not None and actual is None:
+        return Failure(
+            backend, call, "not_raised", type(expected).__name__, f"eager raised {type(expected).__name__}: {expected}"
+        )
+    assert expected is not None and actual is not None
+    if type(expected) is not type(actual):
+        return Failure(
+            backend,
+            call,
+            "exception_type",
+            f"{type(expected).__name__}->{type(actual).__name__}",
+            f"eager {type(expected).__name__}: {expected}; compiled {type(actual).__name__}: {actual}",
+        )
+    return None
+
+
+def run_eager(source: str, calls: int, tag: str) -> list[tuple[list[Any], Any, BaseException | None]]:
+    """Each call's arguments (after the call), result and exception, run eagerly."""
+    ns = _load(source, f"{tag}-eager")
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for call in range(calls):
+            args = ns["make_args"](ns["CALLS"][call], call)
+            out, error = _call(ns["fn"], args)
+            results.append((args, out, error))
+    return results
+
+
+def check(
+    program: Program, backends: tuple[str, ...] = BACKENDS, calls: int | None = None, tag: str = "p"
+) -> list[Failure]:
+    """Every backend's first failure on ``program`` (an empty list: all backends agree with eager)."""
+    source = program.source()
+    ncalls = len(program.calls) if calls is None else calls
+    eager = run_eager(source, ncalls, tag)
+    failures = []
+    with _strict_patch():
+        for backend in backends:
+            try:
+                failure = run_backend(source, backend, eager, ncalls, tag, program.dynamic)
+            except Exception as error:  # the fuzzer's own comparison must not stop the run
+                failure = Failure(backend, -1, "harness", type(error).__name__, f"{type(error).__name__}: {error}")
+            finally:
+                dynajit.compiler.reset()
+            if failure:
+                failures.append(failure)
+    return failures
+
+
+def strict_env() -> None:
+    """Ask for strict mode through the environment too (for capture versions reading it at import)."""
+    os.environ.setdefault("DYNAJIT_STRICT", "1")

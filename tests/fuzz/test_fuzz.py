@@ -1,0 +1,104 @@
+"""The fuzzer's CI budget: a fixed seeded set of programs must all agree with eager, plus checks of the fuzzer itself.
+
+The budget runs the CI feature set (``CI_EXCLUDED`` names each feature left
+out and the failure class that keeps it out). A failure prints the shrunk
+standalone repro. Longer runs: ``python -m tests.fuzz --minutes 30`` or
+``nox -s fuzz -- --minutes 30``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .cli import fuzz
+from .features import CI_EXCLUDED, Features
+from .generator import generate
+from .program import repro_script
+from .runner import Failure, check, compare_outputs
+from .shrink import shrink
+
+CI_SEED = "ci"
+CI_COUNT = 60  # about 2-3 minutes on two cores
+
+
+def test_generation_is_reproducible() -> None:
+    for i in range(5):
+        assert generate(f"r:{i}").source() == generate(f"r:{i}").source()
+
+
+def test_programs_run_eagerly_on_every_call() -> None:
+    # The generator keeps only statements that run (or a deliberate raising last one).
+    for i in range(10):
+        program = generate(f"e:{i}", Features().without("errors"))
+        namespace: dict = {}
+        exec(program.source(), namespace)
+        for call, sizes in enumerate(namespace["CALLS"]):
+            namespace["fn"](*namespace["make_args"](sizes, call))
+
+
+def test_every_feature_can_be_switched_off() -> None:
+    everything_off = Features().only("pointwise")
+    for i in range(5):
+        source = generate(f"f:{i}", everything_off).source()
+        body = source.split("def fn", 1)[1].split("CALLS =")[0]
+        assert "if " not in body and "for " not in body and "def " not in body
+        assert ".add_(" not in body and "graph_break" not in body and "print(" not in body
+
+
+def test_comparison_catches_each_kind_of_difference() -> None:
+    x = torch.arange(6.0).view(2, 3)
+    assert compare_outputs((x,), (x + 1,), [], [])[0] == "value"
+    assert compare_outputs((x,), (x.double(),), [], [])[0] == "dtype"
+    assert compare_outputs((x,), (x.view(3, 2),), [], [])[0] == "shape"
+    assert compare_outputs((x,), (x.t().contiguous().t(),), [], [])[0] == "stride"
+    assert compare_outputs((x,), [x], [], [])[0] == "structure"
+    y = x.clone()
+    assert compare_outputs((x[0],), (y.clone()[0],), [x], [y])[0] == "alias"
+    assert compare_outputs((), (), [x], [x + 1])[0] == "input_value"
+    assert compare_outputs((), (), [x], [x.t()])[0] == "input_metadata"
+    nan = torch.tensor([float("nan")])
+    assert compare_outputs((nan,), (nan.clone(),), [], []) is None
+
+
+def test_shrinker_minimises_a_failing_program() -> None:
+    # A backend that computes sin wrongly: the shrunk program keeps the sin and little else.
+    import dynajit.compiler
+    from dynajit._dynamo import register_backend
+
+    def wrong_sin(gm, example_inputs):
+        for node in gm.graph.nodes:
+            if node.target in (torch.sin, "sin"):
+                node.target = torch.cos if node.op == "call_function" else "cos"
+        gm.recompile()
+        return gm.forward
+
+    register_backend(wrong_sin, "fuzz_wrong_sin")
+    assert "fuzz_wrong_sin" in dynajit.compiler.list_backends(exclude_tags=())
+    for i in range(40):
+        program = generate(f"w:{i}", Features().without("errors", "data_branch", "graph_breaks"))
+        failures = check(program, backends=("fuzz_wrong_sin",))
+        if failures and failures[0].kind == "value":
+            break
+    else:
+        pytest.skip("no generated program used sin in 40 tries")
+    small, failure = shrink(program, failures[0], budget_seconds=60)
+    assert failure.kind == "value"
+    assert len(small.source()) < len(program.source())
+    assert "sin" in small.source()
+    assert "fuzz_wrong_sin" in repro_script(small, failure.backend, failure.kind)
+
+
+@pytest.mark.slow
+def test_ci_budget_agrees_with_eager() -> None:
+    features = Features().without(*CI_EXCLUDED)
+    report = fuzz(CI_SEED, count=CI_COUNT, features=features, shrink_seconds=120, log=lambda text: None)
+    assert report.programs == CI_COUNT
+    messages = [f"{cls.key} in {cls.seeds}\n{cls.repro}" for cls in report.classes.values()]
+    assert not report.classes, "\n\n".join(messages)
+
+
+def test_failure_class_ignores_numbers_and_names() -> None:
+    a = Failure("inductor", 0, "raised", "RuntimeError", "RuntimeError: bad size 3 for v12")
+    b = Failure("inductor", 2, "raised", "RuntimeError", "RuntimeError: bad size 7 for v3")
+    assert a.failure_class == b.failure_class
