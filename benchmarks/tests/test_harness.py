@@ -140,6 +140,7 @@ def test_unavailable_workload_is_skipped_with_its_reason():
     assert result == {
         "name": "relu_mul",
         "description": "relu then multiply",
+        "group": "",
         "impls": {},
         "status": "skipped",
         "skip_reason": "torchvision not installed",
@@ -273,8 +274,15 @@ def test_workload_selection_by_mode_and_name():
 
     quick, notes = run.select_workloads("", quick=True)
     full, _ = run.select_workloads("", quick=False)
-    assert {w.name for w in full} - {w.name for w in quick} == {"resnet18", "bert_small", "gpt2_small"}
-    assert "resnet18: left out of --quick runs" in notes
+    models = {w.name for w in full} - {w.name for w in quick}
+    groups = [w.group for w in full if w.name in models]
+    assert groups[:3] == ["cnn", "transformer", "training"]  # every group early: a run cut short covers all
+    assert {"resnet18", "bert-default", "resnet10-train"} <= models and "llama-generate" not in models
+    assert {w.group for w in full if w.name in models} == {"cnn", "transformer", "training"}
+    assert "real models left out of --quick runs" in notes[0] and "resnet18" in notes[0]
+    assert [w.name for w in run.select_workloads("gpt2-generate", quick=False)[0]] == ["gpt2-generate"]
+    with_generate, _ = run.select_workloads("", quick=False, generate=True)
+    assert "llama-generate" in {w.name for w in with_generate}
     assert [w.name for w in run.select_workloads("softmax, tiny_call", quick=True)[0]] == ["softmax", "tiny_call"]
     with pytest.raises(SystemExit, match=r"unknown workload\(s\) \['softmaxx'\]"):
         run.select_workloads("softmaxx", quick=False)
