@@ -35,7 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-minutes",
         type=float,
         default=25.0,
-        help="stop starting real models after this many minutes; the rest show as skipped (0: no limit)",
+        help="stop starting real models (and the other benchmark modules) after this many minutes; the rest show as "
+        "skipped (0: no limit)",
     )
     parser.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="directory for the reports")
     parser.add_argument(
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = {}
     if args.quick and not args.extra:
         notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: left out of --quick runs (add --extra to run them)")
+    elif args.max_minutes and (time.perf_counter() - started) / 60 > args.max_minutes:
+        notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: not run, the run passed --max-minutes {args.max_minutes:g}")
     elif not args.no_extra:
         extra = run_extras(settings, log)
 
