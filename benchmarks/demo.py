@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if reasons:
         print(f"speedup over eager: {speedup:.2f}x?  UNRELIABLE: {'; '.join(reasons)}.")
         print(
-            "  This machine is too noisy to measure now: rerun when it is idle (compile time and graphs above stand)."
+            "  This machine is too noisy to measure now: rerun when it is idle (graphs and correctness above stand;\n  the compile time is inflated by the load too)."
         )
     else:
         verdict = "within the noise floor: no measurable difference" if within_noise(speedup, floor) else "measured"

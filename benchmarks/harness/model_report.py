@@ -13,6 +13,7 @@ from harness.noise import NOISY_FLOOR, machine_verdict, within_noise
 
 __all__ = [
     "GROUP_TITLES",
+    "abbreviation",
     "compilers_of",
     "group_means",
     "group_summary",
@@ -30,6 +31,16 @@ GROUP_TITLES = {
 }
 DASH = "—"
 EAGER_NAMES = ("eager", "eager (again)")
+
+
+def abbreviation(compiler: str) -> str:
+    """A short column prefix: ``TC`` for torch.compile, ``DJ`` for dynajit's default backend, ``DJ-<backend>``."""
+    if compiler == "torch.compile":
+        return "TC"
+    if compiler.startswith("dynajit["):
+        backend = compiler[len("dynajit[") : -1]
+        return "DJ" if backend == "inductor" else f"DJ-{backend}"
+    return compiler
 
 
 def compilers_of(results: dict[str, Any]) -> list[str]:
@@ -162,14 +173,17 @@ def model_tables(results: dict[str, Any]) -> list[str]:
     compilers = compilers_of(results)
     means = group_means(results)
     header = "| model | eager (ms) | noise floor | eager peak MB | " + " | ".join(
-        f"{name} correct | speedup | graphs / breaks | cold compile (s) | peak MB (vs eager)" for name in compilers
+        f"{short} correct | {short} speedup | {short} graphs / breaks | {short} cold compile (s) "
+        f"| {short} peak MB (vs eager)"
+        for short in map(abbreviation, compilers)
     )
+    legend = ", ".join(f"{abbreviation(name)} = {name}" for name in compilers)
     lines: list[str] = []
     for group, title in GROUP_TITLES.items():
         models = _models(results, group)
         if not models:
             continue
-        lines += ["", f"### {title}", "", header + " |", "|---" * (4 + 5 * len(compilers)) + "|"]
+        lines += ["", f"### {title}", "", f"{legend}.", "", header + " |", "|---" * (4 + 5 * len(compilers)) + "|"]
         lines += [_model_row(workload, compilers) for workload in models]
         if group in means:
             cells = ["**geomean**", "", "", ""]
@@ -191,7 +205,7 @@ def reliability_lines(results: dict[str, Any]) -> list[str]:
     lines = []
     if not verdict.reliable:
         lines.append(
-            f"**Measured under load, figures unreliable**: {verdict.reasons[0]}. Speedups are paired per round, "
+            f"**Figures unreliable**: {verdict.reasons[0]}. Speedups are paired per round, "
             "which cancels load that hits both sides alike, but not load that comes and goes within a round."
         )
     if noisy:
