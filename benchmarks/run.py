@@ -227,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     results["unreliable_because"] = list(verdict.reasons)
     args.out.mkdir(parents=True, exist_ok=True)
     chart_problem = report.write_chart(results, args.out / "speedups.png")
+    results["chart"] = chart_problem is None
     if chart_problem:
         notes.append(chart_problem)
+        (args.out / "speedups.png").unlink(missing_ok=True)  # a chart of an earlier run would contradict the tables
     report.write_json(results, args.out / "latest.json")
     report.write_markdown(results, args.out / "latest.md")
     print("\n".join(["", *report.summary_table(results), "", report.headline(results), ""]))

@@ -88,7 +88,10 @@ def _status(rec: dict[str, Any]) -> str:
 
 
 def _mb(nbytes: int | None) -> str:
-    return DASH if nbytes is None else f"{nbytes / 2**20:.1f}"
+    if nbytes is None:
+        return DASH
+    megabytes = nbytes / 2**20
+    return f"{megabytes:.1f}" if megabytes >= 10 else f"{megabytes:.2f}"  # small models' steps need well under 1 MB
 
 
 def _memory(rec: dict[str, Any], eager: dict[str, Any]) -> str:
@@ -205,16 +208,16 @@ def reliability_lines(results: dict[str, Any]) -> list[str]:
     lines = []
     if not verdict.reliable:
         lines.append(
-            f"**Figures unreliable**: {verdict.reasons[0]}. Speedups are paired per round, "
+            f"- **Figures unreliable**: {verdict.reasons[0]}. Speedups are paired per round, "
             "which cancels load that hits both sides alike, but not load that comes and goes within a round."
         )
     if noisy:
         lines.append(
-            f"**{len(noisy)} of {len(measured)} workloads were too noisy to measure** (eager's samples spread more "
+            f"- **{len(noisy)} of {len(measured)} workloads were too noisy to measure** (eager's samples spread more "
             f"than {NOISY_FLOOR:.0%}: (p90-p10)/median); their speedups carry a `?`: {', '.join(noisy)}."
         )
     if not lines:
         lines.append(
-            f"Machine quiet enough: load average at most 1.5 per core and every noise floor under {NOISY_FLOOR:.0%}."
+            f"- Machine quiet enough: load average at most 1.5 per core and every noise floor under {NOISY_FLOOR:.0%}."
         )
     return lines

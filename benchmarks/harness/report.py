@@ -138,7 +138,7 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "",
         headline(results),
         "",
-        "![speedups](speedups.png)",
+        *(["![speedups](speedups.png)"] if results.get("chart", True) else []),
         "",
         "## Real models",
         "",
@@ -241,8 +241,10 @@ def geometric_means(results: dict[str, Any]) -> dict[str, tuple[float, int, int]
 
 def headline(results: dict[str, Any]) -> str:
     means = geometric_means(results)
+    if not any(w.get("status") == "ok" and not w.get("group") for w in results["workloads"]):
+        return "No small program was measured in this run."
     if not means:
-        return "No compiler ran a workload correctly."
+        return "No compiler ran a small program correctly."
     parts = [f"{name} **{mean:.2f}x** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
     return (
         "Geometric mean speedup over eager on the small programs (run correctly, tiny_call excluded): "
@@ -299,7 +301,7 @@ def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: st
         "",
         *summary_table(results),
         "",
-        f"![speedups]({results_dir}/speedups.png)",
+        *([f"![speedups]({results_dir}/speedups.png)"] if results.get("chart", True) else []),
         README_END,
     ]
     before, rest = text.split(README_START, 1)

@@ -114,7 +114,7 @@ def test_group_means_count_only_correct_models_and_show_failures_with_their_reas
     assert "### CNN inference" in table and "### Transformer inference" in table
     assert "TC = torch.compile, DJ = dynajit[inductor]" in table and "| DJ cold compile (s) |" in table
     assert "failed at cold compile: ran eagerly: KeyError" in table
-    assert "| 0.5 (0.50x) |" in table  # peak MB and its ratio to eager's
+    assert "| 0.50 (0.50x) |" in table  # peak MB and its ratio to eager's
     assert "1.20x?" in table and "40% (unreliable)" in table
     lines = " ".join(reliability_lines(results))
     assert "Figures unreliable" in lines and "under load" in lines and "1 of 3 workloads were too noisy" in lines
