@@ -201,8 +201,9 @@ def _hf_model(auto_class: str, config: Any, attn: str | None) -> torch.nn.Module
     return build(config, **extra)
 
 
-def _encoder_config(model_type: str) -> Any:
-    common: dict[str, Any] = {
+def _standard_sizes() -> dict[str, Any]:
+    """The size arguments of the configs that use transformers' usual names."""
+    return {
         "vocab_size": VOCAB,
         "hidden_size": _HIDDEN,
         "num_hidden_layers": _LAYERS,
@@ -210,6 +211,10 @@ def _encoder_config(model_type: str) -> Any:
         "intermediate_size": _FFN,
         "max_position_embeddings": _POSITIONS,
     }
+
+
+def _encoder_config(model_type: str) -> Any:
+    common = _standard_sizes()
     if model_type == "distilbert":
         return _hf_config(
             "distilbert", vocab_size=VOCAB, dim=_HIDDEN, n_layers=_LAYERS, n_heads=_HEADS, hidden_dim=_FFN
@@ -222,14 +227,7 @@ def _encoder_config(model_type: str) -> Any:
 
 
 def _decoder_config(model_type: str) -> Any:
-    rope = {
-        "vocab_size": VOCAB,
-        "hidden_size": _HIDDEN,
-        "num_hidden_layers": _LAYERS,
-        "num_attention_heads": _HEADS,
-        "intermediate_size": _FFN,
-        "max_position_embeddings": _POSITIONS,
-    }
+    rope = _standard_sizes()
     if model_type in ("llama", "mistral", "qwen2"):
         # grouped-query attention: two query heads share each key/value head
         return _hf_config(model_type, num_key_value_heads=2, **rope)
