@@ -245,7 +245,11 @@ def headline(results: dict[str, Any]) -> str:
         return "No small program was measured in this run."
     if not means:
         return "No compiler ran a small program correctly."
-    parts = [f"{name} **{mean:.2f}x** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
+    noisy = any(
+        not w.get("reliable", True) for w in results["workloads"] if w.get("status") == "ok" and not w.get("group")
+    )
+    mark = "?" if noisy else ""  # the reliability notes above the headline say why
+    parts = [f"{name} **{mean:.2f}x{mark}** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
     return (
         "Geometric mean speedup over eager on the small programs (run correctly, tiny_call excluded): "
         + ", ".join(parts)
