@@ -8,6 +8,7 @@ goes on, so the table shows whatever works today.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -233,7 +234,9 @@ def bench_workload(
     calls = calls_per_sample(steps[EAGER], settings.sample_seconds)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # once per location: a recompile storm must not flood the report
-        stats, errors = interleaved(steps, calls, **settings.timing_for(workload))
+        # a frame that falls back to eager after some calls (strict mode) is described by its cause
+        describe = functools.partial(describe_error, stage="timing")
+        stats, errors = interleaved(steps, calls, describe=describe, **settings.timing_for(workload))
     result["warnings_while_timing"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
     result["calls_per_sample"] = calls
     eager_median = stats[EAGER].median

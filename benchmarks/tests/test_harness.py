@@ -171,6 +171,31 @@ def test_interleaved_drops_a_step_that_raises():
     assert errors["flaky"] == "failed while timing: RuntimeError: guard failed"
 
 
+def test_a_frame_that_falls_back_while_timing_is_described_by_its_cause():
+    import functools
+
+    from harness.runner import describe_error
+
+    class StrictModeError(RuntimeError):
+        pass
+
+    def falls_back():
+        try:
+            raise ValueError("no kernel for batch_norm")
+        except ValueError as cause:
+            raise StrictModeError("dynajit (strict mode): function '__resume_at_644_15' ran eagerly") from cause
+
+    _, errors = interleaved(
+        {"ok": lambda: None, "strict": falls_back},
+        1,
+        budget_seconds=0.01,
+        min_rounds=3,
+        max_rounds=3,
+        describe=functools.partial(describe_error, stage="timing"),
+    )
+    assert errors["strict"] == "failed at timing: ran eagerly: ValueError: no kernel for batch_norm"
+
+
 def test_peak_bytes_counts_live_temporaries():
     x = torch.randn(1 << 16)  # 256 KiB
 
