@@ -160,7 +160,8 @@ def bench(session: nox.Session) -> None:
     if "--quick" in session.posargs:  # a quick run has no real models: the small CPU torch is enough
         _install_all_editable(session, "matplotlib", "numpy")
     else:
-        _install_all_editable(session, *BENCH_MODELS, "matplotlib", "numpy", torch=BENCH_TORCH)
+        # the model zoo's packages (tests/models/zoo.py): the full run measures every eval and train entry
+        _install_all_editable(session, *BENCH_MODELS, "timm", "matplotlib", "numpy", torch=BENCH_TORCH)
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs, env=_bench_env())
 
 

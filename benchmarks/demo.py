@@ -5,13 +5,15 @@
 
 Prints the graphs dynajit captured and why it broke any, the compile time, a
 check against eager, and eager vs compiled speed (interleaved, with the noise
-floor). dynajit runs strict (``DYNAJIT_STRICT=1``): when it cannot compile the block, or any of it
+floor: the spread of eager's own repeated samples). When the machine is too busy
+or the samples too spread to measure, it says so and marks the figures unreliable. dynajit runs strict (``DYNAJIT_STRICT=1``): when it cannot compile the block, or any of it
 would run eagerly, it prints the error and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 import time
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from harness.implementations import CountingBackend, LogCollector
+    from harness.noise import machine_verdict, noise_floor, within_noise, workload_verdict
     from harness.runner import fallback_in
     from harness.timing import calls_per_sample, interleaved, paired_ratio, time_limit, timed_call
     from harness.workloads import make_transformer_case
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\noutput matches eager: yes")
 
     started = time.perf_counter()
+    load_before = os.getloadavg()
     steps = {
         "eager": lambda: case.run(block),
         "eager (again)": lambda: case.run(block),
@@ -130,11 +134,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, stat in stats.items():
         print(f"  {name:14s} median {stat.median * 1e3:8.3f} ms   (min {stat.min * 1e3:.3f}, max {stat.max * 1e3:.3f})")
-    noise = abs(paired_ratio(stats["eager"], stats["eager (again)"])[1] - 1)
+    floor = noise_floor(stats["eager"].per_round, stats["eager (again)"].per_round)
     low, speedup, high = paired_ratio(stats["eager"], stats["dynajit"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    verdicts = [workload_verdict(floor), machine_verdict([load_before, os.getloadavg()], cores)]
+    reasons = [reason for verdict in verdicts for reason in verdict.reasons]
     print(
-        f"speedup over eager: {speedup:.2f}x (quartiles {low:.2f}-{high:.2f}; noise floor, eager vs itself: {noise:.1%})"
+        f"noise floor: {floor:.1%} ((p90-p10)/median of eager's {2 * stats['eager'].samples} samples; "
+        "a speedup within it is noise)"
     )
+    if reasons:
+        print(f"speedup over eager: {speedup:.2f}x?  UNRELIABLE: {'; '.join(reasons)}.")
+        print(
+            "  This machine is too noisy to measure now: rerun when it is idle (graphs and correctness above stand;\n  the compile time is inflated by the load too)."
+        )
+    else:
+        verdict = "within the noise floor: no measurable difference" if within_noise(speedup, floor) else "measured"
+        print(f"speedup over eager: {speedup:.2f}x (quartiles of per-round ratios {low:.2f}-{high:.2f}; {verdict})")
     recompiles = logs.messages["recompiles"]
     if recompiles:
         print(f"recompiles while timing: {len(recompiles)} (first: {recompiles[0]})")

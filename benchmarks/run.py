@@ -1,7 +1,8 @@
 """Benchmark eager, torch.compile and dynajit side by side in one process and write the reports.
 
-    python benchmarks/run.py            # the full suite (nox -s bench)
-    python benchmarks/run.py --quick    # a short run (nox -s bench -- --quick)
+    python benchmarks/run.py                        # the full suite (nox -s bench)
+    python benchmarks/run.py --quick                # a short run, no real models (nox -s bench -- --quick)
+    python benchmarks/run.py --only resnet18,bert-default   # some workloads or zoo models by name
 
 Writes ``results/latest.md``, ``results/latest.json`` and ``results/speedups.png``
 (``--out`` elsewhere). What is measured and how: ``benchmarks/README.md``.
@@ -29,6 +30,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer samples and no real models (under 3 minutes)")
     parser.add_argument("--only", default="", help="comma-separated workload names to run (default: the suite)")
+    parser.add_argument("--generate", action="store_true", help="add the zoo's generate (greedy decoding) models")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=25.0,
+        help="stop starting real models (and the other benchmark modules) after this many minutes; the rest show as "
+        "skipped (0: no limit)",
+    )
     parser.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="directory for the reports")
     parser.add_argument(
         "--dynajit-backends",
@@ -42,20 +51,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def select_workloads(only: str, quick: bool) -> tuple[list, list[str]]:
+def select_workloads(only: str, quick: bool, generate: bool = False) -> tuple[list, list[str]]:
     """The workloads to run (``--only`` names, else the suite for the mode) and notes on what was left out."""
-    from harness.real_models import REAL_MODELS
+    from harness.real_models import real_models
     from harness.workloads import SUITE
 
-    known = [*SUITE, *REAL_MODELS]
     wanted = {name.strip() for name in only.split(",") if name.strip()}
-    unknown = wanted - {w.name for w in known}
+    # a generate model named with --only joins without --generate
+    models = real_models(generate=True)
+    known = [*SUITE, *(w for w in models if generate or w.group != "generate" or w.name in wanted)]
+    unknown = wanted - {w.name for w in [*SUITE, *models]}
     if unknown:
         raise SystemExit(f"unknown workload(s) {sorted(unknown)}; known: {[w.name for w in known]}")
     if wanted:
         return [w for w in known if w.name in wanted], []
-    chosen = [w for w in known if w.in_quick or not quick]
-    return chosen, [f"{w.name}: left out of --quick runs" for w in known if w not in chosen]
+    chosen = interleave_groups([w for w in known if w.in_quick or not quick])
+    left_out = [w.name for w in known if w not in chosen]
+    return chosen, [f"{len(left_out)} real models left out of --quick runs: {', '.join(left_out)}"] if left_out else []
+
+
+def interleave_groups(workloads: list) -> list:
+    """The small programs first, then the real models taking each group in turn (cnn, transformer, training, ...),
+    so a run cut short by ``--max-minutes`` still measures some models of every group."""
+    small = [w for w in workloads if not w.group]
+    queues: dict[str, list] = {}
+    for workload in workloads:
+        if workload.group:
+            queues.setdefault(workload.group, []).append(workload)
+    ordered = []
+    while any(queues.values()):
+        for queue in queues.values():
+            if queue:
+                ordered.append(queue.pop(0))
+    return small + ordered
 
 
 def start_up(impls: list, backends: list[str], logs, settings, log) -> tuple[dict[str, str], list[str]]:
@@ -117,13 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     from harness import report
     from harness.environment import machine_facts, point_dynajit_cache_at, source_revision
     from harness.implementations import DynajitImpl, Implementation, LogCollector, TorchCompileImpl
+    from harness.noise import machine_verdict
     from harness.runner import EAGER, EAGER_AGAIN, Settings, bench_workload
 
     def log(message: str) -> None:
         print(message, flush=True)
 
     settings = Settings.quick() if args.quick else Settings()
-    suite, notes = select_workloads(args.only, args.quick)
+    suite, notes = select_workloads(args.only, args.quick, args.generate)
     torch.set_num_threads(int(machine_facts()["env"]["OMP_NUM_THREADS"]))
     machine = machine_facts()  # now, before anything run later can change the thread count
     logs = LogCollector()
@@ -142,8 +171,24 @@ def main(argv: list[str] | None = None) -> int:
     workloads = []
     active = list(impls)
     for workload in suite:
+        minutes = (time.perf_counter() - started) / 60
+        if workload.group and args.max_minutes and minutes > args.max_minutes:
+            reason = f"not run: the run passed --max-minutes {args.max_minutes:g} ({minutes:.0f} min)"
+            workloads.append(
+                {
+                    "name": workload.name,
+                    "description": workload.description,
+                    "group": workload.group,
+                    "status": "skipped",
+                    "skip_reason": reason,
+                    "impls": {},
+                }
+            )
+            continue
         log(f"{workload.name}: {workload.description}")
+        load = os.getloadavg()
         result = bench_workload(workload, active, settings, log)
+        result["load_average"] = [load, os.getloadavg()]
         workloads.append(result)
         if torch.get_num_threads() != machine["torch_threads"]:
             notes.append(f"torch's thread count changed to {torch.get_num_threads()} during {workload.name}; reset")
@@ -157,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = {}
     if args.quick and not args.extra:
         notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: left out of --quick runs (add --extra to run them)")
+    elif args.max_minutes and (time.perf_counter() - started) / 60 > args.max_minutes:
+        notes.append(f"{', '.join(EXTRA_BENCHMARKS)}: not run, the run passed --max-minutes {args.max_minutes:g}")
     elif not args.no_extra:
         extra = run_extras(settings, log)
 
@@ -175,15 +222,20 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": time.perf_counter() - started,
         "load_average": {"start": load_at_start, "end": os.getloadavg()},
     }
+    verdict = machine_verdict([load_at_start, results["load_average"]["end"]], machine["cores_usable"])
+    results["reliable"] = verdict.reliable
+    results["unreliable_because"] = list(verdict.reasons)
     args.out.mkdir(parents=True, exist_ok=True)
     chart_problem = report.write_chart(results, args.out / "speedups.png")
+    results["chart"] = chart_problem is None
     if chart_problem:
         notes.append(chart_problem)
+        (args.out / "speedups.png").unlink(missing_ok=True)  # a chart of an earlier run would contradict the tables
     report.write_json(results, args.out / "latest.json")
     report.write_markdown(results, args.out / "latest.md")
     print("\n".join(["", *report.summary_table(results), "", report.headline(results), ""]))
     if args.out.resolve() == (HERE / "results").resolve() and not args.only and not args.quick:
-        report.update_readme(results, HERE / "README.md", "results")
+        report.update_readme(results, HERE / "README.md", "results", per_model=True)
         report.update_readme(results, HERE.parent / "README.md", "benchmarks/results")
     log(f"done in {results['total_seconds']:.0f}s: {args.out / 'latest.md'}")
     return 0

@@ -7,6 +7,8 @@ import math
 import pathlib
 from typing import Any
 
+from harness.model_report import group_summary, model_tables, noise_cell, reliability_lines, speedup_text
+
 __all__ = [
     "geometric_means",
     "headline",
@@ -53,7 +55,7 @@ def _result_rows(workload: dict[str, Any]) -> list[str]:
         if rec.get("error") and rec.get("correct"):
             status = f"{rec['correct']}; {rec['error']}"
         spread = f"{_ms(rec['min_s'])}-{_ms(rec['max_s'])}" if "min_s" in rec else NOT_APPLICABLE
-        speedup = f"{rec['speedup']:.2f}x" if "speedup" in rec else NOT_APPLICABLE
+        speedup = speedup_text(rec, workload) if "speedup" in rec else NOT_APPLICABLE
         rows.append(
             f"| {workload['name']} | {name} | {_cell(status)} | {_s(rec.get('cold_compile_s'))} "
             f"| {_s(rec.get('warm_compile_s'))} | {_ms(rec.get('median_s'))} | {spread} | {speedup} "
@@ -69,11 +71,13 @@ def _noise_rows(workloads: list[dict[str, Any]]) -> list[str]:
         eager, again = workload["impls"].get("eager", {}), workload["impls"].get("eager (again)", {})
         if "median_s" not in eager or "median_s" not in again:
             continue
+        load = workload.get("load_average")
         rows.append(
             f"| {workload['name']} | {_ms(eager['median_s'])} | {_ms(again['median_s'])} "
-            f"| {workload['noise_floor_pct']:.1f}% | {100 * abs(again['median_s'] / eager['median_s'] - 1):.1f}% "
-            f"| {eager['max_s'] / eager['min_s']:.2f} "
-            f"| {eager.get('page_faults_per_call', float('nan')):.1f} |"
+            f"| {noise_cell(workload)} | {workload.get('eager_vs_itself_pct', float('nan')):.1f}% "
+            f"| {eager['max_s'] / eager['min_s']:.2f} | {eager.get('samples', 0)} "
+            f"| {eager.get('page_faults_per_call', float('nan')):.1f} "
+            f"| {f'{load[0][0]:.1f}' if load else NOT_APPLICABLE} |"
         )
     return rows
 
@@ -119,6 +123,8 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         f"Load average (1/5/15 min) of the machine at the start: {_load(results, 'start')}, at the end: "
         f"{_load(results, 'end')}; with more runnable processes than cores, every figure is noisier.",
         "",
+        *reliability_lines(results),
+        "",
         f"Environment of the benchmark process: {env}. The malloc thresholds keep freed tensors' pages mapped, so "
         "eager does not fault its buffers back in on every call (see `benchmarks/README.md`).",
         "",
@@ -126,13 +132,20 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "eager's sample over the implementation's sample of the same round (the chart's whiskers are the "
         "quartiles of that ratio). Cold compile is the first call with empty on-disk caches; warm compile is the "
         "first call after clearing in-memory caches (on-disk caches kept). Both include that one call's run. "
-        "Peak MB is the most the CPU allocator held above its starting level during one call.",
+        "Peak MB is the most the CPU allocator held above its starting level during one call (torch profiler "
+        "memory events, in process). A speedup marked `~` is within the workload's noise floor; one marked `?` "
+        "comes from a workload whose noise floor is above the threshold: unreliable.",
         "",
         headline(results),
         "",
-        "![speedups](speedups.png)",
+        *(["![speedups](speedups.png)"] if results.get("chart", True) else []),
         "",
-        "## Results",
+        "## Real models",
+        "",
+        *group_summary(results),
+        *model_tables(results),
+        "",
+        "## Results, every workload and implementation",
         "",
         "| workload | implementation | correct | cold compile (s) | warm compile (s) | median (ms) | min-max (ms) "
         "| speedup | graphs | ops | breaks | peak MB |",
@@ -144,14 +157,16 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "",
         "## Noise floor: eager timed against itself",
         "",
-        "| workload | eager median (ms) | eager (again) median (ms) | paired difference | difference of medians "
-        "| eager max/min | eager page faults/call |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | eager median (ms) | eager (again) median (ms) | noise floor | eager vs itself (paired) "
+        "| eager max/min | samples each | eager page faults/call | load (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|",
         *_noise_rows(workloads),
         "",
-        "The paired difference (the median over rounds of eager's sample over eager (again)'s, from 1) is the "
-        "noise floor of the speedups, which are paired the same way: a speedup within it is noise. The "
-        "difference of medians shows how much outside load moved unpaired figures, such as the medians above.",
+        "The noise floor is (p90-p10)/median of eager's samples (`eager` and `eager (again)` pooled): how far "
+        "repeated measurements of the same code spread in this run. A speedup within it is noise (`~`); a floor "
+        "above the threshold makes the workload's figures unreliable (`?`). Eager vs itself is the median over "
+        "rounds of eager's sample over eager (again)'s, from 1: a bias check, not a floor (load that hits both "
+        "alike cancels in it). Load is the 1-minute load average when the workload started.",
         "",
         "## Per-call overhead of a tiny compiled function (`x + 1` on one element)",
         "",
@@ -193,17 +208,23 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
     path.write_text("\n".join(lines).replace(repository, "") + "\n")  # paths relative to the repository
 
 
-def _summary_cell(rec: dict[str, Any]) -> str:
+def _summary_cell(rec: dict[str, Any], workload: dict[str, Any]) -> str:
     if "speedup" not in rec:
         return _cell(rec.get("error", "not run"))[:160]  # long enough for the reason a compile failed
     mark = "" if rec.get("correct") == "ok" else f" {_cell(rec.get('correct', ''))[:40]}"
     graphs = f"{_count(rec.get('graphs'))} graphs, {_count(rec.get('breaks'))} breaks"
-    return f"**{rec['speedup']:.2f}x**{mark}; compile {_s(rec.get('cold_compile_s'))} / {_s(rec.get('warm_compile_s'))} s; {graphs}"
+    speedup = speedup_text(rec, workload)
+    return f"**{speedup}**{mark}; compile {_s(rec.get('cold_compile_s'))} / {_s(rec.get('warm_compile_s'))} s; {graphs}"
 
 
 def geometric_means(results: dict[str, Any]) -> dict[str, tuple[float, int, int]]:
-    """Per compiler: (geometric mean speedup, workloads it ran correctly, workloads measured), tiny_call excluded."""
-    workloads = [w for w in results["workloads"] if w.get("status") == "ok" and w["name"] != OVERHEAD_WORKLOAD]
+    """Per compiler: (geometric mean speedup, workloads it ran correctly, workloads measured) over the small
+    programs, tiny_call excluded (real models have their per-group means)."""
+    workloads = [
+        w
+        for w in results["workloads"]
+        if w.get("status") == "ok" and w["name"] != OVERHEAD_WORKLOAD and not w.get("group")
+    ]
     means = {}
     for name in results["implementations"]:
         if name in ("eager", "eager (again)"):
@@ -220,25 +241,36 @@ def geometric_means(results: dict[str, Any]) -> dict[str, tuple[float, int, int]
 
 def headline(results: dict[str, Any]) -> str:
     means = geometric_means(results)
+    if not any(w.get("status") == "ok" and not w.get("group") for w in results["workloads"]):
+        return "No small program was measured in this run."
     if not means:
-        return "No compiler ran a workload correctly."
-    parts = [f"{name} **{mean:.2f}x** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
-    return "Geometric mean speedup over eager (workloads run correctly, tiny_call excluded): " + ", ".join(parts) + "."
+        return "No compiler ran a small program correctly."
+    noisy = any(
+        not w.get("reliable", True) for w in results["workloads"] if w.get("status") == "ok" and not w.get("group")
+    )
+    mark = "?" if noisy else ""  # the reliability notes above the headline say why
+    parts = [f"{name} **{mean:.2f}x{mark}** ({done}/{total} workloads)" for name, (mean, done, total) in means.items()]
+    return (
+        "Geometric mean speedup over eager on the small programs (run correctly, tiny_call excluded): "
+        + ", ".join(parts)
+        + "."
+    )
 
 
 def summary_table(results: dict[str, Any]) -> list[str]:
-    """One row per workload: eager's time and noise floor, then per compiler: speedup; cold / warm compile; graphs."""
+    """One row per small workload (real models have :func:`model_tables`): eager's time and noise floor, then per
+    compiler: speedup; cold / warm compile; graphs."""
     compilers = [name for name in results["implementations"] if name not in ("eager", "eager (again)")]
     lines = [
         "| workload | eager (ms) | noise floor | " + " | ".join(compilers) + " |",
         "|---" * (3 + len(compilers)) + "|",
     ]
     for workload in results["workloads"]:
-        if workload.get("status") != "ok":
+        if workload.get("status") != "ok" or workload.get("group"):
             continue
         eager = workload["impls"]["eager"]
-        cells = [workload["name"], _ms(eager.get("median_s")), f"{workload.get('noise_floor_pct', 0):.1f}%"]
-        cells += [_summary_cell(workload["impls"].get(name, {})) for name in compilers]
+        cells = [workload["name"], _ms(eager.get("median_s")), noise_cell(workload)]
+        cells += [_summary_cell(workload["impls"].get(name, {}), workload) for name in compilers]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -247,8 +279,9 @@ README_START = "<!-- latest-results:start -->"
 README_END = "<!-- latest-results:end -->"
 
 
-def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: str) -> bool:
-    """Replace the block between the latest-results markers of ``readme`` with this run's summary and chart.
+def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: str, per_model: bool = False) -> bool:
+    """Replace the block between the latest-results markers of ``readme`` with this run's summary and chart
+    (``per_model``: with every real model's row too).
 
     Returns False (and changes nothing) when the markers are missing.
     """
@@ -263,11 +296,16 @@ def update_readme(results: dict[str, Any], readme: pathlib.Path, results_dir: st
         f"{results['total_seconds']:.0f}s, load average {_load(results, 'start')} at the start). "
         f"Every figure: [{results_dir}/latest.md]({results_dir}/latest.md).",
         "",
+        *reliability_lines(results),
+        "",
+        *group_summary(results),
+        *(model_tables(results) if per_model else []),
+        "",
         headline(results),
         "",
         *summary_table(results),
         "",
-        f"![speedups]({results_dir}/speedups.png)",
+        *([f"![speedups]({results_dir}/speedups.png)"] if results.get("chart", True) else []),
         README_END,
     ]
     before, rest = text.split(README_START, 1)
@@ -294,7 +332,7 @@ def write_chart(results: dict[str, Any], path: pathlib.Path) -> str | None:
         from matplotlib.patches import Patch
     except ImportError as exc:
         return f"no chart: matplotlib is not installed ({exc})"
-    workloads = [w for w in results["workloads"] if w.get("status") == "ok"]
+    workloads = [w for w in results["workloads"] if w.get("status") == "ok" and not w.get("group")]
     compilers = [name for name in results["implementations"] if name not in ("eager", "eager (again)")]
     fig, ax = plt.subplots(figsize=(max(7.0, 1.4 * len(workloads) + 2), 4.6))
     width = 0.8 / max(1, len(compilers))
@@ -316,7 +354,7 @@ def write_chart(results: dict[str, Any], path: pathlib.Path) -> str | None:
         ax.bar(xs, heights, width, color=color, yerr=[low, high], capsize=2, error_kw={"linewidth": 0.8})
         handles.append(Patch(color=color, label=name))
     for position, workload in enumerate(workloads):
-        noise = workload.get("noise_floor_pct", 0.0) / 100
+        noise = min(workload.get("noise_floor_pct") or 100.0, 100.0) / 100  # unknown: shade a full 2x band
         # Symmetric on the log axis, so a noise floor above 100% still draws a band.
         ax.fill_between(
             [position - 0.45, position + 0.45], 1 / (1 + noise), 1 + noise, color="grey", alpha=0.3, zorder=0

@@ -8,6 +8,8 @@ goes on, so the table shows whatever works today.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import sys
 import time
 import warnings
@@ -19,7 +21,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from harness.implementations import Implementation
-from harness.timing import calls_per_sample, interleaved, paired_ratio, peak_bytes, time_limit, timed_call
+from harness.noise import noise_floor, workload_verdict
+from harness.timing import Stats, calls_per_sample, interleaved, paired_ratio, peak_bytes, time_limit, timed_call
 from harness.workloads import Case, Workload
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "compare",
     "describe_error",
     "fallback_in",
+    "noise_figures",
     "startup_seconds",
 ]
 
@@ -40,17 +44,43 @@ EAGER_AGAIN = "eager (again)"
 
 @dataclass
 class Settings:
-    """How long to spend: per-sample length, per-workload timing budget, round bounds, compile time limit."""
+    """How long to spend: per-sample length, per-workload timing budget, round bounds, compile time limit.
+
+    Real models (a workload with a ``group``) get their own, smaller budget and round bounds, and no warm
+    compile: there are dozens of them and a full run has to stay near 20 minutes on two cores.
+    """
 
     sample_seconds: float = 0.01
     budget_seconds: float = 12.0
     min_rounds: int = 20
     max_rounds: int = 200
     compile_limit_seconds: float = 240.0
+    model_budget_seconds: float = 2.0
+    model_min_rounds: int = 6
+    model_max_rounds: int = 40
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(sample_seconds=0.005, budget_seconds=1.2, min_rounds=5, max_rounds=40, compile_limit_seconds=90.0)
+        return cls(
+            sample_seconds=0.005,
+            budget_seconds=1.2,
+            min_rounds=5,
+            max_rounds=40,
+            compile_limit_seconds=90.0,
+            model_budget_seconds=1.0,
+            model_min_rounds=5,
+            model_max_rounds=15,
+        )
+
+    def timing_for(self, workload: Workload) -> dict[str, float]:
+        """The keyword arguments of :func:`interleaved` for ``workload``."""
+        if workload.group:
+            return {
+                "budget_seconds": self.model_budget_seconds,
+                "min_rounds": self.model_min_rounds,
+                "max_rounds": self.model_max_rounds,
+            }
+        return {"budget_seconds": self.budget_seconds, "min_rounds": self.min_rounds, "max_rounds": self.max_rounds}
 
 
 class FellBack(RuntimeError):
@@ -131,8 +161,10 @@ def startup_seconds(impl: Implementation) -> float:
     return seconds
 
 
-def _compile_and_check(impl: Implementation, case: Case, reference: Any, limit: float) -> tuple[dict, Callable | None]:
-    """Cold compile, correctness, counts, then warm compile; returns the record and the callable to time."""
+def _compile_and_check(
+    impl: Implementation, case: Case, reference: Any, limit: float, warm: bool = True
+) -> tuple[dict, Callable | None]:
+    """Cold compile, correctness, counts, then (``warm``) warm compile; returns the record and the callable to time."""
     record: dict[str, Any] = {}
     stage = "cold compile"
     try:
@@ -149,6 +181,8 @@ def _compile_and_check(impl: Implementation, case: Case, reference: Any, limit: 
         record.update(dataclasses.asdict(impl.counts()))
         if record["correct"] == "ok" and record.get("graphs") == 0:
             record["correct"] = "ok, but no graph: ran eagerly"
+        if not warm:
+            return record, cold_fn
         stage = "warm compile"
         with time_limit(limit, f"{impl.name} {stage}"):
             impl.reset()
@@ -166,7 +200,12 @@ def bench_workload(
     workload: Workload, impls: list[Implementation], settings: Settings, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """Measure one workload with every implementation; the result is JSON-ready."""
-    result: dict[str, Any] = {"name": workload.name, "description": workload.description, "impls": {}}
+    result: dict[str, Any] = {
+        "name": workload.name,
+        "description": workload.description,
+        "group": workload.group,
+        "impls": {},
+    }
     reason = workload.unavailable()
     if reason:
         result.update(status="skipped", skip_reason=reason)
@@ -183,7 +222,9 @@ def bench_workload(
     callables: dict[str, Callable[..., Any]] = {EAGER: case.target, EAGER_AGAIN: case.target}
     for impl in impls:
         started = time.perf_counter()
-        records[impl.name], fn = _compile_and_check(impl, case, reference, settings.compile_limit_seconds)
+        records[impl.name], fn = _compile_and_check(
+            impl, case, reference, settings.compile_limit_seconds, warm=not workload.group
+        )
         if fn is not None:
             callables[impl.name] = fn
         summary = records[impl.name].get("error") or records[impl.name].get("correct")
@@ -193,13 +234,9 @@ def bench_workload(
     calls = calls_per_sample(steps[EAGER], settings.sample_seconds)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # once per location: a recompile storm must not flood the report
-        stats, errors = interleaved(
-            steps,
-            calls,
-            budget_seconds=settings.budget_seconds,
-            min_rounds=settings.min_rounds,
-            max_rounds=settings.max_rounds,
-        )
+        # a frame that falls back to eager after some calls (strict mode) is described by its cause
+        describe = functools.partial(describe_error, stage="timing")
+        stats, errors = interleaved(steps, calls, describe=describe, **settings.timing_for(workload))
     result["warnings_while_timing"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
     result["calls_per_sample"] = calls
     eager_median = stats[EAGER].median
@@ -226,15 +263,31 @@ def bench_workload(
                 record["peak_bytes"] = peak_bytes(steps[name])
             except Exception as exc:
                 record["error"] = describe_error(exc, "the check after timing")
-    again = stats.get(EAGER_AGAIN)
-    if again:
-        result["noise_floor_pct"] = 100.0 * abs(paired_ratio(stats[EAGER], again)[1] - 1.0)
+    result.update(noise_figures(stats))
     result["impls"] = records
     timed = ", ".join(
         f"{name} {record['median_s'] * 1e3:.3f}ms" for name, record in records.items() if "median_s" in record
     )
     log(f"  steady state ({calls} calls/sample): {timed}")
     return result
+
+
+def noise_figures(stats: dict[str, Stats]) -> dict[str, Any]:
+    """The noise floor (spread of eager's pooled samples), its verdict, and eager's paired ratio to itself.
+
+    ``noise_floor_pct`` is None when too few samples were taken to estimate it (and the verdict says so).
+    """
+    repeats = [stats[name].per_round for name in (EAGER, EAGER_AGAIN) if name in stats]
+    floor = noise_floor(*repeats)
+    verdict = workload_verdict(floor)
+    figures: dict[str, Any] = {
+        "noise_floor_pct": 100.0 * floor if math.isfinite(floor) else None,
+        "reliable": verdict.reliable,
+        "unreliable_because": list(verdict.reasons),
+    }
+    if EAGER in stats and EAGER_AGAIN in stats:
+        figures["eager_vs_itself_pct"] = 100.0 * abs(paired_ratio(stats[EAGER], stats[EAGER_AGAIN])[1] - 1.0)
+    return figures
 
 
 def run_extra(module_name: str, log: Callable[[str], None]) -> dict[str, Any] | None:

@@ -95,13 +95,14 @@ def interleaved(
     min_rounds: int,
     max_rounds: int,
     seed: int = 0,
+    describe: Callable[[BaseException], str] | None = None,
 ) -> tuple[dict[str, Stats], dict[str, str]]:
     """Sample every step round by round, each round in a new random order.
 
     One warm-up round is discarded and sizes the run: as many rounds as fit in
     ``budget_seconds``, within [``min_rounds``, ``max_rounds``], but no more than
     fit in three budgets (and at least 5). A step that
-    raises is dropped and its error returned; the others go on.
+    raises is dropped and its error returned (as ``describe`` words it); the others go on.
     """
     rng = random.Random(seed)
     errors: dict[str, str] = {}
@@ -118,7 +119,9 @@ def interleaved(
             try:
                 per_call = _sample(live[name], calls)
             except Exception as exc:
-                errors[name] = f"failed while timing: {type(exc).__name__}: {_first_line(exc)}"
+                errors[name] = (
+                    describe(exc) if describe else f"failed while timing: {type(exc).__name__}: {_first_line(exc)}"
+                )
                 del live[name]
                 continue
             faults[name] += _minor_faults() - faults_before

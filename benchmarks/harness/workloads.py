@@ -3,8 +3,8 @@
 A workload builds a :class:`Case`: the thing a compiler wraps (a function or an
 ``nn.Module``) and a ``run`` that makes one step with a given callable (the
 original or a compiled one) and returns what must match eager. Real models
-(torchvision, transformers) are in :mod:`harness.real_models` and only join the
-suite when their packages are installed and match torch.
+(the model zoo's torchvision, timm and transformers entries) are in
+:mod:`harness.real_models` and only join when their packages are installed and match torch.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class Workload:
     in_quick: bool = True
     # Returns why the workload cannot run here (a missing or mismatched package), or None.
     unavailable: Callable[[], str | None] = field(default=lambda: None)
+    # A real model's report group (``cnn``, ``transformer``, ``training``, ``generate``); "" for the small programs.
+    group: str = ""
 
 
 def _seeded(seed: int = 0) -> None:

@@ -140,6 +140,7 @@ def test_unavailable_workload_is_skipped_with_its_reason():
     assert result == {
         "name": "relu_mul",
         "description": "relu then multiply",
+        "group": "",
         "impls": {},
         "status": "skipped",
         "skip_reason": "torchvision not installed",
@@ -168,6 +169,31 @@ def test_interleaved_drops_a_step_that_raises():
     assert stats["ok"].samples == 4
     assert "flaky" not in stats
     assert errors["flaky"] == "failed while timing: RuntimeError: guard failed"
+
+
+def test_a_frame_that_falls_back_while_timing_is_described_by_its_cause():
+    import functools
+
+    from harness.runner import describe_error
+
+    class StrictModeError(RuntimeError):
+        pass
+
+    def falls_back():
+        try:
+            raise ValueError("no kernel for batch_norm")
+        except ValueError as cause:
+            raise StrictModeError("dynajit (strict mode): function '__resume_at_644_15' ran eagerly") from cause
+
+    _, errors = interleaved(
+        {"ok": lambda: None, "strict": falls_back},
+        1,
+        budget_seconds=0.01,
+        min_rounds=3,
+        max_rounds=3,
+        describe=functools.partial(describe_error, stage="timing"),
+    )
+    assert errors["strict"] == "failed at timing: ran eagerly: ValueError: no kernel for batch_norm"
 
 
 def test_peak_bytes_counts_live_temporaries():
@@ -273,8 +299,15 @@ def test_workload_selection_by_mode_and_name():
 
     quick, notes = run.select_workloads("", quick=True)
     full, _ = run.select_workloads("", quick=False)
-    assert {w.name for w in full} - {w.name for w in quick} == {"resnet18", "bert_small", "gpt2_small"}
-    assert "resnet18: left out of --quick runs" in notes
+    models = {w.name for w in full} - {w.name for w in quick}
+    groups = [w.group for w in full if w.name in models]
+    assert groups[:3] == ["cnn", "transformer", "training"]  # every group early: a run cut short covers all
+    assert {"resnet18", "bert-default", "resnet10-train"} <= models and "llama-generate" not in models
+    assert {w.group for w in full if w.name in models} == {"cnn", "transformer", "training"}
+    assert "real models left out of --quick runs" in notes[0] and "resnet18" in notes[0]
+    assert [w.name for w in run.select_workloads("gpt2-generate", quick=False)[0]] == ["gpt2-generate"]
+    with_generate, _ = run.select_workloads("", quick=False, generate=True)
+    assert "llama-generate" in {w.name for w in with_generate}
     assert [w.name for w in run.select_workloads("softmax, tiny_call", quick=True)[0]] == ["softmax", "tiny_call"]
     with pytest.raises(SystemExit, match=r"unknown workload\(s\) \['softmaxx'\]"):
         run.select_workloads("softmaxx", quick=False)
