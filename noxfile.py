@@ -165,6 +165,23 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def models(session: nox.Session) -> None:
+    """The real-model suite (tests/models): small torchvision, timm and transformers models compiled against eager."""
+    _install_all_editable(session, *BENCH_MODELS, "timm", *TEST_DEPS, torch=BENCH_TORCH)
+    workers = os.environ.get("DYNAJIT_TEST_WORKERS", "2")
+    session.run(
+        "pytest",
+        "-n",
+        workers,
+        "--dist",
+        "load",
+        str(ROOT / "tests" / "models"),
+        *session.posargs,
+        env={"DYNAJIT_STRICT": "1", "OMP_NUM_THREADS": "1"},
+    )
+
+
+@nox.session(python="3.11")
 def demo(session: nox.Session) -> None:
     """Compile a small transformer and show graphs, breaks, compile time and speed."""
     _install_all_editable(session, "numpy")
