@@ -100,7 +100,6 @@ def _int_iadd(t: torch.Tensor) -> torch.Tensor:
     return acc + t
 
 
-@_xfail("falls back: FX code `0 += mul` is a SyntaxError (T5Attention)")
 def test_int_augmented_add_of_tensor() -> None:
     _check(_int_iadd, torch.randn(4))
 

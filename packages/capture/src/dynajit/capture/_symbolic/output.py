@@ -41,9 +41,26 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["OutputGraph"]
+__all__ = ["OUT_OF_PLACE", "OutputGraph"]
 
 _graph_ids = itertools.count()
+
+#: Each in-place operator and the binary operator Python falls back to when the left operand has no in-place method.
+OUT_OF_PLACE: dict[Any, Any] = {
+    operator.iadd: operator.add,
+    operator.iand: operator.and_,
+    operator.ifloordiv: operator.floordiv,
+    operator.ilshift: operator.lshift,
+    operator.imatmul: operator.matmul,
+    operator.imod: operator.mod,
+    operator.imul: operator.mul,
+    operator.ior: operator.or_,
+    operator.ipow: operator.pow,
+    operator.irshift: operator.rshift,
+    operator.isub: operator.sub,
+    operator.itruediv: operator.truediv,
+    operator.ixor: operator.xor,
+}
 
 
 class OutputGraph:
@@ -180,6 +197,10 @@ class OutputGraph:
         unsupported(f"passing {vt} to a torch operation")
 
     def call_function(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if fn in OUT_OF_PLACE and args and not isinstance(args[0], TensorVar):
+            # Only a tensor updates itself in place: for a number (or a SymInt) Python finds no __iadd__ and
+            # falls back to the binary operator, which rebinds the name to a new value.
+            fn = OUT_OF_PLACE[fn]
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
