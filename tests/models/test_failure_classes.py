@@ -104,7 +104,6 @@ def test_int_augmented_add_of_tensor() -> None:
     _check(_int_iadd, torch.randn(4))
 
 
-@_xfail("falls back: submodule named 'block1-0' makes an FX attribute name that is not an identifier (RegNet)")
 def test_submodule_name_with_dash() -> None:
     model = torch.nn.Sequential()
     model.add_module("block1-0", torch.nn.Linear(4, 4))

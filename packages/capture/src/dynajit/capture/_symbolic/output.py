@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import keyword
 import operator
 import time
 from collections.abc import Iterator
@@ -301,16 +302,19 @@ class OutputGraph:
 
 
 def _placeholder_name(path: Path) -> str:
-    text = path.name()
-    for ch in "[]'\". ()":
-        text = text.replace(ch, "_")
+    """``path`` as an identifier's characters (``L['self'].fc1`` is ``L_self_fc1``), runs of ``_`` collapsed.
+
+    Every character an identifier cannot hold becomes ``_``: module names need not be identifiers
+    (``add_module("block1-0", ...)``), and graph attribute names must be.
+    """
+    text = "".join(ch if f"_{ch}".isidentifier() else "_" for ch in path.name())
     return "_".join(part for part in text.split("_") if part) or "input"
 
 
 def _unique_attr_name(path: Path, taken: set[Any]) -> str:
     """A flat attribute name for a module tensor (``L_self_fc1_weight``), unique in the graph module."""
     base = _placeholder_name(path)
-    base = base if base[0].isalpha() else f"p_{base}"
+    base = base if base[0].isalpha() and not keyword.iskeyword(base) else f"p_{base}"
     name, suffix = base, 0
     while name in taken:
         suffix += 1
