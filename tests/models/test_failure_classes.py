@@ -169,7 +169,6 @@ def _context_var(t: torch.Tensor) -> torch.Tensor:
     return y
 
 
-@_xfail("break: ContextVar.set/reset not traced (transformers' output capturing: every transformers model)")
 def test_context_var_set_reset() -> None:
     _check(_context_var, torch.randn(4))
 

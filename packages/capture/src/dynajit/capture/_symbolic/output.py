@@ -75,6 +75,8 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
         self.side_effects = SideEffects()
+        # What this trace knows of each ContextVar it used (variables/context_vars.py), by the variable's id.
+        self.context_vars: dict[int, Any] = {}
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
         self.aliases: list[tuple[Path, Path]] = []
