@@ -182,7 +182,6 @@ def test_function_class_attribute() -> None:
     _check(lambda t: t * 2 if _stochastic_depth.__class__.__name__ == "function" else t, torch.randn(4))
 
 
-@_xfail("break: a torch operation returned a FakeTensorMode (nn.MultiheadAttention fast-path check: torchvision ViT)")
 def test_multihead_attention_eval_no_grad() -> None:
     mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
     with torch.no_grad():
