@@ -177,7 +177,6 @@ def _stochastic_depth(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-@_xfail("break: attribute '__class__' of a function (torchvision stochastic_depth: efficientnet, convnext, swin)")
 def test_function_class_attribute() -> None:
     _check(lambda t: t * 2 if _stochastic_depth.__class__.__name__ == "function" else t, torch.randn(4))
 
