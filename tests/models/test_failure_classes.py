@@ -215,7 +215,6 @@ def _decode_step(x: torch.Tensor, cache: _Cache) -> torch.Tensor:
     return (cache.update(x) * x).sum(1)
 
 
-@_xfail("a tensor in an object attribute that grows each call (a KV cache) recompiles per length (gpt2/llama decode)")
 def test_growing_attribute_tensor_compiles_at_most_twice() -> None:
     import dynajit.capture as capture
     import dynajit.compiler
