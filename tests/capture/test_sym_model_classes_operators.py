@@ -1,5 +1,7 @@
 """Python operators the real models use on tensors mixed with numbers: in-place operators on a number."""
 
+import torch
+
 
 def int_augmented_add(t):
     acc = 0
@@ -36,3 +38,22 @@ def test_float_and_int_in_place_operators_on_tensors(check, t):
 
 def test_tensor_in_place_operator_still_mutates(check, t):
     check(tensor_augmented_add_keeps_aliasing, t(4), graphs=1, fullgraph=True)
+
+
+def size_augmented_ops(t):
+    n = t.shape[0]
+    n += 1
+    n *= 2
+    return t * n
+
+
+def test_symbolic_size_left_of_an_in_place_operator(check, t):
+    counter = check(size_augmented_ops, t(4), graphs=1, fullgraph=True)
+    counter.clear()
+    import dynajit.capture as capture
+
+    compiled = capture.optimize(counter, dynamic=True)(size_augmented_ops)
+    for n in (3, 5):
+        x = t(n)
+        torch.testing.assert_close(compiled(x), size_augmented_ops(x))
+    assert counter.frame_count == 1

@@ -200,9 +200,9 @@ class OutputGraph:
         unsupported(f"passing {vt} to a torch operation")
 
     def call_function(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        if fn in OUT_OF_PLACE and args and not isinstance(args[0], TensorVar):
-            # Only a tensor updates itself in place: for a number (or a SymInt) Python finds no __iadd__ and
-            # falls back to the binary operator, which rebinds the name to a new value.
+        if fn in OUT_OF_PLACE and args and _is_number(args[0]):
+            # A number (or a SymInt) has no __iadd__: Python falls back to the binary operator, which rebinds
+            # the name to a new value.
             fn = OUT_OF_PLACE[fn]
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
@@ -301,6 +301,10 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+
+def _is_number(vt: VT) -> bool:
+    return isinstance(vt, SymIntVar) or (vt.is_const() and type(vt.const()) in (int, float, bool, complex))
 
 
 def _placeholder_name(path: Path) -> str:
