@@ -2,6 +2,8 @@
 
 import torch
 
+import dynajit.capture as capture
+
 
 def int_augmented_add(t):
     acc = 0
@@ -50,8 +52,6 @@ def size_augmented_ops(t):
 def test_symbolic_size_left_of_an_in_place_operator(check, t):
     counter = check(size_augmented_ops, t(4), graphs=1, fullgraph=True)
     counter.clear()
-    import dynajit.capture as capture
-
     compiled = capture.optimize(counter, dynamic=True)(size_augmented_ops)
     for n in (3, 5):
         x = t(n)
