@@ -100,12 +100,10 @@ def _int_iadd(t: torch.Tensor) -> torch.Tensor:
     return acc + t
 
 
-@_xfail("falls back: FX code `0 += mul` is a SyntaxError (T5Attention)")
 def test_int_augmented_add_of_tensor() -> None:
     _check(_int_iadd, torch.randn(4))
 
 
-@_xfail("falls back: submodule named 'block1-0' makes an FX attribute name that is not an identifier (RegNet)")
 def test_submodule_name_with_dash() -> None:
     model = torch.nn.Sequential()
     model.add_module("block1-0", torch.nn.Linear(4, 4))
@@ -171,7 +169,6 @@ def _context_var(t: torch.Tensor) -> torch.Tensor:
     return y
 
 
-@_xfail("break: ContextVar.set/reset not traced (transformers' output capturing: every transformers model)")
 def test_context_var_set_reset() -> None:
     _check(_context_var, torch.randn(4))
 
@@ -180,12 +177,10 @@ def _stochastic_depth(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-@_xfail("break: attribute '__class__' of a function (torchvision stochastic_depth: efficientnet, convnext, swin)")
 def test_function_class_attribute() -> None:
     _check(lambda t: t * 2 if _stochastic_depth.__class__.__name__ == "function" else t, torch.randn(4))
 
 
-@_xfail("break: a torch operation returned a FakeTensorMode (nn.MultiheadAttention fast-path check: torchvision ViT)")
 def test_multihead_attention_eval_no_grad() -> None:
     mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
     with torch.no_grad():
@@ -220,7 +215,6 @@ def _decode_step(x: torch.Tensor, cache: _Cache) -> torch.Tensor:
     return (cache.update(x) * x).sum(1)
 
 
-@_xfail("a tensor in an object attribute that grows each call (a KV cache) recompiles per length (gpt2/llama decode)")
 def test_growing_attribute_tensor_compiles_at_most_twice() -> None:
     import dynajit.capture as capture
     import dynajit.compiler

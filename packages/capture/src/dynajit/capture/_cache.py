@@ -85,6 +85,33 @@ class CacheEntry:
                     del target[name]
 
 
+class TracedSizes:
+    """The sizes each compile of one code object saw for the tensors it reached through attributes and items.
+
+    Arguments' sizes are noted at every call (:meth:`CodeCache.note_sizes`); a tensor held by an object (a KV
+    cache in ``self.keys``) is only reached while tracing, so its sizes are compared between compiles: a dim
+    whose size differs from an earlier compile's is dynamic in every later one.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, tuple[int, ...]] = {}
+        self.dynamic: dict[str, set[int]] = {}
+
+    def note(self, name: str, size: tuple[int, ...]) -> set[int]:
+        """Record ``size`` for the tensor at path ``name``; return its dims seen to change (so far)."""
+        seen = self.sizes.setdefault(name, size)
+        if len(seen) == len(size):
+            changed = {d for d, (old, new) in enumerate(zip(seen, size)) if old != new}
+            if changed:
+                self.dynamic.setdefault(name, set()).update(changed)
+        self.sizes[name] = size
+        return self.dynamic.get(name, set())
+
+    def clear(self) -> None:
+        self.sizes.clear()
+        self.dynamic.clear()
+
+
 class CodeCache:
     """The entries of one code object, most recent first, and what recompilations learned about its inputs."""
 
@@ -96,6 +123,7 @@ class CodeCache:
         self.dynamic_hints: dict[str, set[int]] = {}
         self.ints_seen: dict[str, int] = {}
         self.dynamic_ints: set[str] = set()
+        self.traced_sizes = TracedSizes()
 
     def add(self, entry: CacheEntry) -> None:
         self.entries.insert(0, entry)
@@ -123,6 +151,7 @@ class CodeCache:
         self.dynamic_hints.clear()
         self.ints_seen.clear()
         self.dynamic_ints.clear()
+        self.traced_sizes.clear()
 
     def note_sizes(self, names: Sequence[str], values: Sequence[Any]) -> dict[str, set[int]]:
         """Record the sizes of tensor arguments (and int arguments); what changed since an earlier compile is a hint."""

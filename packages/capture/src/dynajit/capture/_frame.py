@@ -99,6 +99,13 @@ class FrameContext:
     dynamic_hints: dict[str, set[int]] = field(default_factory=dict)
     # Int arguments seen to change for this code object: they become symbolic graph inputs.
     dynamic_ints: set[str] = field(default_factory=set)
+    # The sizes earlier compiles of this code object saw for tensors reached through attributes and items
+    # (automatic dynamic shapes beyond the arguments); None when sizes are not learned (dynamic=False).
+    traced_sizes: Any = None
+
+    def traced_dynamic_dims(self, name: str, size: tuple[int, ...]) -> set[int]:
+        """Record that this compile sees the tensor at path ``name`` with ``size``; the dims seen to change."""
+        return set() if self.traced_sizes is None else set(self.traced_sizes.note(name, size))
 
 
 @dataclass

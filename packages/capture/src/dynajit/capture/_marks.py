@@ -334,6 +334,19 @@ def is_exporting() -> bool:
     return _state.exporting
 
 
+_MISSING_QUERY = object()
+
+
+def is_tracing_query(fn: Any) -> bool:
+    """True for a library function asking whether its caller is being traced, answered True while tracing.
+
+    ``nn.MultiheadAttention`` asks it (``_is_make_fx_tracing``) before its fused inference kernel: traced code
+    takes the composite path instead, as under TorchDynamo, rather than reading the tracer's fake-tensor mode
+    off the dispatch stack.
+    """
+    return fn is getattr(torch.nn.modules.activation, "_is_make_fx_tracing", _MISSING_QUERY)
+
+
 # ---------------------------------------------------------------- tensor and module marks
 
 _DYNAMIC = "_dynajit_dynamic_dims"

@@ -578,7 +578,8 @@ class CompiledFunction:
         settings = self.settings
         hints: dict[str, set[int]] = {}
         ints: set[str] = set()
-        if config.automatic_dynamic_shapes and settings.dynamic is not False:
+        automatic = config.automatic_dynamic_shapes and settings.dynamic is not False
+        if automatic:
             hints = {name: set(dims) for name, dims in self.cache.dynamic_hints.items()}
             ints = set(self.cache.dynamic_ints) if not config.specialize_int else set()
         dynamic = settings.dynamic
@@ -591,6 +592,7 @@ class CompiledFunction:
             intercept=intercept,
             dynamic_hints=hints,
             dynamic_ints=ints,
+            traced_sizes=self.cache.traced_sizes if automatic else None,
         )
 
     def _convert(self, values: Sequence[Any], reasons: tuple[str, ...]) -> tuple[_cache.CacheEntry, _Instance]:

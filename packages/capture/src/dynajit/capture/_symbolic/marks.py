@@ -89,4 +89,6 @@ def is_compile_query(value: Any) -> str | None:
     module = getattr(value, "__module__", "") or ""
     if name in _COMPILE_QUERIES and callable(value) and module.startswith(("dynajit", "torch.compiler")):
         return name
+    if callable(value) and _ask("is_tracing_query", value):
+        return "is_compiling"  # a library's own "am I traced?" check (nn.MultiheadAttention's fast path)
     return None

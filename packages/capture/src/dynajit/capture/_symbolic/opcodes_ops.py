@@ -108,18 +108,7 @@ def symbolic_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     if op in COMPARE_OPS.values():
         values = [a.example if isinstance(a, SymIntVar) else a.const() for a in args]
         return ConstVar(bool(op(*values)))
-    return tx.output.call_function(_OUT_OF_PLACE.get(op, op), args, {})
-
-
-_OUT_OF_PLACE = {
-    operator.iadd: operator.add,
-    operator.isub: operator.sub,
-    operator.imul: operator.mul,
-    operator.ifloordiv: operator.floordiv,
-    operator.imod: operator.mod,
-    operator.itruediv: operator.truediv,
-    operator.ipow: operator.pow,
-}
+    return tx.output.call_function(op, args, {})  # an in-place operator is recorded out of place there
 
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import keyword
 import operator
 import time
 from collections.abc import Iterator
@@ -41,9 +42,26 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["OutputGraph"]
+__all__ = ["OUT_OF_PLACE", "OutputGraph"]
 
 _graph_ids = itertools.count()
+
+#: Each in-place operator and the binary operator Python falls back to when the left operand has no in-place method.
+OUT_OF_PLACE: dict[Any, Any] = {
+    operator.iadd: operator.add,
+    operator.iand: operator.and_,
+    operator.ifloordiv: operator.floordiv,
+    operator.ilshift: operator.lshift,
+    operator.imatmul: operator.matmul,
+    operator.imod: operator.mod,
+    operator.imul: operator.mul,
+    operator.ior: operator.or_,
+    operator.ipow: operator.pow,
+    operator.irshift: operator.rshift,
+    operator.isub: operator.sub,
+    operator.itruediv: operator.truediv,
+    operator.ixor: operator.xor,
+}
 
 
 class OutputGraph:
@@ -57,6 +75,8 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
         self.side_effects = SideEffects()
+        # What this trace knows of each ContextVar it used (variables/context_vars.py), by the variable's id.
+        self.context_vars: dict[int, Any] = {}
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
         self.aliases: list[tuple[Path, Path]] = []
@@ -180,6 +200,10 @@ class OutputGraph:
         unsupported(f"passing {vt} to a torch operation")
 
     def call_function(self, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if fn in OUT_OF_PLACE and args and _is_number(args[0]):
+            # A number (or a SymInt) has no __iadd__: Python falls back to the binary operator, which rebinds
+            # the name to a new value.
+            fn = OUT_OF_PLACE[fn]
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
@@ -279,17 +303,24 @@ class OutputGraph:
         return name, CompiledGraph(name, gm, compiled, described, seconds)
 
 
+def _is_number(vt: VT) -> bool:
+    return isinstance(vt, SymIntVar) or (vt.is_const() and type(vt.const()) in (int, float, bool, complex))
+
+
 def _placeholder_name(path: Path) -> str:
-    text = path.name()
-    for ch in "[]'\". ()":
-        text = text.replace(ch, "_")
+    """``path`` as an identifier's characters (``L['self'].fc1`` is ``L_self_fc1``), runs of ``_`` collapsed.
+
+    Every character an identifier cannot hold becomes ``_``: module names need not be identifiers
+    (``add_module("block1-0", ...)``), and graph attribute names must be.
+    """
+    text = "".join(ch if f"_{ch}".isidentifier() else "_" for ch in path.name())
     return "_".join(part for part in text.split("_") if part) or "input"
 
 
 def _unique_attr_name(path: Path, taken: set[Any]) -> str:
     """A flat attribute name for a module tensor (``L_self_fc1_weight``), unique in the graph module."""
     base = _placeholder_name(path)
-    base = base if base[0].isalpha() else f"p_{base}"
+    base = base if base[0].isalpha() and not keyword.iskeyword(base) else f"p_{base}"
     name, suffix = base, 0
     while name in taken:
         suffix += 1

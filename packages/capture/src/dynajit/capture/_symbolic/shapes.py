@@ -86,7 +86,11 @@ class ShapePlan:
         if self.ctx.dynamic is True:
             dims = dict.fromkeys(range(value.dim()))
         elif self.ctx.dynamic is None:
-            dims = dict.fromkeys(d for d in self.ctx.dynamic_hints.get(_root_local(path) or "", ()) if d < value.dim())
+            local = _root_local(path)
+            hinted = self.ctx.dynamic_hints.get(local, set()) if local is not None else set()
+            if local is None:  # reached through an attribute or an item: sizes compared between compiles
+                hinted = self.ctx.traced_dynamic_dims(path.name(), tuple(value.shape))
+            dims = dict.fromkeys(d for d in hinted if d < value.dim())
         dims.update(dict.fromkeys(registry.weak_dynamic_dims(value)))
         dims.update(strict)
         static = registry.static_dims(value)

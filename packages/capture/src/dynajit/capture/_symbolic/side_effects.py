@@ -21,7 +21,7 @@ __all__ = ["SideEffects"]
 
 @dataclass
 class _Effect:
-    kind: str  # "contents" | "attr" | "global" | "cell"
+    kind: str  # "contents" | "attr" | "global" | "cell" | "custom"
     target: Any  # the tracker (contents, cell), (object tracker, name) for attr, name for global
     value: Any = None
 
@@ -30,6 +30,8 @@ class _Effect:
             return [self.target]
         if self.kind == "cell":
             return [self.target.contents]
+        if self.kind == "custom":
+            return self.target.values()  # type: ignore[no-any-return]
         return [self.value]
 
 
@@ -70,6 +72,10 @@ class SideEffects:
     def record_cell_write(self, cell: VT) -> None:
         self._effects.setdefault(("cell", id(cell)), _Effect("cell", cell))
 
+    def record_custom(self, key: Any, effect: Any) -> None:
+        """An effect kept by another tracker (a ContextVar's writes): ``effect`` has values() and replay(cg)."""
+        self._effects.setdefault(("custom", key), _Effect("custom", effect))
+
     def values(self) -> list[VT]:
         """The trackers whose state the replay writes (they may need graph outputs)."""
         return [v for effect in self._effects.values() for v in effect.values()]
@@ -100,6 +106,8 @@ class SideEffects:
                 effect.value.reconstruct(cg)
                 obj.source.emit(cg)
                 cg.emit("STORE_ATTR", name)
+            elif effect.kind == "custom":
+                effect.target.replay(cg)
             elif effect.kind == "global":
                 effect.value.reconstruct(cg)
                 cg.emit("STORE_GLOBAL", effect.target)

@@ -31,6 +31,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
+from dynajit.capture._symbolic.variables.context_vars import wrap_context_var_object
 from dynajit.capture._symbolic.variables.contexts import (
     AUTOCAST_SETTING_ATTRS,
     AUTOCAST_TYPES,
@@ -77,6 +78,10 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
 
 def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     from dynajit.capture._symbolic import marks
+
+    context_var = wrap_context_var_object(output, value, path)  # ContextVars, their methods, tokens
+    if context_var is not None:
+        return context_var
 
     if isinstance(value, torch.Tensor):
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):

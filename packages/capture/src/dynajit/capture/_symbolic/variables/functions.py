@@ -29,6 +29,13 @@ __all__ = [
 ]
 
 
+def function_class(path: Any) -> VT:
+    """A Python function's ``__class__``: it cannot be reassigned, so it needs no guard of its own."""
+    from dynajit.capture._symbolic.variables.objects import ClassVar
+
+    return ClassVar(types.FunctionType, path)
+
+
 class BuiltinVar(HeldVar):
     """A builtin callable; calls go through the builtins table (or run directly when ``pure`` and all-constant)."""
 
@@ -160,14 +167,14 @@ class UserFunctionVar(HeldVar):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name == "__code__":
-            from dynajit.capture._symbolic.paths import Attr
-
             # Assignable, unlike the function's identity that FUNCTION_MATCH checks: guarded on its own.
             path = Attr(self.source, name) if self.source is not None else None
             tx.output.guard("id_match", path, self.value.__code__)
             return ConstVar(self.value.__code__, path)
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstVar(getattr(self.value, name))
+        if name == "__class__":
+            return function_class(Attr(self.source, name) if self.source is not None else None)
         unsupported(f"attribute {name!r} of function {self.value.__qualname__}")
 
     def __repr__(self) -> str:
@@ -271,6 +278,8 @@ class NestedFunctionVar(VT):
             return ConstVar(getattr(self.code, "co_qualname" if name == "__qualname__" else "co_name"))
         if name == "__code__":
             return ConstVar(self.code)
+        if name == "__class__":
+            return function_class(None)
         unsupported(f"attribute {name!r} of a nested function")
 
     def children(self) -> list[VT]:
