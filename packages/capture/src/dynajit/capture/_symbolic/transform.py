@@ -118,6 +118,7 @@ class _FrameEmitter:
         self.code = tracer.code
         self.result = Transformed(code=None)
         self.cg = CodeGen(self.code, self.result.new_globals, lineno)
+        self.after_replay: list[tuple[str, VT]] = []
 
     def start(self, values: list[VT]) -> None:
         """Frame setup and the call of the graph; nothing of the frame's state is written yet."""
@@ -150,8 +151,13 @@ class _FrameEmitter:
         """Rebuild ``vt`` into a fresh temporary (None for a NULL slot, which holds nothing)."""
         if isinstance(vt, NullVar):
             return None
-        vt.reconstruct(self.cg)
         name = self.cg.new_temp()
+        if getattr(vt, "made_by_replay", False):
+            # A value the replay of effects makes (the token of a traced ContextVar.set()) is rebuilt after
+            # it, into the temporary named now; it depends on no path of the entry state.
+            self.after_replay.append((name, vt))
+            return name
+        vt.reconstruct(self.cg)
         self.cg.emit("STORE_FAST", name)
         return name
 
@@ -163,15 +169,20 @@ class _FrameEmitter:
         ``hidden_states = f(...)``, ``residual`` is reached as ``L['hidden_states']``, which must be
         read before ``hidden_states`` is stored (and an attribute before an effect rewrites it).
         """
-        writes: dict[str, str] = {}
+        pending: dict[str, VT] = {}
         for name, cell in self._own_cells().items():
             if cell.contents.source != Local(name):
-                writes[name] = self.save(cell.contents)  # type: ignore[assignment]
+                pending[name] = cell.contents
         for name in locals_:
             value = self.local_value(name)
-            if name not in writes and (value.source != Local(name) or name in self.code.co_cellvars):
-                writes[name] = self.save(value)  # type: ignore[assignment]
+            if name not in pending and (value.source != Local(name) or name in self.code.co_cellvars):
+                pending[name] = value
+        writes = {name: self.save(value) for name, value in pending.items()}
         self.output.side_effects.replay(self.cg)
+        for temp, value in self.after_replay:
+            value.reconstruct(self.cg)
+            self.cg.emit("STORE_FAST", temp)
+        self.after_replay.clear()
         for name, temp in writes.items():
             self.cg.emit("LOAD_FAST", temp)
             self.cg.store_local(name)

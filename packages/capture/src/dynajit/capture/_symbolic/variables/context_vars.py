@@ -269,6 +269,11 @@ class TokenVar(VT):
             return tx.wrap(self.var, Attr(self.source, "var") if self.source is not None else None)
         unsupported(f"attribute {name!r} of a ContextVar token")
 
+    @property
+    def made_by_replay(self) -> bool:
+        """A token of a traced ``set()`` exists only once the effects are replayed: rebuild it after them."""
+        return self.real is None
+
     def reconstruct(self, cg: CodeGen) -> None:
         if self.real is not None:
             super().reconstruct(cg)
