@@ -1,4 +1,4 @@
-"""Every command the repository has: tests, per-package isolation, lint, types, layers, build, bench, demo.
+"""Every command the repository has: tests, per-package isolation, lint, types, layers, build, models, fuzz, bench, demo.
 
 Run ``python3 -m pip install nox && python3 -m nox -s <session>``; ``nox -l`` lists them.
 """
@@ -34,7 +34,7 @@ PACKAGES: dict[str, list[str]] = {
 }
 TEST_DIR = {"inductor-lite": "inductor_lite"}
 
-nox.options.sessions = ["lint", "layers", "tests", "package_tests"]
+nox.options.sessions = ["lint", "layers", "tests", "package_tests", "models"]
 nox.options.error_on_missing_interpreters = False
 nox.options.reuse_existing_virtualenvs = False
 
