@@ -24,6 +24,7 @@ from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F40
 from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noqa: F401
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
+from dynajit.capture._symbolic.exceptions import OuterException, catch
 from dynajit.capture._symbolic.blocks import GRAD_EXITS
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
@@ -102,6 +103,11 @@ class Tracer:
         self.current: Inst | None = None
         self.self_value = self_value
         self.yielded: list[VT] | None = None  # values yielded, when this frame is an inlined generator
+        # The exception being handled (sys.exc_info()): the root's is shared by every frame inlined into it.
+        self.handled_exception: VT = OuterException()
+        # The step at which the root frame left its normal flow by an exception (see exceptions.catch).
+        self.exc_origin: int | None = None
+        self.steps = 0
 
     # ----------------------------------------------------------------- stack
 
@@ -123,7 +129,8 @@ class Tracer:
     def load_local(self, name: str) -> VT:
         if name in self.locals:
             return self.locals[name]
-        raises_in_python(f"local variable {name!r} referenced before assignment raises UnboundLocalError")
+        message = f"cannot access local variable {name!r} where it is not associated with a value"
+        raises_in_python(f"{message} (UnboundLocalError)", UnboundLocalError(message))
 
     def load_global(self, name: str) -> VT:
         if self.global_path is Global:
@@ -266,7 +273,10 @@ class Tracer:
         run = lookup(inst.opname, self.version)
         if run is None:
             unsupported(BREAKS.get(inst.opname, f"instruction {inst.opname} is not supported"))
-        run(self, inst)
+        try:
+            run(self, inst)
+        except RaisesInPython as exc:
+            catch(self, inst, exc)  # continues at this frame's handler, or raises on to the caller's
 
     def run_inline(self) -> VT:
         while not self.done:

@@ -106,10 +106,16 @@ class NewObjectVar(VT):
             return tx.wrap(static.fget, fget_path and Attr(fget_path, "fget")).call(tx, [self], {})
         if isinstance(static, types.MemberDescriptorType) or name in self.attrs:
             if name not in self.attrs:
-                raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+                raises_in_python(
+                    f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)",
+                    AttributeError(f"{cls.__name__!r} object has no attribute {name!r}"),
+                )
             return self.attrs[name]
         if static is _MISSING:
-            raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            raises_in_python(
+                f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)",
+                AttributeError(f"{cls.__name__!r} object has no attribute {name!r}"),
+            )
         return self._class_attr(tx, name, static)
 
     def _class_attr(self, tx: Tracer, name: str, static: Any) -> VT:
@@ -312,14 +318,14 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         if key in items:
             return items[key]
         if name == "__getitem__":
-            raises_in_python(f"KeyError: {key!r}")
+            raises_in_python(f"KeyError: {key!r}", KeyError(key))
         return args[1] if n == 2 else ConstVar(None)
     if name == "__contains__" and n == 1 and not kwargs:
         return ConstVar(_const_key(args[0]) in items)
     if name == "__delitem__" and n == 1 and not kwargs:
         key = _const_key(args[0])
         if key not in items:
-            raises_in_python(f"KeyError: {key!r}")
+            raises_in_python(f"KeyError: {key!r}", KeyError(key))
         del items[key]
         return ConstVar(None)
     if name == "__len__" and not n and not kwargs:

@@ -1,0 +1,269 @@
+"""PYTEST_DONT_REWRITE: exceptions raised and caught inside traced code are traced through the frame's exception table.
+
+A KeyError from a dict lookup, an exhausted ``next()``, an IndexError, an
+AttributeError of an object made in the frame or a ``raise`` of an exception
+made from constants goes to the handler that covers it, in the frame that
+raised it or in a caller it was inlined into, with no graph break. One that no
+traced frame catches leaves the graph cut there and Python raises it itself.
+"""
+
+import collections.abc
+
+import pytest
+import torch
+
+import dynajit.capture as capture
+
+pytestmark = pytest.mark.filterwarnings("error:dynajit:RuntimeWarning")
+
+
+def dict_key_caught(x, d):
+    try:
+        y = x * d["missing"]
+    except KeyError:
+        y = x + 1
+    return y * 2
+
+
+class Registry(collections.abc.MutableMapping):
+    def __init__(self):
+        self._items = {"sin": torch.sin}
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __setitem__(self, key, value):
+        self._items[key] = value
+
+    def __delitem__(self, key):
+        del self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+
+REGISTRY = Registry()
+
+
+def mapping_get_default(x, d):
+    return REGISTRY.get("eager", torch.cos)(x) + REGISTRY.get("sin")(x)
+
+
+class Point:
+    def __init__(self, v):
+        self.v = v
+
+
+def getattr_raising_caught(x, d):
+    p = Point(x)
+    try:
+        y = p.missing
+    except AttributeError as e:
+        y = x * len(e.args)
+    return y + p.v
+
+
+def helper_raises(x, key):
+    if key == "bad":
+        raise ValueError("bad key", key)
+    return x + 1
+
+
+def helper_catches(x):
+    try:
+        return helper_raises(x, "bad")
+    except ValueError as e:
+        return x * len(e.args)
+
+
+def inlined_raise_and_catch(x, d):
+    return helper_catches(x) + 1
+
+
+def raised_to_caller(x, d):
+    try:
+        y = helper_raises(x, "bad")
+    except (TypeError, ValueError) as e:
+        y = x - len(e.args[0])
+    return y
+
+
+def reraise_to_caller_handler(x, d):
+    def inner(v):
+        try:
+            return v * d["nope"]
+        except KeyError:
+            v.add_(1)
+            raise
+
+    try:
+        return inner(x)
+    except LookupError as e:
+        return x * 3 + len(e.args)
+
+
+def finally_both_paths(x, d):
+    log = []
+    for key in ("a", "missing"):
+        try:
+            try:
+                x = x * d[key]
+            finally:
+                log.append(key)
+        except KeyError:
+            x = x - 1
+    return x, log
+
+
+def exception_variable_cleared(x, d):
+    e = 1
+    try:
+        raise KeyError("k")
+    except KeyError as e:  # noqa: F841
+        x = x + 1
+    try:
+        return e
+    except UnboundLocalError:
+        return x * 2
+
+
+def nested_try(x, d):
+    try:
+        try:
+            y = d["missing"]
+        except IndexError:
+            y = x * 100
+        finally:
+            x = x + 1
+    except KeyError as e:
+        y = x * 2 if e.args == ("missing",) else x
+    return y
+
+
+def next_stop_iteration(x, d):
+    it = iter([x, x * 2])
+    total = next(it) + next(it)
+    try:
+        total = total + next(it)
+    except StopIteration:
+        total = total * 3
+    return total
+
+
+def loop_try_continue(x, d):
+    out = x
+    for key in ("a", "missing", "b", "other"):
+        try:
+            value = d[key]
+        except KeyError:
+            continue
+        out = out * value
+    return out
+
+
+def index_error_caught(x, d):
+    items = [x, x + 1]
+    try:
+        y = items[5]
+    except IndexError as e:
+        y = x * 2 if str(e) == "list index out of range" else x
+    return y
+
+
+def raise_from_caught(x, d):
+    try:
+        try:
+            d["missing"]
+        except KeyError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as e:
+        x = x + len(str(e))
+    return x
+
+
+def assert_caught(x, d):
+    try:
+        assert len(d) == 0, "not empty"
+    except AssertionError as e:
+        x = x * len(e.args[0])
+    return x
+
+
+def with_block_exception(x, d):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            d["missing"]
+    except KeyError:
+        y = y + 1
+    return y, y.requires_grad, torch.is_grad_enabled()
+
+
+CAUGHT = [
+    dict_key_caught,
+    mapping_get_default,
+    getattr_raising_caught,
+    inlined_raise_and_catch,
+    raised_to_caller,
+    reraise_to_caller_handler,
+    finally_both_paths,
+    exception_variable_cleared,
+    nested_try,
+    next_stop_iteration,
+    loop_try_continue,
+    index_error_caught,
+    raise_from_caught,
+    assert_caught,
+    with_block_exception,
+]
+
+
+@pytest.mark.parametrize("fn", CAUGHT, ids=lambda f: f.__name__)
+def test_caught_in_one_graph(check, t, fn):
+    x = t(3).requires_grad_() if fn is with_block_exception else t(3)
+    with capture.observe() as seen:
+        check(fn, x, {"a": 2.0, "b": 3.0}, graphs=1, fullgraph=True, calls=2)
+    assert not [b for f in seen.frames for b in f.graph_breaks]
+    assert torch.is_grad_enabled()
+
+
+def escapes(x, d):
+    y = x * 2
+    try:
+        return y * d["missing"]
+    except IndexError:
+        return y
+
+
+def escapes_from_handler(x, d):
+    y = x * 2
+    try:
+        return y * d["missing"]
+    except KeyError as e:
+        raise ValueError(f"no {e.args[0]}") from e
+
+
+def escapes_inlined(x, d):
+    return helper_raises(x * 2, "bad")
+
+
+@pytest.mark.parametrize("fn", [escapes, escapes_from_handler, escapes_inlined], ids=lambda f: f.__name__)
+def test_escaping_exception_is_eagers(check, t, fn):
+    # The graph runs up to the raise; Python raises the same exception (type and message).
+    check(fn, t(3), {"a": 2.0}, graphs=1, calls=2)
+
+
+def test_escaping_exception_under_fullgraph(check, t):
+    check(escapes_from_handler, t(3), {"a": 2.0}, graphs=1, calls=2, fullgraph=True)
+
+
+def test_guarded_key_recompiles(check, t):
+    # The missing key is guarded: once present, the lookup succeeds and the frame is converted again.
+    counter = check(dict_key_caught, t(3), {"a": 2.0}, graphs=1, fullgraph=True)
+    compiled = capture.optimize(counter, fullgraph=True)(dict_key_caught)
+    x = t(3)
+    torch.testing.assert_close(compiled(x, {"missing": 5.0}), dict_key_caught(x, {"missing": 5.0}))
+    assert counter.frame_count == 2
