@@ -267,3 +267,44 @@ def test_guarded_key_recompiles(check, t):
     x = t(3)
     torch.testing.assert_close(compiled(x, {"missing": 5.0}), dict_key_caught(x, {"missing": 5.0}))
     assert counter.frame_count == 2
+
+
+def brk():
+    print(end="")
+
+
+def break_in_handler(x, d):
+    try:
+        y = x * d["missing"]
+    except KeyError as e:
+        y = x + 1
+        brk()
+        y = y * len(e.args)
+    return y
+
+
+def break_then_bare_raise(x, d):
+    try:
+        y = x * d["missing"]
+    except KeyError:
+        x.add_(1)
+        brk()
+        raise
+    return y
+
+
+def break_in_finally(x, d):
+    try:
+        y = x * d["missing"]
+    finally:
+        brk()
+        x.mul_(2)
+    return y
+
+
+@pytest.mark.filterwarnings("ignore:dynajit:RuntimeWarning")
+@pytest.mark.parametrize("fn", [break_in_handler, break_then_bare_raise, break_in_finally], ids=lambda f: f.__name__)
+def test_break_inside_handler(check, t, fn):
+    # Python's exception state (a bare raise, sys.exc_info) is set only where Python raised the exception:
+    # the graph is cut at the raise and the handler runs there, with its own break.
+    check(fn, t(3), {"a": 2.0}, calls=2)

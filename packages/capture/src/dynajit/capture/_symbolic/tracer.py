@@ -18,14 +18,15 @@ from typing import Any
 
 import torch
 
+from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic import opcodes_build as _opcodes_build  # noqa: F401  (registers handlers)
 from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F401
 from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noqa: F401
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
-from dynajit.capture._symbolic.exceptions import OuterException, catch
 from dynajit.capture._symbolic.blocks import GRAD_EXITS
+from dynajit.capture._symbolic.exceptions import OuterException, catch
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
@@ -341,6 +342,12 @@ class RootTracer(Tracer):
                     return
                 self.steps += 1
                 self.step()
+        except Unsupported:
+            if self.exc_origin is not None:
+                # A stop inside the handling of an exception raised by traced code (whose handlers run with
+                # Python's exception state set): the graph is cut where the exception was raised instead.
+                self.steps = self.exc_origin + 1
+            raise
         finally:
             self.grad_at_stop = torch.is_grad_enabled()
 
