@@ -82,14 +82,14 @@ def catch(tx: Tracer, inst: Inst, exc: RaisesInPython) -> None:
     :class:`TracedRaise`, so the caller's instruction catches it in turn).
     """
     value = known_exception(exc)
-    root = tx if tx.parent is None else None
-    if root is not None and root.exc_origin is None:
-        root.exc_origin = root.steps - 1
     region = None if value is None else region_of(tx.code, tx.insts, inst)
-    if root is not None and region is None:
-        # Nothing here catches it: Python raises it from where the root frame left its normal flow, so the
-        # graph is cut there and the handlers traced since run in Python too.
-        root.steps = root.exc_origin + 1
+    if tx.parent is None:
+        origin = tx.steps - 1 if tx.exc_origin is None else tx.exc_origin
+        tx.exc_origin = origin
+        if region is None:
+            # Nothing here catches it: Python raises it from where the root frame left its normal flow, so
+            # the graph is cut there and the handlers traced since run in Python too.
+            tx.steps = origin + 1
     if value is None:
         raise exc
     if region is None:
@@ -150,10 +150,9 @@ def _pop_except(tx: Tracer, inst: Inst) -> None:
 
 
 def _frames(tx: Tracer) -> list[Tracer]:
-    frames = []
-    while tx is not None:
-        frames.append(tx)
-        tx = tx.parent
+    frames = [tx]
+    while frames[-1].parent is not None:
+        frames.append(frames[-1].parent)
     return frames
 
 
