@@ -308,3 +308,36 @@ def test_break_inside_handler(check, t, fn):
     # Python's exception state (a bare raise, sys.exc_info) is set only where Python raised the exception:
     # the graph is cut at the raise and the handler runs there, with its own break.
     check(fn, t(3), {"a": 2.0}, calls=2)
+
+
+class CustomError(ValueError):
+    pass
+
+
+class WrappingError(ValueError):
+    def __init__(self, what):
+        super().__init__(f"wrapped {what}")
+
+
+def custom_class_caught(x, d):
+    try:
+        raise CustomError("custom", 2)
+    except ValueError as e:
+        return x * e.args[1]
+
+
+def custom_init_args(x, d):
+    try:
+        raise WrappingError("w")
+    except WrappingError as e:
+        return x, e.args
+
+
+def test_user_exception_class(check, t):
+    check(custom_class_caught, t(3), {}, graphs=1, fullgraph=True, calls=2)
+
+
+@pytest.mark.filterwarnings("ignore:dynajit:RuntimeWarning")
+def test_user_init_args_are_pythons(check, t):
+    # An exception class with its own __init__: its args are what that __init__ passed on, so Python says.
+    check(custom_init_args, t(3), {}, calls=2)

@@ -456,7 +456,10 @@ class ExceptionVar(VT):
         return self.cls(*[a.const() for a in self.args])
 
     def getattr(self, tx: Tracer, name: str) -> VT:
-        if name == "args":
+        own_init = any(
+            k.__module__ != "builtins" and ("__init__" in vars(k) or "__new__" in vars(k)) for k in self.cls.__mro__
+        )
+        if name == "args" and not own_init:  # a user __init__ may pass other arguments on to BaseException
             from dynajit.capture._symbolic.variables.containers import TupleVar
 
             return TupleVar(list(self.args))
