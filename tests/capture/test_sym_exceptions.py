@@ -341,3 +341,41 @@ def test_user_exception_class(check, t):
 def test_user_init_args_are_pythons(check, t):
     # An exception class with its own __init__: its args are what that __init__ passed on, so Python says.
     check(custom_init_args, t(3), {}, calls=2)
+
+
+def pairs(x, stop):
+    yield x
+    if stop:
+        next(iter(()))  # StopIteration inside a generator: Python raises RuntimeError instead
+    raise KeyError("from generator")
+
+
+def generator_raises_to_consumer(x, d):
+    out = x
+    try:
+        for v in pairs(x, False):
+            out = out + v
+    except KeyError as e:
+        out = out * len(e.args)
+    return out
+
+
+def generator_stop_iteration(x, d):
+    out = x
+    try:
+        for v in pairs(x, True):
+            out = out + v
+    except StopIteration:
+        out = out * 5
+    except RuntimeError:
+        out = out * 7
+    return out
+
+
+def test_generator_raises_to_consumer(check, t):
+    check(generator_raises_to_consumer, t(3), {}, graphs=1, fullgraph=True, calls=2)
+
+
+@pytest.mark.filterwarnings("ignore:dynajit:RuntimeWarning")
+def test_stop_iteration_in_generator_is_runtime_error(check, t):
+    check(generator_stop_iteration, t(3), {}, calls=2)
