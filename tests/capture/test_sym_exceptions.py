@@ -379,3 +379,18 @@ def test_generator_raises_to_consumer(check, t):
 @pytest.mark.filterwarnings("ignore:dynajit:RuntimeWarning")
 def test_stop_iteration_in_generator_is_runtime_error(check, t):
     check(generator_stop_iteration, t(3), {}, calls=2)
+
+
+def current_exception(x, d):
+    import sys
+
+    try:
+        d["missing"]
+    except KeyError:
+        handled = sys.exception()
+        x = x * len(handled.args)
+    return x
+
+
+def test_sys_exception_in_handler(check, t):
+    check(current_exception, t(3), {}, graphs=1, fullgraph=True, calls=2)

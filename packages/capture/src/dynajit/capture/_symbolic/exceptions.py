@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["OuterException", "TracedRaise", "catch", "known_exception"]
+__all__ = ["OuterException", "TracedRaise", "catch", "handled_exception", "known_exception"]
 
 
 class TracedRaise(RaisesInPython):
@@ -49,6 +49,14 @@ class TracedRaise(RaisesInPython):
         name = value.cls.__name__
         super().__init__(f"{name}{tuple(a.const() for a in value.args)!r} is raised ({name})")
         self.value = value
+
+
+def handled_exception(tx: Tracer) -> VT:
+    """``sys.exception()`` in traced code: the exception a traced handler is handling."""
+    handled = tx.root().handled_exception
+    if isinstance(handled, OuterException):
+        unsupported("sys.exception() outside a handler of an exception raised by traced code")
+    return handled
 
 
 def _current_exception() -> BaseException | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import linecache
+import sys
 import traceback
 import types
 from typing import Any
@@ -26,7 +27,7 @@ from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noq
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
 from dynajit.capture._symbolic.blocks import GRAD_EXITS
-from dynajit.capture._symbolic.exceptions import OuterException, catch
+from dynajit.capture._symbolic.exceptions import OuterException, catch, handled_exception
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
@@ -197,6 +198,8 @@ class Tracer:
                 return args[0]
             if marks.is_nonstrict_traced(target):
                 return call_nonstrict(self, target, args, kwargs)
+            if target is sys.exception and not args and not kwargs:
+                return handled_exception(self)
             if target is inspect.signature and len(args) == 1 and not kwargs:
                 real = _real_callable(args[0])
                 if real is not None:
