@@ -91,6 +91,12 @@ def catch(tx: Tracer, inst: Inst, exc: RaisesInPython) -> None:
     """
     value = known_exception(exc)
     region = None if value is None else region_of(tx.code, tx.insts, inst)
+    if value is not None and region is not None and _stop_iteration_guard(tx.insts[region.handler]):
+        # 3.12+: a generator body's outermost handler. It turns StopIteration into RuntimeError (PEP 479),
+        # left for Python to raise; any other exception leaves the generator unchanged.
+        if issubclass(value.cls, StopIteration):
+            raise RaisesInPython(f"a generator raised StopIteration ({exc.reason})") from None
+        region = None
     if tx.parent is None:
         origin = tx.steps - 1 if tx.exc_origin is None else tx.exc_origin
         tx.exc_origin = origin
@@ -109,6 +115,10 @@ def catch(tx: Tracer, inst: Inst, exc: RaisesInPython) -> None:
         tx.push(ConstVar(inst.offset))
     tx.push(value)
     tx.jump(region.handler)
+
+
+def _stop_iteration_guard(inst: Inst) -> bool:
+    return inst.opname == "CALL_INTRINSIC_1" and getattr(inst.arg, "name", None) == "INTRINSIC_STOPITERATION_ERROR"
 
 
 def _throw(value: VT) -> None:
