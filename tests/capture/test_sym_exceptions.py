@@ -394,3 +394,23 @@ def current_exception(x, d):
 
 def test_sys_exception_in_handler(check, t):
     check(current_exception, t(3), {}, graphs=1, fullgraph=True, calls=2)
+
+
+def untraced_error_in_nested_finally(x, ws):
+    log = []
+    for w in ws:
+        try:
+            try:
+                x = x @ w  # a shape error from a tensor op: raised in Python, its handlers run there
+            finally:
+                log.append(1)
+        except RuntimeError:
+            x = x - 1
+    return x, log
+
+
+@pytest.mark.filterwarnings("ignore:dynajit:RuntimeWarning")
+def test_untraced_error_in_nested_finally_in_loop(check, t):
+    # The raise-resume function raises into the finally handler from its prologue: its call sites are
+    # intercepted with the table's own region depths (recomputing them crashed the interpreter).
+    check(untraced_error_in_nested_finally, t(3), [t(3, 3), t(4, 4)], calls=2)
