@@ -17,6 +17,7 @@ from dynajit.capture._symbolic.variables import (
     AttributeMissing,
     ConstVar,
     DictVar,
+    ExceptionVar,
     IteratorVar,
     ListVar,
     NNModuleVar,
@@ -80,6 +81,9 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
         return handler(tx, args, kwargs)
     if args and isinstance(args[0], NewObjectVar) and fn in _OBJECT_PROTOCOLS:
         return _OBJECT_PROTOCOLS[fn](tx, args, kwargs)
+    if fn in (str, repr) and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVar):
+        if args[0].cls.__module__ == "builtins":  # a builtin exception's text depends only on its arguments
+            return ConstVar(fn(args[0].real()))
     if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):
         return _fold_call(tx, fn, args, kwargs)
     if fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem):
@@ -87,8 +91,6 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
 
         return apply_operator(tx, fn, args)
     if isinstance(fn, type) and issubclass(fn, BaseException) and not kwargs and all(a.is_const() for a in args):
-        from dynajit.capture._symbolic.variables import ExceptionVar
-
         return ExceptionVar(fn, args)
     unsupported(f"call to {getattr(fn, '__qualname__', fn)!s} is not traced")
 
@@ -283,7 +285,7 @@ def _next(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if item is None:
         if len(args) > 1:
             return args[1]
-        unsupported("next() on an exhausted iterator raises StopIteration")
+        raises_in_python("next() on an exhausted iterator raises StopIteration", StopIteration())
     return item
 
 

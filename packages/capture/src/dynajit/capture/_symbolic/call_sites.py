@@ -75,7 +75,17 @@ def intercept_call_sites(code: types.CodeType) -> types.CodeType:
     """``code`` with the callable of every call passed through ``__dynajit_intercept`` (cached per code)."""
     if code in _rewritten:
         return _rewritten[code]
+    from dynajit.capture._frame import Unsupported
+    from dynajit.capture._symbolic.resume import set_region_depths
+
     original = bytecode.Bytecode.from_code(code)
+    try:
+        # Each region keeps its depth from the table: the bytecode package's flow analysis cannot reach a
+        # handler entered only by an exception (a raise-resume function's prologue raising into one).
+        set_region_depths(code, original)
+        known_depths = True
+    except Unsupported:
+        known_depths = False
     body: list[Any] = []
     pending_call_setup: list[Any] = []  # KW_NAMES / PRECALL: must stay right before their CALL
     for item in original:
@@ -96,7 +106,10 @@ def intercept_call_sites(code: types.CodeType) -> types.CodeType:
         body.append(item)
     new = bytecode.Bytecode(body)
     new._copy_attr_from(original)
-    result = new.to_code()
+    result = new.to_code(compute_exception_stack_depths=not known_depths)
+    if known_depths:
+        # Each wrapped call holds one more item while it runs; the flow analysis may miss handlers too.
+        result = result.replace(co_stacksize=max(result.co_stacksize, code.co_stacksize + 1))
     _rewritten[code] = result
     return result
 

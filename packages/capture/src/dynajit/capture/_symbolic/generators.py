@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynajit.capture._symbolic.variables import VT, IteratorVar, unsupported
+from dynajit.capture._symbolic.exceptions import known_exception
+from dynajit.capture._symbolic.variables import VT, IteratorVar, RaisesInPython, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -36,8 +37,16 @@ class LazyGeneratorVar(IteratorVar):
         body = self.body
         before = len(self.items)
         caller = body.output.current_tx
-        while not body.done and len(self.items) == before:
-            body.step()  # a break in the body leaves it the current frame, for the break's report
+        try:
+            while not body.done and len(self.items) == before:
+                body.step()  # a break in the body leaves it the current frame, for the break's report
+        except RaisesInPython as exc:
+            body.done = True  # a generator that raised is finished
+            raised = known_exception(exc)
+            if raised is not None and issubclass(raised.cls, StopIteration):
+                # Python turns it into a RuntimeError (PEP 479): left for Python to raise.
+                raise RaisesInPython(f"a generator raised StopIteration ({exc.reason})") from None
+            raise
         body.output.current_tx = caller
         return len(self.items) > before
 

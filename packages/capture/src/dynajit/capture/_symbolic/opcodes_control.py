@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.opcodes_ops import identical
 from dynajit.capture._symbolic.registry import breaks, handler
-from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, unsupported
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -151,7 +151,7 @@ def _end_for(tx: Tracer, inst: Inst) -> None:
 
 
 _GENERATORS = "generators, coroutines and async code are not traced"
-_EXCEPTIONS = "exception handling runs in Python (try/except/with blocks are not traced)"
+_EXCEPTIONS = "exception groups (except*) are handled in Python"
 _SCOPE = "module- and class-level name scopes are not traced"
 _PSEUDO = "a compiler pseudo-instruction: it never appears in a code object"
 _INSTRUMENTED = "an instrumented instruction (sys.monitoring): it never appears in a code object's co_code"
@@ -164,17 +164,9 @@ breaks(
 )  # fmt: skip
 
 
-@handler("RAISE_VARARGS")
-def _raise(tx: Tracer, inst: Inst) -> None:
-    # The frame stops here for good: the graph runs, then Python raises the exception itself.
-    raises_in_python("a raise statement: the exception is raised in Python")
-
-
-breaks(
-    _EXCEPTIONS,
-    "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
-    "WITH_EXCEPT_START", "LOAD_ASSERTION_ERROR", "PREP_RERAISE_STAR", "EXIT_INIT_CHECK",
-)  # fmt: skip
+# The other exception-handling instructions are modelled in exceptions.py.
+breaks(_EXCEPTIONS, "CHECK_EG_MATCH", "PREP_RERAISE_STAR")
+breaks("the check of __init__'s result is not traced", "EXIT_INIT_CHECK")
 breaks(
     _SCOPE,
     "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS",

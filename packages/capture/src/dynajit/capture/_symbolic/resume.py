@@ -45,6 +45,7 @@ __all__ = [
     "Slot",
     "live_locals",
     "resume_code",
+    "set_region_depths",
 ]
 
 # Stack slot kinds of a resume function's layout: (kind, count).
@@ -160,7 +161,7 @@ def resume_code(
     kind = "raising_at" if raising is not None else "at"
     name = f"__resume_{kind}_{target.offset}_{next(_resume_ids)}"
     bc = bytecode.Bytecode.from_code(code)
-    _set_region_depths(code, bc)
+    set_region_depths(code, bc)
     entry = bytecode.Label()
     body: list[Any] = []
     prologue: list[Any] = []
@@ -201,13 +202,18 @@ def resume_code(
     new.qualname = name
     # The depths come from the original table: the prologue jumps into the middle of a region, past its
     # TryBegin, where the bytecode package's flow analysis would never reach it (and left it unset).
-    result = (name, new.to_code(compute_exception_stack_depths=False))
+    made = new.to_code(compute_exception_stack_depths=False)
+    # The flow analysis behind co_stacksize starts at the prologue and misses handlers reached only by an
+    # exception from the prologue's raise; the original code's bound (plus the prologue's iterator
+    # rebuilding: ``next``, the iterator and a default) holds for every instruction of the copy.
+    made = made.replace(co_stacksize=max(made.co_stacksize, code.co_stacksize + 4))
+    result = (name, made)
     _origins[result[1]] = (code, sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length)
     _cache[key] = result
     return result
 
 
-def _set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:
+def set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:
     """Give each TryBegin of ``bc`` (decoded from ``code``) the stack depth of its exception-table entry."""
     offsets = [i.offset for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
     depths = {(e.start, e.target): e.depth for e in exception_entries(code)}

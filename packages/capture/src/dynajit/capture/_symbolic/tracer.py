@@ -12,12 +12,14 @@ from __future__ import annotations
 import builtins
 import inspect
 import linecache
+import sys
 import traceback
 import types
 from typing import Any
 
 import torch
 
+from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic import opcodes_build as _opcodes_build  # noqa: F401  (registers handlers)
 from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F401
@@ -25,6 +27,7 @@ from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noq
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
 from dynajit.capture._symbolic.blocks import GRAD_EXITS
+from dynajit.capture._symbolic.exceptions import OuterException, catch, handled_exception
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
@@ -102,6 +105,11 @@ class Tracer:
         self.current: Inst | None = None
         self.self_value = self_value
         self.yielded: list[VT] | None = None  # values yielded, when this frame is an inlined generator
+        # The exception being handled (sys.exc_info()): the root's is shared by every frame inlined into it.
+        self.handled_exception: VT = OuterException()
+        # The step at which the root frame left its normal flow by an exception (see exceptions.catch).
+        self.exc_origin: int | None = None
+        self.steps = 0
 
     # ----------------------------------------------------------------- stack
 
@@ -123,7 +131,8 @@ class Tracer:
     def load_local(self, name: str) -> VT:
         if name in self.locals:
             return self.locals[name]
-        raises_in_python(f"local variable {name!r} referenced before assignment raises UnboundLocalError")
+        message = f"cannot access local variable {name!r} where it is not associated with a value"
+        raises_in_python(f"{message} (UnboundLocalError)", UnboundLocalError(message))
 
     def load_global(self, name: str) -> VT:
         if self.global_path is Global:
@@ -189,6 +198,8 @@ class Tracer:
                 return args[0]
             if marks.is_nonstrict_traced(target):
                 return call_nonstrict(self, target, args, kwargs)
+            if target is sys.exception and not args and not kwargs:
+                return handled_exception(self)
             if target is inspect.signature and len(args) == 1 and not kwargs:
                 real = _real_callable(args[0])
                 if real is not None:
@@ -266,7 +277,10 @@ class Tracer:
         run = lookup(inst.opname, self.version)
         if run is None:
             unsupported(BREAKS.get(inst.opname, f"instruction {inst.opname} is not supported"))
-        run(self, inst)
+        try:
+            run(self, inst)
+        except RaisesInPython as exc:
+            catch(self, inst, exc)  # continues at this frame's handler, or raises on to the caller's
 
     def run_inline(self) -> VT:
         while not self.done:
@@ -331,6 +345,12 @@ class RootTracer(Tracer):
                     return
                 self.steps += 1
                 self.step()
+        except Unsupported:
+            if self.exc_origin is not None:
+                # A stop inside the handling of an exception raised by traced code (whose handlers run with
+                # Python's exception state set): the graph is cut where the exception was raised instead.
+                self.steps = self.exc_origin + 1
+            raise
         finally:
             self.grad_at_stop = torch.is_grad_enabled()
 

@@ -30,10 +30,14 @@ def unsupported(reason: str) -> NoReturn:
 class RaisesInPython(Unsupported):
     """A step that raises when run: Python raises the same error itself, so even fullgraph runs it there."""
 
+    exception: BaseException | None = None  # the exception raised, when known exactly (traced code may catch it)
 
-def raises_in_python(reason: str) -> NoReturn:
-    """Stop tracing before a step that raises ``reason``'s error when Python runs it."""
-    raise RaisesInPython(reason)
+
+def raises_in_python(reason: str, exception: BaseException | None = None) -> NoReturn:
+    """Stop tracing before a step that raises ``reason``'s error when Python runs it (``exception``, if known)."""
+    error = RaisesInPython(reason)
+    error.exception = exception
+    raise error
 
 
 class AttributeMissing(RaisesInPython):

@@ -92,7 +92,7 @@ def fold(op: Any, *values: Any) -> ConstVar:
     try:
         return ConstVar(op(*values))
     except Exception as exc:
-        raises_in_python(f"{getattr(op, '__name__', op)} on constants raises {type(exc).__name__}: {exc}")
+        raises_in_python(f"{getattr(op, '__name__', op)} on constants raises {type(exc).__name__}: {exc}", exc)
 
 
 __all__ += ["fold"]

@@ -74,7 +74,7 @@ class _Sequence(VT):
         try:
             picked = self.items[index]
         except (IndexError, TypeError) as exc:
-            raises_in_python(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}", exc)
         return type(self)(picked) if isinstance(index, slice) else picked
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -275,14 +275,14 @@ class ListVar(_Sequence):
         try:
             self.items[index] = value.unpack(tx) if isinstance(index, slice) else value
         except (IndexError, TypeError) as exc:
-            raises_in_python(f"list assignment raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"list assignment raises {type(exc).__name__}: {exc}", exc)
         self.mutated(tx)
 
     def delitem(self, tx: Tracer, key: VT) -> None:
         try:
             del self.items[as_index(key)]
         except (IndexError, TypeError) as exc:
-            raises_in_python(f"list deletion raises {type(exc).__name__}: {exc}")
+            raises_in_python(f"list deletion raises {type(exc).__name__}: {exc}", exc)
         self.mutated(tx)
 
     def reconstruct(self, cg: CodeGen) -> None:
@@ -324,7 +324,7 @@ class DictVar(VT):
     def getitem(self, tx: Tracer, key: VT) -> VT:
         k = key.const()
         if k not in self.items:
-            raises_in_python(f"dict lookup raises KeyError: {k!r}")
+            raises_in_python(f"dict lookup raises KeyError: {k!r}", KeyError(k))
         return self.items[k]
 
     def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
@@ -334,7 +334,7 @@ class DictVar(VT):
     def delitem(self, tx: Tracer, key: VT) -> None:
         k = key.const()
         if k not in self.items:
-            raises_in_python(f"dict deletion raises KeyError: {k!r}")
+            raises_in_python(f"dict deletion raises KeyError: {k!r}", KeyError(k))
         del self.items[k]
         self.mutated(tx)
 
@@ -359,7 +359,7 @@ class DictVar(VT):
             if key in self.items:
                 return self.items[key]
             if name == "__getitem__":
-                raises_in_python(f"dict lookup raises KeyError: {key!r}")
+                raises_in_python(f"dict lookup raises KeyError: {key!r}", KeyError(key))
             return args[1] if len(args) > 1 else ConstVar(None)
         if name == "__contains__":
             return ConstVar(args[0].const() in self.items)
@@ -391,7 +391,7 @@ class DictVar(VT):
             return self.items.pop(key)
         if len(args) > 1:
             return args[1]
-        raises_in_python(f"dict.pop raises KeyError: {key!r}")
+        raises_in_python(f"dict.pop raises KeyError: {key!r}", KeyError(key))
 
     def reconstruct(self, cg: CodeGen) -> None:
         if self.source is not None:

@@ -49,6 +49,8 @@ class ContextManagerVar(VT):
 
 
 def _leaving_normally(args: list[VT], what: str) -> None:
+    if len(args) == 3 and type(args[1]).__name__ == "ExceptionVar":
+        return  # an exception raised by traced code: the block is left the same way, the exception goes on
     if any(not (a.is_const() and a.const() is None) for a in args):
         unsupported(f"leaving {what} with an exception")
 

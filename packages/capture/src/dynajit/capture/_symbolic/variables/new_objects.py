@@ -17,7 +17,7 @@ import collections
 import collections.abc
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
@@ -107,11 +107,11 @@ class NewObjectVar(VT):
             return tx.wrap(static.fget, fget_path and Attr(fget_path, "fget")).call(tx, [self], {})
         if isinstance(static, types.MemberDescriptorType) or name in self.attrs:
             if name not in self.attrs:  # a slot never written: a fact of this object, made while tracing
-                raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+                _attribute_missing(cls, name)
             return self.attrs[name]
         if static is _MISSING:
             self._guard_class_lacks(tx, name)
-            raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+            _attribute_missing(cls, name)
         return self._class_attr(tx, name, static)
 
     def _guard_class_lacks(self, tx: Tracer, name: str) -> None:
@@ -319,14 +319,14 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         if key in items:
             return items[key]
         if name == "__getitem__":
-            raises_in_python(f"KeyError: {key!r}")
+            raises_in_python(f"KeyError: {key!r}", KeyError(key))
         return args[1] if n == 2 else ConstVar(None)
     if name == "__contains__" and n == 1 and not kwargs:
         return ConstVar(_const_key(args[0]) in items)
     if name == "__delitem__" and n == 1 and not kwargs:
         key = _const_key(args[0])
         if key not in items:
-            raises_in_python(f"KeyError: {key!r}")
+            raises_in_python(f"KeyError: {key!r}", KeyError(key))
         del items[key]
         return ConstVar(None)
     if name == "__len__" and not n and not kwargs:
@@ -388,3 +388,10 @@ def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None
         setitem = getattr(base, "__setitem__")  # mypy reads base.__setitem__ as an assignment target
         for key, value in items.items():
             setitem(obj, key, value)
+
+
+def _attribute_missing(cls: type, name: str) -> NoReturn:
+    """Raise the guarded absence of ``name`` on a new object, with Python's own AttributeError (catchable)."""
+    error = AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
+    error.exception = AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    raise error

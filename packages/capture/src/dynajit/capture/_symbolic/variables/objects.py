@@ -316,7 +316,7 @@ class _DictRead(VT):
             return ConstVar(present)
         if not present:
             if self.name == "__getitem__":
-                raises_in_python(f"KeyError: {key!r}")
+                raises_in_python(f"KeyError: {key!r}", KeyError(key))
             return args[1] if len(args) == 2 else ConstVar(None)
         # dict's own read, like the one being traced (an overridden __getitem__ would not be what super() calls)
         assert self.obj.source is not None  # checked by SuperVar before making this
@@ -523,6 +523,20 @@ class ExceptionVar(VT):
             return len(self.args)
 
         cg.call_helper(self.cls, emit_args)
+
+    def real(self) -> BaseException:
+        """The exception made again from its constant arguments."""
+        return self.cls(*[a.const() for a in self.args])
+
+    def getattr(self, tx: Tracer, name: str) -> VT:
+        own_init = any(
+            k.__module__ != "builtins" and ("__init__" in vars(k) or "__new__" in vars(k)) for k in self.cls.__mro__
+        )
+        if name == "args" and not own_init:  # a user __init__ may pass other arguments on to BaseException
+            from dynajit.capture._symbolic.variables.containers import TupleVar
+
+            return TupleVar(list(self.args))
+        unsupported(f"attribute {name!r} of {self}")
 
     def __repr__(self) -> str:
         return f"ExceptionVar({self.cls.__name__})"
