@@ -62,6 +62,11 @@ class InductorConfig(Config):
     cudagraphs: bool = option(False, "replay CUDA graphs for CUDA inputs (no-op on CPU)")
     triton_block: int = option(1024, "Triton block size along the flattened (or reduction) dimension")
     fallback_random: bool = option(True, "random ops call aten (same random stream as eager)")
+    strict: bool = option(
+        False,
+        "never run a graph's aten ops in place of its kernels: a background build that fails raises "
+        "BuildError at the graph's first call instead of warning (the same DYNAJIT_STRICT=1 switch as capture's)",
+    )
 
 
 config = InductorConfig()
