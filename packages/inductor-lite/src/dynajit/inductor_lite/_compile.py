@@ -38,6 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
+from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
@@ -643,6 +644,8 @@ def compile_fx(
     settings = resolve_settings(mode, options)
     if settings["fuse_attention"]:
         gm = fuse_attention(gm)
+    if settings["freezing"]:
+        gm = fold_conv_batch_norm(gm)
     try:
         _check_inplace(gm)
     except EagerError as err:
