@@ -18,7 +18,7 @@ _CONVS = {torch.conv1d, torch.conv2d, torch.conv3d}
 _CONVS |= {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d}
 _BATCH_NORMS = {torch.nn.functional.batch_norm}
 _BN_NAMES = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
-_BN_DEFAULTS = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
+_BN_DEFAULTS: dict[str, Any] = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
 
 
 def _attr(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
@@ -26,14 +26,14 @@ def _attr(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
     if node is None:
         return None
     if isinstance(node, torch.fx.Node) and node.op == "get_attr":
-        value = _lookup(gm, node.target)
+        value = _lookup(gm, str(node.target))
         if isinstance(value, torch.Tensor):
             return value
     raise LookupError(node)
 
 
 def _bn_args(node: torch.fx.Node) -> dict[str, Any]:
-    args = dict(_BN_DEFAULTS)
+    args: dict[str, Any] = dict(_BN_DEFAULTS)
     args.update(zip(_BN_NAMES, node.args))
     args.update(node.kwargs)
     return args
