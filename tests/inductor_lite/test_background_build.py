@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from ilite_helpers import check, compiled
 
 from dynajit.inductor_lite import BuildError, cache_stats, compile_fx, compiled_graphs
 from dynajit.inductor_lite._codegen_cpp import PRELUDE
+from dynajit.inductor_lite._config import InductorConfig
 
 
 def _fn(x, y):
@@ -59,8 +61,9 @@ def test_same_source_while_building_is_built_once(tmp_path):
 
 def test_a_failed_build_runs_the_graph_through_aten_from_its_first_call(tmp_path):
     # The caller already holds the compiled graph, so it cannot fall back to eager itself: the graph does.
+    # That fallback is what strict mode (on for the whole suite) forbids, so this test turns it off.
     x, y = _inputs()
-    options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere"}
+    options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere", "strict": False}
     c = compiled(_fn, x, y, options=options)
     expected = _fn(x, y)
     with pytest.warns(RuntimeWarning, match="(?s)no-such-flag.*runs its aten ops eagerly"):
@@ -70,6 +73,26 @@ def test_a_failed_build_runs_the_graph_through_aten_from_its_first_call(tmp_path
             torch.testing.assert_close(a, e)
     (graph,) = compiled_graphs(c)
     assert any("no-such-flag" in reason for reason in graph.info["fallbacks"])
+
+
+def test_a_failed_build_raises_at_every_call_in_strict_mode(tmp_path):
+    x, y = _inputs()
+    options = {"cache_dir": str(tmp_path), "cxx_flags": "-O2 -fno-such-flag-anywhere", "strict": True}
+    c = compiled(_fn, x, y, options=options)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning and no aten run: the error itself
+            with pytest.raises(BuildError, match=r"(?s)no-such-flag.*strict mode"):
+                c(x, y)
+    (graph,) = compiled_graphs(c)
+    assert not graph.info["fallbacks"]
+
+
+def test_strict_mode_reads_the_same_environment_variable_as_capture(monkeypatch):
+    monkeypatch.setenv("DYNAJIT_STRICT", "1")
+    assert InductorConfig().strict
+    monkeypatch.setenv("DYNAJIT_STRICT", "0")
+    assert not InductorConfig().strict
 
 
 def test_build_error_is_raised_by_compile_without_background_build(tmp_path):

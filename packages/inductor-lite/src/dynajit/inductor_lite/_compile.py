@@ -38,6 +38,7 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
+from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._scheduler import Kernel, schedule
@@ -136,7 +137,8 @@ class CompiledGraph:
     ``ready``, when given, waits for kernels still being built and binds them into the wrapper; the
     first call runs it, later calls go straight to the wrapper. Should the build fail, the graph runs
     ``fallback`` (its aten ops, eagerly) from then on, with a warning naming the error, just as a
-    failed compile would have left the caller running eagerly.
+    failed compile would have left the caller running eagerly; under ``strict`` the build error is
+    raised instead, at every call.
     """
 
     _boxed_call = True
@@ -149,13 +151,14 @@ class CompiledGraph:
         info: dict,
         ready: Callable[[], None] | None = None,
         fallback: Callable[[list[Any]], Any] | None = None,
+        strict: bool = False,
     ) -> None:
         self.call = call
         self.wrapper_source = wrapper_source
         self.kernel_source = kernel_source
         self.info = info
         if ready is not None:
-            self._ready, self._run, self._fallback = ready, call, fallback
+            self._ready, self._run, self._fallback, self._strict = ready, call, fallback, strict
             self.call = self._first_call
 
     def _first_call(self, args: list[Any]) -> Any:
@@ -164,6 +167,11 @@ class CompiledGraph:
         except BuildError as err:
             if self._fallback is None:
                 raise
+            if self._strict:
+                raise BuildError(
+                    f"{err}\ninductor-lite: strict mode (config.strict, DYNAJIT_STRICT=1) does not run this "
+                    "graph's aten ops in place of its kernels"
+                ) from err
             warnings.warn(f"{err}\ninductor-lite: this graph runs its aten ops eagerly instead", RuntimeWarning, 2)
             self.info.setdefault("fallbacks", []).append(f"graph: {err}")
             self._run = self._fallback
@@ -275,7 +283,7 @@ def _compile_graph(
         call, wrapper_source = WrapperBuilder(lowered, items, check_inputs, _aten_call(gm)).build(calls)
         if ready is None:
             return CompiledGraph(call, wrapper_source, source, {})
-        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm))
+        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm), settings["strict"])
 
     if triton:
         base: Any = settings["triton_block"]
@@ -636,6 +644,8 @@ def compile_fx(
     settings = resolve_settings(mode, options)
     if settings["fuse_attention"]:
         gm = fuse_attention(gm)
+    if settings["freezing"]:
+        gm = fold_conv_batch_norm(gm)
     try:
         _check_inplace(gm)
     except EagerError as err:

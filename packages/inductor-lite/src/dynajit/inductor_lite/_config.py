@@ -62,6 +62,17 @@ class InductorConfig(Config):
     cudagraphs: bool = option(False, "replay CUDA graphs for CUDA inputs (no-op on CPU)")
     triton_block: int = option(1024, "Triton block size along the flattened (or reduction) dimension")
     fallback_random: bool = option(True, "random ops call aten (same random stream as eager)")
+    freezing: bool = option(
+        False,
+        "treat the graph's parameters and buffers as constants, as for inference: an eval-mode batch norm right "
+        "after a convolution is folded into the convolution's weight and bias at compile time. Their values are "
+        "then baked in: changing them in place afterwards (an optimizer step) is not seen",
+    )
+    strict: bool = option(
+        False,
+        "never run a graph's aten ops in place of its kernels: a background build that fails raises "
+        "BuildError at the graph's first call instead of warning (the same DYNAJIT_STRICT=1 switch as capture's)",
+    )
 
 
 config = InductorConfig()
