@@ -393,7 +393,7 @@ class GraphLowering:
             buf, strides, _ = view
             owner = self.storages.setdefault(buf.name, storage)
             same_layout = not isinstance(val, torch.Tensor) or _same_strides(strides, _sym.strides_of(val), value.size)
-            if storage is None or owner != storage or not same_layout:
+            if storage is None or owner is None or owner != storage or not same_layout:
                 view = None
         if view is None:
             fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
