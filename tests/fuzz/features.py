@@ -84,9 +84,6 @@ CI_EXCLUDED: dict[str, str] = {
     "zero_size": "0-size dims on a later call: 'input sizes (N...) do not satisfy the compiled graph's shape relations' "
     "(inductor), 'shape [N] is invalid for input of size N' (aot_eager)",
     "size_one": "size-1 dims on a later call: the same shape-relation and reshape failures as zero_size",
-    "zero_dim": "0-dim arguments: a reduction of a one-element tensor returns an alias of its input (inductor, alias)",
-    "reduce_size_one": "a reduction over a size-1 dim returns an alias of its input (inductor, alias: 'eager aliases "
-    "input None, compiled aliases input N' / 'outputs N and N share memory in compiled, not in eager')",
     "noncontiguous_inputs": "a strided argument whose size changes: 'input sizes (N...) do not satisfy the compiled "
     "graph's shape relations' (inductor)",
     "inplace_metadata": "unsqueeze_/squeeze_ on an argument: applied twice after a recompile (input_metadata), "
