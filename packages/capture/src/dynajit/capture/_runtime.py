@@ -21,7 +21,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch.nn.modules import module as module_globals
@@ -640,12 +640,16 @@ class CompiledFunction:
                     f"dynajit failed to convert {self.fn.__qualname__!r} ({_where(self.code)}): "
                     f"{type(error).__name__}: {error}"
                 )
-                if _observe.active():
-                    _observe.notify(self._record("error", recompile_reasons=reasons, reason=message))
-                raise InternalCompilerError(message) from error
+                self._raise_recorded(InternalCompilerError(message), error, reasons)
             entry = self._eager_entry(error, reasons)
             instance = self._instantiate(entry)
         return entry, instance
+
+    def _raise_recorded(self, raised: Exception, cause: Exception, reasons: tuple[str, ...]) -> NoReturn:
+        """Raise ``raised`` (chained to ``cause``), first giving an open ``observe()`` block its error record."""
+        if _observe.active():
+            _observe.notify(self._record("error", recompile_reasons=reasons, reason=str(raised)))
+        raise raised from cause
 
     def _eager_entry(self, error: Exception, reasons: tuple[str, ...]) -> _cache.CacheEntry:
         """The entry running the frame eagerly after ``error``; under ``config.strict``, StrictModeError instead."""
@@ -655,9 +659,7 @@ class CompiledFunction:
                 f"dynajit (strict mode): compiling {self.fn.__qualname__!r} ({_where(self.code)}) failed and it "
                 f"would run eagerly: {reason}"
             )
-            if _observe.active():
-                _observe.notify(self._record("error", recompile_reasons=reasons, reason=message))
-            raise StrictModeError(message) from error
+            self._raise_recorded(StrictModeError(message), error, reasons)
         warnings.warn(
             f"dynajit: compiling {self.fn.__qualname__!r} ({_where(self.code)}) failed ({reason}): an internal "
             "error or a failure of the backend compiler. It runs eagerly from now on for this backend. Set "
