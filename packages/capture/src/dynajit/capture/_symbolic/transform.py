@@ -177,11 +177,11 @@ class _FrameEmitter:
             value = self.local_value(name)
             if name not in pending and (value.source != Local(name) or name in self.code.co_cellvars):
                 pending[name] = value
-        writes = {name: self.save(value) for name, value in pending.items()}
+        writes: dict[str, str | None] = {name: self.save(value) for name, value in pending.items()}
         self.output.side_effects.replay(self.cg)
-        for temp, value in self.after_replay:
+        for deferred, value in self.after_replay:
             value.reconstruct(self.cg)
-            self.cg.emit("STORE_FAST", temp)
+            self.cg.emit("STORE_FAST", deferred)
         self.after_replay.clear()
         for name, temp in writes.items():
             self.cg.emit("LOAD_FAST", temp)

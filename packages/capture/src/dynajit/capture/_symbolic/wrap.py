@@ -64,7 +64,7 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
         known = output.wrapped.get(id(value))
         if known is not None:
             tracker = known[1]
-            if path is not None and path != tracker.source:
+            if path is not None and tracker.source is not None and path != tracker.source:
                 # The same object reached by another path: the trace relies on both paths reaching one object
                 # (reads through either go to the one tracker), which its type guard alone does not say. An
                 # aliasing guard says exactly that; identity guards would recompile for every new object.
