@@ -1,0 +1,318 @@
+"""The fuzzer's operands and expression vocabulary: tensor-valued expressions over a program's current locals.
+
+Operands are picked from the values the generated prefix produced on the
+first call, so shapes and dtypes stay valid without being modelled. Each
+``_e_<kind>`` method returns the source of one expression of its kind over a
+tensor local ``a``, or ``None`` when ``a`` does not suit it.
+:class:`ExpressionMixin` is mixed into the generator, which owns the state
+named in its annotations.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from .features import Features
+
+
+class ExpressionMixin:
+    """Operand picking and expressions for :class:`tests.fuzz.generator.Generator`."""
+
+    rng: random.Random
+    features: Features
+    spaces: list[dict[str, Any]]
+    _globals: set[str]
+    counter: int
+
+    # ------------------------------------------------------------------ picking operands
+
+    def _locals(self) -> dict[str, Any]:
+        ns = self.spaces[0]
+        return {k: v for k, v in ns.items() if k not in self._globals and not k.startswith("__")}
+
+    def _tensors(self, pred=None) -> list[str]:
+        names = [k for k, v in self._locals().items() if isinstance(v, torch.Tensor) and (pred is None or pred(v))]
+        return names
+
+    def _pick(self, names: list[str]) -> str | None:
+        if not names:
+            return None
+        # Recent values are likelier: they carry the program's history.
+        weights = [1 + i for i in range(len(names))]
+        return self.rng.choices(names, weights)[0]
+
+    def tensor(self, pred=None) -> str | None:
+        """A tensor local (optionally satisfying ``pred`` on call 0's value)."""
+        return self._pick(self._tensors(pred))
+
+    def value(self, name: str) -> Any:
+        return self.spaces[0][name]
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def dim(self, name: str, extra: int = 0) -> int | None:
+        nd = self.value(name).dim() + extra
+        if nd == 0:
+            return None
+        d = self.rng.randrange(nd)
+        return d - nd if self.rng.random() < 0.3 else d
+
+    def scalar(self, name: str | None = None) -> str:
+        """A Python number, sometimes read from a shape (a symbolic int under dynamic shapes)."""
+        rng = self.rng
+        r = rng.random()
+        ints = [k for k, v in self._locals().items() if type(v) is int]
+        if r < 0.15 and ints:
+            return rng.choice(ints)
+        if r < 0.3:
+            shaped = self._tensors(lambda t: t.dim() > 0)
+            if shaped:
+                t = rng.choice(shaped)
+                return rng.choice([f"{t}.shape[{rng.randrange(self.value(t).dim())}]", f"{t}.size(-1)", f"{t}.numel()"])
+        return rng.choice(["2", "3", "-1", "0.5", "1.5", "-2.0", "1", "0"])
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self) -> tuple[str, list[str]] | None:
+        """A tensor-valued expression over the current locals, and simpler ones the shrinker may use instead."""
+        feat = self.features
+        kinds = []
+        for name, weight, on in (
+            ("unary", 5, feat.pointwise),
+            ("binary", 6, feat.pointwise),
+            ("reduce", 4, feat.reductions),
+            ("view", 4, feat.views),
+            ("slice", 3, feat.slices),
+            ("expand", 2, feat.expand),
+            ("matmul", 2, feat.matmul),
+            ("cat", 1, feat.cat),
+            ("create", 1, feat.creation),
+            ("index", 1, feat.indexing),
+            ("cast", 1, feat.dtypes),
+        ):
+            if on:
+                kinds.append((name, weight))
+        if not kinds:
+            return None
+        for _ in range(6):
+            kind = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
+            a = self.tensor()
+            if a is None:
+                return None
+            code = getattr(self, f"_e_{kind}")(a)
+            if code is not None:
+                return code, [a]
+        return None
+
+    def _e_unary(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        if t.dtype == torch.bool:
+            return rng.choice([f"~{a}", f"torch.logical_not({a})", f"{a}.int().long()", f"{a}.float() * 2"])
+        ops = ["abs", "neg", "relu", "square", "sign"]
+        if t.is_floating_point():
+            ops += ["sin", "cos", "exp", "tanh", "sigmoid", "floor", "ceil", "round", "erf", "log1p", "sqrt"]
+            ops += ["reciprocal", "nn.functional.gelu", "nn.functional.silu", "nn.functional.softplus"]
+        op = rng.choice(ops)
+        forms = [f"torch.{op}({a})"]
+        if "." not in op:
+            forms.append(f"{a}.{op}()")
+        forms += [f"{a}.clamp(min={rng.choice(['-0.5', '0', '1'])})", f"torch.clamp({a}, -1, 2)", f"-{a}"]
+        forms += [f"{a} ** 2", f"torch.nan_to_num({a}.sqrt())" if t.is_floating_point() else f"{a} * {a}"]
+        return rng.choice(forms)
+
+    def _broadcast_partner(self, a: str) -> str:
+        """Another tensor broadcastable with ``a`` on call 0 (same shape first), or ``a`` itself."""
+        shape = self.value(a).shape
+        same = self._tensors(lambda t: t.shape == shape)
+        if self.features.expand and self.rng.random() < 0.5:
+
+            def fits(t: torch.Tensor) -> bool:
+                try:
+                    torch.broadcast_shapes(t.shape, shape)
+                except RuntimeError:
+                    return False
+                return True
+
+            same = self._tensors(fits)
+        return self._pick(same) or a
+
+    def _e_binary(self, a: str) -> str:
+        rng = self.rng
+        b = self._broadcast_partner(a) if rng.random() < 0.7 else self.scalar()
+        op = rng.choice(["+", "-", "*", "/", "*", "+", "<", ">=", "==", "max", "min", "where", "pow", "//", "%"])
+        ta = self.value(a)
+        if op in ("//", "%"):
+            return f"{a} {op} {rng.choice(['2', '3', '-2'])}" if rng.random() < 0.7 else f"{a} {op} 2.5"
+        if op == "max":
+            return f"torch.maximum({a}, {b})" if b in self.spaces[0] else f"{a}.clamp(min={b})"
+        if op == "min":
+            return f"torch.minimum({a}, {b})" if b in self.spaces[0] else f"{a}.clamp(max={b})"
+        if op == "where":
+            cond = f"{a} > 0" if ta.dtype != torch.bool else a
+            return f"torch.where({cond}, {a}, {b})"
+        if op == "pow":
+            return f"torch.pow({a}, 2)" if ta.dtype != torch.bool else f"{a} | {b}"
+        if ta.dtype == torch.bool and op in "+-":
+            return f"{a} ^ {b}" if b in self.spaces[0] else f"{a}.long() {op} {b}"
+        return rng.choice([f"{a} {op} {b}", f"{b} {op} {a}"])
+
+    def _e_reduce(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if not self.features.reduce_size_one and (t.numel() <= 1 or 1 in t.shape):
+            return None
+        d = self.dim(a)
+        keep = rng.choice(["True", "False"])
+        ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
+        if t.is_floating_point():
+            ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean"]
+        if t.dtype != torch.bool:
+            ops += ["cumsum"]
+        op = rng.choice(ops)
+        whole = ("logsumexp", "softmax", "log_softmax", "cumsum")
+        if d is None or op in ("norm",) or (rng.random() < 0.2 and op not in whole):
+            return f"{a}.{op}()" if op not in ("logsumexp", "softmax", "log_softmax", "cumsum") else f"{a}.sum()"
+        if op in ("softmax", "log_softmax"):
+            return rng.choice([f"{a}.{op}({d})", f"torch.{op}({a}, dim={d})"])
+        if op == "cumsum":
+            return f"{a}.cumsum({d})"
+        if op in ("max", "min"):
+            return rng.choice(
+                [f"{a}.{op}({d}, keepdim={keep}).values", f"{a}.{op}(dim={d})[1]", f"torch.{op}({a}, {d})[0]"]
+            )
+        if op in ("sum", "mean", "amax") and t.dim() >= 2 and rng.random() < 0.3:
+            return f"{a}.{op}(dim=(0, -1), keepdim={keep})"
+        if op == "sum" and rng.random() < 0.2:
+            return f"torch.sum({a}, {d}, dtype=torch.float64)"
+        return f"{a}.{op}({d}, keepdim={keep})" if op not in ("any", "all") or rng.random() < 0.5 else f"{a}.{op}({d})"
+
+    def _e_view(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        nd = t.dim()
+        forms = [f"{a}.reshape(-1)", f"{a}.flatten()", f"{a}.unsqueeze({rng.randint(-nd - 1, nd)})", f"{a}.squeeze()"]
+        forms += [f"{a}.contiguous()", f"{a}.clone()", f"{a}.view({a}.shape)"]
+        if t.is_contiguous():
+            forms.append(f"{a}.view(-1)")
+        if nd >= 1:
+            d = self.dim(a)
+            forms += [f"{a}.squeeze({d})", f"{a}.movedim({d}, 0)"]
+            if t.shape[d] and t.shape[d] % 2 == 0:
+                forms.append(f"{a}.unflatten({d}, (2, -1))")
+        if nd >= 2:
+            d1, d2 = rng.sample(range(nd), 2)
+            perm = list(range(nd))
+            rng.shuffle(perm)
+            forms += [f"{a}.transpose({d1}, {d2})", f"{a}.permute({', '.join(map(str, perm))})", f"{a}.mT"]
+            forms += [f"{a}.flatten(0, 1)", f"{a}.reshape({a}.shape[0], -1)", f"{a}.view({a}.shape[0], -1)"]
+            forms += [f"{a}.diagonal()"]
+        if nd == 2:
+            forms += [f"{a}.t()", f"{a}.T"]
+        return rng.choice(forms)
+
+    def _e_slice(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        nd = t.dim()
+        if nd == 0:
+            return None
+        d = self.dim(a)
+        parts = []
+        for i in range(nd):
+            r = rng.random()
+            if r < 0.5:
+                parts.append(":")
+            elif r < 0.65:
+                parts.append(f"{rng.choice(['', '1', '-2'])}:{rng.choice(['', '-1', '3'])}")
+            elif r < 0.8:
+                parts.append(f"{rng.choice(['', '1'])}::{rng.choice(['2', '3'])}")
+            elif r < 0.9 and t.shape[i] > 0:
+                parts.append(str(rng.choice([0, -1])))
+            else:
+                parts.append("None" if rng.random() < 0.5 else ":")
+        if rng.random() < 0.2:
+            parts = ["...", parts[-1]]
+        index = ", ".join(parts)
+        forms = [f"{a}[{index}]"]
+        if t.shape[d] > 0:
+            forms += [f"{a}.select({d}, -1)", f"{a}.narrow({d}, 0, 1)", f"{a}.unbind({d})[0]"]
+        forms += [f"{a}.chunk(2, {d})[-1]" if t.shape[d] > 1 else f"{a}.chunk(1, {d})[0]", f"{a}.split(2, {d})[0]"]
+        return rng.choice(forms)
+
+    def _e_expand(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        others = self._tensors(lambda o: o.dim() >= t.dim())
+        target = self._pick(others)
+        forms = [f"{a}.unsqueeze(0).expand({rng.choice(['2', '3', '1'])}, *{a}.shape)"]
+        if target is not None:
+            try:
+                torch.broadcast_shapes(t.shape, self.value(target).shape)
+                forms += [f"{a}.expand_as({target})", f"{a}.broadcast_to({target}.shape)", f"{a} + {target}"]
+            except RuntimeError:
+                pass
+        if t.dim() >= 1 and t.shape[-1] == 1:
+            forms.append(f"{a}.expand(*{a}.shape[:-1], {rng.choice(['3', '2'])})")
+        return rng.choice(forms)
+
+    def _e_matmul(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dtype == torch.bool or t.dim() == 0:
+            return None
+        same = self._tensors(
+            lambda o: o.dtype == t.dtype and o.dim() >= 1 and t.dim() >= 1 and o.shape[0] == t.shape[-1]
+        )
+        b = self._pick(same)
+        forms = []
+        if t.dim() == 2:
+            forms += [f"{a} @ {a}.t()", f"torch.mm({a}.t(), {a})", f"{a}.mT @ {a}"]
+        if t.dim() == 3:
+            forms += [f"torch.bmm({a}, {a}.transpose(1, 2))", f"torch.matmul({a}, {a}.mT)"]
+        if t.dim() == 1:
+            forms += [f"{a} @ {a}", f"torch.outer({a}, {a})"]
+        if b is not None:
+            forms += [f"{a} @ {b}", f"torch.matmul({a}, {b})"]
+        if t.dim() >= 1:
+            forms.append(f"torch.nn.functional.linear({a}, {a}.new_ones(2, {a}.shape[-1]))")
+        return rng.choice(forms) if forms else None
+
+    def _e_cat(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dim() == 0:
+            return f"torch.stack([{a}, {a} + 1])"
+        d = self.dim(a)
+        b = self._pick(self._tensors(lambda o: o.dim() == t.dim() and o.dtype == t.dtype)) or a
+        return rng.choice(
+            [f"torch.cat([{a}, {b}], {d})", f"torch.stack([{a}, {a} * 2], {d})", f"torch.cat(({a}, {a}))"]
+        )
+
+    def _e_create(self, a: str) -> str:
+        rng, t = self.rng, self.value(a)
+        forms = [f"torch.zeros_like({a})", f"torch.ones_like({a}) * 3", f"torch.full_like({a}, 2)"]
+        forms += [f"{a}.new_zeros({a}.shape)", f"{a}.new_ones(3)"]
+        if t.dim() >= 1:
+            forms += [
+                f"torch.arange({a}.shape[0])",
+                f"torch.ones({a}.shape[-1], 2)",
+                f"torch.arange({a}.numel()).view({a}.shape)",
+            ]
+        return rng.choice(forms)
+
+    def _e_index(self, a: str) -> str | None:
+        rng, t = self.rng, self.value(a)
+        if t.dim() == 0:
+            return None
+        forms = [f"{a}[{a} > 0]" if t.dtype != torch.bool else f"{a}[{a}]"]
+        if t.shape[0] > 0:
+            forms += [f"{a}[torch.tensor([0, -1, 0])]", f"{a}.index_select(0, torch.tensor([0, 0]))"]
+            forms += [f"torch.gather({a}, 0, torch.zeros_like({a}, dtype=torch.long))"]
+        if t.dim() >= 2 and t.shape[0] > 1 and t.shape[1] > 0:
+            forms.append(f"{a}[[0, 1], [0, -1]]")
+        return rng.choice(forms)
+
+    def _e_cast(self, a: str) -> str:
+        dtype = self.rng.choice(["float32", "float64", "int64", "bool"])
+        return self.rng.choice(
+            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.long()", f"{a}.double()", f"{a}.bool()"]
+        )
