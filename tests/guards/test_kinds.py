@@ -1,6 +1,8 @@
 """Guard kinds on Python values: each shows a hit and a miss, and the miss's sentence."""
 
 import enum
+import gc
+import weakref
 
 import pytest
 import torch
@@ -23,6 +25,7 @@ from dynajit.guards import (
     no_module_hooks,
     not_none,
     type_match,
+    weak_referents,
 )
 
 X = LocalSource("x")
@@ -44,6 +47,46 @@ def test_id_match():
     c = compiled(id_match(X, obj))
     assert c.check(obj)
     assert not c.check(object())
+
+
+class _Holder:
+    """Something weak-referenceable, like a module or a user function."""
+
+
+@pytest.mark.parametrize(
+    "factory, make",
+    [(id_match, _Holder), (function_match, lambda: lambda: None), (nn_module, torch.nn.ReLU)],
+    ids=["id_match", "function_match", "nn_module"],
+)
+def test_weak_identity_guards_do_not_keep_their_object_alive(factory, make):
+    obj = make()
+    guard = factory(X, obj, weak=True)
+    c = compiled(guard)
+    assert c.check(obj)
+    assert not c.check(make())
+    assert [ref() for ref in weak_referents(guard)] == [obj]
+    dead = weakref.ref(obj)
+    del obj
+    gc.collect()
+    assert dead() is None
+    assert not c.check(None)  # a dead referent matches nothing, not even None
+
+
+def test_strong_identity_guards_keep_their_object_and_name_no_referent():
+    obj = _Holder()
+    guard = id_match(X, obj)
+    alive = weakref.ref(obj)
+    del obj
+    gc.collect()
+    assert alive() is not None
+    assert weak_referents(guard) == []
+
+
+def test_weak_identity_guard_holds_objects_without_weak_references_strongly():
+    value = (1, 2)
+    guard = id_match(X, value, weak=True)
+    assert compiled(guard).check(value)
+    assert weak_referents(guard) == []
 
 
 def helper(x):

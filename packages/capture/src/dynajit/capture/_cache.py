@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from dynajit.guards import GuardSet
+from dynajit.guards import GuardSet, weak_referents
 
 __all__ = ["CacheEntry", "CodeCache", "all_caches", "cache_for"]
 
@@ -64,10 +64,10 @@ class CacheEntry:
                 cache.discard(alive)
 
         for guard in self.guards:
-            for check in guard.checks:
-                for value in check.constants.values():
-                    if type(value) is weakref.ref and value() is not None:
-                        self.watchers.append(weakref.ref(value(), died))
+            for ref in weak_referents(guard):
+                referent = ref()
+                if referent is not None:
+                    self.watchers.append(weakref.ref(referent, died))
 
     def install_globals(self, f_globals: dict[str, Any]) -> None:
         """Put the names the transformed code reads into ``f_globals`` (once per globals dict)."""

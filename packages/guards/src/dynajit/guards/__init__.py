@@ -27,6 +27,7 @@ from ._kinds import (
     no_module_hooks,
     not_none,
     type_match,
+    weak_referents,
 )
 from ._sources import (
     AttrSource,
@@ -86,4 +87,5 @@ __all__ = [
     "tensor_aliasing",
     "tensor_match",
     "type_match",
+    "weak_referents",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "type_check",
     "type_match",
     "type_name",
+    "weak_referents",
 ]
 
 # Python scalars CONSTANT_MATCH accepts; anything else equality-comparable goes through EQUALS_MATCH.
@@ -70,30 +72,52 @@ def type_match(source: Source, example: Any) -> Guard:
     )
 
 
-def _identity_guard(kind: str, source: Source, obj: Any) -> Guard:
-    """The value is ``obj`` itself. The guard keeps ``obj`` alive, so its id cannot be reused."""
-    check = Check(
-        "{0} is {obj}",
-        (source,),
-        Cost.IDENTITY,
-        lambda values: f"{source.label()} changed: expected {short_repr(obj)}, got {short_repr(values[0])}",
-        {"obj": obj},
-    )
+def _identity_check(source: Source, obj: Any, weak: bool) -> Check:
+    """The check that the value is ``obj``: by a strong reference, or by a weak one when ``weak`` and possible."""
+
+    expected = short_repr(obj)  # the sentence must not hold ``obj`` either
+
+    def changed(values: tuple[Any, ...]) -> str:
+        return f"{source.label()} changed: expected {expected}, got {short_repr(values[0])}"
+
+    if weak:
+        try:
+            ref = weakref.ref(obj)
+        except TypeError:  # no weak references to it (an int, a tuple): held strongly
+            pass
+        else:
+            # `ref() is value is not None`: a dead referent (None) matches nothing, not even a None value.
+            return Check("{ref}() is {0} is not None", (source,), Cost.IDENTITY, changed, {"ref": ref})
+    return Check("{0} is {obj}", (source,), Cost.IDENTITY, changed, {"obj": obj})
+
+
+def _identity_guard(kind: str, source: Source, obj: Any, weak: bool) -> Guard:
+    """The value is ``obj`` itself.
+
+    A strong guard keeps ``obj`` alive, so its id cannot be reused. A weak one does not: once ``obj`` dies the
+    guard fails for every value, and :func:`weak_referents` names what its owner should watch to drop it.
+    """
+    check = _identity_check(source, obj, weak)
     return Guard(kind, (source,), (check,), f"is {short_repr(obj)} (id {id(obj):#x})", (kind, source, id(obj)))
 
 
-def id_match(source: Source, obj: Any) -> Guard:
-    """ID_MATCH: the value is the very object ``obj`` (identity)."""
+def id_match(source: Source, obj: Any, *, weak: bool = False) -> Guard:
+    """ID_MATCH: the value is the very object ``obj`` (identity); ``weak=True`` does not keep ``obj`` alive."""
     _require_source(source, "id_match")
-    return _identity_guard("ID_MATCH", source, obj)
+    return _identity_guard("ID_MATCH", source, obj, weak)
 
 
-def function_match(source: Source, fn: Any) -> Guard:
+def function_match(source: Source, fn: Any, *, weak: bool = False) -> Guard:
     """FUNCTION_MATCH: the value is the function ``fn``; replacing it (e.g. a global helper) recompiles."""
     _require_source(source, "function_match")
     if not callable(fn):
         raise TypeError(f"function_match() expects a callable for {source.name()}, got {short_repr(fn)}")
-    return _identity_guard("FUNCTION_MATCH", source, fn)
+    return _identity_guard("FUNCTION_MATCH", source, fn, weak)
+
+
+def weak_referents(guard: Guard) -> list[weakref.ref[Any]]:
+    """The weak references a guard's checks compare with (empty for a guard made with ``weak=False``)."""
+    return [value for check in guard.checks for value in check.constants.values() if isinstance(value, weakref.ref)]
 
 
 def _describe_value(value: Any) -> str:
@@ -277,19 +301,13 @@ def no_module_hooks(source: Source, module: Any) -> Guard:
     return Guard("NO_MODULE_HOOKS", (source,), (check,), "no hooks", ("NO_MODULE_HOOKS", source, tuple(names)))
 
 
-def nn_module(source: Source, module: Any) -> Guard:
-    """NN_MODULE: the value is ``module`` itself and its ``training`` flag is unchanged."""
+def nn_module(source: Source, module: Any, *, weak: bool = False) -> Guard:
+    """NN_MODULE: the value is ``module`` itself and its ``training`` flag is unchanged (``weak``: as id_match)."""
     _require_source(source, "nn_module")
     training = getattr(module, "training", None)
     if not isinstance(training, bool):
         raise TypeError(f"nn_module() needs a torch.nn.Module for {source.name()}, got {type_name(type(module))}")
-    identity = Check(
-        "{0} is {module}",
-        (source,),
-        Cost.IDENTITY,
-        lambda values: f"{source.label()} changed: expected {short_repr(module)}, got {short_repr(values[0])}",
-        {"module": module},
-    )
+    identity = _identity_check(source, module, weak)
     mode = Check(
         "{0}.training is {training}",
         (source,),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import weakref
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 import dynajit.guards as guards
 from dynajit.capture._symbolic.paths import Path
-from dynajit.guards import Check, Cost, Guard
 
 if TYPE_CHECKING:
     from dynajit.capture._frame import FrameContext
@@ -37,49 +36,6 @@ SOURCELESS = _Sourceless()
 _SOURCELESS_FACTORIES: dict[str, Any] = {"global_module_hooks": guards.global_module_hooks}
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _weak_identity(kind: str, strong: Any) -> Any:
-    """An identity guard factory (ID_MATCH, FUNCTION_MATCH, NN_MODULE) that holds its object weakly.
-
-    A cache entry must not keep a module (or function, or tensor) the user dropped alive forever: the check
-    compares with a weak reference's referent (a dead referent matches nothing), and the runtime drops the
-    entry when the referent dies (``_cache.CacheEntry.watch``). Objects without weak references are held
-    as ``strong`` holds them.
-    """
-
-    def factory(source: Any, obj: Any) -> Guard:
-        try:
-            ref = weakref.ref(obj)
-        except TypeError:
-            return strong(source, obj)
-        guard = strong(source, obj)  # validates the arguments the same way; its checks are replaced below
-        expected = _short(obj)
-
-        def changed(values: tuple[Any, ...]) -> str:
-            return f"{source.label()} changed: expected {expected}, got {_short(values[0])}"
-
-        # `ref() is value is not None`: a dead referent (None) never matches, not even a None value.
-        checks: list[Check] = [Check("{ref}() is {0} is not None", (source,), Cost.IDENTITY, changed, {"ref": ref})]
-        if kind == "NN_MODULE":
-            training = obj.training
-            checks.append(
-                Check(
-                    "{0}.training is {training}",
-                    (source,),
-                    Cost.CHEAP,
-                    lambda values: f"{source.name()}.training: expected {training}, got {values[0].training}",
-                    {"training": training},
-                )
-            )
-        return Guard(guard.kind, guard.sources, tuple(checks), guard.detail, guard.key, guard.label)
-
-    return factory
-
-
 _FACTORIES: dict[str, Any] = {
     "tensor_match": guards.tensor_match,
     "constant_match": guards.constant_match,
@@ -88,9 +44,11 @@ _FACTORIES: dict[str, Any] = {
     "length_check": guards.length_check,
     "dict_keys": guards.dict_keys,
     "dict_contains": guards.dict_contains,
-    "id_match": _weak_identity("ID_MATCH", guards.id_match),
-    "function_match": _weak_identity("FUNCTION_MATCH", guards.function_match),
-    "nn_module": _weak_identity("NN_MODULE", guards.nn_module),
+    # Identity guards hold their object weakly: a cache entry must not keep a module, function or tensor the
+    # user dropped alive; the runtime drops the entry when the object dies (``_cache.CacheEntry.watch``).
+    "id_match": partial(guards.id_match, weak=True),
+    "function_match": partial(guards.function_match, weak=True),
+    "nn_module": partial(guards.nn_module, weak=True),
     "hasattr_match": guards.hasattr_match,
     "no_module_hooks": guards.no_module_hooks,
 }
