@@ -1,0 +1,142 @@
+"""Builtins over iterables while tracing: ``iter``, ``next``, ``zip``, ``enumerate``, ``map``, ``filter``,
+``reversed``, ``min``/``max`` and ``itertools``.
+
+``zip``, ``enumerate``, ``map`` and ``filter`` are lazy iterators
+(``variables/iterators.py``) and ``itertools`` objects run Python's own
+itertools over trackers (``itertools_traced.py``), so items are taken from
+their inputs when the consumer asks, as in Python. ``min``/``max`` compare
+items (or their ``key=`` results) with traced ``<``/``>``: constants fold,
+symbolic sizes are decided and guarded, tensors compared by value are a
+graph break.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from dynajit.capture._symbolic.builtins_table import BUILTINS, builtin
+from dynajit.capture._symbolic.itertools_traced import ITERTOOLS
+from dynajit.capture._symbolic.variables import VT, ConstVar, IteratorVar, TensorVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.iterators import (
+    EnumerateVar,
+    FilterVar,
+    MapVar,
+    ZipVar,
+    iterator_of,
+    raise_as_python,
+    reversed_of,
+)
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__: list[str] = []
+
+
+@builtin(iter)
+def _iter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if len(args) != 1 or kwargs:
+        unsupported("iter(callable, sentinel) is not traced")
+    return iterator_of(tx, args[0])
+
+
+@builtin(next)
+def _next(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or not 1 <= len(args) <= 2:
+        raises_in_python("next() takes one or two positional arguments (TypeError)")
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVar):
+        try:
+            kind = iterator.python_type()
+        except Exception:
+            unsupported(f"next() on {iterator}")
+        if kind in (list, tuple, dict, set, str, range):
+            message = f"'{kind.__name__}' object is not an iterator"
+            raises_in_python(f"{message} (TypeError)", TypeError(message))
+        unsupported(f"next() on {iterator}")
+    item = iterator.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raises_in_python("next() on an exhausted iterator raises StopIteration", StopIteration())
+    return item
+
+
+@builtin(enumerate)
+def _enumerate(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs.keys() - {"start", "iterable"} or len(args) + len(kwargs) not in (1, 2):
+        raises_in_python("enumerate() takes an iterable and a start (TypeError)")
+    iterable = args[0] if args else kwargs["iterable"]
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))).const()
+    if not isinstance(start, int):
+        raises_in_python("enumerate() start must be an integer (TypeError)")
+    return EnumerateVar(tx.output, iterator_of(tx, iterable), start)
+
+
+@builtin(zip)
+def _zip(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs.keys() - {"strict"}:
+        raises_in_python("zip() takes only the keyword strict (TypeError)")
+    strict = bool(kwargs.get("strict", ConstVar(False)).const())
+    return ZipVar(tx.output, [iterator_of(tx, a) for a in args], strict)
+
+
+@builtin(map)
+def _map(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) < 2:
+        raises_in_python("map() takes a function and at least one iterable (TypeError)")
+    return MapVar(tx.output, [iterator_of(tx, a) for a in args[1:]], args[0])
+
+
+@builtin(filter)
+def _filter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 2:
+        raises_in_python("filter() takes a function and one iterable (TypeError)")
+    return FilterVar(tx.output, [iterator_of(tx, args[1])], args[0])
+
+
+@builtin(reversed)
+def _reversed(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 1:
+        raises_in_python("reversed() takes exactly one argument (TypeError)")
+    return reversed_of(tx, args[0])
+
+
+def _min_max(pick: Any) -> Any:
+    better = operator.lt if pick is min else operator.gt
+
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+        if kwargs.keys() - {"key", "default"} or not args or (len(args) > 1 and "default" in kwargs):
+            raises_in_python(f"{pick.__name__}() got unexpected arguments (TypeError)")
+        items = iterator_of(tx, args[0]).unpack(tx) if len(args) == 1 else list(args)
+        key = kwargs.get("key")
+        if key is not None and key.is_const() and key.const() is None:
+            key = None
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise_as_python(lambda: pick([]))
+        if key is None and all(item.is_const() for item in items) and not any(isinstance(i, TensorVar) for i in items):
+            try:
+                return tx.wrap_const(pick(item.const() for item in items))
+            except TypeError as exc:
+                raises_in_python(f"{pick.__name__}() raises TypeError: {exc}", exc)
+        # The first best item wins ties, as in Python: a later item replaces it only when strictly better.
+        best, best_key = items[0], items[0] if key is None else key.call(tx, [items[0]], {})
+        for item in items[1:]:
+            item_key = item if key is None else key.call(tx, [item], {})
+            if isinstance(item_key, TensorVar) or isinstance(best_key, TensorVar):
+                unsupported(f"{pick.__name__}() over tensors compares their values, which needs their data")
+            if apply_operator(tx, better, [item_key, best_key]).truth(tx):
+                best, best_key = item, item_key
+        return best
+
+    return handler
+
+
+BUILTINS[min] = _min_max(min)
+BUILTINS[max] = _min_max(max)
+BUILTINS.update(ITERTOOLS)
