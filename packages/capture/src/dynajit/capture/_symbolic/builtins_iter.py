@@ -1,5 +1,5 @@
 """Builtins over iterables while tracing: ``iter``, ``next``, ``zip``, ``enumerate``, ``map``, ``filter``,
-``reversed``, ``min``/``max`` and ``itertools``.
+``reversed``, ``min``/``max``, ``itertools`` and the ``collections`` classes.
 
 ``zip``, ``enumerate``, ``map`` and ``filter`` are lazy iterators
 (``variables/iterators.py``) and ``itertools`` objects run Python's own
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dynajit.capture._symbolic.builtins_table import BUILTINS, builtin
 from dynajit.capture._symbolic.itertools_traced import ITERTOOLS
 from dynajit.capture._symbolic.variables import VT, ConstVar, IteratorVar, TensorVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.collections_ import COLLECTION_CALLS
 from dynajit.capture._symbolic.variables.iterators import (
     EnumerateVar,
     FilterVar,
@@ -140,3 +141,4 @@ def _min_max(pick: Any) -> Any:
 BUILTINS[min] = _min_max(min)
 BUILTINS[max] = _min_max(max)
 BUILTINS.update(ITERTOOLS)
+BUILTINS.update(COLLECTION_CALLS)

@@ -290,17 +290,9 @@ def _set(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 @builtin(dict)
 def _dict(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    items: dict[Any, VT] = {}
-    if args:
-        source = args[0]
-        if isinstance(source, DictVar):
-            items.update(source.items)
-        else:
-            for pair in source.unpack(tx):
-                key, value = pair.unpack(tx)
-                items[key.const()] = value
-    items.update(kwargs)
-    return DictVar(items)
+    from dynajit.capture._symbolic.variables.collections_ import dict_of
+
+    return dict_of(tx, args, kwargs, DictVar({}))
 
 
 @builtin(slice)
