@@ -137,3 +137,16 @@ def deque_escapes_a_break(x):
 
 def test_deque_rebuilt_at_a_break(check, t):
     check(deque_escapes_a_break, t(3), calls=2)
+
+
+def counters(x):
+    c = collections.Counter("abca")
+    c.update(["b", "b"])
+    c.update({"a": 2})
+    return c["a"], c["b"], dict(c), x + 1
+
+
+def test_counter_counts_while_tracing(check, t):
+    with capture.observe() as seen:
+        check(counters, t(3), graphs=1, calls=2)
+    assert not [b.reason for f in seen.frames for b in f.graph_breaks]

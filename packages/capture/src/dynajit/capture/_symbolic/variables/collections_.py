@@ -11,6 +11,7 @@ graph.
 from __future__ import annotations
 
 import collections
+import operator
 from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
@@ -196,3 +197,19 @@ COLLECTION_CALLS: dict[Any, Handler] = {
     dict.fromkeys: _fromkeys(dict),
     collections.OrderedDict.fromkeys: _fromkeys(collections.OrderedDict),
 }
+
+
+def _count_elements(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``collections._count_elements(mapping, iterable)`` (what ``Counter.update`` calls): traced gets and sets."""
+    from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+    if kwargs or len(args) != 2:
+        raises_in_python("_count_elements() takes a mapping and an iterable (TypeError)")
+    mapping, iterable = args
+    for element in iterator_of(tx, iterable).unpack(tx):
+        current = mapping.call_method(tx, "get", [element, ConstVar(0)], {})
+        mapping.call_method(tx, "__setitem__", [element, apply_operator(tx, operator.add, [current, ConstVar(1)])], {})
+    return ConstVar(None)
+
+
+COLLECTION_CALLS[collections._count_elements] = _count_elements  # type: ignore[attr-defined]

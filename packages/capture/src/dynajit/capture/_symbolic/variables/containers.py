@@ -401,8 +401,17 @@ class DictVar(VT):
         if isinstance(source, DictVar):
             self.items.update(source.items)
             return
+        from dynajit.capture._frame import Unsupported
         from dynajit.capture._symbolic.variables.iterators import iterator_of
 
+        try:
+            mapping = hasattr(source.python_type(), "keys")
+        except Unsupported:
+            mapping = False
+        if mapping:  # as Python does for anything with keys(): its keys, each looked up with []
+            for key in iterator_of(tx, source.call_method(tx, "keys", [], {})).unpack(tx):
+                self.items[key.const()] = source.call_method(tx, "__getitem__", [key], {})
+            return
         for index, pair in enumerate(iterator_of(tx, source).unpack(tx)):
             items = pair.unpack(tx)
             if len(items) != 2:
