@@ -207,3 +207,28 @@ def partly_consumed_before_a_break(x):
 
 def test_iterator_partly_consumed_before_a_break(check, t):
     check(partly_consumed_before_a_break, t(3), calls=2)
+
+
+def any_all_stop_at_the_deciding_item(x, log):
+    def flags(values):
+        for value in values:
+            log.append(value)
+            yield value
+
+    return any(flags([0, 1, 1])), all(flags([1, 0, 1])), any(flags([])), all(flags([])), x + 1
+
+
+def test_any_all_are_lazy(check, t):
+    check(any_all_stop_at_the_deciding_item, t(3), [], graphs=1, calls=2, fullgraph=True)
+
+
+def one_iterator_in_two_places_at_a_break(x):
+    it = iter([x, x + 1, x + 2, x + 3])
+    same = it
+    next(it)
+    print(end="")
+    return next(same), list(it)
+
+
+def test_iterator_shared_by_two_names_across_a_break(check, t):
+    check(one_iterator_in_two_places_at_a_break, t(3), calls=2)

@@ -360,7 +360,17 @@ def _abs(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 def _all_any(pick: Any) -> Handler:
     def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        return ConstVar(pick(item.truth(tx) for item in args[0].unpack(tx)))
+        from dynajit.capture._symbolic.variables.iterators import iterator_of
+
+        if kwargs or len(args) != 1:
+            raises_in_python(f"{pick.__name__}() takes exactly one argument (TypeError)")
+        iterator = iterator_of(tx, args[0])
+        # Items are taken one at a time and the first deciding one stops it, as in Python (a generator
+        # behind it runs no further).
+        while (item := iterator.next()) is not None:
+            if item.truth(tx) is (pick is any):
+                return ConstVar(pick is any)
+        return ConstVar(pick is all)
 
     return handler
 

@@ -760,7 +760,7 @@ class IteratorVar(VT):
                 cg.load_const(self.position)
                 return 2
 
-            cg.call_helper(_list_iterator_at, list_and_position)
+            cg.build_cached(self, lambda: cg.call_helper(_list_iterator_at, list_and_position))
             return
         rest = self.items[self.position :]
 
@@ -770,7 +770,8 @@ class IteratorVar(VT):
             cg.build("BUILD_TUPLE", len(rest))
             return 1
 
-        cg.call_helper(iter, tuple_of_rest)
+        # One object however many references to it are rebuilt (they share its position).
+        cg.build_cached(self, lambda: cg.call_helper(iter, tuple_of_rest))
 
 
 def _list_iterator_at(items: list[Any], position: int) -> Any:
