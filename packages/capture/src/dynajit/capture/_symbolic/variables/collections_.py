@@ -106,7 +106,7 @@ def _defaultdict(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 class DequeVar(ListVar):
     """A ``collections.deque`` made while tracing (``maxlen`` None or a constant)."""
 
-    kind = collections.deque
+    kind = collections.deque  # type: ignore[assignment]  # a list-like class other than list
 
     def __init__(self, items: list[VT], maxlen: int | None = None) -> None:
         super().__init__(items[len(items) - maxlen :] if maxlen is not None and len(items) > maxlen else items)

@@ -231,8 +231,9 @@ class NamedTupleVar(StructSeqVar):
             from dynajit.capture._symbolic.variables.iterators import iterator_of
 
             items = iterator_of(tx, args[0]).unpack(tx)
-            if len(items) != len(self.kind._fields):
-                message = f"Expected {len(self.kind._fields)} arguments, got {len(items)}"
+            fields: tuple[str, ...] = getattr(self.kind, "_fields", ())
+            if len(items) != len(fields):
+                message = f"Expected {len(fields)} arguments, got {len(items)}"
                 raises_in_python(f"{message} (TypeError)", TypeError(message))
             return NamedTupleVar(items, self.kind)
         return super().method(tx, name, args, kwargs)
