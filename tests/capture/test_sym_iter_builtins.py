@@ -232,3 +232,22 @@ def one_iterator_in_two_places_at_a_break(x):
 
 def test_iterator_shared_by_two_names_across_a_break(check, t):
     check(one_iterator_in_two_places_at_a_break, t(3), calls=2)
+
+
+class _Box:
+    def __init__(self, inner):
+        self.inner = inner
+
+
+def getters(x):
+    pairs = [(2, x), (1, x + 1), (3, x * 2)]
+    by_first = sorted(pairs, key=operator.itemgetter(0))
+    firsts = list(map(operator.itemgetter(0, 1), pairs))
+    box = _Box(_Box(x))
+    return by_first, firsts, operator.attrgetter("inner.inner")(box) + 1, max(pairs, key=operator.itemgetter(0))
+
+
+def test_item_and_attribute_getters(check, t):
+    with capture.observe() as seen:
+        check(getters, t(3), graphs=1, calls=2)
+    assert not [b.reason for f in seen.frames for b in f.graph_breaks]

@@ -1,5 +1,6 @@
 """Builtins over iterables while tracing: ``iter``, ``next``, ``zip``, ``enumerate``, ``map``, ``filter``,
-``reversed``, ``min``/``max``, ``itertools`` and the ``collections`` classes.
+``reversed``, ``min``/``max``, ``operator.itemgetter``/``attrgetter``, ``itertools`` and the ``collections``
+classes.
 
 ``zip``, ``enumerate``, ``map`` and ``filter`` are lazy iterators
 (``variables/iterators.py``) and ``itertools`` objects run Python's own
@@ -17,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.builtins_table import BUILTINS, builtin
 from dynajit.capture._symbolic.itertools_traced import ITERTOOLS
-from dynajit.capture._symbolic.variables import VT, ConstVar, IteratorVar, TensorVar, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables import (
+    VT,
+    ConstVar,
+    IteratorVar,
+    TensorVar,
+    TupleVar,
+    raises_in_python,
+    unsupported,
+)
 from dynajit.capture._symbolic.variables.collections_ import COLLECTION_CALLS
 from dynajit.capture._symbolic.variables.iterators import (
     EnumerateVar,
@@ -30,6 +39,7 @@ from dynajit.capture._symbolic.variables.iterators import (
 )
 
 if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
 __all__: list[str] = []
@@ -142,3 +152,58 @@ BUILTINS[min] = _min_max(min)
 BUILTINS[max] = _min_max(max)
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(COLLECTION_CALLS)
+
+
+class _GetterVar(VT):
+    """``operator.itemgetter(*keys)`` / ``attrgetter(*names)`` of constants: calls read traced."""
+
+    def __init__(self, kind: Any, keys: list[Any]) -> None:
+        self.kind, self.keys = kind, keys
+
+    def python_type(self) -> type:
+        return type(self.kind(*self.keys))
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.opcodes_ops import apply_operator
+
+        if kwargs or len(args) != 1:
+            raises_in_python(f"{self.kind.__name__} takes exactly one argument (TypeError)")
+        picked = []
+        for key in self.keys:
+            if self.kind is operator.itemgetter:
+                picked.append(apply_operator(tx, operator.getitem, [args[0], tx.wrap_const(key)]))
+            else:
+                value = args[0]
+                for name in key.split("."):  # attrgetter("a.b") follows the dotted path
+                    value = value.getattr(tx, name)
+                picked.append(value)
+        return picked[0] if len(picked) == 1 else TupleVar(picked)
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def load_keys() -> int:
+            for key in self.keys:
+                cg.load_const_any(key)
+            return len(self.keys)
+
+        cg.call_helper(self.kind, load_keys)
+
+    def __repr__(self) -> str:
+        return f"_GetterVar({self.kind.__name__}, {self.keys!r})"
+
+
+def _getter(kind: Any) -> Any:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if kwargs or not args or not all(a.is_const() for a in args):
+            unsupported(f"operator.{kind.__name__} of other than constant keys")
+        keys = [a.const() for a in args]
+        if kind is operator.attrgetter and not all(isinstance(k, str) for k in keys):
+            raises_in_python(
+                "attribute name must be a string (TypeError)", TypeError("attribute name must be a string")
+            )
+        return _GetterVar(kind, keys)
+
+    return handler
+
+
+BUILTINS[operator.itemgetter] = _getter(operator.itemgetter)
+BUILTINS[operator.attrgetter] = _getter(operator.attrgetter)
