@@ -1146,6 +1146,22 @@ def keyword_only_default_changed():
 
 
 @case
+def keyword_only_default_changed_in_place():
+    def f(x, *, k=2):
+        return x * k
+
+    return f, _ones(2), lambda: f.__kwdefaults__.__setitem__("k", 6)
+
+
+@case
+def one_of_two_defaults_changed():
+    def f(x, a=1, b=2):
+        return x * a + b
+
+    return f, _ones(2), lambda: setattr(f, "__defaults__", (1, 7))
+
+
+@case
 def module_dict_items_iteration():
     heads = torch.nn.ModuleDict({"a": torch.nn.Identity()})
 
@@ -1294,10 +1310,7 @@ def restore_state():
 
 
 # Facts the runtime, not the trace, gets wrong (each an xfail until fixed there).
-KNOWN_FAILURES = {
-    "default_argument_changed": "the compiled wrapper copies fn.__defaults__ once, when it is made",
-    "keyword_only_default_changed": "the compiled wrapper copies fn.__kwdefaults__ once, when it is made",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _params(names: list[str]) -> list[Any]:

@@ -82,7 +82,6 @@ def test_generator_effects_happen_when_items_are_asked_for(check, t):
     check(generator_with_effects, t(3), [], graphs=1, calls=2)
 
 
-@pytest.mark.xfail(strict=True, reason="zip() takes every item of its arguments when it is called, not per step")
 def test_zip_interleaves_generators(check, t):
     check(interleaved_generators, t(3), [], graphs=1, calls=2)
 

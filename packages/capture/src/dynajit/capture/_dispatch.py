@@ -15,7 +15,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ArgumentLayout", "Branch", "binder", "call_with_values", "dispatcher_source", "layout_of", "take_name"]
+__all__ = [
+    "UNSET",
+    "ArgumentLayout",
+    "Branch",
+    "binder",
+    "call_with_values",
+    "default_reads",
+    "dispatcher_source",
+    "layout_of",
+    "marked_defaults",
+    "take_name",
+]
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,9 @@ def _scoped_call(prefix: str, call: str, indent: str) -> list[str]:
     ]
 
 
-def dispatcher_source(name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch]) -> str:
+def dispatcher_source(
+    name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch], reads: str = ""
+) -> str:
     """Source of ``def <name>(<signature>)`` that walks ``branches`` in order and ends in the miss handler.
 
     Guard checks run as they are; the running settings are set (and restored
@@ -129,7 +142,7 @@ def dispatcher_source(name: str, layout: ArgumentLayout, prefix: str, branches: 
     ``reset``), ``<prefix>settings``, ``<prefix>miss`` (called with the values
     when no branch applies) and each branch's names.
     """
-    lines = [f"def {name}({layout.params}):"]
+    lines = [f"def {name}({layout.params}):", *reads.splitlines()]
     for branch in branches:
         call = f"{branch.run}({layout.call})"
         indent = "    " if branch.check is None else "        "
@@ -143,9 +156,47 @@ def dispatcher_source(name: str, layout: ArgumentLayout, prefix: str, branches: 
     return "\n".join([*lines, ""])
 
 
-def passthrough_source(name: str, layout: ArgumentLayout, target: str) -> str:
+def passthrough_source(name: str, layout: ArgumentLayout, target: str, reads: str = "") -> str:
     """Source of ``def <name>(<signature>)`` that only calls ``target`` (the ``force_eager`` stance)."""
-    return f"def {name}({layout.params}):\n    return {target}({layout.call})\n"
+    return f"def {name}({layout.params}):\n{reads}    return {target}({layout.call})\n"
+
+
+class _Unset:
+    """The default a dispatcher's signature gives each parameter that has one: "not passed"."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+UNSET = _Unset()
+
+
+def marked_defaults(fn: types.FunctionType) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None]:
+    """``__defaults__`` and ``__kwdefaults__`` for a dispatcher of ``fn``: :data:`UNSET` for each default."""
+    positional = None if fn.__defaults__ is None else (UNSET,) * len(fn.__defaults__)
+    keyword = None if fn.__kwdefaults__ is None else dict.fromkeys(fn.__kwdefaults__, UNSET)
+    return positional, keyword
+
+
+def default_reads(fn: types.FunctionType, layout: ArgumentLayout, marker: str, target: str) -> str:
+    """Dispatcher lines giving each parameter not passed ``target``'s default as it is at the call.
+
+    ``fn.__defaults__``/``__kwdefaults__`` may be replaced after the dispatcher is made; eager binds the
+    defaults current at each call, so the dispatcher reads them there too (a positional default by its
+    place from the end, as Python aligns them). ``marker`` names :data:`UNSET` in the dispatcher's globals.
+    """
+    positional = layout.names[: layout.n_positional]
+    with_default = positional[len(positional) - len(fn.__defaults__ or ()) :]
+    lines = [
+        f"    if {name} is {marker}: {name} = {target}.__defaults__[{index - len(with_default)}]\n"
+        for index, name in enumerate(with_default)
+    ]
+    lines += [
+        f"    if {name} is {marker}: {name} = {target}.__kwdefaults__[{name!r}]\n"
+        for name in layout.kwonly
+        if name in (fn.__kwdefaults__ or {})
+    ]
+    return "".join(lines)
 
 
 def compile_function(source: str, name: str, namespace: dict[str, Any], filename: str) -> types.FunctionType:

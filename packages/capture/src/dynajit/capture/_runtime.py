@@ -377,11 +377,15 @@ class CompiledFunction:
             self.prefix + "settings": settings,
             self.prefix + "miss": self.miss,
             self.prefix + "orig": fn,
+            self.prefix + "unset": _dispatch.UNSET,
         }
+        # Parameters not passed are given fn's defaults as they are at each call (they may be replaced later).
+        self.reads = _dispatch.default_reads(fn, self.layout, self.prefix + "unset", self.prefix + "orig")
         self.filename = f"<dynajit dispatcher of {fn.__qualname__}>"
-        self.wrapper = self._compile(_dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig"))
-        self.wrapper.__defaults__ = fn.__defaults__
-        self.wrapper.__kwdefaults__ = fn.__kwdefaults__
+        self.wrapper = self._compile(
+            _dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig", self.reads)
+        )
+        self.wrapper.__defaults__, self.wrapper.__kwdefaults__ = _dispatch.marked_defaults(fn)
         self.wrapper._dynajit_compiled = self  # type: ignore[attr-defined]
         _live.add(self)
         self.regenerate()
@@ -449,7 +453,7 @@ class CompiledFunction:
             for name in [name for name in self.namespace if name.startswith((self.prefix + "g", self.prefix + "f"))]:
                 del self.namespace[name]
             if _stance.current_stance() == "force_eager":
-                source = _dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig")
+                source = _dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig", self.reads)
             else:
                 branches = []
                 for index, (_, instance) in enumerate(self.ordered):
@@ -458,7 +462,7 @@ class CompiledFunction:
                         self.namespace[check] = instance.check
                     self.namespace[f"{self.prefix}f{index}"] = instance.run
                     branches.append(_dispatch.Branch(check, f"{self.prefix}f{index}", instance.scoped))
-                source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches)
+                source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches, self.reads)
             self.wrapper.__code__ = self._compile(source).__code__
             self.source = source
 

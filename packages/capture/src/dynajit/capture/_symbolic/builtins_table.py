@@ -150,6 +150,9 @@ def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(len(obj.values))
     if isinstance(obj, NewObjectVar):
         return obj.length(tx)
+    if isinstance(obj, IteratorVar):
+        name = obj.python_type().__name__
+        raises_in_python("len() of an iterator (TypeError)", TypeError(f"object of type '{name}' has no len()"))
     return ConstVar(len(obj.unpack(tx)))
 
 
@@ -270,44 +273,6 @@ def _range(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return _fold_call(tx, range, args, kwargs)
 
 
-@builtin(iter)
-def _iter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    (obj,) = args
-    return obj if isinstance(obj, IteratorVar) else IteratorVar(obj.unpack(tx))
-
-
-@builtin(next)
-def _next(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    iterator = args[0]
-    if not isinstance(iterator, IteratorVar):
-        unsupported(f"next() on {iterator}")
-    item = iterator.next()
-    if item is None:
-        if len(args) > 1:
-            return args[1]
-        raises_in_python("next() on an exhausted iterator raises StopIteration", StopIteration())
-    return item
-
-
-@builtin(enumerate)
-def _enumerate(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))).const()
-    return IteratorVar([TupleVar([ConstVar(i), item]) for i, item in enumerate(args[0].unpack(tx), start)])
-
-
-@builtin(zip)
-def _zip(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    sequences = [a.unpack(tx) for a in args]
-    if kwargs.get("strict", ConstVar(False)).const() and len({len(seq) for seq in sequences}) > 1:
-        unsupported("zip(strict=True) over sequences of different lengths raises ValueError")
-    return IteratorVar([TupleVar(list(group)) for group in zip(*sequences)])
-
-
-@builtin(reversed)
-def _reversed(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    return IteratorVar(list(reversed(args[0].unpack(tx))))
-
-
 @builtin(list)
 def _list(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ListVar(args[0].unpack(tx) if args else [])
@@ -325,17 +290,9 @@ def _set(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 @builtin(dict)
 def _dict(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    items: dict[Any, VT] = {}
-    if args:
-        source = args[0]
-        if isinstance(source, DictVar):
-            items.update(source.items)
-        else:
-            for pair in source.unpack(tx):
-                key, value = pair.unpack(tx)
-                items[key.const()] = value
-    items.update(kwargs)
-    return DictVar(items)
+    from dynajit.capture._symbolic.variables.collections_ import dict_of
+
+    return dict_of(tx, args, kwargs, DictVar({}))
 
 
 @builtin(slice)
@@ -352,16 +309,6 @@ def _sum(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     for item in items:
         total = apply_operator(tx, operator.add, [total, item])
     return total
-
-
-def _min_max(pick: Any) -> Handler:
-    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        items = args[0].unpack(tx) if len(args) == 1 else list(args)
-        if any(isinstance(item, TensorVar) for item in items):
-            unsupported(f"{pick.__name__}() over tensors compares their data")
-        return _fold_call(tx, pick, [TupleVar(items)], kwargs)
-
-    return handler
 
 
 @builtin(sorted)
@@ -404,10 +351,6 @@ def sort_items(tx: Tracer, items: list[VT], key: VT | None, reverse: VT | None) 
     return [keyed.item for keyed in ordered]
 
 
-BUILTINS[min] = _min_max(min)
-BUILTINS[max] = _min_max(max)
-
-
 @builtin(abs)
 def _abs(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if isinstance(args[0], TensorVar):
@@ -417,7 +360,17 @@ def _abs(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 def _all_any(pick: Any) -> Handler:
     def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        return ConstVar(pick(item.truth(tx) for item in args[0].unpack(tx)))
+        from dynajit.capture._symbolic.variables.iterators import iterator_of
+
+        if kwargs or len(args) != 1:
+            raises_in_python(f"{pick.__name__}() takes exactly one argument (TypeError)")
+        iterator = iterator_of(tx, args[0])
+        # Items are taken one at a time and the first deciding one stops it, as in Python (a generator
+        # behind it runs no further).
+        while (item := iterator.next()) is not None:
+            if item.truth(tx) is (pick is any):
+                return ConstVar(pick is any)
+        return ConstVar(pick is all)
 
     return handler
 
@@ -483,3 +436,7 @@ def _object_getattribute(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> V
 @builtin(print)
 def _print(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     unsupported("print() has an effect outside the graph")
+
+
+# The builtins over iterables (iter, next, zip, map, min, itertools, ...) live with their lazy iterators.
+import dynajit.capture._symbolic.builtins_iter  # noqa: E402, F401  (registers its handlers in BUILTINS)

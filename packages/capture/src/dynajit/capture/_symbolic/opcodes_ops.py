@@ -129,6 +129,8 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         return a
     if op in (operator.mul, operator.imul) and isinstance(a, (ListVar, TupleVar)) and b.is_const():
         return type(a)(a.items * b.const())
+    if op in (operator.or_, operator.ior) and isinstance(a, DictVar):
+        return a.method(tx, "__ior__" if op is operator.ior else "__or__", [b], {})
     if op in (operator.eq, operator.ne) and isinstance(a, (ListVar, TupleVar, DictVar)):
         unsupported("comparing containers of tensors")
     unsupported(f"operator {op.__name__} on {a} and {b}")

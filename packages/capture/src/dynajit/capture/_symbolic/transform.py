@@ -37,6 +37,7 @@ from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst
+from dynajit.capture._symbolic.itertools_traced import PythonIteratorVar
 from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
 from dynajit.capture._symbolic.resume import (
@@ -56,6 +57,7 @@ from dynajit.capture._symbolic.tracer import RootTracer, decoded
 from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
 from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
 from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
+from dynajit.capture._symbolic.variables.iterators import LazyIteratorVar
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
@@ -293,6 +295,10 @@ def stack_layout(stack: list[VT]) -> list[Slot]:
             unsupported("a graph break inside an autocast block cannot be resumed")
         elif isinstance(vt, LazyGeneratorVar):
             unsupported("a graph break inside a loop over a generator cannot be resumed")
+        elif isinstance(vt, PythonIteratorVar):
+            unsupported("a graph break inside a loop over an itertools iterator cannot be resumed")
+        elif isinstance(vt, LazyIteratorVar) and not vt.settle():
+            layout.append((VALUE, 0))  # rebuilt as the same builtin over its rebuilt sources
         elif isinstance(vt, IteratorVar) and vt.over is not None:
             layout.append((LIST_ITER, vt.position))
         elif isinstance(vt, IteratorVar):

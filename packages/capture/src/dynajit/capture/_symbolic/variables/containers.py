@@ -8,6 +8,7 @@ as a side effect and written back after the graph runs.
 
 from __future__ import annotations
 
+import collections
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,18 @@ class NamedTupleVar(StructSeqVar):
             return tx.wrap_const(static)
         return super().getattr(tx, name)
 
+    def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "_make" and len(args) == 1 and not kwargs:  # classmethod: tuple.__new__(cls, iterable)
+            from dynajit.capture._symbolic.variables.iterators import iterator_of
+
+            items = iterator_of(tx, args[0]).unpack(tx)
+            fields: tuple[str, ...] = getattr(self.kind, "_fields", ())
+            if len(items) != len(fields):
+                message = f"Expected {len(fields)} arguments, got {len(items)}"
+                raises_in_python(f"{message} (TypeError)", TypeError(message))
+            return NamedTupleVar(items, self.kind)
+        return super().method(tx, name, args, kwargs)
+
     def _rebuilder(self) -> Any:
         # tuple.__new__(cls, items) gives exactly these items, whatever the class's own __new__ would do with them.
         return tuple.__new__
@@ -345,8 +358,8 @@ class DictVar(VT):
     def getattr(self, tx: Tracer, name: str) -> VT:
         from dynajit.capture._symbolic.variables.functions import MethodOf
 
-        if not hasattr(dict, name):
-            unsupported(f"dict has no attribute {name!r}")
+        if not hasattr(self.kind, name):
+            unsupported(f"{self.kind.__name__} has no attribute {name!r}")
         return MethodOf(self, name)
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -363,21 +376,63 @@ class DictVar(VT):
             return args[1] if len(args) > 1 else ConstVar(None)
         if name == "__contains__":
             return ConstVar(args[0].const() in self.items)
-        if name == "copy":
-            return DictVar(self.items)
-        if name in ("update", "pop", "setdefault", "clear", "__setitem__"):
+        if name == "copy" and not args and not kwargs:
+            return self.copy()
+        if name in ("__or__", "__ror__") and len(args) == 1 and not kwargs:
+            return self.union(tx, args[0], name == "__ror__")
+        if name in ("update", "pop", "setdefault", "clear", "__setitem__", "popitem", "move_to_end", "__ior__"):
             return self._mutating(tx, name, args, kwargs)
-        unsupported(f"dict.{name} is not traced")
+        unsupported(f"{self.kind.__name__}.{name} is not traced")
+
+    def copy(self) -> DictVar:
+        """A new dict of the same class with the same items (``d.copy()``)."""
+        return DictVar(self.items, kind=self.kind)
+
+    def union(self, tx: Tracer, other: VT, reflected: bool = False) -> VT:
+        """``self | other`` (``other | self`` when ``reflected``): a new dict of the left operand's class."""
+        if not isinstance(other, DictVar):
+            unsupported(f"{self.kind.__name__} | {other} (only dicts are traced)")
+        left, right = (other, self) if reflected else (self, other)
+        result = left.copy()
+        result.items.update(right.items)
+        return result
+
+    def update_from(self, tx: Tracer, source: VT) -> None:
+        """``self.update(source)``: a dict's items, or an iterable of key-value pairs."""
+        if isinstance(source, DictVar):
+            self.items.update(source.items)
+            return
+        from dynajit.capture._frame import Unsupported
+        from dynajit.capture._symbolic.variables.iterators import iterator_of
+
+        try:
+            mapping = hasattr(source.python_type(), "keys")
+        except Unsupported:
+            mapping = False
+        if mapping:  # as Python does for anything with keys(): its keys, each looked up with []
+            for key in iterator_of(tx, source.call_method(tx, "keys", [], {})).unpack(tx):
+                self.items[key.const()] = source.call_method(tx, "__getitem__", [key], {})
+            return
+        for index, pair in enumerate(iterator_of(tx, source).unpack(tx)):
+            items = pair.unpack(tx)
+            if len(items) != 2:
+                message = f"dictionary update sequence element #{index} has length {len(items)}; 2 is required"
+                raises_in_python(f"{message} (ValueError)", ValueError(message))
+            self.items[items[0].const()] = items[1]
 
     def _mutating(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if name == "popitem":
+            return self._popitem(tx, args, kwargs)
+        if name == "move_to_end":
+            return self._move_to_end(tx, args, kwargs)
         self.mutated(tx)
-        if name == "update":
-            for arg in args:
-                if not isinstance(arg, DictVar):
-                    unsupported("dict.update with a non-dict argument")
-                self.items.update(arg.items)
+        if name in ("update", "__ior__"):
+            if len(args) > 1 or (name == "__ior__" and (kwargs or not args)):
+                raises_in_python(f"dict.{name} takes at most one positional argument (TypeError)")
+            if args:
+                self.update_from(tx, args[0])
             self.items.update(kwargs)
-            return ConstVar(None)
+            return self if name == "__ior__" else ConstVar(None)
         if name == "clear":
             self.items.clear()
             return ConstVar(None)
@@ -393,16 +448,64 @@ class DictVar(VT):
             return args[1]
         raises_in_python(f"dict.pop raises KeyError: {key!r}", KeyError(key))
 
+    def _popitem(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        ordered = self.kind is not dict and issubclass(self.kind, collections.OrderedDict)
+        if (len(args) + len(kwargs) > (1 if ordered else 0)) or kwargs.keys() - {"last"}:
+            raises_in_python(f"{self.kind.__name__}.popitem() got unexpected arguments (TypeError)")
+        last = bool((args[0] if args else kwargs.get("last", ConstVar(True))).const())
+        if not self.items:
+            message = "dictionary is empty" if ordered else "popitem(): dictionary is empty"
+            raises_in_python(f"{message} (KeyError)", KeyError(message))
+        self.mutated(tx)
+        key = next(reversed(self.items)) if last else next(iter(self.items))
+        return TupleVar([ConstVar(key), self.items.pop(key)])
+
+    def _move_to_end(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if not issubclass(self.kind, collections.OrderedDict):
+            unsupported(f"{self.kind.__name__}.move_to_end is not traced")
+        if not 1 <= len(args) + len(kwargs) <= 2 or kwargs.keys() - {"key", "last"}:
+            raises_in_python("move_to_end() takes a key and last (TypeError)")
+        key = (args[0] if args else kwargs["key"]).const()
+        last = bool((args[1] if len(args) > 1 else kwargs.get("last", ConstVar(True))).const())
+        if key not in self.items:
+            raises_in_python(f"move_to_end raises KeyError: {key!r}", KeyError(key))
+        self.mutated(tx)
+        value = self.items.pop(key)
+        if last:
+            self.items[key] = value
+        else:
+            rest = dict(self.items)  # reordered in place: views hold this very mapping
+            self.items.clear()
+            self.items[key] = value
+            self.items.update(rest)
+        return ConstVar(None)
+
+    def rebuild_class(self, cg: CodeGen) -> int:
+        """Load what a new dict's items are passed to (besides the dict itself); how many values were loaded."""
+        return 0
+
     def reconstruct(self, cg: CodeGen) -> None:
         if self.source is not None:
             self.source.emit(cg)
             return
 
-        def build() -> None:
+        def build_map() -> None:
             for key, value in self.items.items():
                 cg.load_const_any(key)
                 value.reconstruct(cg)
             cg.build("BUILD_MAP", len(self.items))
+
+        def build() -> None:
+            if self.kind is dict:
+                build_map()
+                return
+
+            def load_arguments() -> int:
+                leading = self.rebuild_class(cg)
+                build_map()
+                return leading + 1
+
+            cg.call_helper(self.kind, load_arguments)  # an OrderedDict, defaultdict, ... of the items
 
         cg.build_cached(self, build)
 
@@ -658,7 +761,7 @@ class IteratorVar(VT):
                 cg.load_const(self.position)
                 return 2
 
-            cg.call_helper(_list_iterator_at, list_and_position)
+            cg.build_cached(self, lambda: cg.call_helper(_list_iterator_at, list_and_position))
             return
         rest = self.items[self.position :]
 
@@ -668,7 +771,8 @@ class IteratorVar(VT):
             cg.build("BUILD_TUPLE", len(rest))
             return 1
 
-        cg.call_helper(iter, tuple_of_rest)
+        # One object however many references to it are rebuilt (they share its position).
+        cg.build_cached(self, lambda: cg.call_helper(iter, tuple_of_rest))
 
 
 def _list_iterator_at(items: list[Any], position: int) -> Any:

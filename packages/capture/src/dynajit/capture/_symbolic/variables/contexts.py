@@ -3,7 +3,11 @@
 Grad mode (``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``): entering one
 records a ``torch._C._set_grad_enabled`` node in the graph and sets the mode for the rest of the trace
 (fake tensors then carry the right ``requires_grad``); leaving it records and sets the previous mode
-again. The converter restores the real mode when tracing ends, however it ends.
+again. ``torch.set_grad_enabled(b)`` (``torch.autograd.set_grad_enabled``) sets the mode when it is
+*called*, as its constructor does in eager, so a plain call changes the mode for the rest of the frame
+(and for its caller: the transformed code leaves the real mode where the traced code left it); a ``with``
+over it sets the mode again and restores the mode found at the call. ``torch._C._set_grad_enabled(b)`` is the same
+plain change. The converter restores the real mode when tracing ends, however it ends.
 
 Autocast (``torch.autocast(...)``, ``torch.amp.autocast(...)``, an existing autocast object such as
 the one an ``@torch.autocast(...)`` decorator closes over): entering records
@@ -96,9 +100,43 @@ def _enable_grad(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return GradModeVar(True)
 
 
-def _set_grad_enabled(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+class _GradModeSet(GradModeVar):
+    """What ``torch.set_grad_enabled(b)`` returns: the mode is already set; a ``with`` over it sets the mode
+    again on entry and restores ``previous`` (the mode found at the call) on exit, as torch's class does."""
+
+    def __init__(self, enabled: bool, previous: bool) -> None:
+        super().__init__(enabled)
+        self.previous = previous
+
+    def python_type(self) -> type:
+        return torch.set_grad_enabled
+
+    def enter(self, tx: Tracer) -> tuple[VT, VT]:
+        _set_grad(tx, self.enabled)
+        return _GradModeExit(self.previous), ConstVar(None)
+
+
+def _grad_mode_argument(args: list[VT], kwargs: dict[str, VT], what: str) -> bool:
+    if len(args) + len(kwargs) != 1 or kwargs.keys() - {"mode"}:
+        raises_in_python(f"{what} takes exactly one argument, mode (TypeError)")
     mode = (args[0] if args else kwargs["mode"]).const()
-    return GradModeVar(bool(mode))
+    if type(mode) is not bool:
+        raises_in_python(f"{what} takes a bool (TypeError), not {type(mode).__name__}")
+    return mode
+
+
+def _set_grad_enabled(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    enabled = _grad_mode_argument(args, kwargs, "torch.set_grad_enabled()")
+    previous = torch.is_grad_enabled()
+    _set_grad(tx, enabled)
+    return _GradModeSet(enabled, previous)
+
+
+def _set_grad_enabled_c(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs:
+        raises_in_python("torch._C._set_grad_enabled() takes no keyword arguments (TypeError)")
+    _set_grad(tx, _grad_mode_argument(args, {}, "torch._C._set_grad_enabled()"))
+    return ConstVar(None)
 
 
 # ----------------------------------------------------------------- autocast
@@ -241,6 +279,7 @@ CONTEXT_MANAGER_CALLS: dict[Any, Any] = {
     torch.no_grad: _no_grad,
     torch.enable_grad: _enable_grad,
     torch.set_grad_enabled: _set_grad_enabled,
+    torch._C._set_grad_enabled: _set_grad_enabled_c,
     torch.amp.autocast: _autocast,
     _enter_autocast: _enter_autocast_call,
     _exit_autocast: _exit_autocast_call,

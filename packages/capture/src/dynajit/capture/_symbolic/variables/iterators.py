@@ -1,0 +1,259 @@
+"""Lazy iterators of builtins: ``zip``, ``enumerate``, ``map`` and ``filter`` over tracked iterators.
+
+As in Python, each item is taken from the underlying iterators only when the
+consumer asks for it (``next``, a ``for`` loop's FOR_ITER), so generators
+zipped together interleave their effects, and an iterator shared by two
+arguments (``zip(it, it)``) is advanced by both. A lazy iterator live at a
+graph break is rebuilt as the same builtin over its rebuilt sources (which
+hold the items not taken yet), so the resumed code continues from the same
+state. A ``for`` loop's iterator cut by a break is settled instead: when no
+function is called to make its items (``zip``/``enumerate`` over known
+sequences), its remaining items are taken now, which no one can observe,
+and the resumed loop runs over them (as for any iterator over known items).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.containers import IteratorVar, ListVar, TupleVar
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.output import OutputGraph
+    from dynajit.capture._symbolic.tracer import Tracer
+
+__all__ = [
+    "EnumerateVar",
+    "FilterVar",
+    "LazyIteratorVar",
+    "MapVar",
+    "ZipVar",
+    "iterator_of",
+    "python_error",
+    "raise_as_python",
+    "reversed_of",
+]
+
+
+def python_error(action: Any) -> BaseException:
+    """The exception ``action()`` raises in Python (its message is Python's own, for this version)."""
+    try:
+        action()
+    except Exception as exc:
+        return exc
+    raise AssertionError(f"{action} did not raise")
+
+
+def raise_as_python(action: Any) -> NoReturn:
+    """Stop tracing at a step that raises what ``action()`` raises; traced code may catch it."""
+    error = python_error(action)
+    raises_in_python(f"{type(error).__name__}: {error}", error)
+
+
+def iterator_of(tx: Tracer, vt: VT) -> IteratorVar:
+    """``iter(vt)``: an iterator is its own; a list is iterated in place (appends made meanwhile are seen)."""
+    if isinstance(vt, IteratorVar):
+        return vt
+    if isinstance(vt, ListVar):
+        return IteratorVar(vt.items, over=vt)
+    return IteratorVar(vt.unpack(tx))
+
+
+class LazyIteratorVar(IteratorVar):
+    """An iterator computing each item on demand from ``sources`` (and ``fn``, when it has one)."""
+
+    kind: type = object  # the builtin the iterator is an instance of
+
+    def __init__(self, output: OutputGraph, sources: list[IteratorVar], fn: VT | None = None) -> None:
+        super().__init__([])
+        self.output = output
+        self.sources = sources
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return self.kind
+
+    def _tx(self) -> Tracer:
+        tx = self.output.current_tx
+        assert tx is not None, "a lazy iterator advanced outside tracing"
+        return tx
+
+    def pull(self, tx: Tracer) -> VT | None:
+        """The next item, taken from the sources now; None once exhausted."""
+        raise NotImplementedError
+
+    def next(self) -> VT | None:
+        if self.settled:
+            return super().next()
+        return self.pull(self._tx())
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        if self.settled:
+            return super().unpack(tx)
+        items = []
+        while (item := self.pull(tx)) is not None:
+            items.append(item)
+        return items
+
+    settled = False  # its remaining items were all taken into ``items`` (see settle)
+
+    def settle(self) -> bool:
+        """Take every remaining item now, when that calls nothing (so no one can tell); False otherwise.
+
+        A settled iterator is an iterator over known items: a loop over it cut by a graph break resumes
+        over those items.
+        """
+        if self.settled:
+            return True
+        pure = self.fn is None and all(
+            type(s) is IteratorVar or (isinstance(s, LazyIteratorVar) and s.settle()) for s in self.sources
+        )
+        if not pure:
+            return False
+        rest = []
+        while (item := self.pull(None)) is not None:  # type: ignore[arg-type]  # no function: no tracer needed
+            rest.append(item)
+        self.items, self.position, self.settled = rest, 0, True
+        return True
+
+    def children(self) -> list[VT]:
+        if self.settled:
+            return super().children()
+        return [*self.sources, *([self.fn] if self.fn is not None else [])]
+
+    def rebuild_arguments(self) -> list[VT | int]:
+        """What the builtin is called with to rebuild this iterator (ints are loaded as constants)."""
+        return [*([self.fn] if self.fn is not None else []), *self.sources]
+
+    def rebuilder(self) -> Any:
+        return self.kind
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        if self.settled:
+            super().reconstruct(cg)
+            return
+
+        def load_arguments() -> int:
+            arguments = self.rebuild_arguments()
+            for argument in arguments:
+                if isinstance(argument, int):
+                    cg.load_const(argument)
+                else:
+                    argument.reconstruct(cg)
+            return len(arguments)
+
+        # One object however many references to it are rebuilt (they share its position).
+        cg.build_cached(self, lambda: cg.call_helper(self.rebuilder(), load_arguments))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sources!r})"
+
+
+def _zip_strict(*iterables: Any) -> Any:
+    """``zip(*iterables, strict=True)``, callable with positional arguments only (for rebuilding)."""
+    return zip(*iterables, strict=True)
+
+
+class ZipVar(LazyIteratorVar):
+    """``zip(*iterables, strict=...)``: a tuple of one item from each, in order, until one is exhausted."""
+
+    kind = zip
+
+    def __init__(self, output: OutputGraph, sources: list[IteratorVar], strict: bool) -> None:
+        super().__init__(output, sources)
+        self.strict = strict
+
+    def pull(self, tx: Tracer) -> VT | None:
+        if not self.sources:
+            return None
+        items = []
+        for index, source in enumerate(self.sources):
+            item = source.next()
+            if item is None:
+                if self.strict:
+                    self._check_all_exhausted(index)
+                return None
+            items.append(item)
+        return TupleVar(items)
+
+    def _check_all_exhausted(self, index: int) -> None:
+        if index > 0:
+            shorter = [[0]] * index + [[]]  # argument index + 1 ends first: Python's own message for it
+            raise_as_python(lambda: list(_zip_strict(*shorter)))
+        for later, source in enumerate(self.sources[1:], start=1):
+            if source.next() is not None:
+                longer: list[list[int]] = [[]] * later + [[0]]
+                raise_as_python(lambda longer=longer: list(_zip_strict(*longer)))
+
+    def rebuilder(self) -> Any:
+        return _zip_strict if self.strict else zip
+
+
+class EnumerateVar(LazyIteratorVar):
+    """``enumerate(iterable, start)``: (count, item) pairs."""
+
+    kind = enumerate
+
+    def __init__(self, output: OutputGraph, source: IteratorVar, start: int) -> None:
+        super().__init__(output, [source])
+        self.count = start
+
+    def pull(self, tx: Tracer) -> VT | None:
+        item = self.sources[0].next()
+        if item is None:
+            return None
+        self.count += 1
+        return TupleVar([ConstVar(self.count - 1), item])
+
+    def rebuild_arguments(self) -> list[VT | int]:
+        return [self.sources[0], self.count]
+
+
+class MapVar(LazyIteratorVar):
+    """``map(fn, *iterables)``: ``fn`` called (traced) on one item of each, until one is exhausted."""
+
+    kind = map
+
+    def pull(self, tx: Tracer) -> VT | None:
+        if not self.sources:
+            return None
+        items = []
+        for source in self.sources:
+            item = source.next()
+            if item is None:
+                return None
+            items.append(item)
+        assert self.fn is not None
+        return self.fn.call(tx, items, {})
+
+
+class FilterVar(LazyIteratorVar):
+    """``filter(fn, iterable)``: the items whose ``fn(item)`` (or the item itself, for None) is true."""
+
+    kind = filter
+
+    def pull(self, tx: Tracer) -> VT | None:
+        assert self.fn is not None
+        keep_true = self.fn.is_const() and self.fn.const() is None
+        while (item := self.sources[0].next()) is not None:
+            verdict = item if keep_true else self.fn.call(tx, [item], {})
+            if verdict.truth(tx):
+                return item
+        return None
+
+
+def reversed_of(tx: Tracer, vt: VT) -> IteratorVar:
+    """``reversed(vt)``: a sequence's items last first; an iterator cannot be reversed (TypeError)."""
+    if isinstance(vt, IteratorVar):
+        name = vt.python_type().__name__
+        raises_in_python(
+            f"'{name}' object is not reversible (TypeError)", TypeError(f"'{name}' object is not reversible")
+        )
+    try:
+        items = vt.unpack(tx)
+    except Exception:
+        unsupported(f"reversed() of {vt}")
+    return IteratorVar(list(reversed(items)))
