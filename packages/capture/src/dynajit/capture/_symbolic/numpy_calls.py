@@ -57,7 +57,8 @@ NUMPY_DTYPES: dict[np.dtype, torch.dtype] = {
 
 def to_ndarray(tensor: torch.Tensor, scalar: bool) -> Any:
     """The ndarray eager NumPy returns for a graph output (its NumPy scalar when ``scalar``); shares memory."""
-    array = tensor.detach().numpy()
+    # A lazily conjugated or negated view (torch._numpy's conj) is materialised: NumPy has no such bits.
+    array = tensor.detach().resolve_conj().resolve_neg().numpy()
     return array[()] if scalar else array
 
 

@@ -234,13 +234,20 @@ class NumpyFunctionVar(HeldVar):
             unsupported(f"np.{qualname} draws from NumPy's random state, which the graph cannot reproduce")
         if name in _BREAKING_FUNCTIONS:
             unsupported(_BREAKING_FUNCTIONS[name])
+        if any(_holds_tensor(a) for a in [*args, *kwargs.values()]):
+            # NumPy converts it through __array__, or calls its methods (np.sum), and a ufunc hands back a
+            # tensor through __array_wrap__: eager's result depends on torch's NumPy protocol methods.
+            unsupported(f"np.{qualname} called with a torch.Tensor (NumPy runs it through Tensor.__array__)")
         if "out" in kwargs:
             return _call_with_out(tx, self, qualname, args, kwargs)
         counterpart = numpy_calls.tnp_counterpart(fn)
         if counterpart is None:
             unsupported(f"np.{qualname} has no torch._numpy counterpart")
         target = numpy_calls.numpy_function(counterpart, qualname)
-        return _call(tx, target, args, kwargs, keeps_array=name in _ARRAY_KEEPING_FUNCTIONS)
+        result = _call(tx, target, args, kwargs, keeps_array=name in _ARRAY_KEEPING_FUNCTIONS)
+        if module.startswith("numpy.fft") and args and isinstance(args[0], NdarrayVar):
+            result = _fft_precision(tx, args[0], result)
+        return result
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         source = Attr(self.source, name) if self.source is not None else None
@@ -266,6 +273,39 @@ class NumpyTypeVar(ClassVar):
         if all(a.is_const() and not isinstance(a.const(), np.ndarray) for a in [*args, *kwargs.values()]):
             return ConstVar(self.value(*[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()}))
         unsupported(f"calling np.{self.value.__name__} on {args}")
+
+
+def _fft_precision(tx: Tracer, array: NdarrayVar, result: VT) -> VT:
+    """NumPy 2's FFTs keep single and half precision (torch._numpy computes them in double): cast back."""
+    source = numpy_dtype(array.example.dtype)
+    if np.lib.NumpyVersion(np.__version__) < "2.0.0" or source not in _SHORT_FFT_REAL:
+        return result
+    if not isinstance(result, NdarrayVar):
+        return result
+    made = numpy_dtype(result.example.dtype)
+    wanted = np.dtype(np.complex64) if made.kind == "c" else _SHORT_FFT_REAL[source]
+    if made == wanted or made.kind not in "fc":
+        return result
+    cast = NdarrayMethodVar(result, "astype").call(tx, [ConstVar(wanted.name)], {})
+    assert isinstance(cast, NdarrayVar)
+    cast.scalar = result.scalar
+    return cast
+
+
+# The real dtype NumPy 2's FFTs give for a single- or half-precision input (their complex one is complex64).
+_SHORT_FFT_REAL = {
+    np.dtype(np.float16): np.dtype(np.float16),
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.complex64): np.dtype(np.float32),
+}
+
+
+def _holds_tensor(vt: VT) -> bool:
+    from dynajit.capture._symbolic.variables.containers import ListVar, TupleVar
+
+    if isinstance(vt, (TupleVar, ListVar)):
+        return any(_holds_tensor(item) for item in vt.items)
+    return isinstance(vt, TensorVar)
 
 
 def _call_with_out(tx: Tracer, fn: NumpyFunctionVar, qualname: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
