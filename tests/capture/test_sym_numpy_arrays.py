@@ -10,7 +10,9 @@ from dynajit.capture.testing import CompileCounter
 
 
 def a23(dtype=np.float64):
-    return np.arange(6).reshape(2, 3).astype(dtype) / 2 if dtype != np.int64 else np.arange(6).reshape(2, 3)
+    """A 2x3 array of ``dtype``: halves for floating dtypes, 0..5 for integer ones."""
+    values = np.arange(6).reshape(2, 3)
+    return (values / 2).astype(dtype) if np.dtype(dtype).kind in "fc" else values.astype(dtype)
 
 
 def n_ufuncs(a):
@@ -173,3 +175,31 @@ def test_a_tensor_and_an_ndarray_in_one_operator_is_a_break():
     reasons = break_reasons(lambda t, a: t.numpy() + a, torch.ones(2, 3, dtype=torch.float64), a23())
     assert reasons == []
     assert any("mixing" in r for r in break_reasons(lambda t, a: t * 2 + a, torch.ones(2, 3), a23()))
+
+
+def test_integer_division_by_zero_gives_zero_as_numpy_does():
+    def f(a, b):
+        return a // b, a % b, a // 0, np.floor_divide(a, b), np.remainder(7, b)
+
+    check_numpy(f, np.arange(6), np.array([0, 1, 2, 0, 3, 0]))
+
+
+def test_integer_true_division_is_double_precision():
+    check_numpy(lambda a, b: (a / 3, a / b, np.true_divide(a, b), a / np.float32(2)), a23(np.int32), a23(np.int64) + 1)
+
+
+def test_operations_numpy_refuses_raise_as_eager():
+    u8 = np.arange(4, dtype=np.uint8)
+    check_numpy(lambda a: a + 300, u8, graphs=0)  # OverflowError: NEP 50 Python int out of range
+    check_numpy(lambda a: a * 2 + (a**-1), np.arange(1, 4), graphs=None)  # integers to negative powers
+
+
+def test_torch_numpy_divergences_are_breaks_naming_them():
+    reasons = break_reasons(lambda a: np.median(a * 2), a23())
+    assert any("np.median: torch._numpy gives shape (1,) where NumPy gives shape ()" in r for r in reasons)
+    reasons = break_reasons(lambda a: np.cumsum(a * 2), a23(np.int32))
+    assert any("np.cumsum: torch._numpy gives dtype int32 where NumPy gives dtype int64" in r for r in reasons)
+
+
+def test_results_computed_in_more_precision_are_cast_to_numpys_dtype():
+    check_numpy(lambda a: (np.sin(a > 1), np.exp(a > 1)), a23())  # NumPy: float16 for bool inputs

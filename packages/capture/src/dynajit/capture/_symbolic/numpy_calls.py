@@ -100,6 +100,44 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
+def _integers_as_double(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Integer and bool operands of a true division as float64: NumPy divides them in double precision
+    (torch._numpy would give torch's default float)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or any(t.is_floating_point() or t.is_complex() for t in tensors):
+        return args
+    if any(isinstance(a, (float, complex)) for a in args):
+        return args
+    return tuple(a.to(torch.float64) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _all_integers(args: tuple[Any, ...]) -> bool:
+    return all(
+        (isinstance(a, torch.Tensor) and not (a.is_floating_point() or a.is_complex()))
+        or (isinstance(a, int) and not isinstance(a, bool))
+        for a in args
+    )
+
+
+def _integer_division(fn: Callable[..., Any], a: Any, b: Any) -> torch.Tensor:
+    """``a // b`` or ``a % b`` on integers as NumPy computes them: 0 where ``b`` is 0 (torch would raise)."""
+    if not isinstance(b, torch.Tensor):
+        result = _unwrap(fn(_wrap_arg(a), b or 1))
+        return torch.zeros_like(result) if b == 0 else result
+    zero = b == 0
+    safe = torch.where(zero, torch.ones_like(b), b)
+    result = _unwrap(fn(_wrap_arg(a), tnp.ndarray(safe)))
+    return torch.where(zero, torch.zeros_like(result), result)
+
+
+_INTEGER_DIVISIONS = {
+    operator.floordiv: operator.floordiv,
+    operator.mod: operator.mod,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+}
+
+
 def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = __name__
@@ -111,6 +149,11 @@ def numpy_function(tnp_fn: Callable[..., Any], qualname: str) -> Callable[..., A
     """The graph target calling ``tnp_fn`` (``np.<qualname>``) on ndarrays made from its tensor arguments."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        if tnp_fn in (tnp.true_divide, tnp.divide):
+            args = _integers_as_double(args)
+        if tnp_fn in (tnp.floor_divide, tnp.remainder, tnp.mod) and len(args) == 2 and not kwargs:
+            if _all_integers(args):
+                return _integer_division(tnp_fn, *args)
         return _unwrap(tnp_fn(*[_wrap_arg(a) for a in args], **{k: _wrap_arg(v) for k, v in kwargs.items()}))
 
     return _named(call, "numpy_" + qualname.replace(".", "_"))
@@ -143,6 +186,13 @@ def numpy_operator(op: Any) -> Callable[..., Any]:
     mutating = is_inplace_operator(op) or op is operator.setitem
 
     def apply(*args: Any) -> Any:
+        if op in (operator.truediv, operator.itruediv) and not mutating:
+            args = _integers_as_double(args)
+        if op in _INTEGER_DIVISIONS and _all_integers(args):
+            result = _integer_division(_INTEGER_DIVISIONS[op], *args)
+            if not mutating:
+                return result
+            return args[0].copy_(result)
         wrapped = [_wrap_arg(a) for a in args]
         if op is operator.setitem:
             wrapped[0][wrapped[1]] = wrapped[2]

@@ -17,12 +17,12 @@ shape, strides and writeability.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import torch
 
-from dynajit.capture._symbolic import numpy_calls
+from dynajit.capture._symbolic import numpy_calls, numpy_oracle
 from dynajit.capture._symbolic.paths import Attr, Path
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
@@ -142,7 +142,7 @@ class NdarrayVar(VT):
         if name in _GRAPH_ATTRS:
             if name == "mT":
                 attribute_missing(tx, None, name, "'numpy.ndarray' object has no attribute 'mT'")
-            return _call(tx, numpy_calls.numpy_attr(name), [self], {}, keeps_array=True)
+            return _call(tx, numpy_calls.numpy_attr(name), [self], {}, True, _reader(name), f"ndarray.{name}")
         if name == "flags" or name == "base" or name == "ctypes" or name == "data":
             unsupported(f"ndarray.{name} is not traced")
         if name.startswith("__") or not hasattr(np.ndarray, name):
@@ -208,7 +208,8 @@ class NdarrayMethodVar(VT):
         else:
             keeps = self.name in _ARRAY_KEEPING_METHODS
         target = numpy_calls.numpy_method(self.name)
-        return _call(tx, target, [self.array, *args], kwargs, keeps_array=keeps)
+        reference = _method_caller(self.name)
+        return _call(tx, target, [self.array, *args], kwargs, keeps, reference, f"ndarray.{self.name}")
 
     def children(self) -> list[VT]:
         return [self.array]
@@ -244,10 +245,7 @@ class NumpyFunctionVar(HeldVar):
         if counterpart is None:
             unsupported(f"np.{qualname} has no torch._numpy counterpart")
         target = numpy_calls.numpy_function(counterpart, qualname)
-        result = _call(tx, target, args, kwargs, keeps_array=name in _ARRAY_KEEPING_FUNCTIONS)
-        if module.startswith("numpy.fft") and args and isinstance(args[0], NdarrayVar):
-            result = _fft_precision(tx, args[0], result)
-        return result
+        return _call(tx, target, args, kwargs, name in _ARRAY_KEEPING_FUNCTIONS, fn, f"np.{qualname}")
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         source = Attr(self.source, name) if self.source is not None else None
@@ -273,31 +271,6 @@ class NumpyTypeVar(ClassVar):
         if all(a.is_const() and not isinstance(a.const(), np.ndarray) for a in [*args, *kwargs.values()]):
             return ConstVar(self.value(*[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()}))
         unsupported(f"calling np.{self.value.__name__} on {args}")
-
-
-def _fft_precision(tx: Tracer, array: NdarrayVar, result: VT) -> VT:
-    """NumPy 2's FFTs keep single and half precision (torch._numpy computes them in double): cast back."""
-    source = numpy_dtype(array.example.dtype)
-    if np.lib.NumpyVersion(np.__version__) < "2.0.0" or source not in _SHORT_FFT_REAL:
-        return result
-    if not isinstance(result, NdarrayVar):
-        return result
-    made = numpy_dtype(result.example.dtype)
-    wanted = np.dtype(np.complex64) if made.kind == "c" else _SHORT_FFT_REAL[source]
-    if made == wanted or made.kind not in "fc":
-        return result
-    cast = NdarrayMethodVar(result, "astype").call(tx, [ConstVar(wanted.name)], {})
-    assert isinstance(cast, NdarrayVar)
-    cast.scalar = result.scalar
-    return cast
-
-
-# The real dtype NumPy 2's FFTs give for a single- or half-precision input (their complex one is complex64).
-_SHORT_FFT_REAL = {
-    np.dtype(np.float16): np.dtype(np.float16),
-    np.dtype(np.float32): np.dtype(np.float32),
-    np.dtype(np.complex64): np.dtype(np.float32),
-}
 
 
 def _holds_tensor(vt: VT) -> bool:
@@ -377,9 +350,81 @@ def _record(tx: Tracer, target: Any, args: list[VT], kwargs: dict[str, VT]) -> V
     return tx.output.record_node(target, proxies, kw)
 
 
-def _call(tx: Tracer, target: Any, args: list[VT], kwargs: dict[str, VT], keeps_array: bool) -> VT:
-    """Record ``target`` on the arguments; its tensors come back as ndarrays (scalars when NumPy's would be)."""
-    return _as_numpy(_record(tx, target, args, kwargs), scalar=not keeps_array)
+def _call(
+    tx: Tracer,
+    target: Any,
+    args: list[VT],
+    kwargs: dict[str, VT],
+    keeps_array: bool,
+    reference: Any,
+    what: str,
+    index: bool = False,
+) -> VT:
+    """Record ``target`` on the arguments; its tensors come back as the ndarrays or scalars eager NumPy gives.
+
+    ``reference`` is the NumPy callable itself, run on stand-ins (``numpy_oracle``) to learn the type, dtype
+    and shape of eager's result; ``keeps_array`` says whether a 0-d result is an array when that is unknown.
+    """
+    try:
+        expected = numpy_oracle.reference_result(reference, args, kwargs, index=index)
+    except numpy_oracle.Refused as refusal:
+        raises_in_python(f"{what} raises in NumPy for these dtypes and shapes ({refusal})")
+    except numpy_oracle.Unchecked as unchecked:
+        if what.rpartition(".")[2] in numpy_oracle.KNOWN_DIVERGENT:
+            unsupported(f"{what}: torch._numpy's result cannot be checked against NumPy's ({unchecked})")
+        return _as_numpy(_record(tx, target, args, kwargs), scalar=not keeps_array)
+    return _conform(tx, _record(tx, target, args, kwargs), expected, what)
+
+
+def _conform(tx: Tracer, vt: VT, expected: Any, what: str) -> VT:
+    """``vt`` (a traced result) as ``expected`` (NumPy's result on stand-ins): the same kind, dtype and shape."""
+    from dynajit.capture._symbolic.variables.containers import ListVar, NamedTupleVar, TupleVar
+
+    def differs(got: Any, want: Any) -> NoReturn:
+        unsupported(f"{what}: torch._numpy gives {got} where NumPy gives {want}")
+
+    if isinstance(expected, (np.ndarray, np.generic)):
+        if not isinstance(vt, TensorVar):
+            differs(vt, type(expected).__name__)
+        shape = tuple(numpy_oracle.hint(s) for s in vt.example.shape)
+        if shape != expected.shape:
+            differs(f"shape {shape}", f"shape {expected.shape}")
+        array = NdarrayVar(vt, scalar=isinstance(expected, np.generic))
+        made, wanted = numpy_dtype(vt.example.dtype), expected.dtype
+        if made == wanted:
+            return array
+        if not _holds(made, wanted):
+            differs(f"dtype {made}", f"dtype {wanted}")
+        cast = _record(tx, numpy_calls.numpy_method("astype"), [array, ConstVar(wanted.name)], {})
+        assert isinstance(cast, TensorVar)
+        return NdarrayVar(cast, scalar=array.scalar)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(vt, (TupleVar, ListVar)) or len(vt.items) != len(expected):
+            differs(vt, f"a {type(expected).__name__} of {len(expected)}")
+        items = [_conform(tx, item, want, what) for item, want in zip(vt.items, expected)]
+        if type(expected) in (tuple, list):
+            return type(vt)(items)
+        return NamedTupleVar(items, type(expected))
+    if vt.is_const() and type(vt.const()) is type(expected) and vt.const() == expected:
+        return vt
+    differs(vt, repr(expected))
+
+
+def _holds(made: np.dtype, wanted: np.dtype) -> bool:
+    """True when ``made`` holds every ``wanted`` value exactly: the graph's result can be cast down to it."""
+    if wanted.kind == "b":
+        return made.kind in "biu"
+    if made.kind == wanted.kind:
+        return made.itemsize >= wanted.itemsize
+    return made.kind in "iu" and wanted.kind in "iu" and np.can_cast(wanted, made, "safe")
+
+
+def _reader(name: str) -> Any:
+    return lambda array: getattr(array, name)
+
+
+def _method_caller(name: str) -> Any:
+    return lambda array, *args, **kwargs: getattr(array, name)(*args, **kwargs)
 
 
 def _as_numpy(vt: VT, scalar: bool) -> VT:
@@ -404,13 +449,14 @@ def ndarray_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         if array.scalar:  # a NumPy scalar is immutable: Python rebinds the name to a new scalar
             from dynajit.capture._symbolic.output import OUT_OF_PLACE
 
-            return _call(tx, numpy_calls.numpy_operator(OUT_OF_PLACE[op]), args, {}, keeps_array=False)
+            plain = OUT_OF_PLACE[op]
+            return _call(tx, numpy_calls.numpy_operator(plain), args, {}, False, plain, f"operator {plain.__name__}")
         written = _record(tx, target, args, {})
         if not isinstance(written, TensorVar) or written.example.dtype != array.example.dtype:
             unsupported(f"operator {op.__name__} changing the dtype of an ndarray")
         array.tensor = written
         return array
-    return _call(tx, target, args, {}, keeps_array=False)
+    return _call(tx, target, args, {}, False, op, f"operator {op.__name__}")
 
 
 def _is_number(vt: VT) -> bool:
@@ -420,7 +466,8 @@ def _is_number(vt: VT) -> bool:
 def ndarray_getitem(tx: Tracer, array: NdarrayVar, key: VT) -> VT:
     """``array[key]``: a 0-d result is a NumPy scalar unless the key holds an Ellipsis (or a None)."""
     keeps = key.is_const() and _has_ellipsis(key.const())
-    return _call(tx, numpy_calls.numpy_operator(operator.getitem), [array, key], {}, keeps_array=keeps)
+    target = numpy_calls.numpy_operator(operator.getitem)
+    return _call(tx, target, [array, key], {}, keeps, operator.getitem, "ndarray indexing", index=True)
 
 
 def _has_ellipsis(key: Any) -> bool:
