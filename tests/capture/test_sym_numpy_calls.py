@@ -182,3 +182,22 @@ def test_fft_keeps_numpy_result_dtypes(dtype):
         return np.fft.fft(a), np.fft.ifft(a), np.fft.irfft(a), np.fft.fftshift(a)
 
     check_numpy(f, np.linspace(0, 1, 8).astype(dtype))
+
+
+def test_np_asarray_and_np_array_of_a_tensor():
+    def f(t):
+        view = np.asarray(t)
+        copy = np.array(t, dtype=np.float64)
+        view *= 2  # writes t, as eager's view does
+        return copy, view.sum(), t + 1
+
+    check_numpy(f, torch.randn(3, 2))
+
+
+def test_functions_writing_their_arguments_are_breaks():
+    def f(a, b):
+        np.copyto(a, b)
+        return a
+
+    reasons = break_reasons(f, np.zeros(3), np.ones(3))
+    assert any("np.copyto writes its first argument in place" in r for r in reasons)

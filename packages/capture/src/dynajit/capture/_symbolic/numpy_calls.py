@@ -130,6 +130,10 @@ def _integer_division(fn: Callable[..., Any], a: Any, b: Any) -> torch.Tensor:
     return torch.where(zero, torch.zeros_like(result), result)
 
 
+# torch._numpy's ufuncs are made at import time (not visible to type checkers): looked up by name.
+_TRUE_DIVISIONS = tuple(getattr(tnp, name) for name in ("true_divide", "divide"))
+_FLOOR_DIVISIONS = tuple(getattr(tnp, name) for name in ("floor_divide", "remainder", "mod"))
+
 _INTEGER_DIVISIONS = {
     operator.floordiv: operator.floordiv,
     operator.mod: operator.mod,
@@ -149,9 +153,9 @@ def numpy_function(tnp_fn: Callable[..., Any], qualname: str) -> Callable[..., A
     """The graph target calling ``tnp_fn`` (``np.<qualname>``) on ndarrays made from its tensor arguments."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        if tnp_fn in (tnp.true_divide, tnp.divide):
+        if tnp_fn in _TRUE_DIVISIONS:
             args = _integers_as_double(args)
-        if tnp_fn in (tnp.floor_divide, tnp.remainder, tnp.mod) and len(args) == 2 and not kwargs:
+        if tnp_fn in _FLOOR_DIVISIONS and len(args) == 2 and not kwargs:
             if _all_integers(args):
                 return _integer_division(tnp_fn, *args)
         return _unwrap(tnp_fn(*[_wrap_arg(a) for a in args], **{k: _wrap_arg(v) for k, v in kwargs.items()}))

@@ -114,6 +114,8 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
+        example: torch.Tensor
+        dynamic_dims: tuple[int, ...]
         if static:
             example, dynamic_dims = self.fake_mode.from_tensor(value, static_shapes=True), ()
         else:

@@ -89,6 +89,11 @@ _BREAKING_METHODS = {
     "fill": "ndarray.fill() is not traced",
     "resize": "ndarray.resize() changes the array in place",
     "sort": "ndarray.sort() sorts in place",
+    "put": "ndarray.put() writes the array in place",
+    "itemset": "ndarray.itemset() writes the array in place",
+    "partition": "ndarray.partition() reorders the array in place",
+    "byteswap": "ndarray.byteswap() is not traced",
+    "setflags": "ndarray.setflags() changes the array's flags",
     "__array__": "ndarray.__array__ is not traced",
 }
 _BREAKING_FUNCTIONS = {
@@ -102,6 +107,12 @@ _BREAKING_FUNCTIONS = {
     "printoptions": "np.printoptions changes global state",
     "set_printoptions": "np.set_printoptions changes global state",
     "seterr": "np.seterr changes global state",
+    "copyto": "np.copyto writes its first argument in place",
+    "put": "np.put writes its first argument in place",
+    "place": "np.place writes its first argument in place",
+    "putmask": "np.putmask writes its first argument in place",
+    "put_along_axis": "np.put_along_axis writes its first argument in place",
+    "fill_diagonal": "np.fill_diagonal writes its first argument in place",
 }
 
 
@@ -235,6 +246,9 @@ class NumpyFunctionVar(HeldVar):
             unsupported(f"np.{qualname} draws from NumPy's random state, which the graph cannot reproduce")
         if name in _BREAKING_FUNCTIONS:
             unsupported(_BREAKING_FUNCTIONS[name])
+        if name in ("asarray", "array") and args and isinstance(args[0], TensorVar):
+            # The tensor's data as an ndarray, through Tensor.__array__ (which is Tensor.numpy()).
+            args = [tensor_numpy(tx, args[0], [], {}), *args[1:]]
         if any(_holds_tensor(a) for a in [*args, *kwargs.values()]):
             # NumPy converts it through __array__, or calls its methods (np.sum), and a ufunc hands back a
             # tensor through __array_wrap__: eager's result depends on torch's NumPy protocol methods.
