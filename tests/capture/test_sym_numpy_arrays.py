@@ -203,3 +203,25 @@ def test_torch_numpy_divergences_are_breaks_naming_them():
 
 def test_results_computed_in_more_precision_are_cast_to_numpys_dtype():
     check_numpy(lambda a: (np.sin(a > 1), np.exp(a > 1)), a23())  # NumPy: float16 for bool inputs
+
+
+def test_writes_are_mutating_nodes_that_graph_passes_keep():
+    from dynajit.fxgraph import eliminate_dead_code
+
+    def f(t):
+        n = t.numpy()
+        n += 1
+        n[0] = 5.0
+        return t.sum()
+
+    counter = check_numpy(f, torch.zeros(3))
+    (gm,) = counter.graphs
+    before = [node.target.__name__ for node in gm.graph.nodes if node.op == "call_function"]
+    eliminate_dead_code(gm)
+    after = [node.target.__name__ for node in gm.graph.nodes if node.op == "call_function"]
+    assert "ndarray_iadd_" in after and "ndarray_setitem_" in after
+    assert before == after
+
+
+def test_non_method_attributes_are_breaks():
+    assert any("ndarray.flat is not traced" in r for r in break_reasons(lambda a: (a * 2).flat[1], a23()))

@@ -201,3 +201,14 @@ def test_functions_writing_their_arguments_are_breaks():
 
     reasons = break_reasons(f, np.zeros(3), np.ones(3))
     assert any("np.copyto writes its first argument in place" in r for r in reasons)
+
+
+def test_tensors_in_ndarray_methods_and_indices_are_breaks():
+    t, a = torch.ones(3), np.ones(3)
+    assert any("ndarray.dot called with a torch.Tensor" in r for r in break_reasons(lambda x, y: y.dot(x), t, a))
+    idx = torch.tensor([0, 1])
+    assert any("indexing an ndarray with a torch.Tensor" in r for r in break_reasons(lambda x, y: y[x], idx, a))
+
+
+def test_from_numpy_of_a_numpy_scalar_raises_as_eager():
+    check_numpy(lambda a: torch.from_numpy(a.sum()), np.ones(3), graphs=None)

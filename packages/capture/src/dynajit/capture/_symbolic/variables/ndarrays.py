@@ -16,6 +16,7 @@ shape, strides and writeability.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -154,12 +155,10 @@ class NdarrayVar(VT):
             if name == "mT":
                 attribute_missing(tx, None, name, "'numpy.ndarray' object has no attribute 'mT'")
             return _call(tx, numpy_calls.numpy_attr(name), [self], {}, True, _reader(name), f"ndarray.{name}")
-        if name == "flags" or name == "base" or name == "ctypes" or name == "data":
-            unsupported(f"ndarray.{name} is not traced")
-        if name.startswith("__") or not hasattr(np.ndarray, name):
-            if hasattr(np.ndarray, name):
-                unsupported(f"ndarray.{name} is not traced")
+        if not hasattr(np.ndarray, name):
             attribute_missing(tx, None, name, f"'numpy.ndarray' object has no attribute {name!r}")
+        if name.startswith("__") or not callable(inspect.getattr_static(np.ndarray, name)):
+            unsupported(f"ndarray.{name} is not traced")  # flags, base, flat, ctypes, data, dunder methods
         return NdarrayMethodVar(self, name)
 
     def _metadata(self, name: str) -> Any:
@@ -213,6 +212,8 @@ class NdarrayMethodVar(VT):
             unsupported(_BREAKING_METHODS[self.name])
         if "out" in kwargs:
             unsupported(f"ndarray.{self.name}(out=...) is not traced")
+        if any(_holds_tensor(a) for a in [*args, *kwargs.values()]):
+            unsupported(f"ndarray.{self.name} called with a torch.Tensor (NumPy runs it through Tensor.__array__)")
         if self.array.scalar and self.name in ("reshape", "astype", "copy", "view"):
             # A NumPy scalar's methods give a scalar back for 0-d results.
             keeps = self.name == "reshape"
@@ -479,6 +480,8 @@ def _is_number(vt: VT) -> bool:
 
 def ndarray_getitem(tx: Tracer, array: NdarrayVar, key: VT) -> VT:
     """``array[key]``: a 0-d result is a NumPy scalar unless the key holds an Ellipsis (or a None)."""
+    if _holds_tensor(key):
+        unsupported("indexing an ndarray with a torch.Tensor")
     keeps = key.is_const() and _has_ellipsis(key.const())
     target = numpy_calls.numpy_operator(operator.getitem)
     return _call(tx, target, [array, key], {}, keeps, operator.getitem, "ndarray indexing", index=True)
@@ -523,6 +526,8 @@ def torch_call_on_ndarrays(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str
     if not any(isinstance(a, NdarrayVar) for a in [*args, *kwargs.values()]):
         return None
     if fn is torch.from_numpy and len(args) == 1 and not kwargs and isinstance(args[0], NdarrayVar):
+        if args[0].scalar:
+            raises_in_python("torch.from_numpy of a NumPy scalar (TypeError)")
         return args[0].tensor  # shares memory with the array, as eager's does
     if fn in (torch.as_tensor, torch.asarray, torch.tensor) and args and isinstance(args[0], NdarrayVar):
         if set(kwargs) - {"dtype", "device"}:
