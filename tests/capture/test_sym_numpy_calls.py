@@ -212,3 +212,22 @@ def test_tensors_in_ndarray_methods_and_indices_are_breaks():
 
 def test_from_numpy_of_a_numpy_scalar_raises_as_eager():
     check_numpy(lambda a: torch.from_numpy(a.sum()), np.ones(3), graphs=None)
+
+
+def test_arrays_of_dynamic_tensors_stay_one_graph():
+    counter = CompileCounter()
+
+    def f(t):
+        n = t.numpy()
+        return np.sin(n).sum(axis=0), n.T @ np.ones(n.shape[0], dtype=np.float32), n.shape
+
+    compiled = capture.optimize(counter, dynamic=True, fullgraph=True)(f)
+    for rows in (3, 5, 7):
+        t = torch.randn(rows, 2)
+        for got, want in zip(compiled(t), f(t)):
+            if isinstance(want, tuple):
+                assert got == want
+            else:
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert counter.frame_count == 1

@@ -150,7 +150,7 @@ class NdarrayVar(VT):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name in _META_ATTRS:
-            return tx.wrap_const(self._metadata(name))
+            return self._metadata(tx, name)
         if name in _GRAPH_ATTRS:
             if name == "mT":
                 attribute_missing(tx, None, name, "'numpy.ndarray' object has no attribute 'mT'")
@@ -161,11 +161,17 @@ class NdarrayVar(VT):
             unsupported(f"ndarray.{name} is not traced")  # flags, base, flat, ctypes, data, dunder methods
         return NdarrayMethodVar(self, name)
 
-    def _metadata(self, name: str) -> Any:
+    def _metadata(self, tx: Tracer, name: str) -> VT:
+        from dynajit.capture._symbolic.variables.containers import TupleVar
+
         example = self.example
-        if any(isinstance(s, torch.SymInt) for s in (*example.shape, *example.stride())):
-            unsupported(f"ndarray.{name} of an array with symbolic sizes")
         dtype = numpy_dtype(example.dtype)
+        if name in ("ndim", "dtype", "itemsize"):
+            return ConstVar(example.dim() if name == "ndim" else dtype if name == "dtype" else dtype.itemsize)
+        if any(isinstance(s, torch.SymInt) for s in (*example.shape, *example.stride())):
+            if name == "shape":  # symbolic sizes, as the tensor's (a tuple, as NumPy's)
+                return TupleVar(list(self.tensor.symbolic_sizes(tx, [], {}).unpack(tx)))
+            unsupported(f"ndarray.{name} of an array with symbolic sizes")
         values = {
             "shape": tuple(int(s) for s in example.shape),
             "ndim": example.dim(),
@@ -175,7 +181,7 @@ class NdarrayVar(VT):
             "nbytes": int(example.numel()) * dtype.itemsize,
             "strides": tuple(int(s) * dtype.itemsize for s in example.stride()),
         }
-        return values[name]
+        return tx.wrap_const(values[name])
 
     def children(self) -> list[VT]:
         return [self.tensor]
