@@ -271,7 +271,7 @@ class NumpyFunctionVar(HeldVar):
     def getattr(self, tx: Tracer, name: str) -> VT:
         source = Attr(self.source, name) if self.source is not None else None
         if not hasattr(self.value, name):
-            attribute_missing(tx, source and self.source, name, f"{self.value!r} has no attribute {name!r}")
+            attribute_missing(tx, self.source, name, f"{self.value!r} has no attribute {name!r}")
         return tx.wrap(getattr(self.value, name), source)
 
     def reconstruct(self, cg: CodeGen) -> None:
