@@ -225,3 +225,4 @@ def test_writes_are_mutating_nodes_that_graph_passes_keep():
 
 def test_non_method_attributes_are_breaks():
     assert any("ndarray.flat is not traced" in r for r in break_reasons(lambda a: (a * 2).flat[1], a23()))
+    check_numpy(lambda a: (a * 2).flat[1], a23(), graphs=1, fullgraph=False)  # the product is traced
