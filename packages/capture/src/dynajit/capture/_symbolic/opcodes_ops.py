@@ -25,6 +25,7 @@ from dynajit.capture._symbolic.variables import (
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_getitem, ndarray_operator, ndarray_setitem
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.objects import EnvironVar
@@ -88,6 +89,8 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         return args[0].operator(tx, op, args[1], reflected=False)
     if len(args) == 2 and isinstance(args[1], DictViewVar):
         return args[1].operator(tx, op, args[0], reflected=True)
+    if any(isinstance(a, NdarrayVar) for a in args):
+        return ndarray_operator(tx, op, args)
     if any(isinstance(a, TensorVar) for a in args):
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
@@ -137,6 +140,8 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 
 
 def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
+    if isinstance(obj, NdarrayVar):
+        return ndarray_getitem(tx, obj, key)
     if isinstance(obj, TensorVar):
         return tx.output.call_function(operator.getitem, [obj, key], {})
     if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar, EnvironVar)):
@@ -194,6 +199,9 @@ def _store_slice(tx: Tracer, inst: Inst) -> None:
 
 
 def _setitem(tx: Tracer, obj: VT, key: VT, value: VT) -> None:
+    if isinstance(obj, NdarrayVar):
+        ndarray_setitem(tx, obj, key, value)
+        return
     if isinstance(obj, TensorVar):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return

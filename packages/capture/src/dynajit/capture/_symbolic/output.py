@@ -102,8 +102,11 @@ class OutputGraph:
 
     # ----------------------------------------------------------------- inputs
 
-    def input_tensor(self, value: torch.Tensor, path: Path | None) -> TensorVar:
-        """A real tensor read from the frame: a graph input (one per tensor object), guarded by TENSOR_MATCH."""
+    def input_tensor(self, value: torch.Tensor, path: Path | None, static: bool = False) -> TensorVar:
+        """A real tensor read from the frame: a graph input (one per tensor object), guarded by TENSOR_MATCH.
+
+        ``static``: its sizes stay static (an ndarray argument's data, whose shape its own guards fix).
+        """
         if path is None:
             unsupported("a tensor that cannot be reached from the frame's arguments or globals")
         known = self._by_id.get(id(value))
@@ -111,7 +114,12 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
-        example, dynamic_dims = self.shapes.fake_input(value, path)
+        example: torch.Tensor
+        dynamic_dims: tuple[int, ...]
+        if static:
+            example, dynamic_dims = self.fake_mode.from_tensor(value, static_shapes=True), ()
+        else:
+            example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.builder.placeholder(_placeholder_name(path), example_value=example)
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv

@@ -39,6 +39,7 @@ from dynajit.capture._symbolic.variables.contexts import (
     AutocastVar,
     autocast_settings,
 )
+from dynajit.capture._symbolic.variables.ndarrays import wrap_numpy_value
 from dynajit.capture._symbolic.variables.objects import EnvironVar, WeakRefVar
 from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
 
@@ -82,6 +83,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     context_var = wrap_context_var_object(output, value, path)  # ContextVars, their methods, tokens
     if context_var is not None:
         return context_var
+    numpy_value = wrap_numpy_value(output, value, path)  # ndarrays, NumPy scalars and functions
+    if numpy_value is not None:
+        return numpy_value
 
     if isinstance(value, torch.Tensor):
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):

@@ -52,7 +52,6 @@ _CONSTANT_METHODS: dict[str, Any] = {
 _BREAKING_METHODS = {
     "item": "Tensor.item() reads the tensor's data",
     "tolist": "Tensor.tolist() reads the tensor's data",
-    "numpy": "Tensor.numpy() leaves torch",
     "__bool__": "the truth value of a tensor depends on its data",
     "data_ptr": "Tensor.data_ptr() depends on the real storage",
     "backward": "Tensor.backward() runs autograd",
@@ -256,6 +255,10 @@ class TensorMethodVar(VT):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         if self.name in _BREAKING_METHODS:
             unsupported(_BREAKING_METHODS[self.name])
+        if self.name == "numpy":
+            from dynajit.capture._symbolic.variables.ndarrays import tensor_numpy
+
+            return tensor_numpy(tx, self.tensor, args, kwargs)
         if self.name in _CONSTANT_METHODS:
             const_args = [a.const() for a in args]
             const_kwargs = {k: v.const() for k, v in kwargs.items()}
@@ -288,6 +291,11 @@ class TorchFunctionVar(HeldVar):
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.value])
+        from dynajit.capture._symbolic.variables.ndarrays import torch_call_on_ndarrays
+
+        on_arrays = torch_call_on_ndarrays(tx, self.value, args, kwargs)
+        if on_arrays is not None:
+            return on_arrays
         if self.value in _CONSTANT_TORCH_FUNCTIONS:
             if self.value is torch.get_autocast_dtype:
                 _note_autocast_dtype_read(tx, args, kwargs)
