@@ -329,8 +329,11 @@ class TorchFunctionVar(HeldVar):
     """A torch callable (torch.*, torch.nn.functional.*, torch.Tensor.*): calls become graph nodes."""
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.torch_checks import TORCH_CHECKS
         from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
+        if self.value in TORCH_CHECKS:
+            return TORCH_CHECKS[self.value](tx, args, kwargs)
         if self.value in CONTEXT_MANAGER_CALLS:
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
