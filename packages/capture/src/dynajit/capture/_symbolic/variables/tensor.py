@@ -98,6 +98,8 @@ def is_graphable_torch_function(fn: Any) -> bool:
     """
     if isinstance(fn, type) or not callable(fn):
         return False
+    if fn is torch.cond:  # answered by the interpreter (torch_cond.py), never inlined
+        return True
     module = getattr(fn, "__module__", None) or ""
     qualname = getattr(fn, "__qualname__", "") or ""
     if isinstance(fn, types.FunctionType):
@@ -334,6 +336,10 @@ class TorchFunctionVar(HeldVar):
 
         if self.value in TORCH_CHECKS:
             return TORCH_CHECKS[self.value](tx, args, kwargs)
+        if self.value is torch.cond:
+            from dynajit.capture._symbolic.torch_cond import call_cond
+
+            return call_cond(tx, args, kwargs)
         if self.value in CONTEXT_MANAGER_CALLS:
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
