@@ -44,12 +44,15 @@ def run_both(
     backend: Callable[..., Any] | None = None,
     calls: int = 1,
     backward: bool = False,
+    reset: bool = True,
 ) -> CompileCounter:
     """Run ``fn`` eagerly and compiled on equal fresh arguments and compare results and arguments.
 
     With ``backward``, the (scalar) result is also differentiated and the arguments' gradients compared.
+    ``reset=False`` keeps the entries compiled so far (with the same ``backend``, a new call may reuse one).
     """
-    capture.reset()
+    if reset:
+        capture.reset()
     counter = CompileCounter() if backend is None else backend
     compiled = capture.optimize(counter, fullgraph=fullgraph)(fn)
     for _ in range(calls):

@@ -159,7 +159,7 @@ class TensorVar(VT):
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
         if name == "data":
             # A detached alias of the same storage, whose in-place changes autograd does not see (eager's .data).
-            return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})
+            return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})  # type: ignore[attr-defined]
         if name == "grad":
             return self.grad_attr(tx)
         if name in ("_version", "grad_fn", "_base", "untyped_storage"):
@@ -303,6 +303,10 @@ class TensorMethodVar(VT):
         self.name = name
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if self.name in ("item", "tolist") and not args and not kwargs:
+            from dynajit.capture._symbolic.data_dependent import read_item, read_tolist
+
+            return (read_item if self.name == "item" else read_tolist)(tx, self.tensor)
         if self.name in _BREAKING_METHODS:
             unsupported(_BREAKING_METHODS[self.name])
         if self.name in _CONSTANT_METHODS:
