@@ -99,10 +99,12 @@ def test_a_check_on_data_runs_with_the_graph(capture_data):
     assert counter.frame_count == 1
 
 
-def test_a_branch_on_a_data_value_is_a_break(capture_data):
-    run_both(branch_on_item, vec(3))
+def test_a_branch_on_a_data_value_is_a_break_resuming_in_the_branch_taken(capture_data):
+    for data in (torch.ones(3), -torch.ones(3)):
+        run_both(branch_on_item, lambda data=data: (data.clone(),), graphs=2)  # the graph, then the branch's
     (reason,) = breaks(branch_on_item, torch.randn(3))
-    assert "a value read from tensor data (data-dependent control flow)" in reason
+    assert reason.startswith("data-dependent control flow: a branch on zuf0 > 0"), reason
+    assert "a value read from tensor data" in reason
 
 
 def test_data_dependent_output_sizes(capture_data):

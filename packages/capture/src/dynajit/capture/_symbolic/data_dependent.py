@@ -5,8 +5,9 @@ graph: the fake tensor answers with an unbacked symbol of the ShapeEnv (a
 value nothing at trace time knows), and the tracker of that value
 (:class:`DataScalarVar`) flows into tensor operations, arithmetic and
 comparisons as graph nodes. Python can never decide anything on it while
-tracing: a branch, ``int()``, ``range()`` or any other use needing the number
-is a graph break naming it. ``torch._check(...)`` on it is a graph node (the
+tracing: a branch cuts the graph as a branch on a tensor does (the jump tests
+the rebuilt value), and ``int()``, ``range()`` or any other use needing the
+number is a graph break naming it. ``torch._check(...)`` on it is a graph node (the
 ShapeEnv also learns the fact). When such a value is needed after the graph
 (returned, live at a break) the graph outputs it as a 0-d tensor and Python
 reads it back with ``item()``, so the rebuilt value is exactly the graph's.
