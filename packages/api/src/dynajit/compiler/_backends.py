@@ -31,15 +31,15 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
 
 def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:
-    """The placeholders' symbolic example values of a dynamic graph, else None.
+    """The placeholders' symbolic example values of a dynamic graph (or one reading tensor data), else None.
 
     Given the real inputs, AOT autograd fakes them afresh with static sizes and turns int inputs into
     constants: the graph would then answer only for the first call's sizes and ints, which nothing guards.
     """
-    from dynajit.fxgraph import is_symbolic
+    from dynajit.fxgraph import is_symbolic, reads_data
 
     values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-    if len(values) != len(example_inputs) or not any(is_symbolic(v) for v in values):
+    if len(values) != len(example_inputs) or not (any(is_symbolic(v) for v in values) or reads_data(gm)):
         return None
     inputs = []
     for value, real in zip(values, example_inputs):

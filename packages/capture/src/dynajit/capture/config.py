@@ -44,6 +44,18 @@ class CaptureConfig(Config):
         "cache_size_limit, raises StrictModeError (naming the frame, the cause chained) instead of running eagerly "
         "with a warning. Graph breaks are not fallbacks and still run in Python.",
     )
+    capture_scalar_outputs: bool = option(
+        False,
+        "Trace Tensor.item() and tolist() into the graph: their values are unbacked symbols of the ShapeEnv, "
+        "usable in tensor operations, arithmetic and torch._check; a Python decision on one (a branch, int(), "
+        "range()) is still a graph break. When False, item() and tolist() are graph breaks.",
+    )
+    capture_dynamic_output_shape_ops: bool = option(
+        False,
+        "Trace operations whose result size depends on tensor data (nonzero, boolean-mask indexing, unique): "
+        "their sizes are unbacked symbols. When False they are graph breaks, and backends only ever see sizes "
+        "that come from the graph's inputs.",
+    )
     verbose: bool = option(False, "Attach full tracebacks to internal-error warnings.")
 
 

@@ -25,7 +25,7 @@ from dynajit.fxgraph._passes import (
 )
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
-from dynajit.fxgraph._symbolic import SizeName, is_symbolic, symbolic_fake, symbolic_int, symbols_of
+from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "is_generated_forward",
     "is_random",
     "is_symbolic",
+    "reads_data",
     "line_node_map",
     "option",
     "recapture_meta",

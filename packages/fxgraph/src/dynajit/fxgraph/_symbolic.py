@@ -124,6 +124,25 @@ def is_symbolic(value: object) -> bool:
     return False
 
 
+def reads_data(gm: torch.fx.GraphModule) -> bool:
+    """True when a node of ``gm`` has an example value over an unbacked symbol (a value read from tensor data).
+
+    Such a graph must be traced (by AOT autograd) with its placeholders' example values, whose fake mode's
+    ShapeEnv knows those symbols, even when every input size is static.
+    """
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in gm.graph.nodes:
+        example = node.meta.get("example_value")
+        leaves = example if isinstance(example, (tuple, list)) else (example,)
+        for leaf in leaves:
+            if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)) and free_unbacked_symbols(
+                leaf
+            ):
+                return True
+    return False
+
+
 def symbols_of(value: object) -> set[sympy.Symbol]:
     """The free symbols in a SymInt or in a tensor's sizes and strides."""
     found: set[sympy.Symbol] = set()

@@ -32,7 +32,7 @@ import torch.utils._pytree as pytree
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic
+from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic, reads_data
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
@@ -650,9 +650,36 @@ def compile_fx(
         _check_inplace(gm)
     except EagerError as err:
         return _raiser(err.error)
+    if reads_data(gm):
+        return _aten_reading_data(gm, example_inputs)
     specialized = _Specialized(gm, settings, example_inputs)
     specialized.compile_for(example_inputs, specialized.symbolic)
     return specialized
+
+
+def _aten_reading_data(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """A graph reading values from tensor data (``item()``, ``nonzero``): AOT autograd's aten graphs run as they are.
+
+    Nothing here lowers sizes or scalars that exist only at run time; AOT autograd traces with the
+    placeholders' example values, whose ShapeEnv knows those values' symbols.
+    """
+    from functorch.compile import aot_module_simplified, make_boxed_func
+
+    log.warning("inductor-lite: this graph reads values from tensor data; its aten graphs run without kernels")
+    placeholders = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    inputs = [
+        value if isinstance(value, torch.Tensor) and isinstance(real, torch.Tensor) else real
+        for value, real in zip(placeholders, example_inputs)
+    ]
+    inputs = [
+        v.detach().requires_grad_(r.requires_grad) if isinstance(v, torch.Tensor) and v.requires_grad != r.requires_grad else v
+        for v, r in zip(inputs, example_inputs)
+    ]  # fmt: skip
+
+    def run_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
+        return make_boxed_func(graph.forward)
+
+    return aot_module_simplified(gm, inputs, fw_compiler=run_as_is, bw_compiler=run_as_is)
 
 
 _INPLACE_OPERATORS = {

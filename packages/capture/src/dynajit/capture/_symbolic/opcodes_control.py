@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynajit.capture._frame import Unsupported
+from dynajit.capture._symbolic.data_dependent import DataScalarVar
 from dynajit.capture._symbolic.opcodes_ops import identical
 from dynajit.capture._symbolic.registry import breaks, handler
 from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, unsupported
@@ -29,6 +30,8 @@ def _conditional(tx: Tracer, inst: Inst, jump_if: bool, pop_on_jump: bool, pop_o
     value = tx.stack[-1]
     if isinstance(value, TensorVar):
         raise TensorBranch("data-dependent control flow: a branch on a tensor's value")
+    if isinstance(value, DataScalarVar):  # rebuilt after the graph as a Python number, which the jump then tests
+        raise TensorBranch(f"data-dependent control flow: a branch on {value.example}, a value read from tensor data")
     taken = value.truth(tx) == jump_if
     if (taken and pop_on_jump) or (not taken and pop_otherwise):
         tx.pop()
@@ -75,7 +78,7 @@ def _pop_jump_if_not_none(tx: Tracer, inst: Inst) -> None:
 @handler("TO_BOOL", since=(3, 13))
 def _to_bool(tx: Tracer, inst: Inst) -> None:
     value = tx.stack[-1]
-    if isinstance(value, TensorVar):
+    if isinstance(value, TensorVar | DataScalarVar):
         following = tx.insts[inst.index + 1].opname if inst.index + 1 < len(tx.insts) else ""
         if following.startswith("POP_JUMP_IF"):
             return  # the jump cuts the graph; the generated code converts the real tensor there

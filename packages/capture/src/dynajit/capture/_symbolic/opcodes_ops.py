@@ -7,6 +7,9 @@ import operator
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
+from dynajit.capture._symbolic.data_dependent import DataScalarVar
 from dynajit.capture._symbolic.registry import handler
 from dynajit.capture._symbolic.variables import (
     VT,
@@ -108,16 +111,16 @@ def _number(vt: VT) -> bool:
 
 def symbolic_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """An operator on symbolic ints: a graph node for arithmetic, a guarded Python bool for a comparison."""
-    if op in COMPARE_OPS.values():
+    if op in COMPARE_OPS.values() and not any(isinstance(a, DataScalarVar) for a in args):
         values = [a.example if isinstance(a, SymIntVar) else a.const() for a in args]
         return ConstVar(bool(op(*values)))
     return tx.output.call_function(op, args, {})  # an in-place operator is recorded out of place there
 
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
-    a, b = args
-    if op in (operator.add, operator.iadd) and any(isinstance(v, SizeVar) for v in args):
-        if not all(type(v) in (SizeVar, TupleVar) for v in args):
+    a, b = (_as_sequence(tx, v) for v in args)
+    if op in (operator.add, operator.iadd) and any(isinstance(v, SizeVar) for v in (a, b)):
+        if not all(type(v) in (SizeVar, TupleVar) for v in (a, b)):
             unsupported(f"operator {op.__name__} on {a} and {b}")
         return SizeVar([*a.items, *b.items])  # type: ignore[attr-defined]  # a Size on either side gives a Size
     if op in (operator.add, operator.iadd) and isinstance(a, (ListVar, TupleVar)) and type(a) is type(b):
@@ -134,9 +137,40 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         return type(a)(a.items * b.const())
     if op in (operator.or_, operator.ior) and isinstance(a, DictVar):
         return a.method(tx, "__ior__" if op is operator.ior else "__or__", [b], {})
+    if (
+        op in (operator.eq, operator.ne)
+        and isinstance(a, (ListVar, TupleVar))
+        and not any(isinstance(v, TensorVar) for v in [*a.items, *getattr(b, "items", ())])
+    ):
+        return _sequence_equality(tx, op, a, b)
     if op in (operator.eq, operator.ne) and isinstance(a, (ListVar, TupleVar, DictVar)):
         unsupported("comparing containers of tensors")
     unsupported(f"operator {op.__name__} on {a} and {b}")
+
+
+def _as_sequence(tx: Tracer, vt: VT) -> VT:
+    """A constant tuple, list or torch.Size as a tracker of its items (to meet a sequence holding symbols)."""
+    if not vt.is_const() or type(vt.const()) not in (tuple, list, torch.Size):
+        return vt
+    if type(vt.const()) is torch.Size:
+        return SizeVar([ConstVar(n) for n in vt.const()])
+    return tx.wrap_const(vt.const())
+
+
+def _sequence_equality(tx: Tracer, op: Any, a: ListVar | TupleVar, b: VT) -> VT:
+    """``a == b`` / ``a != b`` of a list or tuple holding symbolic sizes (``x.shape == (2, 3)``), item by item."""
+    if not isinstance(b, (ListVar, TupleVar)):
+        unsupported(f"operator {op.__name__} on {a} and {b}")
+    # A list never equals a tuple; a torch.Size is a tuple.
+    equal = isinstance(a, ListVar) == isinstance(b, ListVar) and len(a.items) == len(b.items)
+    for x, y in zip(a.items, b.items) if equal else ():
+        same = apply_operator(tx, operator.eq, [x, y])
+        if not same.is_const():
+            unsupported(f"comparing {x} and {y} inside sequences")
+        if not same.const():
+            equal = False
+            break
+    return ConstVar(equal if op is operator.eq else not equal)
 
 
 def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
@@ -284,11 +318,17 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     elif isinstance(container, NewObjectVar):
         found = container.contains(tx, item)
     else:
-        found = any(
-            identical(item, other, tx) or (other.is_const() and item.is_const() and other.const() == item.const())
-            for other in container.unpack(tx)
-        )
+        found = any(identical(item, other, tx) or _member_equal(tx, item, other) for other in container.unpack(tx))
     tx.push(ConstVar(bool(found) != bool(inst.arg)))
+
+
+def _member_equal(tx: Tracer, item: VT, other: VT) -> bool:
+    """``item == other`` as ``in`` asks it: constants folded, symbolic sizes compared (and guarded)."""
+    if other.is_const() and item.is_const():
+        return bool(other.const() == item.const())
+    if isinstance(item, SymIntVar) or isinstance(other, SymIntVar):
+        return apply_operator(tx, operator.eq, [other, item]).truth(tx)
+    return False
 
 
 @handler("UNARY_POSITIVE", until=(3, 12))

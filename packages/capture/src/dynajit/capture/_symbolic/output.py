@@ -22,6 +22,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
 from dynajit.capture._symbolic import shapes
+from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.variables import (
     VT,
@@ -69,9 +70,11 @@ class OutputGraph:
 
     def __init__(self, ctx: FrameContext) -> None:
         self.ctx = ctx
-        # An op whose output shape depends on tensor data (nonzero, a boolean mask) is a graph break,
-        # as in torch.compile's default: backends compile graphs whose sizes come from their inputs.
-        shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False)
+        # An op whose output shape depends on tensor data (nonzero, a boolean mask) is a graph break unless
+        # configured (as in torch.compile's default): backends then compile graphs whose sizes come from inputs.
+        from dynajit.capture.config import config
+
+        shape_env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
         self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
         self.side_effects = SideEffects()
@@ -248,12 +251,15 @@ class OutputGraph:
                 raise RaisesInPython(reason) from None
             unsupported(reason)
         self.n_ops += 1
+        bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
 
     def wrap_result(self, node: torch.fx.Node) -> VT:
         example = node.meta.get("example_value")
         if isinstance(example, torch.Tensor):
             return TensorVar(node, example)
+        if is_data_dependent(example):
+            return DataScalarVar(node, example, self)
         if isinstance(example, torch.SymInt):
             return SymIntVar(node, example, rebuild=self.shapes.python_of)
         if isinstance(example, torch.SymBool | torch.SymFloat):
@@ -267,9 +273,7 @@ class OutputGraph:
                 if isinstance(item, torch.Tensor | torch.SymInt):
                     sub = self.builder.call_function(operator.getitem, (node, i), meta=self._meta())
                     items.append(
-                        TensorVar(sub, item)
-                        if isinstance(item, torch.Tensor)
-                        else SymIntVar(sub, item, rebuild=self.shapes.python_of)
+                        TensorVar(sub, item) if isinstance(item, torch.Tensor) else self.wrap_result(sub)  # type: ignore[arg-type]
                     )
                 elif isinstance(item, (int, float, bool, type(None))):
                     items.append(ConstVar(item))

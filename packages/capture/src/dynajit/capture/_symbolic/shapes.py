@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, ShapeEnv
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, ShapeEnv, free_unbacked_symbols
 from torch.utils._sympy.printers import PythonPrinter
 
 import dynajit.guards as guards
@@ -199,6 +199,8 @@ class ShapePlan:
             if expr is sympy.true or isinstance(expr, bool):
                 return
             free = expr.free_symbols
+            if free_unbacked_symbols(expr):
+                return  # a fact about values read from tensor data: no input holds them, the graph checks them
             if not free or not free <= names.keys():
                 if free - names.keys():
                     raise Unsupported(f"a shape condition on a value with no source ({expr})")

@@ -29,6 +29,7 @@ from dynajit.capture._symbolic.variables import (
     UserFunctionVar,
     UserObjectVar,
 )
+from dynajit.capture._symbolic.variables.autograd_function import is_function_apply, wrap_autograd_function_apply
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.context_vars import wrap_context_var_object
@@ -170,6 +171,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     if isinstance(value, types.WrapperDescriptorType) and _has_builtin_handler(value):
         output.guard("id_match", path, value)
         return BuiltinVar(value, path)
+    if is_function_apply(value):
+        return wrap_autograd_function_apply(output, value, path)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         owner = getattr(value, "__self__", None)
         if path is not None and owner is not None and not isinstance(owner, types.ModuleType):

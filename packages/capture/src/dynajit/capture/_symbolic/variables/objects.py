@@ -100,6 +100,10 @@ class ClassVar(ObjectVar):
             return construct_torch_module(tx, cls, args, kwargs)
         return call_builtin(tx, cls, args, kwargs)
 
+    def reconstruct(self, cg: CodeGen) -> None:
+        # A class read without a path (a builtin such as IndexError) is loaded from a global of the new code.
+        self.reconstruct_object(cg, self.value)
+
 
 class UserObjectVar(ObjectVar):
     """A user-defined object: attribute reads are traced, writes are recorded side effects.

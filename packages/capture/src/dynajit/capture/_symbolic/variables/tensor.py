@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import operator
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -14,6 +15,7 @@ from dynajit.capture._symbolic.variables.base import (
     AttributeMissing,
     HeldVar,
     attribute_missing,
+    raises_in_python,
     unsupported,
 )
 from dynajit.capture._symbolic.variables.constant import ConstVar
@@ -95,6 +97,8 @@ def is_graphable_torch_function(fn: Any) -> bool:
     """
     if isinstance(fn, type) or not callable(fn):
         return False
+    if fn is torch.cond:  # answered by the interpreter (torch_cond.py), never inlined
+        return True
     module = getattr(fn, "__module__", None) or ""
     qualname = getattr(fn, "__qualname__", "") or ""
     if isinstance(fn, types.FunctionType):
@@ -152,7 +156,12 @@ class TensorVar(VT):
             return ConstVar(getattr(self.metadata(tx), name))
         if name in _GRAPH_ATTRS:
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
-        if name in ("grad", "data", "_version", "grad_fn", "_base", "untyped_storage"):
+        if name == "data":
+            # A detached alias of the same storage, whose in-place changes autograd does not see (eager's .data).
+            return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})  # type: ignore[attr-defined]
+        if name == "grad":
+            return self.grad_attr(tx)
+        if name in ("_version", "grad_fn", "_base", "untyped_storage"):
             unsupported(f"Tensor.{name} is not traced")
         if name in _HISTORY_ATTRS:
             return self.history_attr(tx, name)
@@ -173,7 +182,27 @@ class TensorVar(VT):
         """The real tensor of the frame behind this one (a graph input or a module tensor), else None."""
         if self.module_tensor is not None:
             return self.module_tensor
-        return next((value for _, value, var in tx.output.inputs if var is self), None)
+        # Every tracker of a graph input (one per path reaching it) shares the input's node.
+        return next((value for _, value, var in tx.output.inputs if var.node is self.node), None)
+
+    def grad_attr(self, tx: Tracer) -> VT:
+        """``tensor.grad``: the value this trace wrote, else the real tensor's, read by its path and guarded.
+
+        A tensor the graph computes was made by this call and has no gradient yet.
+        """
+        from dynajit.capture._symbolic.paths import Attr
+
+        written = pending_attrs(tx).get((self.node, "grad"))
+        if written is not None:
+            return written.value
+        real = self.real(tx)
+        if real is None:
+            if self.source is not None:
+                unsupported("Tensor.grad of a tensor whose object is not known while tracing")
+            return ConstVar(None)
+        if self.source is None:
+            unsupported("Tensor.grad of a tensor that cannot be reached from the frame")
+        return tx.wrap(real.grad, Attr(self.source, "grad"))
 
     def history_attr(self, tx: Tracer, name: str) -> VT:
         """``is_leaf`` and the like: how the real tensor was made, which TENSOR_MATCH does not cover.
@@ -200,6 +229,9 @@ class TensorVar(VT):
         """
         from dynajit.capture._symbolic.paths import Attr
 
+        written = pending_attrs(tx).get((self.node, name))
+        if written is not None:
+            return written.value
         real = self.real(tx)
         if real is None:
             if self.source is not None:
@@ -214,7 +246,24 @@ class TensorVar(VT):
         attribute_missing(tx, self.source, name, f"tensor has no attribute {name!r}")
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
-        unsupported(f"setting Tensor.{name}")
+        """``tensor.grad = ...`` and Python attributes of the tensor object, replayed on it after the graph.
+
+        ``tensor.data = ...`` swaps the tensor's storage (every later use of the tensor in the graph would
+        read another storage), which the graph cannot express: a break, run by Python.
+        """
+        if name == "data":
+            unsupported("assigning Tensor.data swaps the tensor's storage, which a graph cannot express")
+        if name == "grad":
+            _check_grad_value(tx, self, value)
+        elif inspect.getattr_static(torch.Tensor, name, None) is not None or name.startswith("__"):
+            unsupported(f"setting Tensor.{name}")
+        key = (self.node, name)
+        writes = pending_attrs(tx)
+        if key in writes:
+            writes[key].value = value
+            return
+        writes[key] = write = _AttrWrite(self, name, value)
+        tx.output.side_effects.record_custom(("tensor_attr", self.node, name), write)
 
     def symbolic_sizes(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """``size()`` / ``size(d)`` of a tensor with symbolic sizes: graph nodes, reachable again from an input."""
@@ -253,6 +302,10 @@ class TensorMethodVar(VT):
         self.name = name
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if self.name in ("item", "tolist") and not args and not kwargs:
+            from dynajit.capture._symbolic.data_dependent import read_item, read_tolist
+
+            return (read_item if self.name == "item" else read_tolist)(tx, self.tensor)
         if self.name in _BREAKING_METHODS:
             unsupported(_BREAKING_METHODS[self.name])
         if self.name == "numpy":
@@ -285,8 +338,15 @@ class TorchFunctionVar(HeldVar):
     """A torch callable (torch.*, torch.nn.functional.*, torch.Tensor.*): calls become graph nodes."""
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.torch_checks import TORCH_CHECKS
         from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
 
+        if self.value in TORCH_CHECKS:
+            return TORCH_CHECKS[self.value](tx, args, kwargs)
+        if self.value is torch.cond:
+            from dynajit.capture._symbolic.torch_cond import call_cond
+
+            return call_cond(tx, args, kwargs)
         if self.value in CONTEXT_MANAGER_CALLS:
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
@@ -313,6 +373,52 @@ class TorchFunctionVar(HeldVar):
 
     def __repr__(self) -> str:
         return f"TorchFunctionVar({getattr(self.value, '__name__', self.value)})"
+
+
+class _AttrWrite:
+    """An attribute written on a tensor while tracing: set on the real tensor (a frame's or the graph's output)."""
+
+    def __init__(self, tensor: TensorVar, name: str, value: VT) -> None:
+        self.tensor = tensor
+        self.name = name
+        self.value = value
+
+    def values(self) -> list[VT]:
+        return [self.tensor, self.value]
+
+    def replay(self, cg: CodeGen) -> None:
+        self.value.reconstruct(cg)
+        self.tensor.reconstruct(cg)
+        cg.emit("STORE_ATTR", self.name)
+
+
+# The attribute writes of each trace, by (tensor node, name); one graph node stands for one tensor object.
+_PENDING: weakref.WeakKeyDictionary[Any, dict[tuple[torch.fx.Node, str], _AttrWrite]] = weakref.WeakKeyDictionary()
+
+
+def pending_attrs(tx: Tracer) -> dict[tuple[torch.fx.Node, str], _AttrWrite]:
+    """The tensor attribute writes the trace of ``tx`` made so far (read back before the real tensor)."""
+    return _PENDING.setdefault(tx.output, {})
+
+
+def _check_grad_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
+    """Eager's checks on ``tensor.grad = value``: None, or a tensor of the same dtype, device and size."""
+    if value.is_const() and value.const() is None:
+        return
+    if not isinstance(value, TensorVar):
+        raises_in_python(f"assigning a {value} to Tensor.grad")
+    mine, grad = tensor.metadata(tx), value.metadata(tx)
+    if (grad.dtype, grad.device, grad.layout) != (mine.dtype, mine.device, mine.layout) or not _same_sizes(
+        grad.shape, mine.shape
+    ):
+        raises_in_python("the assigned gradient does not match the tensor's dtype, device or size")
+
+
+def _same_sizes(a: torch.Size, b: torch.Size) -> bool:
+    if len(a) != len(b):
+        return False
+    # Symbolic sizes are compared as eager compares the real ones (the ShapeEnv guards the answer).
+    return all(bool(x == y) for x, y in zip(a, b))
 
 
 def _has_symbols(value: Any) -> bool:
