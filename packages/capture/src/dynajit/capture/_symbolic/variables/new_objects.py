@@ -23,7 +23,7 @@ from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar
-from dynajit.capture._symbolic.variables.functions import class_member, refuse_descriptor
+from dynajit.capture._symbolic.variables.functions import call_dunder, class_member, refuse_descriptor
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -87,11 +87,28 @@ class NewObjectVar(VT):
             return False
         if isinstance(static, types.MemberDescriptorType):
             return False  # a slot never written
-        if isinstance(static, property):
-            unsupported(f"hasattr() on property {self.cls.__name__}.{name} runs its getter")
+        if isinstance(static, property) or _python_descriptor(static):  # Python reads it, running its code
+            from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
+
+            return read_or_missing(tx, self, name) is not None
         return True
 
     def getattr(self, tx: Tracer, name: str) -> VT:
+        """``obj.name``: the class's Python ``__getattribute__`` when it has one, else the plain read; a
+        Python ``__getattr__`` is called when that read raises AttributeError."""
+        if self._python_method("__getattribute__"):
+            read = lambda: self._call_python(tx, "__getattribute__", [ConstVar(name)])  # noqa: E731
+        else:
+            read = lambda: self.plain_getattr(tx, name)  # noqa: E731
+        if not self._python_method("__getattr__"):
+            return read()
+        from dynajit.capture._symbolic.variables.attribute_reads import missing_as_none
+
+        found = missing_as_none(tx, read, f"reading {self.cls.__name__}.{name}")
+        return found if found is not None else self._call_python(tx, "__getattr__", [ConstVar(name)])
+
+    def plain_getattr(self, tx: Tracer, name: str) -> VT:
+        """``object.__getattribute__(obj, name)``: the instance's attributes, then the class."""
         cls = self.cls
         if name == "__class__":
             return tx.wrap(cls, self.class_source)
@@ -156,6 +173,12 @@ class NewObjectVar(VT):
                 unsupported(f"property {cls.__name__}.{name} has no Python setter")
             fset_path = self.member_path(name)
             tx.wrap(static.fset, fset_path and Attr(fset_path, "fset")).call(tx, [self, value], {})
+            return
+        if _python_descriptor(static) and isinstance(
+            inspect.getattr_static(type(static), "__set__", None), types.FunctionType
+        ):
+            descriptor = tx.wrap(static, self.member_path(name))
+            call_dunder(tx, descriptor, "__set__", [self, value])
             return
         if (
             static is not _MISSING
@@ -237,7 +260,7 @@ class NewObjectVar(VT):
             self.store(tx, _const_str(args[0], "attribute name"), args[1])
             return ConstVar(None)
         if name == "__getattribute__" and len(args) == 1 and not kwargs:
-            return self.getattr(tx, _const_str(args[0], "attribute name"))
+            return self.plain_getattr(tx, _const_str(args[0], "attribute name"))
         if name == "__init__" and self.items is None:
             if args or kwargs:
                 raises_in_python("object.__init__() takes exactly one argument (the instance to initialize)")
@@ -279,6 +302,11 @@ class NewObjectVar(VT):
 
     def __repr__(self) -> str:
         return f"NewObjectVar({self.cls.__name__})"
+
+
+def _python_descriptor(static: Any) -> bool:
+    """Whether ``static`` is a descriptor whose ``__get__`` is written in Python."""
+    return isinstance(inspect.getattr_static(type(static), "__get__", None), types.FunctionType)
 
 
 def _has_instance_dict(cls: type) -> bool:
