@@ -181,7 +181,8 @@ class Fallback:
 def test_a_python_getattr_is_called_when_the_read_misses(check):
     def fn(x, obj):
         made = Fallback()
-        return x * obj.alias_real + made.alias_real, hasattr(obj, "nothing"), getattr(made, "nothing", 4)
+        found = (hasattr(obj, "nothing"), hasattr(made, "alias_real"), getattr(made, "nothing", 4))
+        return x * obj.alias_real + made.alias_real, found
 
     counter = check(fn, torch.randn(3), Fallback(), fullgraph=True)
     assert counter.frame_count == 1

@@ -4,6 +4,8 @@ object made while tracing it is a graph break (its address exists only after the
 
 from __future__ import annotations
 
+import collections
+
 import torch
 
 import dynajit.capture as capture
@@ -89,3 +91,27 @@ def test_id_of_an_object_made_while_tracing_is_a_graph_break(check):
         check(fn, torch.randn(3))
     reasons = [b.reason for frame in seen.frames for b in frame.graph_breaks]
     assert any("id() of" in reason and "after the graph" in reason for reason in reasons), reasons
+
+
+class Output(collections.OrderedDict):
+    """Like transformers' ModelOutput: an OrderedDict subclass with Python item and tuple access."""
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def test_dict_methods_of_a_dict_subclass_object_from_the_frame(check):
+    def fn(x, out):
+        total = x
+        for key in out:
+            total = total + out[key]
+        return total * len(out), out.to_tuple()[1], out.get("b"), "a" in out, list(out.values())[0], bool(out)
+
+    out = Output(a=torch.randn(3), b=torch.randn(3))
+    counter = check(fn, torch.randn(3), out, fullgraph=True)
+    assert counter.frame_count == 1

@@ -141,8 +141,9 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
-    if isinstance(obj, UserObjectVar) and _python_method(obj, "__getitem__"):
-        return obj.getattr(tx, "__getitem__").call(tx, [key], {})  # a user-defined __getitem__ is inlined
+    if isinstance(obj, UserObjectVar) and (_python_method(obj, "__getitem__") or isinstance(obj.value, dict)):
+        # a user-defined __getitem__ is inlined; a dict subclass's own one reads the real dict
+        return obj.getattr(tx, "__getitem__").call(tx, [key], {})
     if isinstance(obj, NewObjectVar):
         return obj.getitem(tx, key)
     unsupported(f"subscripting {obj}")

@@ -77,6 +77,10 @@ class NewObjectVar(VT):
         return Attr(self.class_source, name) if self.class_source is not None else None
 
     def has_attr(self, tx: Tracer, name: str) -> bool:
+        if self._python_method("__getattribute__") or self._python_method("__getattr__"):
+            from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
+
+            return read_or_missing(tx, self, name) is not None  # the class's own hooks decide
         if name in self.attrs or name == "__class__":
             return True
         if name == "__dict__":

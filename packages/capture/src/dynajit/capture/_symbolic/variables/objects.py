@@ -7,6 +7,7 @@ identity, and the module by NN_MODULE, so a replaced parameter recompiles.
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import types
@@ -128,11 +129,15 @@ class UserObjectVar(ObjectVar):
             return bool(result.const())
         if python_dunder(self.value, "__len__") is not None and not hasattr(cls, "__bool__"):
             return bool(_length_result(cls, call_dunder(tx, self, "__len__", [])))
+        if not hasattr(cls, "__bool__") and _dict_base_method(cls, "__len__") and self.source is not None:
+            return bool(self.dict_items(tx))
         return super().truth(tx)
 
     def length(self, tx: Tracer) -> VT:
         """``len(obj)`` through the class's Python ``__len__``."""
         cls = type(self.value)
+        if python_dunder(self.value, "__len__") is None and _dict_base_method(cls, "__len__") and self.source:
+            return ConstVar(len(self.dict_items(tx)))
         if python_dunder(self.value, "__len__") is None:
             if not hasattr(cls, "__len__"):
                 raises_in_python(f"object of type {cls.__name__!r} has no len() (TypeError)")
@@ -142,6 +147,8 @@ class UserObjectVar(ObjectVar):
     def unpack(self, tx: Tracer) -> list[VT]:
         """``iter(obj)`` run to the end: the class's Python ``__iter__`` (a generator or an iterable)."""
         cls = type(self.value)
+        if python_dunder(self.value, "__iter__") is None and _dict_base_method(cls, "__iter__") and self.source:
+            return [ConstVar(key) for key in self.dict_items(tx)]
         if python_dunder(self.value, "__iter__") is None:
             unsupported(f"cannot iterate over a {cls.__name__} object (no Python __iter__)")
         iterator = call_dunder(tx, self, "__iter__", [])
@@ -244,8 +251,19 @@ class UserObjectVar(ObjectVar):
             except AttributeError:
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(value, _attr_path(self, name))
+        if _dict_base_method(cls, name) is not None and self.source is not None:
+            return _FrameDictMethod(self, name)
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
+
+    def dict_items(self, tx: Tracer) -> dict[Any, VT]:
+        """The items of this dict subclass object from the frame, each reached by its key; guarded by the keys."""
+        assert self.source is not None and isinstance(self.value, dict)
+        tx.output.guard("dict_keys", self.source, self.value)
+        keys = list(dict.keys(self.value))
+        if any(type(key) not in (str, int) for key in keys):
+            unsupported(f"reading a {type(self.value).__name__} object with keys other than str and int")
+        return {key: tx.wrap(dict.__getitem__(self.value, key), Item(self.source, key)) for key in keys}
 
     def guard_not_shadowed(self, tx: Tracer, name: str) -> None:
         """Guard that the instance dict still lacks ``name``, which was read from the class.
@@ -419,6 +437,50 @@ class _PlainWrite(VT):
 
     def children(self) -> list[VT]:
         return [self.obj]
+
+
+# Methods of dict and OrderedDict read from a subclass object of the frame (ModelOutput.keys, .items, ...).
+_FRAME_DICT_METHODS = ("keys", "values", "items", "get", "__getitem__", "__contains__", "__len__", "__iter__")
+
+
+def _dict_base_method(cls: type, name: str) -> type | None:
+    """The dict base whose own C method ``cls`` uses as ``name`` (None when a Python class defines it)."""
+    if name not in _FRAME_DICT_METHODS:
+        return None
+    for base in cls.__mro__:
+        if name in vars(base):
+            return base if base in (dict, collections.OrderedDict) else None
+    return None
+
+
+class _FrameDictMethod(VT):
+    """``obj.keys`` (``values``, ``items``, ``get``, ...) of a dict subclass object from the frame: the dict base's
+    own method over the real items, read each by its key and guarded by the keys."""
+
+    def __init__(self, obj: UserObjectVar, name: str) -> None:
+        self.obj, self.name = obj, name
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.variables.containers import DictViewVar, IteratorVar
+
+        name, instance = self.name, self.obj.value
+        if name in _DICT_READS:
+            return _DictRead(instance, self.obj, name).call(tx, args, kwargs)
+        if args or kwargs:
+            raises_in_python(f"{type(instance).__name__}.{name}() takes no arguments (TypeError)")
+        items = self.obj.dict_items(tx)
+        if name == "__len__":
+            return ConstVar(len(items))
+        if name == "__iter__":
+            return IteratorVar([ConstVar(key) for key in items])
+        base = _dict_base_method(type(instance), name) or dict
+        return DictViewVar(self.obj, items, name, base)
+
+    def children(self) -> list[VT]:
+        return [self.obj]
+
+    def __repr__(self) -> str:
+        return f"_FrameDictMethod({type(self.obj.value).__name__}.{self.name})"
 
 
 class _DictRead(VT):
