@@ -34,6 +34,7 @@ from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.identity import call_id
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import format_object, hash_object, text_of_object
+from dynajit.capture._symbolic.variables.reduction import object_new
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -224,6 +225,7 @@ def _type_info(info: Any) -> Handler:
 
 
 BUILTINS[id] = call_id
+BUILTINS[object.__new__] = object_new
 BUILTINS[torch.finfo] = _type_info(torch.finfo)
 BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
 

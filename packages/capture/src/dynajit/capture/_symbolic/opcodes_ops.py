@@ -230,10 +230,14 @@ def _is_op(tx: Tracer, inst: Inst) -> None:
 
 def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
     """``a is b``. With ``tx``, an identity that only a type guard stood for is guarded by identity."""
+    from dynajit.capture._symbolic.variables.identity import new_container
+
     if a is b:
         return True
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # one tracker per object made while tracing, and it is no object that existed before
+    if tx is not None and (new_container(tx, a) or new_container(tx, b)):
+        return False  # likewise for a list, dict or set made while tracing
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
         if tx is not None:
             for side in (a, b):

@@ -2,10 +2,14 @@
 
 The address of an object reached from the frame is read now and the entry is guarded on that same object
 (``ID_MATCH``), so the constant is right for every call the entry accepts. An object made while tracing has
-no address until the transformed code builds it after the graph, so its ``id()`` (like its
-``object.__hash__`` and ``object.__repr__``) is a graph break naming why. TorchDynamo answers it with the
-address of a placeholder object that the rebuilt one never has; that would be silently wrong once the number
-is kept or compared with the real object's, so it is not done here.
+no address until the transformed code builds it after the graph. Its ``id()`` is a :class:`TraceId`: a
+number no real object has (negative), the same for every ``id()`` of that object in the trace, so code
+that only compares ids or keys a dict by them (``copy.deepcopy``'s memo) is traced exactly. TorchDynamo
+answers such an ``id()`` with the address of a stand-in object; here the number may not leave the trace:
+code generation refuses to load a TraceId (a graph break naming why), and ``str()``/``format()`` of one
+raise, so
+no value derived from an address the rebuilt object will not have reaches Python. A tensor's ``id()`` is
+a break (guarding tensor identities would recompile on every call).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dynajit.capture._symbolic.variables.tensor import TensorVar
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["call_id"]
+__all__ = ["TraceId", "call_id", "has_trace_id", "new_container"]
 
 _MISSING = object()
 
@@ -33,13 +37,54 @@ def call_id(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         # Guarding a tensor's identity would recompile for every new input tensor.
         unsupported("id() of a tensor is not traced (its identity changes with every call)")
     real = _real_object(tx, obj)
-    if real is _MISSING or obj.source is None:
-        unsupported(
-            f"id() of {obj}, which is not reached from the frame (an object made while tracing has its address "
-            "only once it is built after the graph)"
-        )
-    tx.output.guard("id_match", obj.source, real)
-    return ConstVar(id(real))
+    if obj.source is not None:
+        if real is _MISSING:
+            unsupported(f"id() of {obj}: the tracker does not hold the object it stands for")
+        tx.output.guard("id_match", obj.source, real)
+        return ConstVar(id(real))
+    if isinstance(obj, ConstVar) and type(real) in _ATOMIC:
+        # An immutable constant the trace holds without its origin: equal ones share a token (what CPython's
+        # interning may answer too; Python leaves it open), and deepcopy's memo only compares them.
+        key: Any = ("constant", type(real), real)
+    elif real is not _MISSING:
+        unsupported(f"id() of {obj}, an existing object not reached from the frame")
+    else:
+        key = id(obj)
+    ids = _trace_ids(tx)
+    if key not in ids:
+        ids[key] = (obj, TraceId(-1 - len(ids)))  # the tracker is kept so its id() is not reused
+    return ConstVar(ids[key][1])
+
+
+_ATOMIC = (str, int, float, bool, bytes, complex, type(None))
+
+
+class TraceId(int):
+    """``id()`` of an object made while tracing: valid only inside the trace (see the module docstring)."""
+
+    def __repr__(self) -> str:  # error messages name it; it is never a number a program can read back
+        return "<id() of an object made while tracing>"
+
+    def _refuse(self, *args: Any) -> Any:
+        raise TypeError("the id() of an object made while tracing has no text: the object has no address yet")
+
+    __str__ = __format__ = _refuse
+
+
+def has_trace_id(value: Any) -> bool:
+    """Whether ``value`` is (or a literal tuple/frozenset holding) a :class:`TraceId`."""
+    if isinstance(value, TraceId):
+        return True
+    return isinstance(value, (tuple, frozenset)) and any(has_trace_id(v) for v in value)
+
+
+def _trace_ids(tx: Tracer) -> dict[Any, tuple[VT, TraceId]]:
+    output = tx.output
+    ids = getattr(output, "trace_ids", None)
+    if ids is None:
+        ids = {}
+        output.trace_ids = ids  # type: ignore[attr-defined]
+    return ids
 
 
 def _real_object(tx: Tracer, obj: VT) -> Any:
@@ -50,3 +95,10 @@ def _real_object(tx: Tracer, obj: VT) -> Any:
         if tracker is obj:
             return real
     return _MISSING
+
+
+def new_container(tx: Tracer, vt: VT) -> bool:
+    """Whether ``vt`` is a list, dict or set tracker made while tracing (one tracker per such object)."""
+    from dynajit.capture._symbolic.variables.containers import DictVar, ListVar, SetVar
+
+    return isinstance(vt, (ListVar, DictVar, SetVar)) and vt.source is None and _real_object(tx, vt) is _MISSING

@@ -202,7 +202,12 @@ class UserObjectVar(ObjectVar):
         cls = type(self.value)
         getattribute = inspect.getattr_static(cls, "__getattribute__")
         is_module = isinstance(self.value, torch.nn.Module)
-        if "__getattribute__" in vars(cls) and not isinstance(getattribute, types.FunctionType) and not is_module:
+        if (
+            "__getattribute__" in vars(cls)
+            and not isinstance(getattribute, types.FunctionType)
+            and not is_module
+            and getattribute is not dict.__getattribute__  # the generic read, as object's
+        ):
             unsupported(f"{cls.__name__} customises attribute access (__getattribute__ in C)")
         if isinstance(getattribute, types.FunctionType) and not is_module:
             class_path = _attr_path(self, "__class__")
@@ -253,6 +258,10 @@ class UserObjectVar(ObjectVar):
             return tx.wrap(value, _attr_path(self, name))
         if _dict_base_method(cls, name) is not None and self.source is not None:
             return _FrameDictMethod(self, name)
+        if static is object.__reduce_ex__:
+            from dynajit.capture._symbolic.variables.reduction import ReduceExVar
+
+            return ReduceExVar(self)
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
 
@@ -493,7 +502,7 @@ class _DictRead(VT):
         if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
             unsupported(f"dict.{self.name} with these arguments")
         key = args[0].const()
-        if type(key) not in (str, int):
+        if type(key) not in (str, int) and not isinstance(key, type):  # a class hashes by identity
             unsupported(f"dict.{self.name} with a {type(key).__name__} key")
         tx.output.guard("dict_keys", self.obj.source, self.instance)
         present = dict.__contains__(self.instance, key)
