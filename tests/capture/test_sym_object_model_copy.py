@@ -76,3 +76,15 @@ def test_an_id_made_while_tracing_never_leaves_the_graph():
 
     with pytest.raises(Exception, match="id\\(\\) of an object made while tracing"):
         capture.optimize(CompileCounter(), fullgraph=True)(fn)(torch.ones(1))
+
+
+def test_delattr_of_a_copy_then_a_renamed_write(check):
+    def fn(x, config):
+        copied = copy.deepcopy(config)
+        value = getattr(copied, "name")
+        delattr(copied, "name")
+        setattr(copied, "title", value)
+        return x + 1, hasattr(copied, "name"), copied
+
+    counter = check(fn, torch.randn(3), Config(), fullgraph=True)
+    assert counter.frame_count == 1

@@ -29,7 +29,7 @@ from dynajit.capture._symbolic.variables import (
     raises_in_python,
     unsupported,
 )
-from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
+from dynajit.capture._symbolic.variables.attribute_reads import call_delattr, read_or_missing
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.identity import call_id
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
@@ -225,6 +225,7 @@ def _type_info(info: Any) -> Handler:
 
 
 BUILTINS[id] = call_id
+BUILTINS[delattr] = call_delattr
 BUILTINS[object.__new__] = object_new
 BUILTINS[torch.finfo] = _type_info(torch.finfo)
 BUILTINS[torch.iinfo] = _type_info(torch.iinfo)

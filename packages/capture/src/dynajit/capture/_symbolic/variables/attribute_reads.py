@@ -18,7 +18,7 @@ from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, Raise
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["missing_as_none", "read_or_missing"]
+__all__ = ["call_delattr", "missing_as_none", "read_or_missing"]
 
 
 def read_or_missing(tx: Tracer, obj: VT, name: str) -> VT | None:
@@ -44,3 +44,16 @@ def missing_as_none(tx: Tracer, read: Callable[[], VT], what: str) -> VT | None:
         return None
     except Unsupported as exc:  # a read that cannot be traced: Python decides
         unsupported(f"{what} could not be decided while tracing: {exc.reason}")
+
+
+def call_delattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``delattr(obj, name)`` of an object made while tracing (the deletion is part of its rebuilt state)."""
+    from dynajit.capture._symbolic.variables.constant import ConstVar
+    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
+
+    if kwargs or len(args) != 2 or not args[1].is_const() or not isinstance(args[1].const(), str):
+        unsupported("delattr() with other than an object and a constant name")
+    if not isinstance(args[0], NewObjectVar):
+        unsupported(f"delattr() of {args[0]}: deleting attributes of existing objects is not traced")
+    args[0].delete(tx, args[1].const())
+    return ConstVar(None)

@@ -37,6 +37,11 @@ def call_id(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         # Guarding a tensor's identity would recompile for every new input tensor.
         unsupported("id() of a tensor is not traced (its identity changes with every call)")
     real = _real_object(tx, obj)
+    if obj.source is not None and real is _MISSING and _atomic_tuple(obj):
+        # A tuple of the frame (its trackers do not hold the tuple itself) of immutable constants: one token per
+        # path reaching it. Only an id() compared across two paths to one tuple would tell, and deepcopy (what
+        # asks) returns such a tuple itself whatever its memo says.
+        return _token(tx, ("path", obj.source.name()), obj)
     if obj.source is not None:
         if real is _MISSING:
             unsupported(f"id() of {obj}: the tracker does not hold the object it stands for")
@@ -50,10 +55,20 @@ def call_id(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         unsupported(f"id() of {obj}, an existing object not reached from the frame")
     else:
         key = id(obj)
+    return _token(tx, key, obj)
+
+
+def _token(tx: Tracer, key: Any, obj: VT) -> ConstVar:
     ids = _trace_ids(tx)
     if key not in ids:
         ids[key] = (obj, TraceId(-1 - len(ids)))  # the tracker is kept so its id() is not reused
     return ConstVar(ids[key][1])
+
+
+def _atomic_tuple(obj: VT) -> bool:
+    from dynajit.capture._symbolic.variables.containers import TupleVar
+
+    return type(obj) is TupleVar and all(v.is_const() and type(v.const()) in _ATOMIC for v in obj.items)
 
 
 _ATOMIC = (str, int, float, bool, bytes, complex, type(None))

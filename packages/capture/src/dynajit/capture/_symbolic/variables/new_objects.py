@@ -194,6 +194,18 @@ class NewObjectVar(VT):
             raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         self.attrs[name] = value
 
+    def delete(self, tx: Tracer, name: str) -> None:
+        """``delattr(obj, name)``: a Python ``__delattr__`` inlined, else object's (a recorded attribute removed)."""
+        if self._python_method("__delattr__"):
+            self._call_python(tx, "__delattr__", [ConstVar(name)])
+            return
+        static = inspect.getattr_static(self.cls, name, _MISSING)
+        if static is not _MISSING and (hasattr(type(static), "__delete__") or hasattr(type(static), "__set__")):
+            unsupported(f"deleting {self.cls.__name__}.{name}, a descriptor")
+        if name not in self.attrs:
+            _attribute_missing(self.cls, name)
+        del self.attrs[name]
+
     # ----------------------------------------------------------------- protocols
 
     def _python_method(self, name: str) -> types.FunctionType | None:

@@ -502,7 +502,7 @@ class _DictRead(VT):
         if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
             unsupported(f"dict.{self.name} with these arguments")
         key = args[0].const()
-        if type(key) not in (str, int) and not isinstance(key, type):  # a class hashes by identity
+        if type(key) not in (str, int, bool, type(None)) and not isinstance(key, type):  # a class: by identity
             unsupported(f"dict.{self.name} with a {type(key).__name__} key")
         tx.output.guard("dict_keys", self.obj.source, self.instance)
         present = dict.__contains__(self.instance, key)

@@ -56,7 +56,7 @@ class ReduceExVar(VT):
         if class_path is None or not isinstance(getattr(self.obj.value, "__dict__", None), dict):
             unsupported(f"object.__reduce_ex__ of a {cls.__name__} object not reached from the frame")
         state = self.obj.read_plain(tx, "__dict__") if self.obj.value.__dict__ else ConstVar(None)
-        newobj = tx.wrap(copyreg.__newobj__, None)
+        newobj = tx.wrap(getattr(copyreg, "__newobj__"), None)
         return TupleVar([newobj, TupleVar([tx.wrap(cls, class_path)]), state, ConstVar(None), ConstVar(None)])
 
     def children(self) -> list[VT]:
