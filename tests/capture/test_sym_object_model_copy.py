@@ -88,3 +88,23 @@ def test_delattr_of_a_copy_then_a_renamed_write(check):
 
     counter = check(fn, torch.randn(3), Config(), fullgraph=True)
     assert counter.frame_count == 1
+
+
+def test_deepcopy_of_a_copy_made_while_tracing(check):
+    def fn(x, config):
+        first = copy.deepcopy(config)
+        first.num_hidden_layers = 4
+        second = copy.deepcopy(first)
+        second.sizes.append(9)
+        return x * second.num_layers, first.sizes, second
+
+    counter = check(fn, torch.randn(3), Config(), fullgraph=True)
+    assert counter.frame_count == 1
+
+
+def test_attributes_of_typing_objects(check):
+    def fn(x, hint, alias):
+        return x + len(hint.__args__) + len(alias.__args__), alias.__origin__ is list
+
+    counter = check(fn, torch.randn(3), int | None, list[int], fullgraph=True)
+    assert counter.frame_count == 1

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of"]
+__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of", "instance_dict_of"]
 
 # C dict types a traced class may derive from: their items are modelled in the tracker.
 DICT_BASES = (collections.OrderedDict, dict)
@@ -277,6 +277,10 @@ class NewObjectVar(VT):
             return ConstVar(None)
         if name == "__getattribute__" and len(args) == 1 and not kwargs:
             return self.plain_getattr(tx, _const_str(args[0], "attribute name"))
+        if name == "__reduce_ex__" and len(args) == 1 and not kwargs:
+            from dynajit.capture._symbolic.variables.reduction import reduce_new_object
+
+            return reduce_new_object(tx, self, args[0])
         if name == "__init__" and self.items is None:
             if args or kwargs:
                 raises_in_python("object.__init__() takes exactly one argument (the instance to initialize)")
@@ -415,6 +419,11 @@ class _InstanceDictVar(DictVar):
     def reconstruct(self, cg: CodeGen) -> None:
         self.owner.reconstruct(cg)
         cg.load_attr("__dict__")
+
+
+def instance_dict_of(obj: NewObjectVar) -> DictVar:
+    """``obj.__dict__`` of a new object: the same mapping as its recorded attributes."""
+    return _InstanceDictVar(obj)
 
 
 def _new_instance(cls: type) -> Any:

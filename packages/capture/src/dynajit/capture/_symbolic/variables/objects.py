@@ -202,6 +202,12 @@ class UserObjectVar(ObjectVar):
         cls = type(self.value)
         getattribute = inspect.getattr_static(cls, "__getattribute__")
         is_module = isinstance(self.value, torch.nn.Module)
+        if cls in _IMMUTABLE_C_TYPES and self.source is not None:
+            # Typing objects (``int | None``, ``list[int]``) never change: their attributes are read now, each
+            # guarded through its path.
+            if not hasattr(self.value, name):
+                attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
+            return tx.wrap(getattr(self.value, name), _attr_path(self, name))
         if (
             "__getattribute__" in vars(cls)
             and not isinstance(getattribute, types.FunctionType)
@@ -326,6 +332,10 @@ class UserObjectVar(ObjectVar):
         class_path = _attr_path(self, "__class__")
         if class_path is not None and not hasattr(type(self.value), name):
             tx.output.guard("hasattr_match", class_path, name, False)
+
+
+# C types with their own __getattribute__ whose instances are immutable.
+_IMMUTABLE_C_TYPES = (types.UnionType, types.GenericAlias)
 
 
 def _length_result(cls: type, result: VT) -> int:

@@ -21,6 +21,7 @@ from dynajit.capture._symbolic.variables.constant import ConstVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
+    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
     from dynajit.capture._symbolic.variables.objects import UserObjectVar
 
 __all__ = ["ReduceExVar", "object_new"]
@@ -30,6 +31,41 @@ _OBJECT_HOOKS = ("__reduce__", "__getstate__")
 _ABSENT_HOOKS = ("__getnewargs_ex__", "__getnewargs__", "__slots__")
 
 
+def _check_plain_reduction(cls: type, protocol: VT) -> None:
+    """A break unless ``object.__reduce_ex__(protocol)`` of a ``cls`` object is the plain reduction above."""
+    if not protocol.is_const() or not isinstance(protocol.const(), int):
+        unsupported("object.__reduce_ex__ with other than one constant protocol")
+    if protocol.const() < 2:
+        unsupported(f"object.__reduce_ex__ of a {cls.__name__} object with protocol < 2 (copyreg._reduce_ex)")
+    for name in _OBJECT_HOOKS:
+        if inspect.getattr_static(cls, name) is not getattr(object, name, None):
+            unsupported(f"object.__reduce_ex__ of a {cls.__name__} object, whose class defines {name}")
+    for name in _ABSENT_HOOKS:
+        if any(name in vars(base) for base in cls.__mro__):
+            unsupported(f"object.__reduce_ex__ of a {cls.__name__} object, whose class defines {name}")
+
+
+def _reduction(tx: Tracer, cls_vt: VT, state: VT) -> VT:
+    from dynajit.capture._symbolic.variables.containers import TupleVar
+
+    newobj = tx.wrap(getattr(copyreg, "__newobj__"), None)
+    return TupleVar([newobj, TupleVar([cls_vt]), state, ConstVar(None), ConstVar(None)])
+
+
+def reduce_new_object(tx: Tracer, obj: NewObjectVar, protocol: VT) -> VT:
+    """``object.__reduce_ex__(protocol)`` of an object made while tracing: its recorded attributes are the state."""
+    from dynajit.capture._symbolic.variables.new_objects import instance_dict_of
+
+    if obj.items is not None:
+        unsupported(f"object.__reduce_ex__ of a {obj.cls.__name__} object, a dict subclass")
+    _check_plain_reduction(obj.cls, protocol)
+    if obj.class_source is not None:
+        for name in _ABSENT_HOOKS:
+            tx.output.guard("hasattr_match", obj.class_source, name, False)
+    state = instance_dict_of(obj) if obj.attrs else ConstVar(None)
+    return _reduction(tx, tx.wrap(obj.cls, obj.class_source), state)
+
+
 class ReduceExVar(VT):
     """``obj.__reduce_ex__`` of an object from the frame, where that is ``object.__reduce_ex__``."""
 
@@ -37,27 +73,17 @@ class ReduceExVar(VT):
         self.obj = obj
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.containers import TupleVar
-
-        if kwargs or len(args) != 1 or not args[0].is_const() or not isinstance(args[0].const(), int):
+        if kwargs or len(args) != 1:
             unsupported("object.__reduce_ex__ with other than one constant protocol")
         cls = type(self.obj.value)
-        if args[0].const() < 2:
-            unsupported(f"object.__reduce_ex__ of a {cls.__name__} object with protocol < 2 (copyreg._reduce_ex)")
+        _check_plain_reduction(cls, args[0])
         class_path = Attr(self.obj.source, "__class__") if self.obj.source is not None else None
-        for name in _OBJECT_HOOKS:
-            if inspect.getattr_static(cls, name) is not getattr(object, name, None):
-                unsupported(f"object.__reduce_ex__ of a {cls.__name__} object, whose class defines {name}")
-        for name in _ABSENT_HOOKS:
-            if any(name in vars(base) for base in cls.__mro__):
-                unsupported(f"object.__reduce_ex__ of a {cls.__name__} object, whose class defines {name}")
-            if class_path is not None:
-                tx.output.guard("hasattr_match", class_path, name, False)
         if class_path is None or not isinstance(getattr(self.obj.value, "__dict__", None), dict):
             unsupported(f"object.__reduce_ex__ of a {cls.__name__} object not reached from the frame")
+        for name in _ABSENT_HOOKS:
+            tx.output.guard("hasattr_match", class_path, name, False)
         state = self.obj.read_plain(tx, "__dict__") if self.obj.value.__dict__ else ConstVar(None)
-        newobj = tx.wrap(getattr(copyreg, "__newobj__"), None)
-        return TupleVar([newobj, TupleVar([tx.wrap(cls, class_path)]), state, ConstVar(None), ConstVar(None)])
+        return _reduction(tx, tx.wrap(cls, class_path), state)
 
     def children(self) -> list[VT]:
         return [self.obj]
