@@ -117,3 +117,21 @@ def test_dict_methods_of_a_dict_subclass_object_from_the_frame(check):
     out = Output(a=torch.randn(3), b=torch.randn(3))
     counter = check(fn, torch.randn(3), out, fullgraph=True)
     assert counter.frame_count == 1
+
+
+def _double(v):
+    return v * 2
+
+
+def test_functions_and_methods_are_true(check):
+    validators = {int: _double}
+
+    def fn(x, holder):
+        if validator := validators.get(int):
+            x = validator(x)
+        if holder.to_tuple and len and (lambda: 0):
+            x = x + 1
+        return x
+
+    counter = check(fn, torch.randn(3), Output(a=1), fullgraph=True)
+    assert counter.frame_count == 1

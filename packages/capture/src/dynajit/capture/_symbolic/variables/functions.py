@@ -42,6 +42,9 @@ def function_class(path: Any) -> VT:
 class BuiltinVar(HeldVar):
     """A builtin callable; calls go through the builtins table (or run directly when ``pure`` and all-constant)."""
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, fn: Any, source: Any = None, *, pure: bool = False) -> None:
         super().__init__(fn, source)
         self.pure = pure
@@ -127,6 +130,9 @@ _MODULE_CALLS = {
 class UserFunctionVar(HeldVar):
     """A Python function object from the frame's reach: calls are inlined."""
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, fn: types.FunctionType, source: Any = None) -> None:
         super().__init__(fn, source)
 
@@ -191,6 +197,9 @@ class PartialVar(VT):
     through its own path); one made while tracing is rebuilt by calling ``functools.partial`` again.
     """
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, func: VT, args: list[VT], keywords: dict[str, VT], source: Any = None) -> None:
         self.func = func
         self.args = args
@@ -243,6 +252,9 @@ def _make_partial(n_args: int, names: tuple[str, ...], func: Any, *values: Any) 
 
 class NestedFunctionVar(VT):
     """A function made by MAKE_FUNCTION while tracing (nested def, lambda, comprehension in 3.11)."""
+
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
 
     def __init__(
         self,
@@ -322,6 +334,9 @@ def _make_function(
 
 class BoundMethodVar(VT):
     """``obj.method`` for a user-defined method: calls inline the function with ``obj`` first."""
+
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
 
     def __init__(self, func: VT, obj: VT, source: Any = None) -> None:
         self.func = func
