@@ -108,3 +108,14 @@ def test_attributes_of_typing_objects(check):
 
     counter = check(fn, torch.randn(3), int | None, list[int], fullgraph=True)
     assert counter.frame_count == 1
+
+
+def test_an_id_made_while_tracing_is_not_ordered_or_computed_with():
+    def fn(x):
+        items = [1, 2]
+        made = {}
+        return x + 1, [id(v) > 0 for v in items], id(made) % 7 == id(made) % 7
+
+    expected = fn(torch.ones(1))
+    actual = capture.optimize(CompileCounter())(fn)(torch.ones(1))
+    assert actual[1:] == expected[1:]

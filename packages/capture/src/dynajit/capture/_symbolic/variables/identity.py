@@ -75,15 +75,35 @@ _ATOMIC = (str, int, float, bool, bytes, complex, type(None))
 
 
 class TraceId(int):
-    """``id()`` of an object made while tracing: valid only inside the trace (see the module docstring)."""
+    """``id()`` of an object made while tracing: valid only inside the trace (see the module docstring).
+
+    Only ``==``, ``!=``, ``hash()`` and truth are answered (what a real id answers the same way); ordering,
+    arithmetic and text would depend on the address, so they raise :class:`NoAddress`, which the traced code
+    cannot catch: tracing stops there and Python runs the step on the rebuilt object's real id.
+    """
 
     def __repr__(self) -> str:  # error messages name it; it is never a number a program can read back
         return "<id() of an object made while tracing>"
 
     def _refuse(self, *args: Any) -> Any:
-        raise TypeError("the id() of an object made while tracing has no text: the object has no address yet")
+        raise NoAddress(_NO_ADDRESS)
 
-    __str__ = __format__ = _refuse
+
+for _name in (
+    "__str__ __format__ __lt__ __le__ __gt__ __ge__ __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ "
+    "__truediv__ __rtruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __divmod__ __rdivmod__ __pow__ "
+    "__rpow__ __neg__ __pos__ __abs__ __invert__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __lshift__ "
+    "__rlshift__ __rshift__ __rrshift__ __index__ __int__ __float__ __round__ __trunc__ __floor__ __ceil__"
+).split():
+    setattr(TraceId, _name, TraceId._refuse)
+
+
+class NoAddress(Exception):
+    """An id() of an object made while tracing was asked for more than equality."""
+
+
+# A non-literal argument: the interpreter then never treats the exception as one traced code may catch.
+_NO_ADDRESS = type("NoAddressReason", (), {"__str__": lambda self: "the object has no address before it is built"})()
 
 
 def has_trace_id(value: Any) -> bool:
