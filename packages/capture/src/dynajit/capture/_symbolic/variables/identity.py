@@ -6,9 +6,9 @@ no address until the transformed code builds it after the graph. Its ``id()`` is
 number no real object has (negative), the same for every ``id()`` of that object in the trace, so code
 that only compares ids or keys a dict by them (``copy.deepcopy``'s memo) is traced exactly. TorchDynamo
 answers such an ``id()`` with the address of a stand-in object; here the number may not leave the trace:
-code generation refuses to load a TraceId (a graph break naming why), and ``str()``/``format()`` of one
-raise, so
-no value derived from an address the rebuilt object will not have reaches Python. A tensor's ``id()`` is
+code generation refuses to load a TraceId (a graph break naming why), and anything but equality, hashing
+and truth on one stops tracing there, so no value derived from an address the rebuilt object will not have
+reaches Python. A tensor's ``id()`` is
 a break (guarding tensor identities would recompile on every call).
 """
 

@@ -7,7 +7,6 @@ identity, and the module by NN_MODULE, so a replaced parameter recompiles.
 
 from __future__ import annotations
 
-import collections
 import functools
 import inspect
 import types
@@ -19,6 +18,7 @@ from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
 from dynajit.capture._symbolic.variables.functions import (
     UserFunctionVar,
     call_dunder,
@@ -129,14 +129,14 @@ class UserObjectVar(ObjectVar):
             return bool(result.const())
         if python_dunder(self.value, "__len__") is not None and not hasattr(cls, "__bool__"):
             return bool(_length_result(cls, call_dunder(tx, self, "__len__", [])))
-        if not hasattr(cls, "__bool__") and _dict_base_method(cls, "__len__") and self.source is not None:
+        if not hasattr(cls, "__bool__") and dict_base_method(cls, "__len__") and self.source is not None:
             return bool(self.dict_items(tx))
         return super().truth(tx)
 
     def length(self, tx: Tracer) -> VT:
         """``len(obj)`` through the class's Python ``__len__``."""
         cls = type(self.value)
-        if python_dunder(self.value, "__len__") is None and _dict_base_method(cls, "__len__") and self.source:
+        if python_dunder(self.value, "__len__") is None and dict_base_method(cls, "__len__") and self.source:
             return ConstVar(len(self.dict_items(tx)))
         if python_dunder(self.value, "__len__") is None:
             if not hasattr(cls, "__len__"):
@@ -147,7 +147,7 @@ class UserObjectVar(ObjectVar):
     def unpack(self, tx: Tracer) -> list[VT]:
         """``iter(obj)`` run to the end: the class's Python ``__iter__`` (a generator or an iterable)."""
         cls = type(self.value)
-        if python_dunder(self.value, "__iter__") is None and _dict_base_method(cls, "__iter__") and self.source:
+        if python_dunder(self.value, "__iter__") is None and dict_base_method(cls, "__iter__") and self.source:
             return [ConstVar(key) for key in self.dict_items(tx)]
         if python_dunder(self.value, "__iter__") is None:
             unsupported(f"cannot iterate over a {cls.__name__} object (no Python __iter__)")
@@ -262,8 +262,8 @@ class UserObjectVar(ObjectVar):
             except AttributeError:
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(value, _attr_path(self, name))
-        if _dict_base_method(cls, name) is not None and self.source is not None:
-            return _FrameDictMethod(self, name)
+        if dict_base_method(cls, name) is not None and self.source is not None:
+            return FrameDictMethod(self, name)
         if static is object.__reduce_ex__:
             from dynajit.capture._symbolic.variables.reduction import ReduceExVar
 
@@ -415,15 +415,12 @@ class SuperVar(VT):
             return _PlainRead(self.obj)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__setattr__":
             return _PlainWrite(self.obj)
-        if owner is dict and name in _DICT_READS and self.obj.source is not None and isinstance(instance, dict):
-            return _DictRead(instance, self.obj, name)
+        if owner is dict and name in DICT_READS and self.obj.source is not None and isinstance(instance, dict):
+            return DictRead(instance, self.obj, name)
         unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
 
     def __repr__(self) -> str:
         return f"SuperVar({self.cls.__name__}, {self.obj!r})"
-
-
-_DICT_READS = ("get", "__getitem__", "__contains__")
 
 
 class _PlainRead(VT):
@@ -456,78 +453,6 @@ class _PlainWrite(VT):
 
     def children(self) -> list[VT]:
         return [self.obj]
-
-
-# Methods of dict and OrderedDict read from a subclass object of the frame (ModelOutput.keys, .items, ...).
-_FRAME_DICT_METHODS = ("keys", "values", "items", "get", "__getitem__", "__contains__", "__len__", "__iter__")
-
-
-def _dict_base_method(cls: type, name: str) -> type | None:
-    """The dict base whose own C method ``cls`` uses as ``name`` (None when a Python class defines it)."""
-    if name not in _FRAME_DICT_METHODS:
-        return None
-    for base in cls.__mro__:
-        if name in vars(base):
-            return base if base in (dict, collections.OrderedDict) else None
-    return None
-
-
-class _FrameDictMethod(VT):
-    """``obj.keys`` (``values``, ``items``, ``get``, ...) of a dict subclass object from the frame: the dict base's
-    own method over the real items, read each by its key and guarded by the keys."""
-
-    def __init__(self, obj: UserObjectVar, name: str) -> None:
-        self.obj, self.name = obj, name
-
-    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.containers import DictViewVar, IteratorVar
-
-        name, instance = self.name, self.obj.value
-        if name in _DICT_READS:
-            return _DictRead(instance, self.obj, name).call(tx, args, kwargs)
-        if args or kwargs:
-            raises_in_python(f"{type(instance).__name__}.{name}() takes no arguments (TypeError)")
-        items = self.obj.dict_items(tx)
-        if name == "__len__":
-            return ConstVar(len(items))
-        if name == "__iter__":
-            return IteratorVar([ConstVar(key) for key in items])
-        base = _dict_base_method(type(instance), name) or dict
-        return DictViewVar(self.obj, items, name, base)
-
-    def children(self) -> list[VT]:
-        return [self.obj]
-
-    def __repr__(self) -> str:
-        return f"_FrameDictMethod({type(self.obj.value).__name__}.{self.name})"
-
-
-class _DictRead(VT):
-    """``super().get(key)`` in a dict subclass: the item read from the real dict, guarded by its keys."""
-
-    def __init__(self, instance: dict, obj: VT, name: str) -> None:
-        self.instance, self.obj, self.name = instance, obj, name
-
-    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
-            unsupported(f"dict.{self.name} with these arguments")
-        key = args[0].const()
-        if type(key) not in (str, int, bool, type(None)) and not isinstance(key, type):  # a class: by identity
-            unsupported(f"dict.{self.name} with a {type(key).__name__} key")
-        tx.output.guard("dict_keys", self.obj.source, self.instance)
-        present = dict.__contains__(self.instance, key)
-        if self.name == "__contains__":
-            return ConstVar(present)
-        if not present:
-            if self.name == "__getitem__":
-                raises_in_python(f"KeyError: {key!r}", KeyError(key))
-            return args[1] if len(args) == 2 else ConstVar(None)
-        # dict's own read, like the one being traced (an overridden __getitem__ would not be what super() calls)
-        assert self.obj.source is not None  # checked by SuperVar before making this
-        return tx.wrap(dict.__getitem__(self.instance, key), Item(self.obj.source, key))
-
-    def __repr__(self) -> str:
-        return f"_DictRead({type(self.instance).__name__}.{self.name})"
 
 
 class NNModuleVar(UserObjectVar):
