@@ -186,3 +186,28 @@ def test_a_python_getattr_is_called_when_the_read_misses(check):
 
     counter = check(fn, torch.randn(3), Fallback(), fullgraph=True)
     assert counter.frame_count == 1
+
+
+class Factory:
+    scale = 3
+
+    @classmethod
+    def make(cls, v):
+        return v * cls.scale
+
+    @staticmethod
+    def helper(v):
+        return v + 1
+
+
+class SubFactory(Factory):
+    scale = 5
+
+    @classmethod
+    def make(cls, v):
+        return super().make(v) + super().helper(v) + super(SubFactory, cls).scale  # noqa: UP008
+
+
+def test_super_in_a_class_method(check):
+    counter = check(lambda x: SubFactory.make(x), torch.randn(3), fullgraph=True)
+    assert counter.frame_count == 1

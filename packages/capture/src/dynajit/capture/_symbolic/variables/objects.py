@@ -20,6 +20,7 @@ from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_miss
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
 from dynajit.capture._symbolic.variables.functions import (
+    BoundMethodVar,
     UserFunctionVar,
     call_dunder,
     class_member,
@@ -391,6 +392,8 @@ class SuperVar(VT):
             obj_class, class_path = self.obj.cls, self.obj.class_source
         elif isinstance(self.obj, UserObjectVar) and instance is not None:
             obj_class, class_path = type(instance), _attr_path(self.obj, "__class__")
+        elif isinstance(self.obj, ClassVar):
+            return self._class_attribute(tx, name)
         else:
             unsupported(f"super() of {self.obj}")
         mro = obj_class.__mro__
@@ -418,6 +421,29 @@ class SuperVar(VT):
         if owner is dict and name in DICT_READS and self.obj.source is not None and isinstance(instance, dict):
             return DictRead(instance, self.obj, name)
         unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
+
+    def _class_attribute(self, tx: Tracer, name: str) -> VT:
+        """``super(cls, klass).name`` (``super()`` in a class method): found in ``klass.__mro__`` after ``cls``;
+        a class method binds to ``klass``, a function is returned unbound, a static method is its function."""
+        klass = self.obj.const()
+        mro = klass.__mro__
+        if self.cls not in mro:
+            raises_in_python("super(type, obj): obj must be an instance or subtype of type (TypeError)")
+        for index in range(mro.index(self.cls) + 1, len(mro)):
+            if name in vars(mro[index]):
+                attr = vars(mro[index])[name]
+                break
+        else:
+            raises_in_python(f"'super' object has no attribute {name!r} (AttributeError)")
+        source = self.obj.source
+        path = Attr(Item(Attr(source, "__mro__"), index), name) if source is not None else None
+        if isinstance(attr, classmethod):
+            return BoundMethodVar(tx.wrap(attr.__func__, path and Attr(path, "__func__")), self.obj)
+        if isinstance(attr, staticmethod):
+            return tx.wrap(attr.__func__, path and Attr(path, "__func__"))
+        if isinstance(attr, types.FunctionType) or not hasattr(type(attr), "__get__"):
+            return tx.wrap(attr, path)
+        unsupported(f"super().{name} of a class is {mro[index].__name__}.{name}, a descriptor: it is not traced")
 
     def __repr__(self) -> str:
         return f"SuperVar({self.cls.__name__}, {self.obj!r})"
