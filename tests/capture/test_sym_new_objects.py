@@ -225,14 +225,6 @@ class WithNew:
         self.x = x
 
 
-class WithGetattr:
-    def __init__(self, x):
-        self.x = x
-
-    def __getattr__(self, name):
-        return 0
-
-
 class OnDeque(collections.deque):
     def __init__(self, x):
         super().__init__()
@@ -257,7 +249,6 @@ def _construct(cls):
     [
         (WithMeta, "metaclass Meta"),
         (WithNew, "defines __new__"),
-        (WithGetattr, "__getattr__"),
         (OnDeque, "derives from deque"),
     ],
 )

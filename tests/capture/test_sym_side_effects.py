@@ -3,6 +3,8 @@
 import torch
 from torch import nn
 
+import dynajit.capture as capture
+
 COUNTER = 0
 HISTORY = []
 STATE = {"calls": 0}
@@ -80,9 +82,9 @@ def s_module_attr(m, x):
 
 def s_list_mutation_then_break(x, acc):
     acc.append(x * 3)
-    print_free = id(acc) > 0  # a graph break after the mutation
+    capture.graph_break()  # a graph break after the mutation
     acc.append(x * 2)
-    return x + print_free
+    return x + 1
 
 
 def s_new_list_returned_twice(x):

@@ -182,6 +182,47 @@ def test_getattr_default_on_none() -> None:
     _check(lambda t: t + 1 if getattr(None, "is_compileable", False) else t * 2, torch.randn(4))
 
 
+class _SlidingCache:
+    """Like transformers' DynamicCache: a property the masking code probes with hasattr(), Python __iter__/__len__."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.layers = [t, t + 1]
+
+    @property
+    def is_sliding(self) -> list[bool]:
+        return [False for _ in self.layers]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Any:
+        for layer in self.layers:  # noqa: UP028  (a plain generator: `yield from` is another failure class)
+            yield layer
+
+
+def _mask_and_cache(t: torch.Tensor) -> torch.Tensor:
+    cache = _SlidingCache(t)
+    if hasattr(cache, "is_sliding") and True in cache.is_sliding:  # mistral's masking_utils
+        t = t * 3
+    if cache:  # whisper's attention: the truth value from __len__
+        for layer in cache:  # t5 / bart: iterating the cache
+            t = t + layer
+    return t
+
+
+def test_hasattr_property_and_cache_protocols() -> None:
+    _check(_mask_and_cache, torch.randn(4))
+
+
+class _Output(collections.OrderedDict):
+    def to_tuple(self) -> tuple[Any, ...]:
+        return tuple(self[k] for k in self.keys())
+
+
+def test_dict_subclass_keys_of_an_output_from_the_frame() -> None:
+    _check(lambda t, out: t * out.to_tuple()[0], torch.randn(4), _Output(a=torch.randn(4)))
+
+
 # --- recompiles ----------------------------------------------------------------------------------------------------
 
 

@@ -15,18 +15,7 @@ from zoo import ENTRIES, Entry
 pytestmark = pytest.mark.slow
 
 # entry name -> what fails today (the first failure check() reports)
-KNOWN_FAILURES: dict[str, str] = {
-    "mistral-default": "3 graphs, 5 breaks: hasattr() on property DynamicCache.is_sliding runs its getter (masking_utils)",
-    "mistral-eager": "4 graphs, 5 breaks: hasattr() on property DynamicCache.is_sliding runs its getter (masking_utils)",
-    "t5-default": "4 graphs, 8 breaks: call to id is not traced (configuration_utils); cannot iterate over a DynamicCache (cache_utils); descriptor BaseModelOutputWithPastAndCrossAttentions.keys is not traced (ModelOutput)",
-    "t5-eager": "4 graphs, 8 breaks: call to id is not traced (configuration_utils); cannot iterate over a DynamicCache (cache_utils); descriptor BaseModelOutputWithPastAndCrossAttentions.keys is not traced (ModelOutput)",
-    "bart-default": "4 graphs, 10 breaks: call to id is not traced (configuration_utils); cannot iterate over a DynamicCache (cache_utils); descriptor Seq2SeqModelOutput.keys is not traced (ModelOutput)",
-    "bart-eager": "4 graphs, 10 breaks: call to id is not traced (configuration_utils); cannot iterate over a DynamicCache (cache_utils); descriptor Seq2SeqModelOutput.keys is not traced (ModelOutput)",
-    "whisper-default": "13 graphs, 18 breaks: call to id; WhisperConfig customises attribute writes; cannot iterate over "
-    "a DynamicCache; the truth value of a DynamicCache object (a break at a jump that cannot be resumed)",
-    "whisper-eager": "13 graphs, 18 breaks: call to id; WhisperConfig customises attribute writes; cannot iterate over "
-    "a DynamicCache; the truth value of a DynamicCache object (a break at a jump that cannot be resumed)",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _param(entry: Entry) -> object:

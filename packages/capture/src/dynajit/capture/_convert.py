@@ -114,7 +114,10 @@ def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameCont
         else:
             transformed = transform_break(tracer, output, intercept_call=not bad_call)
     except Unsupported as exc:
-        assert graph_break is not None  # a whole-frame graph always transforms
+        if graph_break is None:  # the value returned cannot be rebuilt in Python: the frame runs there instead
+            if ctx.export or ctx.fullgraph:
+                raise Unsupported(exc.reason) from None
+            return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()))
         return _calls_intercepted(fn, ctx, GraphBreak(f"{exc.reason} ({graph_break.reason})", graph_break.user_stack))
     # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
     converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)

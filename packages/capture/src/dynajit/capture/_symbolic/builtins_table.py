@@ -14,7 +14,6 @@ from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import (
     VT,
-    AttributeMissing,
     ConstVar,
     DictVar,
     ExceptionVar,
@@ -30,9 +29,12 @@ from dynajit.capture._symbolic.variables import (
     raises_in_python,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.attribute_reads import call_delattr, read_or_missing
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.identity import call_id
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import format_object, hash_object, text_of_object
+from dynajit.capture._symbolic.variables.reduction import object_new
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -148,7 +150,7 @@ def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(len(obj.items))
     if isinstance(obj, SetVar):
         return ConstVar(len(obj.values))
-    if isinstance(obj, NewObjectVar):
+    if isinstance(obj, (NewObjectVar, UserObjectVar)):
         return obj.length(tx)
     if isinstance(obj, IteratorVar):
         name = obj.python_type().__name__
@@ -225,6 +227,9 @@ def _type_info(info: Any) -> Handler:
     return handler
 
 
+BUILTINS[id] = call_id
+BUILTINS[delattr] = call_delattr
+BUILTINS[object.__new__] = object_new
 BUILTINS[torch.finfo] = _type_info(torch.finfo)
 BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
 
@@ -385,12 +390,8 @@ def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         raises_in_python("getattr() takes two or three positional arguments (TypeError)")
     obj, name = args[0], args[1].const()
     if len(args) > 2:
-        try:
-            return obj.getattr(tx, name)
-        except AttributeMissing:
-            # The read raises AttributeError and that absence is guarded; anything else (a read that raises
-            # another error or cannot be traced) is decided by Python.
-            return args[2]
+        found = read_or_missing(tx, obj, name)
+        return args[2] if found is None else found
     return obj.getattr(tx, name)
 
 
@@ -401,13 +402,7 @@ def _hasattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return ConstVar(hasattr(obj.const(), name))
     if isinstance(obj, NewObjectVar) and name not in obj.attrs:
         return ConstVar(obj.has_attr(tx, name))
-    try:
-        obj.getattr(tx, name)
-    except AttributeMissing:
-        return ConstVar(False)  # guarded where the read found nothing, so adding it recompiles
-    except Exception as exc:  # a read that raises something else, or cannot be traced: Python decides
-        unsupported(f"hasattr({obj}, {name!r}) could not be decided while tracing: {exc}")
-    return ConstVar(True)
+    return ConstVar(read_or_missing(tx, obj, name) is not None)
 
 
 @builtin(setattr)
@@ -420,6 +415,9 @@ def _setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 def _object_setattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 
+    if not kwargs and len(args) == 3 and isinstance(args[0], UserObjectVar) and args[1].is_const():
+        args[0].store(tx, args[1].const(), args[2])  # the plain write, skipping the class's own __setattr__
+        return ConstVar(None)
     if kwargs or len(args) != 3 or not isinstance(args[0], NewObjectVar):
         unsupported("object.__setattr__ of an object not created while tracing")
     return args[0].base_call(tx, "__setattr__", args[1:], {})

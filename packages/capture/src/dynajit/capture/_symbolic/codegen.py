@@ -17,7 +17,7 @@ import torch
 
 from dynajit.capture._symbolic.instructions import PY
 from dynajit.capture._symbolic.paths import Attr, Closure, Item, Local, Path
-from dynajit.capture._symbolic.variables import VT, TensorVar, is_literal
+from dynajit.capture._symbolic.variables import VT, TensorVar, is_literal, unsupported
 
 __all__ = ["CodeGen", "assemble", "collect_tensors"]
 
@@ -86,6 +86,7 @@ class CodeGen:
         self.emit("LOAD_ATTR", (False, name) if PY >= (3, 12) else name)
 
     def load_const(self, value: Any) -> None:
+        _refuse_trace_id(value)
         self.emit("LOAD_CONST", value)
 
     def load_const_any(self, value: Any) -> None:
@@ -115,6 +116,7 @@ class CodeGen:
 
     def stash(self, value: Any) -> str:
         """Install ``value`` as a global of the transformed code; return its name."""
+        _refuse_trace_id(value)
         key = id(value)
         if key not in self._stashed:
             name = f"__dynajit_const_{next(_stash_ids)}"
@@ -220,3 +222,10 @@ def assemble(original: bytecode.Bytecode, body: list[Any], **changes: Any) -> ty
     for key, value in changes.items():
         setattr(new, key, value)
     return new.to_code()
+
+
+def _refuse_trace_id(value: Any) -> None:
+    from dynajit.capture._symbolic.variables.identity import has_trace_id
+
+    if has_trace_id(value):
+        unsupported("the id() of an object made while tracing would outlive the graph (its rebuilt object differs)")

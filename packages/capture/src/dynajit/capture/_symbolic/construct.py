@@ -81,8 +81,10 @@ def why_not_constructible(cls: type) -> str | None:
         return "it defines __del__"
     for name in ("__getattribute__", "__getattr__"):
         static = inspect.getattr_static(cls, name, None)
-        if static is not None and static is not getattr(object, name, None) and static not in _dict_slots(name):
-            return f"it customises attribute reads ({name})"
+        if static is None or static is getattr(object, name, None) or static in _dict_slots(name):
+            continue
+        if not isinstance(static, types.FunctionType):  # a Python one is traced (see NewObjectVar.getattr)
+            return f"it customises attribute reads ({name} in C)"
     setter = inspect.getattr_static(cls, "__setattr__")
     if setter is not object.__setattr__ and not isinstance(setter, types.FunctionType):
         return "its __setattr__ is implemented in C"

@@ -78,7 +78,10 @@ def known_exception(exc: RaisesInPython) -> ExceptionVar | None:
     if isinstance(exc, TracedRaise):
         return exc.value
     real = getattr(exc, "exception", None)
-    if not isinstance(real, BaseException) or not all(is_literal(a) for a in real.args):
+    from dynajit.capture._symbolic.variables.identity import TraceId
+
+    # A TraceId (a KeyError of a dict keyed by id()) is caught like a literal; it can never be rebuilt in Python.
+    if not isinstance(real, BaseException) or not all(is_literal(a) or isinstance(a, TraceId) for a in real.args):
         return None
     return ExceptionVar(type(real), [ConstVar(a) for a in real.args])
 

@@ -182,8 +182,9 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
-    if isinstance(obj, UserObjectVar) and _python_method(obj, "__getitem__"):
-        return obj.getattr(tx, "__getitem__").call(tx, [key], {})  # a user-defined __getitem__ is inlined
+    if isinstance(obj, UserObjectVar) and (_python_method(obj, "__getitem__") or isinstance(obj.value, dict)):
+        # a user-defined __getitem__ is inlined; a dict subclass's own one reads the real dict
+        return obj.getattr(tx, "__getitem__").call(tx, [key], {})
     if isinstance(obj, NewObjectVar):
         return obj.getitem(tx, key)
     unsupported(f"subscripting {obj}")
@@ -273,10 +274,14 @@ def _is_op(tx: Tracer, inst: Inst) -> None:
 
 def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
     """``a is b``. With ``tx``, an identity that only a type guard stood for is guarded by identity."""
+    from dynajit.capture._symbolic.variables.identity import new_container
+
     if a is b:
         return True
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # one tracker per object made while tracing, and it is no object that existed before
+    if tx is not None and (new_container(tx, a) or new_container(tx, b)):
+        return False  # likewise for a list, dict or set made while tracing
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
         if tx is not None:
             for side in (a, b):

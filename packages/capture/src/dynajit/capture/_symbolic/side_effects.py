@@ -24,6 +24,7 @@ class _Effect:
     kind: str  # "contents" | "attr" | "global" | "cell" | "custom"
     target: Any  # the tracker (contents, cell), (object tracker, name) for attr, name for global
     value: Any = None
+    plain: bool = False  # an attribute write replayed with object.__setattr__
 
     def values(self) -> list[VT]:
         if self.kind == "contents":
@@ -49,10 +50,13 @@ class SideEffects:
     def record_mutation(self, container: VT) -> None:
         self._effects.setdefault(("contents", id(container)), _Effect("contents", container))
 
-    def record_attr_write(self, obj: VT, name: str, value: VT) -> None:
+    def record_attr_write(self, obj: VT, name: str, value: VT, *, plain: bool = False) -> None:
+        """``obj.name = value``, replayed with ``STORE_ATTR`` or, when ``plain``, with ``object.__setattr__``
+        (the write a class's own ``__setattr__``, traced already, made)."""
         key = ("attr", id(obj.value), name)  # type: ignore[attr-defined]
         effect = self._effects.setdefault(key, _Effect("attr", (obj, name)))
         effect.value = value
+        effect.plain = plain
         self._attrs[(id(obj.value), name)] = value  # type: ignore[attr-defined]
 
     def has_pending_attrs(self, obj: Any) -> bool:
@@ -101,6 +105,10 @@ class SideEffects:
                 elif isinstance(container, DictVar):
                     cg.call_helper(_replace_dict, functools.partial(_dict_args, cg, container))
                     cg.emit("POP_TOP")
+            elif effect.kind == "attr" and effect.plain:
+                obj, name = effect.target
+                cg.call_helper(object.__setattr__, functools.partial(_attr_args, cg, obj, name, effect.value))
+                cg.emit("POP_TOP")
             elif effect.kind == "attr":
                 obj, name = effect.target
                 effect.value.reconstruct(cg)
@@ -115,6 +123,13 @@ class SideEffects:
                 cell = effect.target
                 cell.contents.reconstruct(cg)
                 cg.store_path(cell.source)
+
+
+def _attr_args(cg: CodeGen, obj: Any, name: str, value: Any) -> int:
+    obj.source.emit(cg)
+    cg.load_const(name)
+    value.reconstruct(cg)
+    return 3
 
 
 def _dict_args(cg: CodeGen, container: Any) -> int:

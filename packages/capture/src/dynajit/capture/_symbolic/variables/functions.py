@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,9 @@ __all__ = [
     "MethodOf",
     "NestedFunctionVar",
     "UserFunctionVar",
+    "call_dunder",
     "class_member",
+    "python_dunder",
     "refuse_descriptor",
 ]
 
@@ -38,6 +41,9 @@ def function_class(path: Any) -> VT:
 
 class BuiltinVar(HeldVar):
     """A builtin callable; calls go through the builtins table (or run directly when ``pure`` and all-constant)."""
+
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
 
     def __init__(self, fn: Any, source: Any = None, *, pure: bool = False) -> None:
         super().__init__(fn, source)
@@ -124,6 +130,9 @@ _MODULE_CALLS = {
 class UserFunctionVar(HeldVar):
     """A Python function object from the frame's reach: calls are inlined."""
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, fn: types.FunctionType, source: Any = None) -> None:
         super().__init__(fn, source)
 
@@ -188,6 +197,9 @@ class PartialVar(VT):
     through its own path); one made while tracing is rebuilt by calling ``functools.partial`` again.
     """
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, func: VT, args: list[VT], keywords: dict[str, VT], source: Any = None) -> None:
         self.func = func
         self.args = args
@@ -240,6 +252,9 @@ def _make_partial(n_args: int, names: tuple[str, ...], func: Any, *values: Any) 
 
 class NestedFunctionVar(VT):
     """A function made by MAKE_FUNCTION while tracing (nested def, lambda, comprehension in 3.11)."""
+
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
 
     def __init__(
         self,
@@ -320,6 +335,9 @@ def _make_function(
 class BoundMethodVar(VT):
     """``obj.method`` for a user-defined method: calls inline the function with ``obj`` first."""
 
+    def truth(self, tx: Tracer) -> bool:
+        return True  # a function or method defines neither __bool__ nor __len__
+
     def __init__(self, func: VT, obj: VT, source: Any = None) -> None:
         self.func = func
         self.obj = obj
@@ -348,7 +366,8 @@ def class_member(
     """``obj.name`` where ``static`` is what ``cls`` (``obj``'s class, or the class ``super()`` reached) defines.
 
     A Python function is bound to ``obj`` (inlined when called), a static method is its function, a class
-    method is bound to ``cls`` (wrapped with ``class_path``), and a property's Python getter is inlined now.
+    method is bound to ``cls`` (wrapped with ``class_path``), and a property's Python getter (or a descriptor's
+    Python ``__get__``) is inlined now.
     ``member_path`` reaches ``static`` on the class, so replacing it there recompiles; ``bound_path`` reaches
     the bound method from the frame. None for anything else (a plain value, another descriptor): each kind
     of object reads those its own way.
@@ -362,7 +381,29 @@ def class_member(
         return BoundMethodVar(tx.wrap(static.__func__, func_path), tx.wrap(cls, class_path), bound_path)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
         return tx.wrap(static.fget, member_path and Attr(member_path, "fget")).call(tx, [obj], {})
+    getter = python_dunder(static, "__get__")
+    if getter is not None:  # a descriptor written in Python: type(static).__get__(static, obj, cls)
+        descriptor = tx.wrap(static, member_path)
+        return call_dunder(tx, descriptor, "__get__", [obj, tx.wrap(cls, class_path)])
     return None
+
+
+def python_dunder(value: Any, name: str) -> types.FunctionType | None:
+    """``type(value).name`` when it is a Python function (how Python looks special methods up), else None."""
+    found = inspect.getattr_static(type(value), name, None)
+    return found if isinstance(found, types.FunctionType) else None
+
+
+def call_dunder(tx: Tracer, obj: VT, name: str, args: list[VT]) -> VT:
+    """``type(obj).name(obj, *args)`` for a special method written in Python, reached through the class.
+
+    The function is guarded through ``obj``'s ``__class__`` when ``obj`` has a path, so replacing it recompiles.
+    """
+    value = getattr(obj, "value", None)
+    function = python_dunder(value, name)
+    assert function is not None, f"{name} is checked to be a Python function first"
+    path = Attr(Attr(obj.source, "__class__"), name) if obj.source is not None else None
+    return tx.wrap(function, path).call(tx, [obj, *args], {})
 
 
 def refuse_descriptor(cls: type, name: str, static: Any) -> None:

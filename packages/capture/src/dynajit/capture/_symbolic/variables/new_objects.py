@@ -23,14 +23,14 @@ from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar
-from dynajit.capture._symbolic.variables.functions import class_member, refuse_descriptor
+from dynajit.capture._symbolic.variables.functions import call_dunder, class_member, refuse_descriptor
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of"]
+__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of", "instance_dict_of"]
 
 # C dict types a traced class may derive from: their items are modelled in the tracker.
 DICT_BASES = (collections.OrderedDict, dict)
@@ -77,6 +77,10 @@ class NewObjectVar(VT):
         return Attr(self.class_source, name) if self.class_source is not None else None
 
     def has_attr(self, tx: Tracer, name: str) -> bool:
+        if self._python_method("__getattribute__") or self._python_method("__getattr__"):
+            from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
+
+            return read_or_missing(tx, self, name) is not None  # the class's own hooks decide
         if name in self.attrs or name == "__class__":
             return True
         if name == "__dict__":
@@ -87,11 +91,28 @@ class NewObjectVar(VT):
             return False
         if isinstance(static, types.MemberDescriptorType):
             return False  # a slot never written
-        if isinstance(static, property):
-            unsupported(f"hasattr() on property {self.cls.__name__}.{name} runs its getter")
+        if isinstance(static, property) or _python_descriptor(static):  # Python reads it, running its code
+            from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
+
+            return read_or_missing(tx, self, name) is not None
         return True
 
     def getattr(self, tx: Tracer, name: str) -> VT:
+        """``obj.name``: the class's Python ``__getattribute__`` when it has one, else the plain read; a
+        Python ``__getattr__`` is called when that read raises AttributeError."""
+        if self._python_method("__getattribute__"):
+            read = lambda: self._call_python(tx, "__getattribute__", [ConstVar(name)])  # noqa: E731
+        else:
+            read = lambda: self.plain_getattr(tx, name)  # noqa: E731
+        if not self._python_method("__getattr__"):
+            return read()
+        from dynajit.capture._symbolic.variables.attribute_reads import missing_as_none
+
+        found = missing_as_none(tx, read, f"reading {self.cls.__name__}.{name}")
+        return found if found is not None else self._call_python(tx, "__getattr__", [ConstVar(name)])
+
+    def plain_getattr(self, tx: Tracer, name: str) -> VT:
+        """``object.__getattribute__(obj, name)``: the instance's attributes, then the class."""
         cls = self.cls
         if name == "__class__":
             return tx.wrap(cls, self.class_source)
@@ -157,6 +178,12 @@ class NewObjectVar(VT):
             fset_path = self.member_path(name)
             tx.wrap(static.fset, fset_path and Attr(fset_path, "fset")).call(tx, [self, value], {})
             return
+        if _python_descriptor(static) and isinstance(
+            inspect.getattr_static(type(static), "__set__", None), types.FunctionType
+        ):
+            descriptor = tx.wrap(static, self.member_path(name))
+            call_dunder(tx, descriptor, "__set__", [self, value])
+            return
         if (
             static is not _MISSING
             and hasattr(type(static), "__set__")
@@ -166,6 +193,18 @@ class NewObjectVar(VT):
         if not isinstance(static, types.MemberDescriptorType) and not _has_instance_dict(cls):
             raises_in_python(f"{cls.__name__!r} object has no attribute {name!r} (AttributeError)")
         self.attrs[name] = value
+
+    def delete(self, tx: Tracer, name: str) -> None:
+        """``delattr(obj, name)``: a Python ``__delattr__`` inlined, else object's (a recorded attribute removed)."""
+        if self._python_method("__delattr__"):
+            self._call_python(tx, "__delattr__", [ConstVar(name)])
+            return
+        static = inspect.getattr_static(self.cls, name, _MISSING)
+        if static is not _MISSING and (hasattr(type(static), "__delete__") or hasattr(type(static), "__set__")):
+            unsupported(f"deleting {self.cls.__name__}.{name}, a descriptor")
+        if name not in self.attrs:
+            _attribute_missing(self.cls, name)
+        del self.attrs[name]
 
     # ----------------------------------------------------------------- protocols
 
@@ -237,7 +276,11 @@ class NewObjectVar(VT):
             self.store(tx, _const_str(args[0], "attribute name"), args[1])
             return ConstVar(None)
         if name == "__getattribute__" and len(args) == 1 and not kwargs:
-            return self.getattr(tx, _const_str(args[0], "attribute name"))
+            return self.plain_getattr(tx, _const_str(args[0], "attribute name"))
+        if name == "__reduce_ex__" and len(args) == 1 and not kwargs:
+            from dynajit.capture._symbolic.variables.reduction import reduce_new_object
+
+            return reduce_new_object(tx, self, args[0])
         if name == "__init__" and self.items is None:
             if args or kwargs:
                 raises_in_python("object.__init__() takes exactly one argument (the instance to initialize)")
@@ -279,6 +322,11 @@ class NewObjectVar(VT):
 
     def __repr__(self) -> str:
         return f"NewObjectVar({self.cls.__name__})"
+
+
+def _python_descriptor(static: Any) -> bool:
+    """Whether ``static`` is a descriptor whose ``__get__`` is written in Python."""
+    return isinstance(inspect.getattr_static(type(static), "__get__", None), types.FunctionType)
 
 
 def _has_instance_dict(cls: type) -> bool:
@@ -371,6 +419,11 @@ class _InstanceDictVar(DictVar):
     def reconstruct(self, cg: CodeGen) -> None:
         self.owner.reconstruct(cg)
         cg.load_attr("__dict__")
+
+
+def instance_dict_of(obj: NewObjectVar) -> DictVar:
+    """``obj.__dict__`` of a new object: the same mapping as its recorded attributes."""
+    return _InstanceDictVar(obj)
 
 
 def _new_instance(cls: type) -> Any:

@@ -18,9 +18,13 @@ from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
 from dynajit.capture._symbolic.variables.functions import (
+    BoundMethodVar,
     UserFunctionVar,
+    call_dunder,
     class_member,
+    python_dunder,
     refuse_descriptor,
 )
 
@@ -118,6 +122,45 @@ class UserObjectVar(ObjectVar):
     def pending(self, tx: Tracer, name: str) -> VT | None:
         return tx.output.side_effects.pending_attr(self.value, name)
 
+    # ----------------------------------------------------------------- protocols written in Python
+
+    def truth(self, tx: Tracer) -> bool:
+        """``bool(obj)``: the class's Python ``__bool__``, else its ``__len__``, else true."""
+        cls = type(self.value)
+        if python_dunder(self.value, "__bool__") is not None:
+            result = call_dunder(tx, self, "__bool__", [])
+            if not (result.is_const() and isinstance(result.const(), bool)):
+                unsupported(f"{cls.__name__}.__bool__ returned {result}, not a bool known while tracing")
+            return bool(result.const())
+        if python_dunder(self.value, "__len__") is not None and not hasattr(cls, "__bool__"):
+            return bool(_length_result(cls, call_dunder(tx, self, "__len__", [])))
+        if not hasattr(cls, "__bool__") and dict_base_method(cls, "__len__") and self.source is not None:
+            return bool(self.dict_items(tx))
+        return super().truth(tx)
+
+    def length(self, tx: Tracer) -> VT:
+        """``len(obj)`` through the class's Python ``__len__``."""
+        cls = type(self.value)
+        if python_dunder(self.value, "__len__") is None and dict_base_method(cls, "__len__") and self.source:
+            return ConstVar(len(self.dict_items(tx)))
+        if python_dunder(self.value, "__len__") is None:
+            if not hasattr(cls, "__len__"):
+                raises_in_python(f"object of type {cls.__name__!r} has no len() (TypeError)")
+            unsupported(f"len() of a {cls.__name__} object: its __len__ is implemented in C")
+        return ConstVar(_length_result(cls, call_dunder(tx, self, "__len__", [])))
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        """``iter(obj)`` run to the end: the class's Python ``__iter__`` (a generator or an iterable)."""
+        cls = type(self.value)
+        if python_dunder(self.value, "__iter__") is None and dict_base_method(cls, "__iter__") and self.source:
+            return [ConstVar(key) for key in self.dict_items(tx)]
+        if python_dunder(self.value, "__iter__") is None:
+            unsupported(f"cannot iterate over a {cls.__name__} object (no Python __iter__)")
+        iterator = call_dunder(tx, self, "__iter__", [])
+        if isinstance(iterator, UserObjectVar):
+            unsupported(f"iterating over a {cls.__name__} object whose __iter__ returns an object (__next__)")
+        return iterator.unpack(tx)
+
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         # ``obj(...)`` looks __call__ up on the class, never on the instance.
         cls = type(self.value)
@@ -135,7 +178,9 @@ class UserObjectVar(ObjectVar):
         through the class, so a method replaced on the class recompiles."""
         class_path = _attr_path(self, "__class__")
         member_path = class_path and Attr(class_path, name)
-        return class_member(tx, self, type(self.value), static, member_path, bound_path=_attr_path(self, name))
+        return class_member(
+            tx, self, type(self.value), static, member_path, class_path=class_path, bound_path=_attr_path(self, name)
+        )
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         # A Python __getattribute__ sees written values through its own object.__getattribute__ call.
@@ -147,11 +192,33 @@ class UserObjectVar(ObjectVar):
 
     def _read(self, tx: Tracer, name: str) -> VT:
         cls = type(self.value)
+        if hasattr(cls, "__getattr__") and not isinstance(self.value, torch.nn.Module):
+            if python_dunder(self.value, "__getattr__") is None:
+                unsupported(f"{cls.__name__} customises attribute access (__getattr__ in C)")
+            # Python calls __getattr__ when the normal read raises AttributeError.
+            from dynajit.capture._symbolic.variables.attribute_reads import missing_as_none
+
+            found = missing_as_none(tx, lambda: self._read_attribute(tx, name), f"reading {cls.__name__}.{name}")
+            return found if found is not None else call_dunder(tx, self, "__getattr__", [ConstVar(name)])
+        return self._read_attribute(tx, name)
+
+    def _read_attribute(self, tx: Tracer, name: str) -> VT:
+        """``type(obj).__getattribute__(obj, name)``."""
+        cls = type(self.value)
         getattribute = inspect.getattr_static(cls, "__getattribute__")
         is_module = isinstance(self.value, torch.nn.Module)
-        if hasattr(cls, "__getattr__") and not is_module:
-            unsupported(f"{cls.__name__} customises attribute access (__getattr__)")
-        if "__getattribute__" in vars(cls) and not isinstance(getattribute, types.FunctionType) and not is_module:
+        if cls in _IMMUTABLE_C_TYPES and self.source is not None:
+            # Typing objects (``int | None``, ``list[int]``) never change: their attributes are read now, each
+            # guarded through its path.
+            if not hasattr(self.value, name):
+                attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
+            return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+        if (
+            "__getattribute__" in vars(cls)
+            and not isinstance(getattribute, types.FunctionType)
+            and not is_module
+            and getattribute is not dict.__getattribute__  # the generic read, as object's
+        ):
             unsupported(f"{cls.__name__} customises attribute access (__getattribute__ in C)")
         if isinstance(getattribute, types.FunctionType) and not is_module:
             class_path = _attr_path(self, "__class__")
@@ -169,6 +236,12 @@ class UserObjectVar(ObjectVar):
             if tx.output.side_effects.has_pending_attrs(self.value):
                 unsupported(f"reading __dict__ of a {cls.__name__} object after writing its attributes")
             return tx.wrap(instance_dict, _attr_path(self, name))
+        data_descriptor = _data_descriptor(cls, name)
+        if data_descriptor is not None:  # a property (or other data descriptor) on the class wins over __dict__
+            self.guard_not_shadowed(tx, name)  # the instance dict is not consulted: nothing to guard there
+            member = self._class_member(tx, name, data_descriptor)
+            if member is not None:
+                return member
         dict_tracker = tx.output.wrapped.get(id(instance_dict))
         if dict_tracker is not None:  # __dict__ was read as a dict (and may have been changed through it)
             items = dict_tracker[1].items  # type: ignore[attr-defined]
@@ -179,7 +252,8 @@ class UserObjectVar(ObjectVar):
         try:
             static = inspect.getattr_static(cls, name)
         except AttributeError:
-            if hasattr(self.value, name):
+            # (a class's Python __getattr__ answers it in _read; asking hasattr here would run it)
+            if python_dunder(self.value, "__getattr__") is None and hasattr(self.value, name):
                 unsupported(f"attribute {name!r} of a {cls.__name__} object is not found where Python reads it")
             attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
         if dict_tracker is None:
@@ -193,8 +267,23 @@ class UserObjectVar(ObjectVar):
             except AttributeError:
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(value, _attr_path(self, name))
+        if dict_base_method(cls, name) is not None and self.source is not None:
+            return FrameDictMethod(self, name)
+        if static is object.__reduce_ex__:
+            from dynajit.capture._symbolic.variables.reduction import ReduceExVar
+
+            return ReduceExVar(self)
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
+
+    def dict_items(self, tx: Tracer) -> dict[Any, VT]:
+        """The items of this dict subclass object from the frame, each reached by its key; guarded by the keys."""
+        assert self.source is not None and isinstance(self.value, dict)
+        tx.output.guard("dict_keys", self.source, self.value)
+        keys = list(dict.keys(self.value))
+        if any(type(key) not in (str, int) for key in keys):
+            unsupported(f"reading a {type(self.value).__name__} object with keys other than str and int")
+        return {key: tx.wrap(dict.__getitem__(self.value, key), Item(self.source, key)) for key in keys}
 
     def guard_not_shadowed(self, tx: Tracer, name: str) -> None:
         """Guard that the instance dict still lacks ``name``, which was read from the class.
@@ -209,13 +298,67 @@ class UserObjectVar(ObjectVar):
         if self.source is None:
             unsupported("writing an attribute of an object that cannot be reached from the frame")
         cls = type(self.value)
-        if cls.__setattr__ not in (object.__setattr__, torch.nn.Module.__setattr__):
-            unsupported(f"{cls.__name__} customises attribute writes")
-        if hasattr(inspect.getattr_static(cls, name, None), "__set__"):
-            unsupported(f"{cls.__name__}.{name} is a property or slot: writing it runs code")
+        setter = inspect.getattr_static(cls, "__setattr__")
+        if setter not in (object.__setattr__, torch.nn.Module.__setattr__):
+            if not isinstance(setter, types.FunctionType):
+                unsupported(f"{cls.__name__} customises attribute writes (__setattr__ in C)")
+            call_dunder(tx, self, "__setattr__", [ConstVar(name), value])
+            return
+        self.store(tx, name, value, plain=False)  # STORE_ATTR runs the same object/nn.Module __setattr__ again
+
+    def store(self, tx: Tracer, name: str, value: VT, *, plain: bool = True) -> None:
+        """``object.__setattr__(obj, name, value)`` (``plain``) or nn.Module's: a property's or descriptor's
+        Python setter is inlined; anything else is a write recorded and replayed after the graph (a plain one
+        with ``object.__setattr__``, so a class's own ``__setattr__``, already traced, does not run twice)."""
+        if self.source is None:
+            unsupported("writing an attribute of an object that cannot be reached from the frame")
+        cls = type(self.value)
+        static = inspect.getattr_static(cls, name, None)
+        if isinstance(static, property) and static.fset is None:
+            raises_in_python(f"property {name!r} of {cls.__name__!r} object has no setter (AttributeError)")
+        if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
+            class_path = _attr_path(self, "__class__")
+            fset_path = class_path and Attr(Attr(class_path, name), "fset")
+            tx.wrap(static.fset, fset_path).call(tx, [self, value], {})
+            return
+        if python_dunder(static, "__set__") is not None:
+            class_path = _attr_path(self, "__class__")
+            call_dunder(tx, tx.wrap(static, class_path and Attr(class_path, name)), "__set__", [self, value])
+            return
+        if hasattr(static, "__set__"):
+            unsupported(f"{cls.__name__}.{name} is a data descriptor implemented in C: writing it runs code")
         if id(getattr(self.value, "__dict__", None)) in tx.output.wrapped:
             unsupported(f"writing an attribute of a {cls.__name__} object after reading its __dict__")
-        tx.output.side_effects.record_attr_write(self, name, value)
+        self.guard_not_shadowed_by_descriptor(tx, name)
+        tx.output.side_effects.record_attr_write(self, name, value, plain=plain)
+
+    def guard_not_shadowed_by_descriptor(self, tx: Tracer, name: str) -> None:
+        """Guard that the class still has no data descriptor ``name`` (one added later would take the write)."""
+        class_path = _attr_path(self, "__class__")
+        if class_path is not None and not hasattr(type(self.value), name):
+            tx.output.guard("hasattr_match", class_path, name, False)
+
+
+# C types with their own __getattribute__ whose instances are immutable.
+_IMMUTABLE_C_TYPES = (types.UnionType, types.GenericAlias)
+
+
+def _length_result(cls: type, result: VT) -> int:
+    """What ``len()`` makes of a ``__len__`` result: a non-negative int known while tracing."""
+    if not result.is_const() or not isinstance(result.const(), int):
+        unsupported(f"{cls.__name__}.__len__ returned {result}, not an int known while tracing")
+    if result.const() < 0:
+        raises_in_python("__len__() should return >= 0 (ValueError)")
+    return int(result.const())
+
+
+def _data_descriptor(cls: type, name: str) -> Any:
+    """What ``cls`` defines as ``name`` when it is a data descriptor (it has ``__set__`` or ``__delete__``)."""
+    static = inspect.getattr_static(cls, name, None)
+    if static is None or isinstance(static, types.MemberDescriptorType):
+        return None  # a slot is read by read_plain's own path
+    kind = type(static)
+    return static if hasattr(kind, "__set__") or hasattr(kind, "__delete__") else None
 
 
 def make_super(tx: Tracer, args: list[VT]) -> SuperVar:
@@ -253,6 +396,8 @@ class SuperVar(VT):
             obj_class, class_path = self.obj.cls, self.obj.class_source
         elif isinstance(self.obj, UserObjectVar) and instance is not None:
             obj_class, class_path = type(instance), _attr_path(self.obj, "__class__")
+        elif isinstance(self.obj, ClassVar):
+            return self._class_attribute(tx, name)
         else:
             unsupported(f"super() of {self.obj}")
         mro = obj_class.__mro__
@@ -275,15 +420,37 @@ class SuperVar(VT):
             return BaseMethodVar(self.obj, owner, name)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
             return _PlainRead(self.obj)
-        if owner is dict and name in _DICT_READS and self.obj.source is not None and isinstance(instance, dict):
-            return _DictRead(instance, self.obj, name)
+        if isinstance(self.obj, UserObjectVar) and owner is object and name == "__setattr__":
+            return _PlainWrite(self.obj)
+        if owner is dict and name in DICT_READS and self.obj.source is not None and isinstance(instance, dict):
+            return DictRead(instance, self.obj, name)
         unsupported(f"super().{name} is {owner.__name__}.{name}, implemented in C: it is not traced")
+
+    def _class_attribute(self, tx: Tracer, name: str) -> VT:
+        """``super(cls, klass).name`` (``super()`` in a class method): found in ``klass.__mro__`` after ``cls``;
+        a class method binds to ``klass``, a function is returned unbound, a static method is its function."""
+        klass = self.obj.const()
+        mro = klass.__mro__
+        if self.cls not in mro:
+            raises_in_python("super(type, obj): obj must be an instance or subtype of type (TypeError)")
+        for index in range(mro.index(self.cls) + 1, len(mro)):
+            if name in vars(mro[index]):
+                attr = vars(mro[index])[name]
+                break
+        else:
+            raises_in_python(f"'super' object has no attribute {name!r} (AttributeError)")
+        source = self.obj.source
+        path = Attr(Item(Attr(source, "__mro__"), index), name) if source is not None else None
+        if isinstance(attr, classmethod):
+            return BoundMethodVar(tx.wrap(attr.__func__, path and Attr(path, "__func__")), self.obj)
+        if isinstance(attr, staticmethod):
+            return tx.wrap(attr.__func__, path and Attr(path, "__func__"))
+        if isinstance(attr, types.FunctionType) or not hasattr(type(attr), "__get__"):
+            return tx.wrap(attr, path)
+        unsupported(f"super().{name} of a class is {mro[index].__name__}.{name}, a descriptor: it is not traced")
 
     def __repr__(self) -> str:
         return f"SuperVar({self.cls.__name__}, {self.obj!r})"
-
-
-_DICT_READS = ("get", "__getitem__", "__contains__")
 
 
 class _PlainRead(VT):
@@ -302,32 +469,20 @@ class _PlainRead(VT):
         return [self.obj]
 
 
-class _DictRead(VT):
-    """``super().get(key)`` in a dict subclass: the item read from the real dict, guarded by its keys."""
+class _PlainWrite(VT):
+    """``super().__setattr__`` reaching ``object``'s from a class's own ``__setattr__``: the plain write."""
 
-    def __init__(self, instance: dict, obj: VT, name: str) -> None:
-        self.instance, self.obj, self.name = instance, obj, name
+    def __init__(self, obj: UserObjectVar) -> None:
+        self.obj = obj
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
-            unsupported(f"dict.{self.name} with these arguments")
-        key = args[0].const()
-        if type(key) not in (str, int):
-            unsupported(f"dict.{self.name} with a {type(key).__name__} key")
-        tx.output.guard("dict_keys", self.obj.source, self.instance)
-        present = dict.__contains__(self.instance, key)
-        if self.name == "__contains__":
-            return ConstVar(present)
-        if not present:
-            if self.name == "__getitem__":
-                raises_in_python(f"KeyError: {key!r}", KeyError(key))
-            return args[1] if len(args) == 2 else ConstVar(None)
-        # dict's own read, like the one being traced (an overridden __getitem__ would not be what super() calls)
-        assert self.obj.source is not None  # checked by SuperVar before making this
-        return tx.wrap(dict.__getitem__(self.instance, key), Item(self.obj.source, key))
+        if kwargs or len(args) != 2 or not args[0].is_const() or not isinstance(args[0].const(), str):
+            unsupported("object.__setattr__ with other than a constant name and a value")
+        self.obj.store(tx, args[0].const(), args[1])
+        return ConstVar(None)
 
-    def __repr__(self) -> str:
-        return f"_DictRead({type(self.instance).__name__}.{self.name})"
+    def children(self) -> list[VT]:
+        return [self.obj]
 
 
 class NNModuleVar(UserObjectVar):
