@@ -325,6 +325,7 @@ class GraphLowering:
             elif node.op == "call_function":
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
+                self._count_output_storages(node.args[0])
                 outputs = [self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a) for a in node.args[0]]
             else:
                 raise NotImplementedError(f"inductor-lite: FX op {node.op!r} is not supported in an aten graph")
@@ -388,6 +389,9 @@ class GraphLowering:
             return OutputRef(None, value)
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         storage = _storage(val)
+        shared = self._shared_output(node, val, storage)
+        if shared is not None:
+            return shared
         view = self.strided_view(value)
         if view is not None:
             buf, strides, _ = view
@@ -406,6 +410,59 @@ class GraphLowering:
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
             arg = replace(arg, stride=eager_strides, natural=False)
         return OutputRef(arg)
+
+    def _count_output_storages(self, results: Sequence[Any]) -> None:
+        self.output_storages: dict[Any, int] = {}
+        self.output_bases: dict[torch.fx.Node, Buffer] = {}
+        self.output_claims: dict[str, Any] = {}  # buffer name -> the output node returned as the buffer itself
+        for a in results:
+            storage = _storage(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
+            if storage is not None:
+                self.output_storages[storage] = self.output_storages.get(storage, 0) + 1
+
+    def _shared_output(self, node: Any, val: Any, storage: Any) -> OutputRef | None:
+        """An output eager returns in the storage of another output: a view of their common base's buffer.
+
+        Eager's outputs alias each other when one is a view of the other, the same tensor is returned
+        twice, or both view one intermediate; the caller sees writes to one in the other. The base (the
+        first value up the chain of views that shares their storage) gets one buffer in its eager
+        layout, and each such output is the view of it eager's strides and storage offset describe.
+        """
+        if storage is None or self.output_storages.get(storage, 0) < 2:
+            return None
+        root = _alias_root(node, storage)
+        base_val = root.meta.get("val")
+        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or base_val.storage_offset() != 0:
+            return None  # a view of an input or a constant: the outputs are not new tensors
+        buf = self.output_bases.get(root)
+        if buf is None:
+            strides = _dense_strides(base_val)
+            if strides is None and _sym.prod(_sym.shape_of(base_val)) != 0:
+                return None
+            base = self.realize(self.env[root], strides)
+            assert base.buffer is not None
+            buf = self.output_bases[root] = base.buffer
+            self.storages[buf.name] = storage
+        view = self.storage_value(buf, _sym.strides_of(val), _sym.norm(val.storage_offset()), _sym.shape_of(val))
+        arg = self.extern_arg(view)
+        if arg.natural and self.output_claims.setdefault(buf.name, node) is not node:
+            arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
+        return OutputRef(arg)
+
+
+def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
+    """The first node up ``node``'s chain of views (first arguments, through ``getitem`` of split results) whose
+    value still has ``storage``."""
+    while node.op == "call_function" and node.args:
+        source = node.args[0]
+        if node.target is operator.getitem and isinstance(source, torch.fx.Node):
+            if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
+                return node  # an item of a multi-output op (max.dim): a tensor of its own
+            source = source.args[0]
+        if not isinstance(source, torch.fx.Node) or _storage(source.meta.get("val")) != storage:
+            return node
+        node = source
+    return node
 
 
 class EagerError(Exception):
