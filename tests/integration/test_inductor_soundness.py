@@ -150,6 +150,44 @@ def test_outputs_eager_computes_apart_are_separate_tensors():
     assert torch.equal(a, torch.full((2, 3), 7.0))
 
 
+def _storages(out: Any) -> list[int]:
+    """Which outputs share memory: each tensor leaf's index among the distinct storages, in order of appearance."""
+    seen: list[int] = []
+    for t in pytree.tree_leaves(out):
+        ptr = t.untyped_storage().data_ptr()
+        seen.append(ptr) if ptr not in seen else None
+    return [seen.index(t.untyped_storage().data_ptr()) for t in pytree.tree_leaves(out)]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 5)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x.pow(2), x.pow(2).contiguous()),
+        lambda x: {"a": (y := x.pow(2)), "b": y.contiguous()},
+        lambda x: [(y := x.max(dim=1)[1]), y.split(2, 1)[0]],
+        lambda x: ((y := x * 2), y, y.view(-1), y[0]),
+        lambda x: ((y := x.sum(-1)), y.t()),
+        lambda x: ((y := x + 1)[0], y[-1], x - 1),
+        lambda x: ((y := x.argmax(-1)), y.unsqueeze(0), y[..., :1]),
+    ],
+    ids=["contiguous_twice", "contiguous_dict", "split_of_max", "same_and_views", "transposed", "two_views", "argmax"],
+)
+def test_outputs_eager_returns_in_one_storage_share_it(shape, fn):
+    """Outputs that are views of each other, or the same tensor, alias as eager's do: a write through one is seen
+    through the others."""
+    compiled = differential(fn, torch.randn(shape))
+    x = torch.randn(shape)
+    expected, actual = fn(x.clone()), compiled(x.clone())
+    assert _storages(actual) == _storages(expected)
+    leaves_e, leaves_a = pytree.tree_leaves(expected), pytree.tree_leaves(actual)
+    assert [a is leaves_a[0] for a in leaves_a] == [e is leaves_e[0] for e in leaves_e]
+    leaves_e[0].fill_(7)
+    leaves_a[0].fill_(7)
+    for e, a in zip(leaves_e, leaves_a):
+        assert torch.equal(a, e)
+
+
 # ------------------------------------------------------------------ eager's strides for new outputs
 
 
@@ -210,6 +248,35 @@ def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
     """What eager raises the compiled function raises at every call; what eager computes it computes."""
     compiled = differential(fn, x)
     differential(fn, x, compiled=compiled)  # every call raises, not only the first
+
+
+def _unused(op):
+    def fn(x):
+        op(x)  # eager raises here; the result is dead code the compiled graph would drop
+        return x + 1
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("op", "x"),
+    [
+        (torch.argmin, torch.tensor([True, False])),
+        (lambda x: x.argmax(), torch.tensor([True, False])),
+        (torch.floor, torch.tensor([True, False])),
+        (lambda x: x.frac(), torch.tensor([1, 2])),
+        (lambda x: x.var(), torch.tensor([1, 2])),
+        (lambda x: x // 0, torch.tensor([1, 2])),
+        (lambda x: x.remainder(0), torch.tensor([1, 2])),
+    ],
+    ids=["argmin_bool", "argmax_bool", "floor_bool", "frac_int", "var_int", "floordiv_zero", "remainder_zero"],
+)
+def test_an_unused_op_eager_refuses_raises_the_same_error(backend, op, x):
+    """Fake tensors skip the dtype dispatch and value checks of eager's kernels: an op whose result is
+    unused must still raise what eager raises, whatever the backend drops as dead code."""
+    fn = _unused(op)
+    differential(fn, x, compiled=compiler.compile(fn, backend=backend))
 
 
 def _imul(x):
