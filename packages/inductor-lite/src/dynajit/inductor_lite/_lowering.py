@@ -247,8 +247,13 @@ def _copy(ctx: Any, x: TensorValue, *_: Any, **kwargs: Any) -> Any:
 
 
 @lowering(aten.copy)
-def _copy_into(ctx: Any, dst: TensorValue, src: TensorValue, non_blocking: bool = False) -> TensorValue:
-    return make_pointwise(ctx, [src], lambda a: a, compute=src.dtype)
+def _copy_into(ctx: Any, dst: TensorValue, src: Any, non_blocking: bool = False) -> TensorValue:
+    # ``x.copy_(3)``: eager wraps the number in a 0-dim tensor of its own type (double for a float), then casts.
+    compute = src.dtype if isinstance(src, TensorValue) else _NUMBER_DTYPES[type(src)]
+    return make_pointwise(ctx, [src], lambda a: a, compute=compute)
+
+
+_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
 
 
 @lowering(aten.fill, aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like)
