@@ -8,6 +8,17 @@ reduction is run once for real on tensors of its arguments' dtypes and ranks wit
 size 0 stays 0, for the checks of empty reductions), keeping its scalar arguments: those checks hold
 for every input the trace's guards admit. What eager raises there stops the trace before the op
 (:class:`RaisesInPython`), so Python runs it and raises it itself.
+
+Functionalization cannot express a write into a tensor some of whose elements share memory (an
+expanded tensor, a column of one): it scatters the written values back through the view as if each
+element had its own, and the base gets their sum. Eager refuses most such writes (``add_``: "unsupported
+operation: more than one element of the written-to tensor refers to a single memory location") and does
+others (``fill_``, ``zero_``, ``masked_fill_``); either way the op is left to Python (a graph break,
+:func:`check_write`), which does what eager does.
+
+The other way round, eager's ``copy_`` returns at once when the source is the destination, before any
+check: ``x.copy_(x)`` does nothing even on an expanded ``x`` whose other writes eager refuses. The traced
+program records nothing for it (:func:`is_no_op`), as the meta kernels would refuse it.
 """
 
 from __future__ import annotations
@@ -20,9 +31,9 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import _disable_current_modes
 
-from dynajit.capture._symbolic.variables import raises_in_python
+from dynajit.capture._symbolic.variables import raises_in_python, unsupported
 
-__all__ = ["check"]
+__all__ = ["check", "check_write", "is_no_op"]
 
 aten = torch.ops.aten
 
@@ -113,3 +124,53 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
             target(*real_args, **real_kwargs)
     except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as err:
         raises_in_python(f"{name} raises in eager for these dtypes ({type(err).__name__}: {str(err)[:200]})")
+
+
+def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether eager does nothing for this call: ``copy_`` of a tensor (one graph node) into itself."""
+    return (
+        target in ("copy_", torch.Tensor.copy_)
+        and len(args) >= 2
+        and isinstance(args[0], torch.fx.Node)
+        and args[0] is args[1]
+    )
+
+
+def _writes_data(target: Any, name: str | None) -> bool:
+    """Whether ``target`` writes into its first argument's elements (not only its metadata, as ``t_`` does)."""
+    if target is operator.setitem:
+        return True
+    if name is None or not name.endswith("_") or name.startswith("_") or name == "requires_grad_":
+        return False
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    overloads = [getattr(packet, o) for o in packet.overloads()]
+    if any(torch.Tag.inplace_view in o.tags for o in overloads):
+        return False
+    return any(o._schema.arguments and (o._schema.arguments[0].alias_info or _NO_ALIAS).is_write for o in overloads)
+
+
+class _NoAlias:
+    is_write = False
+
+
+_NO_ALIAS = _NoAlias()
+
+
+def _overlaps(value: Any) -> bool:
+    """Whether some elements of ``value`` (an FX node's example tensor) share memory: a dim of stride 0, size > 1."""
+    example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor):
+        return False
+    return any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride()))
+
+
+def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
+    written = [kwargs["out"]] if "out" in kwargs else []
+    if args and _writes_data(target, _aten_name(target)):
+        written.append(args[0])
+    if any(_overlaps(w) for w in written):
+        name = getattr(target, "__name__", target)
+        unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")

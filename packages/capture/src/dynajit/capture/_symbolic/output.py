@@ -206,6 +206,9 @@ class OutputGraph:
             fn = OUT_OF_PLACE[fn]
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        if eager_checks.is_no_op(fn, proxies, kw):
+            return args[0]
+        eager_checks.check_write(fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
@@ -225,6 +228,9 @@ class OutputGraph:
     def call_method(self, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        if eager_checks.is_no_op(name, proxies, kw):
+            return args[0]
+        eager_checks.check_write(name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
         return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
 
