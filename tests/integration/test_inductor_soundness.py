@@ -320,6 +320,62 @@ def test_in_place_ops_on_inputs_with_odd_layouts(layout, fn):
     differential(fn, LAYOUTS[layout]())
 
 
+# ------------------------------------------------------------------ writes into tensors whose elements share memory
+
+
+def _write_expanded(op):
+    def fn(x):
+        y = x.expand(3, 3)
+        op(y)
+        return y * 1, x + 0
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda y: y.fill_(2),
+        lambda y: y.zero_(),
+        lambda y: y[:, 0].fill_(2),
+        lambda y: y.t().fill_(2),
+        lambda y: y.masked_fill_(y > 0, 0),
+        lambda y: y[0].add_(1),
+        lambda y: y.add_(1),
+        lambda y: y.mul_(2),
+        lambda y: y.clamp_(0, 1),
+        lambda y: y.copy_(torch.ones(3, 3)),
+        lambda y: y.copy_(3),
+        lambda y: y.copy_(y),
+        lambda y: torch.add(y[0], 1, out=y[:, 1]),
+    ],
+    ids=[
+        "fill_", "zero_", "column_fill_", "t_fill_", "masked_fill_", "row_add_", "add_", "mul_", "clamp_",
+        "copy_tensor", "copy_number", "copy_itself", "out_column",
+    ],
+)  # fmt: skip
+def test_a_write_into_an_expanded_tensor_does_what_eager_does(backend, op):
+    """Eager writes (``fill_``) or refuses ("more than one element of the written-to tensor refers to a single
+    memory location"); the compiled function does the same, never a value functionalization made up."""
+    fn = _write_expanded(op)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # masked_fill_ on an expanded tensor is deprecated
+        differential(fn, torch.arange(3.0) - 1, compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("number", "dtype"), [(3, torch.float32), (3.7, torch.int32), (True, torch.float64), (2.5, torch.float64)]
+)
+def test_copy_of_a_number_into_a_tensor(backend, number, dtype):
+    def fn(x):
+        x.copy_(number)
+        return x * 2
+
+    differential(fn, torch.zeros(2, 3, dtype=dtype), compiled=compiler.compile(fn, backend=backend))
+
+
 # ------------------------------------------------------------------ dynamic sizes: every input the guards accept
 
 
