@@ -320,6 +320,23 @@ def test_in_place_ops_on_inputs_with_odd_layouts(layout, fn):
     differential(fn, LAYOUTS[layout]())
 
 
+@pytest.mark.parametrize("divisor", [torch.tensor([2, 0, 3]), torch.tensor([2, -1, 3])], ids=["with_zero", "nonzero"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a // b,
+        lambda a, b: (a % b) + 1,
+        lambda a, b: a.fmod(b),
+        lambda a, b: torch.div(a * 2, b, rounding_mode="trunc"),
+    ],
+    ids=["floordiv", "remainder", "fmod", "trunc_div"],
+)
+def test_integer_division_by_a_tensor_raises_for_a_zero_divisor(fn, divisor):
+    """Eager raises ZeroDivisionError for an integer division by a zero element; a kernel would trap the process."""
+    compiled = differential(fn, torch.tensor([7, -7, 5]), divisor)
+    differential(fn, torch.tensor([7, -7, 5]), divisor, compiled=compiled)
+
+
 # ------------------------------------------------------------------ writes into tensors whose elements share memory
 
 

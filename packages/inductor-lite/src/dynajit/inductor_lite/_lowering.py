@@ -99,9 +99,21 @@ def _unary(name: str) -> Callable[..., TensorValue]:
 
 def _binary(name: str) -> Callable[..., TensorValue]:
     def lower(ctx: Any, a: Any, b: Any, **_: Any) -> TensorValue:
+        if name in ("fmod", "remainder") and _integer_division_by_tensor(ctx, b):
+            return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
         return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y))
 
     return lower
+
+
+def _integer_division_by_tensor(ctx: Any, divisor: Any) -> bool:
+    """Whether the current node divides integers by a tensor: eager raises ZeroDivisionError if an element is 0.
+
+    A kernel would trap (SIGFPE) or make a value up; the op runs through aten, which raises as eager does.
+    A number divisor was checked when the graph was traced (``x // 0`` raises there).
+    """
+    dtype = ctx.current_val().dtype
+    return isinstance(divisor, TensorValue) and not (dtype.is_floating_point or dtype.is_complex)
 
 
 def _compare(name: str) -> Callable[..., TensorValue]:
@@ -194,6 +206,8 @@ def _div(ctx: Any, a: Any, b: Any, *, rounding_mode: str | None = None) -> Tenso
     val = ctx.current_val()
     if rounding_mode is None:
         return make_pointwise(ctx, [a, b], lambda x, y: op("truediv", x.dtype, x, y))
+    if _integer_division_by_tensor(ctx, b):
+        return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
     name = "floordiv" if rounding_mode == "floor" else "truncdiv"
     return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y), compute=val.dtype)
 
