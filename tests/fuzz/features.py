@@ -90,9 +90,4 @@ CI_EXCLUDED: dict[str, str] = {
     "'IndexError: Dimension out of range', 'output with shape [N...] doesn't match the broadcast shape'",
     "mutate_aliased": "an argument mutated in place while a view of it is live (the view crossing a graph break): "
     "'AssertionError: incorrect out shape after application of ViewMeta sequence' (inductor)",
-    "scalar_copy": "x.copy_(3): inductor falls back to eager ('int' object has no attribute 'dtype')",
-    "self_inplace": "x.copy_(x) on an expanded x: compiled raises 'more than one element of the written-to tensor "
-    "refers to a single memory location' where eager does nothing",
-    "overlapping_inplace": "fill_ on an expanded tensor: inductor raises 'unsupported operation: more than one element "
-    "of the written-to tensor refers to a single memory location' where eager writes",
 }
