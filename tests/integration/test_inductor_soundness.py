@@ -219,6 +219,27 @@ def test_new_outputs_have_eager_strides(layout, fn):
     differential(fn, LAYOUTS[layout]())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("first", ["transposed", "contiguous"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a // b,
+        lambda a, b: torch.div(a, b, rounding_mode="floor") + 1,
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: torch.copysign(a, b),
+        lambda a, b: (a // b) * 2,
+        lambda a, b: ((a // b) * 2).t(),
+    ],
+    ids=["floordiv", "div_floor_add", "div_trunc", "copysign", "floordiv_mul", "floordiv_mul_t"],
+)
+def test_ops_with_reference_fake_kernels_have_eager_strides(dtype, first, fn):
+    """Their fake kernels (Python references) lay the result out as the second operand; eager as TensorIterator."""
+    t, c = torch.randn(4, 3).t() * 10, torch.randn(3, 4).abs() * 3 + 1
+    a, b = (t, c) if first == "transposed" else (c, t)
+    differential(fn, a.to(dtype), b.to(dtype))
+
+
 # ------------------------------------------------------------------ what eager raises, the compiled graph raises
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
+from torch._prims_common import compute_elementwise_output_strides
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
@@ -295,6 +297,7 @@ class GraphLowering:
         constants: dict[str, torch.Tensor] = {}
         outputs: list[OutputRef] = []
         position = 0
+        relaid: set[torch.fx.Node] = set()  # nodes whose value was given eager's layout, and what depends on them
         for node in self.gm.graph.nodes:
             self.current_node = node
             if node.op == "placeholder":
@@ -323,6 +326,8 @@ class GraphLowering:
                 self.storages[name] = None  # returned only as a copy, as eager's constants are fresh
                 self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
+                if _eager_layout(node) or (relaid & set(node.all_input_nodes) and _refake(node)):
+                    relaid.add(node)
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
                 self._count_output_storages(node.args[0])
@@ -432,8 +437,8 @@ class GraphLowering:
             return None
         root = _alias_root(node, storage)
         base_val = root.meta.get("val")
-        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or base_val.storage_offset() != 0:
-            return None  # a view of an input or a constant: the outputs are not new tensors
+        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or not _whole_storage(base_val):
+            return None  # a view of an input or a constant, or no node holds the whole storage to base views on
         buf = self.output_bases.get(root)
         if buf is None:
             strides = _dense_strides(base_val)
@@ -448,6 +453,51 @@ class GraphLowering:
         if arg.natural and self.output_claims.setdefault(buf.name, node) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
+
+
+# Pointwise ops whose fake kernels are Python references built of several prims: their results' strides
+# follow the last prim's operands, not TensorIterator's rule eager's kernel follows (``a // b`` with ``a``
+# transposed is laid out as ``a`` in eager, as ``b`` in the fake value).
+_REFERENCE_LAYOUTS = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default, aten.floor_divide.Scalar,
+    aten.copysign.Tensor, aten.copysign.Scalar}  # fmt: skip
+
+
+def _eager_layout(node: torch.fx.Node) -> bool:
+    """Give ``node``'s value the strides eager's kernel gives its result, when its fake kernel lays it out otherwise."""
+    val = node.meta.get("val")
+    if node.target not in _REFERENCE_LAYOUTS or not isinstance(val, torch.Tensor) or _is_dynamic(val):
+        return False
+    tensors = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    if not tensors or any(not isinstance(t, torch.Tensor) or _is_dynamic(t) for t in tensors):
+        return False
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    if tuple(val.shape) != tuple(shape):
+        return False
+    with val.fake_mode:  # type: ignore[attr-defined]
+        strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+        if tuple(strides) == val.stride():
+            return False
+        node.meta["val"] = torch.empty_strided(val.shape, strides, dtype=val.dtype, device=val.device)
+    return True
+
+
+def _refake(node: torch.fx.Node) -> bool:
+    """Recompute ``node``'s fake value from its inputs' (one of which :func:`_eager_layout` laid out again)."""
+    val = node.meta.get("val")
+    mode = next((v.fake_mode for v in pytree.tree_leaves(val) if hasattr(v, "fake_mode")), None)
+    if mode is None or not (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem):
+        return False
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
+    with mode:
+        node.meta["val"] = node.target(*args, **kwargs)  # type: ignore[operator]
+    return True
+
+
+def _whole_storage(val: torch.Tensor) -> bool:
+    """Whether ``val`` is its storage's whole content, each element once (views of it are addressed within it)."""
+    if val.storage_offset() != 0 or (_sym.prod(_sym.shape_of(val)) != 0 and not is_non_overlapping_and_dense(val)):
+        return False
+    return _sym.eq(_sym.norm(val.numel() * val.element_size()), _sym.norm(val.untyped_storage().nbytes()))
 
 
 def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
