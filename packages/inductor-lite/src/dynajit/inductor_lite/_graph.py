@@ -467,8 +467,9 @@ def _eager_layout(node: torch.fx.Node) -> bool:
     val = node.meta.get("val")
     if node.target not in _REFERENCE_LAYOUTS or not isinstance(val, torch.Tensor) or _is_dynamic(val):
         return False
-    tensors = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
-    if not tensors or any(not isinstance(t, torch.Tensor) or _is_dynamic(t) for t in tensors):
+    values = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    tensors = [t for t in values if isinstance(t, torch.Tensor) and not _is_dynamic(t)]
+    if not tensors or len(tensors) != len(values):
         return False
     shape = torch.broadcast_shapes(*(t.shape for t in tensors))
     if tuple(val.shape) != tuple(shape):
@@ -488,8 +489,9 @@ def _refake(node: torch.fx.Node) -> bool:
     if mode is None or not (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem):
         return False
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
+    target: Any = node.target
     with mode:
-        node.meta["val"] = node.target(*args, **kwargs)  # type: ignore[operator]
+        node.meta["val"] = target(*args, **kwargs)
     return True
 
 
