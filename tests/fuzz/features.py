@@ -84,8 +84,6 @@ CI_EXCLUDED: dict[str, str] = {
     "zero_size": "0-size dims on a later call: 'input sizes (N...) do not satisfy the compiled graph's shape relations' "
     "(inductor), 'shape [N] is invalid for input of size N' (aot_eager)",
     "size_one": "size-1 dims on a later call: the same shape-relation and reshape failures as zero_size",
-    "noncontiguous_inputs": "a strided argument whose size changes: 'input sizes (N...) do not satisfy the compiled "
-    "graph's shape relations' (inductor)",
     "inplace_metadata": "unsqueeze_/squeeze_ on an argument: applied twice after a recompile (input_metadata), "
     "'IndexError: Dimension out of range', 'output with shape [N...] doesn't match the broadcast shape'",
     "mutate_aliased": "an argument mutated in place while a view of it is live (the view crossing a graph break): "
