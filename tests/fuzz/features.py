@@ -84,15 +84,8 @@ CI_EXCLUDED: dict[str, str] = {
     "zero_size": "0-size dims on a later call: 'input sizes (N...) do not satisfy the compiled graph's shape relations' "
     "(inductor), 'shape [N] is invalid for input of size N' (aot_eager)",
     "size_one": "size-1 dims on a later call: the same shape-relation and reshape failures as zero_size",
-    "noncontiguous_inputs": "a strided argument whose size changes: 'input sizes (N...) do not satisfy the compiled "
-    "graph's shape relations' (inductor)",
     "inplace_metadata": "unsqueeze_/squeeze_ on an argument: applied twice after a recompile (input_metadata), "
     "'IndexError: Dimension out of range', 'output with shape [N...] doesn't match the broadcast shape'",
     "mutate_aliased": "an argument mutated in place while a view of it is live (the view crossing a graph break): "
     "'AssertionError: incorrect out shape after application of ViewMeta sequence' (inductor)",
-    "scalar_copy": "x.copy_(3): inductor falls back to eager ('int' object has no attribute 'dtype')",
-    "self_inplace": "x.copy_(x) on an expanded x: compiled raises 'more than one element of the written-to tensor "
-    "refers to a single memory location' where eager does nothing",
-    "overlapping_inplace": "fill_ on an expanded tensor: inductor raises 'unsupported operation: more than one element "
-    "of the written-to tensor refers to a single memory location' where eager writes",
 }

@@ -150,6 +150,44 @@ def test_outputs_eager_computes_apart_are_separate_tensors():
     assert torch.equal(a, torch.full((2, 3), 7.0))
 
 
+def _storages(out: Any) -> list[int]:
+    """Which outputs share memory: each tensor leaf's index among the distinct storages, in order of appearance."""
+    seen: list[int] = []
+    for t in pytree.tree_leaves(out):
+        ptr = t.untyped_storage().data_ptr()
+        seen.append(ptr) if ptr not in seen else None
+    return [seen.index(t.untyped_storage().data_ptr()) for t in pytree.tree_leaves(out)]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 5)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x.pow(2), x.pow(2).contiguous()),
+        lambda x: {"a": (y := x.pow(2)), "b": y.contiguous()},
+        lambda x: [(y := x.max(dim=1)[1]), y.split(2, 1)[0]],
+        lambda x: ((y := x * 2), y, y.view(-1), y[0]),
+        lambda x: ((y := x.sum(-1)), y.t()),
+        lambda x: ((y := x + 1)[0], y[-1], x - 1),
+        lambda x: ((y := x.argmax(-1)), y.unsqueeze(0), y[..., :1]),
+    ],
+    ids=["contiguous_twice", "contiguous_dict", "split_of_max", "same_and_views", "transposed", "two_views", "argmax"],
+)
+def test_outputs_eager_returns_in_one_storage_share_it(shape, fn):
+    """Outputs that are views of each other, or the same tensor, alias as eager's do: a write through one is seen
+    through the others."""
+    compiled = differential(fn, torch.randn(shape))
+    x = torch.randn(shape)
+    expected, actual = fn(x.clone()), compiled(x.clone())
+    assert _storages(actual) == _storages(expected)
+    leaves_e, leaves_a = pytree.tree_leaves(expected), pytree.tree_leaves(actual)
+    assert [a is leaves_a[0] for a in leaves_a] == [e is leaves_e[0] for e in leaves_e]
+    leaves_e[0].fill_(7)
+    leaves_a[0].fill_(7)
+    for e, a in zip(leaves_e, leaves_a):
+        assert torch.equal(a, e)
+
+
 # ------------------------------------------------------------------ eager's strides for new outputs
 
 
@@ -181,6 +219,27 @@ def test_new_outputs_have_eager_strides(layout, fn):
     differential(fn, LAYOUTS[layout]())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("first", ["transposed", "contiguous"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a // b,
+        lambda a, b: torch.div(a, b, rounding_mode="floor") + 1,
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: torch.copysign(a, b),
+        lambda a, b: (a // b) * 2,
+        lambda a, b: ((a // b) * 2).t(),
+    ],
+    ids=["floordiv", "div_floor_add", "div_trunc", "copysign", "floordiv_mul", "floordiv_mul_t"],
+)
+def test_ops_with_reference_fake_kernels_have_eager_strides(dtype, first, fn):
+    """Their fake kernels (Python references) lay the result out as the second operand; eager as TensorIterator."""
+    t, c = torch.randn(4, 3).t() * 10, torch.randn(3, 4).abs() * 3 + 1
+    a, b = (t, c) if first == "transposed" else (c, t)
+    differential(fn, a.to(dtype), b.to(dtype))
+
+
 # ------------------------------------------------------------------ what eager raises, the compiled graph raises
 
 
@@ -210,6 +269,35 @@ def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
     """What eager raises the compiled function raises at every call; what eager computes it computes."""
     compiled = differential(fn, x)
     differential(fn, x, compiled=compiled)  # every call raises, not only the first
+
+
+def _unused(op):
+    def fn(x):
+        op(x)  # eager raises here; the result is dead code the compiled graph would drop
+        return x + 1
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("op", "x"),
+    [
+        (torch.argmin, torch.tensor([True, False])),
+        (lambda x: x.argmax(), torch.tensor([True, False])),
+        (torch.floor, torch.tensor([True, False])),
+        (lambda x: x.frac(), torch.tensor([1, 2])),
+        (lambda x: x.var(), torch.tensor([1, 2])),
+        (lambda x: x // 0, torch.tensor([1, 2])),
+        (lambda x: x.remainder(0), torch.tensor([1, 2])),
+    ],
+    ids=["argmin_bool", "argmax_bool", "floor_bool", "frac_int", "var_int", "floordiv_zero", "remainder_zero"],
+)
+def test_an_unused_op_eager_refuses_raises_the_same_error(backend, op, x):
+    """Fake tensors skip the dtype dispatch and value checks of eager's kernels: an op whose result is
+    unused must still raise what eager raises, whatever the backend drops as dead code."""
+    fn = _unused(op)
+    differential(fn, x, compiled=compiler.compile(fn, backend=backend))
 
 
 def _imul(x):
@@ -251,6 +339,79 @@ def test_in_place_ops_on_inputs_with_odd_layouts(layout, fn):
     if layout == "expanded":
         pytest.skip("eager refuses in-place writes to an expanded tensor")
     differential(fn, LAYOUTS[layout]())
+
+
+@pytest.mark.parametrize("divisor", [torch.tensor([2, 0, 3]), torch.tensor([2, -1, 3])], ids=["with_zero", "nonzero"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a // b,
+        lambda a, b: (a % b) + 1,
+        lambda a, b: a.fmod(b),
+        lambda a, b: torch.div(a * 2, b, rounding_mode="trunc"),
+    ],
+    ids=["floordiv", "remainder", "fmod", "trunc_div"],
+)
+def test_integer_division_by_a_tensor_raises_for_a_zero_divisor(fn, divisor):
+    """Eager raises ZeroDivisionError for an integer division by a zero element; a kernel would trap the process."""
+    compiled = differential(fn, torch.tensor([7, -7, 5]), divisor)
+    differential(fn, torch.tensor([7, -7, 5]), divisor, compiled=compiled)
+
+
+# ------------------------------------------------------------------ writes into tensors whose elements share memory
+
+
+def _write_expanded(op):
+    def fn(x):
+        y = x.expand(3, 3)
+        op(y)
+        return y * 1, x + 0
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda y: y.fill_(2),
+        lambda y: y.zero_(),
+        lambda y: y[:, 0].fill_(2),
+        lambda y: y.t().fill_(2),
+        lambda y: y.masked_fill_(y > 0, 0),
+        lambda y: y[0].add_(1),
+        lambda y: y.add_(1),
+        lambda y: y.mul_(2),
+        lambda y: y.clamp_(0, 1),
+        lambda y: y.copy_(torch.ones(3, 3)),
+        lambda y: y.copy_(3),
+        lambda y: y.copy_(y),
+        lambda y: torch.add(y[0], 1, out=y[:, 1]),
+    ],
+    ids=[
+        "fill_", "zero_", "column_fill_", "t_fill_", "masked_fill_", "row_add_", "add_", "mul_", "clamp_",
+        "copy_tensor", "copy_number", "copy_itself", "out_column",
+    ],
+)  # fmt: skip
+def test_a_write_into_an_expanded_tensor_does_what_eager_does(backend, op):
+    """Eager writes (``fill_``) or refuses ("more than one element of the written-to tensor refers to a single
+    memory location"); the compiled function does the same, never a value functionalization made up."""
+    fn = _write_expanded(op)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # masked_fill_ on an expanded tensor is deprecated
+        differential(fn, torch.arange(3.0) - 1, compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("number", "dtype"), [(3, torch.float32), (3.7, torch.int32), (True, torch.float64), (2.5, torch.float64)]
+)
+def test_copy_of_a_number_into_a_tensor(backend, number, dtype):
+    def fn(x):
+        x.copy_(number)
+        return x * 2
+
+    differential(fn, torch.zeros(2, 3, dtype=dtype), compiled=compiler.compile(fn, backend=backend))
 
 
 # ------------------------------------------------------------------ dynamic sizes: every input the guards accept

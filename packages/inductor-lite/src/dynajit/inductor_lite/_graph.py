@@ -22,6 +22,8 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
+from torch._prims_common import compute_elementwise_output_strides
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
@@ -295,6 +297,7 @@ class GraphLowering:
         constants: dict[str, torch.Tensor] = {}
         outputs: list[OutputRef] = []
         position = 0
+        relaid: set[torch.fx.Node] = set()  # nodes whose value was given eager's layout, and what depends on them
         for node in self.gm.graph.nodes:
             self.current_node = node
             if node.op == "placeholder":
@@ -323,8 +326,11 @@ class GraphLowering:
                 self.storages[name] = None  # returned only as a copy, as eager's constants are fresh
                 self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
+                if _eager_layout(node) or (relaid & set(node.all_input_nodes) and _refake(node)):
+                    relaid.add(node)
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
+                self._count_output_storages(node.args[0])
                 outputs = [self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a) for a in node.args[0]]
             else:
                 raise NotImplementedError(f"inductor-lite: FX op {node.op!r} is not supported in an aten graph")
@@ -388,6 +394,9 @@ class GraphLowering:
             return OutputRef(None, value)
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         storage = _storage(val)
+        shared = self._shared_output(node, val, storage)
+        if shared is not None:
+            return shared
         view = self.strided_view(value)
         if view is not None:
             buf, strides, _ = view
@@ -406,6 +415,106 @@ class GraphLowering:
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
             arg = replace(arg, stride=eager_strides, natural=False)
         return OutputRef(arg)
+
+    def _count_output_storages(self, results: Sequence[Any]) -> None:
+        self.output_storages: dict[Any, int] = {}
+        self.output_bases: dict[torch.fx.Node, Buffer] = {}
+        self.output_claims: dict[str, Any] = {}  # buffer name -> the output node returned as the buffer itself
+        for a in results:
+            storage = _storage(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
+            if storage is not None:
+                self.output_storages[storage] = self.output_storages.get(storage, 0) + 1
+
+    def _shared_output(self, node: Any, val: Any, storage: Any) -> OutputRef | None:
+        """An output eager returns in the storage of another output: a view of their common base's buffer.
+
+        Eager's outputs alias each other when one is a view of the other, the same tensor is returned
+        twice, or both view one intermediate; the caller sees writes to one in the other. The base (the
+        first value up the chain of views that shares their storage) gets one buffer in its eager
+        layout, and each such output is the view of it eager's strides and storage offset describe.
+        """
+        if storage is None or self.output_storages.get(storage, 0) < 2:
+            return None
+        root = _alias_root(node, storage)
+        base_val = root.meta.get("val")
+        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or not _whole_storage(base_val):
+            return None  # a view of an input or a constant, or no node holds the whole storage to base views on
+        buf = self.output_bases.get(root)
+        if buf is None:
+            strides = _dense_strides(base_val)
+            if strides is None and _sym.prod(_sym.shape_of(base_val)) != 0:
+                return None
+            base = self.realize(self.env[root], strides)
+            assert base.buffer is not None
+            buf = self.output_bases[root] = base.buffer
+            self.storages[buf.name] = storage
+        view = self.storage_value(buf, _sym.strides_of(val), _sym.norm(val.storage_offset()), _sym.shape_of(val))
+        arg = self.extern_arg(view)
+        if arg.natural and self.output_claims.setdefault(buf.name, node) is not node:
+            arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
+        return OutputRef(arg)
+
+
+# Pointwise ops whose fake kernels are Python references built of several prims: their results' strides
+# follow the last prim's operands, not TensorIterator's rule eager's kernel follows (``a // b`` with ``a``
+# transposed is laid out as ``a`` in eager, as ``b`` in the fake value).
+_REFERENCE_LAYOUTS = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default, aten.floor_divide.Scalar,
+    aten.copysign.Tensor, aten.copysign.Scalar}  # fmt: skip
+
+
+def _eager_layout(node: torch.fx.Node) -> bool:
+    """Give ``node``'s value the strides eager's kernel gives its result, when its fake kernel lays it out otherwise."""
+    val = node.meta.get("val")
+    if node.target not in _REFERENCE_LAYOUTS or not isinstance(val, torch.Tensor) or _is_dynamic(val):
+        return False
+    values = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    tensors = [t for t in values if isinstance(t, torch.Tensor) and not _is_dynamic(t)]
+    if not tensors or len(tensors) != len(values):
+        return False
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    if tuple(val.shape) != tuple(shape):
+        return False
+    with val.fake_mode:  # type: ignore[attr-defined]
+        strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+        if tuple(strides) == val.stride():
+            return False
+        node.meta["val"] = torch.empty_strided(val.shape, strides, dtype=val.dtype, device=val.device)
+    return True
+
+
+def _refake(node: torch.fx.Node) -> bool:
+    """Recompute ``node``'s fake value from its inputs' (one of which :func:`_eager_layout` laid out again)."""
+    val = node.meta.get("val")
+    mode = next((v.fake_mode for v in pytree.tree_leaves(val) if hasattr(v, "fake_mode")), None)
+    if mode is None or not (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem):
+        return False
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
+    target: Any = node.target
+    with mode:
+        node.meta["val"] = target(*args, **kwargs)
+    return True
+
+
+def _whole_storage(val: torch.Tensor) -> bool:
+    """Whether ``val`` is its storage's whole content, each element once (views of it are addressed within it)."""
+    if val.storage_offset() != 0 or (_sym.prod(_sym.shape_of(val)) != 0 and not is_non_overlapping_and_dense(val)):
+        return False
+    return _sym.eq(_sym.norm(val.numel() * val.element_size()), _sym.norm(val.untyped_storage().nbytes()))
+
+
+def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
+    """The first node up ``node``'s chain of views (first arguments, through ``getitem`` of split results) whose
+    value still has ``storage``."""
+    while node.op == "call_function" and node.args:
+        source = node.args[0]
+        if node.target is operator.getitem and isinstance(source, torch.fx.Node):
+            if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
+                return node  # an item of a multi-output op (max.dim): a tensor of its own
+            source = source.args[0]
+        if not isinstance(source, torch.fx.Node) or _storage(source.meta.get("val")) != storage:
+            return node
+        node = source
+    return node
 
 
 class EagerError(Exception):

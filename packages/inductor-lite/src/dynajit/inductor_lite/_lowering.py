@@ -99,9 +99,21 @@ def _unary(name: str) -> Callable[..., TensorValue]:
 
 def _binary(name: str) -> Callable[..., TensorValue]:
     def lower(ctx: Any, a: Any, b: Any, **_: Any) -> TensorValue:
+        if name in ("fmod", "remainder") and _integer_division_by_tensor(ctx, b):
+            return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
         return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y))
 
     return lower
+
+
+def _integer_division_by_tensor(ctx: Any, divisor: Any) -> bool:
+    """Whether the current node divides integers by a tensor: eager raises ZeroDivisionError if an element is 0.
+
+    A kernel would trap (SIGFPE) or make a value up; the op runs through aten, which raises as eager does.
+    A number divisor was checked when the graph was traced (``x // 0`` raises there).
+    """
+    dtype = ctx.current_val().dtype
+    return isinstance(divisor, TensorValue) and not (dtype.is_floating_point or dtype.is_complex)
 
 
 def _compare(name: str) -> Callable[..., TensorValue]:
@@ -194,6 +206,8 @@ def _div(ctx: Any, a: Any, b: Any, *, rounding_mode: str | None = None) -> Tenso
     val = ctx.current_val()
     if rounding_mode is None:
         return make_pointwise(ctx, [a, b], lambda x, y: op("truediv", x.dtype, x, y))
+    if _integer_division_by_tensor(ctx, b):
+        return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
     name = "floordiv" if rounding_mode == "floor" else "truncdiv"
     return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y), compute=val.dtype)
 
@@ -247,8 +261,13 @@ def _copy(ctx: Any, x: TensorValue, *_: Any, **kwargs: Any) -> Any:
 
 
 @lowering(aten.copy)
-def _copy_into(ctx: Any, dst: TensorValue, src: TensorValue, non_blocking: bool = False) -> TensorValue:
-    return make_pointwise(ctx, [src], lambda a: a, compute=src.dtype)
+def _copy_into(ctx: Any, dst: TensorValue, src: Any, non_blocking: bool = False) -> TensorValue:
+    # ``x.copy_(3)``: eager wraps the number in a 0-dim tensor of its own type (double for a float), then casts.
+    compute = src.dtype if isinstance(src, TensorValue) else _NUMBER_DTYPES[type(src)]
+    return make_pointwise(ctx, [src], lambda a: a, compute=compute)
+
+
+_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
 
 
 @lowering(aten.fill, aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like)

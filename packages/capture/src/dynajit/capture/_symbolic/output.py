@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
-from dynajit.capture._symbolic import shapes
+from dynajit.capture._symbolic import eager_checks, shapes
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.variables import (
@@ -217,6 +217,10 @@ class OutputGraph:
             fn = OUT_OF_PLACE[fn]
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        if eager_checks.is_no_op(fn, proxies, kw):
+            return args[0]
+        eager_checks.check_write(fn, proxies, kw)
+        eager_checks.check(fn, proxies, kw)
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
     def record_node(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VT:
@@ -235,6 +239,10 @@ class OutputGraph:
     def call_method(self, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
+        if eager_checks.is_no_op(name, proxies, kw):
+            return args[0]
+        eager_checks.check_write(name, proxies, kw)
+        eager_checks.check(name, proxies, kw, method=True)
         return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
 
     def _record(self, make: Any, what: Any) -> VT:

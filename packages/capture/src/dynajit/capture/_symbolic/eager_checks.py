@@ -1,0 +1,176 @@
+"""Eager's input checks that fake tensors skip, run while tracing so a traced program raises what eager raises.
+
+A meta kernel computes the result's shape and dtype but not every check the real kernel makes: the
+dtype dispatch of ``floor`` (``"floor_vml_cpu" not implemented for 'Bool'``), ``argmin``'s refusal
+of bool input, ``x // 0`` on integers. Left to the backend, such an op whose result is unused is
+dropped as dead code and the compiled program returns where eager raises. So each pointwise op and
+reduction is run once for real on tensors of its arguments' dtypes and ranks with every size 1 (a
+size 0 stays 0, for the checks of empty reductions), keeping its scalar arguments: those checks hold
+for every input the trace's guards admit. What eager raises there stops the trace before the op
+(:class:`RaisesInPython`), so Python runs it and raises it itself.
+
+Functionalization cannot express a write into a tensor some of whose elements share memory (an
+expanded tensor, a column of one): it scatters the written values back through the view as if each
+element had its own, and the base gets their sum. Eager refuses most such writes (``add_``: "unsupported
+operation: more than one element of the written-to tensor refers to a single memory location") and does
+others (``fill_``, ``zero_``, ``masked_fill_``); either way the op is left to Python (a graph break,
+:func:`check_write`), which does what eager does.
+
+The other way round, eager's ``copy_`` returns at once when the source is the destination, before any
+check: ``x.copy_(x)`` does nothing even on an expanded ``x`` whose other writes eager refuses. The traced
+program records nothing for it (:func:`is_no_op`), as the meta kernels would refuse it.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any
+
+import torch
+import torch.fx
+from torch.utils._python_dispatch import _disable_current_modes
+
+from dynajit.capture._symbolic.variables import raises_in_python, unsupported
+
+__all__ = ["check", "check_write", "is_no_op"]
+
+aten = torch.ops.aten
+
+# Python operators and the aten ops they run.
+_OPERATOR_OPS = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+    operator.floordiv: "floor_divide", operator.mod: "remainder", operator.pow: "pow",
+    operator.and_: "bitwise_and", operator.or_: "bitwise_or", operator.xor: "bitwise_xor",
+    operator.lshift: "bitwise_left_shift", operator.rshift: "bitwise_right_shift",
+    operator.neg: "neg", operator.invert: "bitwise_not", operator.abs: "abs",
+    operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_", operator.itruediv: "div_",
+    operator.ifloordiv: "floor_divide_", operator.imod: "remainder_", operator.ipow: "pow_",
+    operator.iand: "bitwise_and_", operator.ior: "bitwise_or_", operator.ixor: "bitwise_xor_",
+}  # fmt: skip
+
+# Ops whose checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones could fail
+# where the caller's tensors pass.
+_VALUE_CHECKED = {"mvlgamma", "mvlgamma_"}
+# Pointwise ops aten does not tag so (``x // 0`` on integers raises in eager only).
+_UNTAGGED_POINTWISE = {"floor_divide", "floor_divide_", "true_divide", "true_divide_"}
+
+
+def _aten_name(target: Any) -> str | None:
+    if isinstance(target, str):
+        return target
+    if target in _OPERATOR_OPS:
+        return _OPERATOR_OPS[target]
+    module = getattr(target, "__module__", None) or ""
+    qualname = getattr(target, "__qualname__", "")
+    if module.startswith("torch") or qualname.startswith("TensorBase.") or qualname.startswith("Tensor."):
+        return getattr(target, "__name__", None)
+    return None
+
+
+def _checked(name: str) -> bool:
+    """Whether ``name`` is an aten pointwise op or reduction drawing no random numbers (checks on ones hold)."""
+    if name in _VALUE_CHECKED or name.startswith("_"):
+        return False
+    if name in _UNTAGGED_POINTWISE:
+        return True
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    tags = {tag for overload in packet.overloads() for tag in getattr(packet, overload).tags}
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False  # running it would advance the generator the program draws from
+    return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
+
+
+def _stand_in(value: Any) -> Any:
+    """``value`` with each tensor (an FX node's example value) replaced by real ones of size 1; None if unknown."""
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("example_value")
+        if value is None:
+            raise LookupError
+    if isinstance(value, torch.Tensor):
+        shape = [0 if isinstance(n, int) and n == 0 else 1 for n in value.shape]
+        return torch.ones(shape, dtype=value.dtype, device=value.device)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise LookupError  # a value only known symbolically: its checks cannot be run here
+    if isinstance(value, (list, tuple)):
+        return type(value)(_stand_in(x) for x in value)
+    return value
+
+
+def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bool = False) -> None:
+    """Run ``target`` (a method name when ``method``) eagerly on size-1 stand-ins of ``args``; raise in Python if eager does.
+
+    Arguments are graph nodes (their example values stand for them) and constants.
+    """
+    name = _aten_name(target)
+    if name is None or not _checked(name):
+        return
+    if method:
+        target = getattr(torch.Tensor, name, None)
+        if target is None:
+            return
+    try:
+        real_args, real_kwargs = _stand_in(args), {k: _stand_in(v) for k, v in kwargs.items()}
+    except LookupError:
+        return
+    if not any(isinstance(a, torch.Tensor) for a in (*real_args, *real_kwargs.values())):
+        return
+    try:
+        # Tracing runs under the frame's fake mode: these tensors and this call must be real.
+        with _disable_current_modes(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            target(*real_args, **real_kwargs)
+    except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as err:
+        raises_in_python(f"{name} raises in eager for these dtypes ({type(err).__name__}: {str(err)[:200]})")
+
+
+def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether eager does nothing for this call: ``copy_`` of a tensor (one graph node) into itself."""
+    return (
+        target in ("copy_", torch.Tensor.copy_)
+        and len(args) >= 2
+        and isinstance(args[0], torch.fx.Node)
+        and args[0] is args[1]
+    )
+
+
+def _writes_data(target: Any, name: str | None) -> bool:
+    """Whether ``target`` writes into its first argument's elements (not only its metadata, as ``t_`` does)."""
+    if target is operator.setitem:
+        return True
+    if name is None or not name.endswith("_") or name.startswith("_") or name == "requires_grad_":
+        return False
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    overloads = [getattr(packet, o) for o in packet.overloads()]
+    if any(torch.Tag.inplace_view in o.tags for o in overloads):
+        return False
+    return any(o._schema.arguments and (o._schema.arguments[0].alias_info or _NO_ALIAS).is_write for o in overloads)
+
+
+class _NoAlias:
+    is_write = False
+
+
+_NO_ALIAS = _NoAlias()
+
+
+def _overlaps(value: Any) -> bool:
+    """Whether some elements of ``value`` (an FX node's example tensor) share memory: a dim of stride 0, size > 1."""
+    example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor):
+        return False
+    return any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride()))
+
+
+def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
+    written = [kwargs["out"]] if "out" in kwargs else []
+    if args and _writes_data(target, _aten_name(target)):
+        written.append(args[0])
+    if any(_overlaps(w) for w in written):
+        name = getattr(target, "__name__", target)
+        unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")
