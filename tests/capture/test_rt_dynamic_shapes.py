@@ -20,7 +20,7 @@ from dynajit.fxgraph import is_symbolic
 
 def assert_same(actual: Any, expected: Any, what: str = "result") -> None:
     assert actual.shape == expected.shape and actual.dtype == expected.dtype, what
-    torch.testing.assert_close(actual, expected, msg=lambda m: f"{what}: {m}")
+    torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{what}: {m}")
 
 
 def _run_sizes(fn: Callable[..., Any], make_args: Callable[[int], tuple[Any, ...]], sizes: list[int], **settings: Any):
@@ -55,9 +55,39 @@ def test_dynamic_true_compiles_once_and_dynamic_false_every_time() -> None:
     assert _run_sizes(_scaled_sum, _pair, [4, 7, 9, 12], dynamic=False)[0].frame_count == 4
 
 
-def test_sizes_zero_and_one_share_the_dynamic_entry() -> None:
-    counter, _ = _run_sizes(_scaled_sum, _pair, [4, 7, 1, 2, 30])
-    assert counter.frame_count == 2
+def test_sizes_zero_and_one_are_specialised_not_covered_by_the_dynamic_entry() -> None:
+    counter, _ = _run_sizes(_scaled_sum, _pair, [4, 7, 1, 2, 30, 1, 0, 0, 9])
+    # static 4; dynamic (sizes >= 2) at 7; a graph for 1; one for 0; 2, 30 and 9 reuse the dynamic one
+    assert counter.frame_count == 4
+    dynamic, one, zero = (
+        next(n for n in g.graph.nodes if n.op == "placeholder").meta["example_value"] for g in counter.graphs[1:]
+    )
+    assert isinstance(dynamic.shape[0], torch.SymInt)
+    assert (one.shape[0], zero.shape[0]) == (1, 0)
+
+
+def _broadcast_sum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x + y).sum(0)
+
+
+def test_a_dynamic_size_of_one_broadcasts_as_in_eager() -> None:
+    # Compiled with x and y of one size, the graph adds them elementwise; a call with x of size 1 must not run it.
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, dynamic=True)(_broadcast_sum)
+    for n, m in [(5, 5), (6, 6), (1, 6), (6, 1), (0, 1), (1, 0)]:
+        x, y = torch.randn(n, 3), torch.randn(m, 3)
+        assert_same(compiled(x, y), _broadcast_sum(x, y), f"sizes {n}, {m}")
+    assert counter.frame_count == 5
+
+
+def _tail_mean(x: torch.Tensor) -> torch.Tensor:
+    return x[1:].sum(0) + x.shape[0]
+
+
+def test_a_slice_traced_at_a_dynamic_size_is_valid_at_zero() -> None:
+    counter, _ = _run_sizes(_tail_mean, lambda n: (torch.randn(n, 2),), [3, 5, 0, 1, 8])
+    assert counter.frame_count == 4
 
 
 def test_symbolic_sizes_flow_into_views_and_python_arithmetic() -> None:

@@ -1,5 +1,5 @@
-"""A transformer block over many batch sizes and sequence lengths: at most two compiles, eager's results at
-every size, with the eager and the inductor backends; and ``explain`` naming why it recompiled."""
+"""A transformer block over many batch sizes and sequence lengths: at most three compiles (static, batch one, dynamic),
+eager's results at every size, with the eager and the inductor backends; and ``explain`` naming why it recompiled."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class Block(torch.nn.Module):
 
 
 # Every batch size 1..16 and every sequence length 7..128 at least once (138 calls), paired so both keep changing;
-# the first two calls differ in both, so the second compile makes both dimensions dynamic.
+# the first two calls differ in both, so the second compile makes both dimensions dynamic, except batch 1, which is
+# specialised (as sizes 0 and 1 always are): the next batch of two or more compiles once more.
 SIZES = [(2, 7), (1, 128)] + [(b, 7 + (b * 37) % 122) for b in range(1, 17)] + [(1 + s % 16, s) for s in range(7, 129)]
 
 
@@ -53,7 +54,7 @@ def _counting(backend: str) -> tuple[CompileCounter, object]:
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a backend failure falls back to eager with a warning
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_a_transformer_block_compiles_at_most_twice_over_batch_and_sequence(backend: str) -> None:
+def test_a_transformer_block_compiles_at_most_three_times_over_batch_and_sequence(backend: str) -> None:
     torch.manual_seed(0)
     block = Block().eval()
     counter, counting = _counting(backend)
@@ -64,7 +65,7 @@ def test_a_transformer_block_compiles_at_most_twice_over_batch_and_sequence(back
             out, expected = compiled(x), block(x)
             assert out.shape == expected.shape and out.dtype == expected.dtype
             torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4, msg=lambda m: f"{batch}x{seq}: {m}")
-    assert counter.frame_count <= 2
+    assert counter.frame_count <= 3
 
 
 def test_explain_lists_why_it_recompiled() -> None:
@@ -82,7 +83,7 @@ def test_explain_lists_why_it_recompiled() -> None:
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_batch_norm_training_compiles_twice_over_batch_sizes(backend: str) -> None:
+def test_batch_norm_training_compiles_three_times_over_batch_sizes(backend: str) -> None:
     # Batch norm's running variance is scaled by n / (n - 1), a float computed from the batch size:
     # it must stay symbolic (evaluated per call), not be fixed to the first dynamic size.
     torch.manual_seed(0)
@@ -100,4 +101,4 @@ def test_batch_norm_training_compiles_twice_over_batch_sizes(backend: str) -> No
         torch.testing.assert_close(mirror[1].running_mean, eager[1].running_mean)
         for p_eager, p_compiled in zip(eager.parameters(), mirror.parameters()):
             torch.testing.assert_close(p_compiled.grad, p_eager.grad, rtol=1e-4, atol=1e-4)
-    assert counter.frame_count == 2
+    assert counter.frame_count == 3  # static 2, dynamic from 3 on, and batch 1 specialised

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.fx.experimental import _config as fx_config
 
 from dynajit.capture._frame import ConvertedFrame, FrameContext, GraphBreak, SkipFrame, Unsupported
 from dynajit.capture._symbolic import marks
@@ -36,9 +35,7 @@ __all__ = ["convert_frame"]
 
 def convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
     """Convert one call of ``fn`` (its argument values in ``co_varnames`` order) into guarded, compiled code."""
-    # Dynamic sizes may be 0 or 1 too: reason about them size-obliviously (a dynamic size is never assumed to
-    # broadcast), so one entry serves every size instead of a separate one for size 1.
-    with fx_config.patch(backed_size_oblivious=True), _saved_tensor_hooks_deferred():  # type: ignore[attr-defined]
+    with _saved_tensor_hooks_deferred():
         return _convert_frame(fn, args, ctx)
 
 

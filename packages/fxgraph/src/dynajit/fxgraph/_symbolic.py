@@ -39,7 +39,13 @@ class SizeName(Source):
 
 
 def _symbol(
-    shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None, duck: bool, zero_one: bool = True
+    shape_env: ShapeEnv,
+    value: int,
+    name: str,
+    bounds: DimRange | None,
+    duck: bool,
+    zero_one: bool = True,
+    positive: bool | None = True,
 ) -> torch.SymInt | int:
     constraint = None
     if bounds is not None and bounds != (None, None):
@@ -50,14 +56,22 @@ def _symbol(
     source = SizeName(name)
     kind = DimDynamic.DUCK if duck and constraint is None else DimDynamic.DYNAMIC
     expr = shape_env.create_symbol(
-        value, source, dynamic_dim=kind, constraint_dim=constraint, do_not_specialize_zero_one=not zero_one
+        value,
+        source,
+        dynamic_dim=kind,
+        constraint_dim=constraint,
+        positive=positive,
+        do_not_specialize_zero_one=not zero_one,
     )
     return shape_env.create_symintnode(expr, hint=value, source=source)
 
 
 def symbolic_int(shape_env: ShapeEnv, value: int, name: str, bounds: DimRange | None = None) -> torch.SymInt | int:
-    """A SymInt standing for the Python int ``value`` named ``name`` (an int stays an int when 0 or 1)."""
-    return _symbol(shape_env, value, name, bounds, duck=False)
+    """A SymInt standing for the Python int ``value`` named ``name`` (an int stays an int when 0 or 1).
+
+    Unlike a size, an int may be negative: the symbol's range is all integers (``bounds`` narrow it).
+    """
+    return _symbol(shape_env, value, name, bounds, duck=False, positive=None)
 
 
 def symbolic_fake(

@@ -102,7 +102,7 @@ class ShapePlan:
         if dims:
             name = path.name()
             try:
-                fake = symbolic_fake(self.fake_mode, value, name, dims, duck=False, specialize_zero_one=False)
+                fake = symbolic_fake(self.fake_mode, value, name, dims, duck=False)
             except ConstraintViolationError as error:
                 raise DynamicShapeError(_range_message(name, value, strict, str(error))) from None
             except ValueError:  # not dense in memory: its strides cannot follow its sizes, so it stays static

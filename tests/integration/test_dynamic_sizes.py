@@ -1,0 +1,74 @@
+"""Dynamic graphs compiled by inductor-lite, called at sizes 0 and 1 and with negative ints after a dynamic recompile.
+
+A dynamic graph must accept every input its guards accept: sizes 0 and 1 are
+specialised (their own graphs), so the generated kernels never see a size the
+trace did not reason about. Each case compares compiled with eager, call by
+call, with no fallback to eager allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+
+def _compare(fn: Callable[..., Any], calls: Sequence[Callable[[], tuple[Any, ...]]], **options: Any) -> None:
+    compiler.reset()
+    compiled = compiler.compile(fn, backend="inductor", **options)
+    for i, make in enumerate(calls):
+        eager_args, compiled_args = make(), make()
+        expected, actual = fn(*eager_args), compiled(*compiled_args)
+        for name, got, want in [("result", actual, expected), *zip(["argument"] * 9, compiled_args, eager_args)]:
+            if isinstance(want, torch.Tensor):
+                assert got.shape == want.shape and got.dtype == want.dtype, f"call {i} {name}"
+                torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"call {i} {name}: {m}")
+            else:
+                assert got == want, f"call {i} {name}"
+
+
+def _squeeze(x: torch.Tensor) -> torch.Tensor:
+    return x.squeeze() * 2  # removes every dim of size 1: which ones depends on the sizes
+
+
+def _tail(x: torch.Tensor) -> torch.Tensor:
+    return x[1:] * 2 + x.shape[0]
+
+
+def _item_scale(x: torch.Tensor) -> torch.Tensor:
+    k = x.flatten()[0].item()  # a graph break: the resumed graph gets k as an int input
+    return x.clone() * k + 1
+
+
+def _arange(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.sum() + torch.arange(abs(n), dtype=x.dtype).sum() * n
+
+
+def _randn(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
+    return lambda: (torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))),)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a fallback to eager is a failure
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_squeeze_of_a_dynamic_size_that_becomes_one(dynamic: bool | None) -> None:
+    _compare(_squeeze, [_randn(n, 1, m) for n, m in [(4, 3), (6, 5), (1, 5), (6, 1), (1, 1), (0, 2)]], dynamic=dynamic)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_slice_of_a_dynamic_size_at_zero_and_one(dynamic: bool | None) -> None:
+    _compare(_tail, [_randn(n, 3) for n in (4, 6, 0, 1, 7, 0)], dynamic=dynamic)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_data_dependent_int_that_turns_negative() -> None:
+    _compare(_item_scale, [lambda v=v: (torch.full((2, 2), v),) for v in (3, 5, -4, 0, 1, 9)])
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_an_int_argument_sized_creation_at_zero_one_and_negative() -> None:
+    _compare(_arange, [lambda n=n: (torch.ones(3), n) for n in (3, 5, 0, 1, -2, 8)])
