@@ -188,6 +188,22 @@ def test_outputs_eager_returns_in_one_storage_share_it(shape, fn):
         assert torch.equal(a, e)
 
 
+def test_an_output_computed_from_a_python_number_is_its_own_storage():
+    """``n - x`` starts at a number (a SymInt once ``n`` is dynamic), whose storage is none: the output is new.
+    The mask's data-dependent size ends the graph there, so ``v`` and its view are both graph outputs."""
+
+    def fn(x, n):
+        v = n - x
+        w = v.movedim(-1, 0)
+        w[w > 0]
+        return v
+
+    compiled = compiler.compile(fn, backend="inductor")
+    for n in (1, 5, 7):  # the second call makes n dynamic
+        x = torch.randn(1, 3, 3)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+
+
 # ------------------------------------------------------------------ eager's strides for new outputs
 
 

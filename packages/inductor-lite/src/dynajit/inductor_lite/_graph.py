@@ -511,7 +511,10 @@ def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
             if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
                 return node  # an item of a multi-output op (max.dim): a tensor of its own
             source = source.args[0]
-        if not isinstance(source, torch.fx.Node) or _storage(source.meta.get("val")) != storage:
+        if not isinstance(source, torch.fx.Node):
+            return node
+        source_storage = _storage(source.meta.get("val"))  # None for a SymInt argument (`n - x`)
+        if source_storage is None or source_storage != storage:
             return node
         node = source
     return node
