@@ -62,3 +62,19 @@ def test_ndarray_argument_written_in_place():
     _same(compiled(compiled_arg), expected)
     np.testing.assert_array_equal(compiled_arg, eager_arg)
     assert counter.frame_count == 1
+
+
+def test_fft_of_arrays_and_tensors_runs_its_complex_ops_through_aten():
+    """inductor-lite generates no kernel for complex numbers: those ops call aten, the rest is lowered."""
+
+    def f(a, t):
+        spectrum = np.fft.rfft(a, axis=0)
+        return spectrum.real * 2, np.abs(np.fft.fft(a[:, 0])), torch.view_as_real(torch.fft.fft(t) * (1 + 2j)) + 1
+
+    a, t = np.linspace(0, 1, 8, dtype=np.float32).reshape(4, 2), torch.randn(8, dtype=torch.float64)
+    compiled, counter = _compile(f)
+    got, want = compiled(a, t), f(a, t)
+    _same(got[0], want[0])
+    _same(got[1], want[1])
+    torch.testing.assert_close(got[2], want[2])
+    assert counter.frame_count == 1

@@ -349,6 +349,10 @@ class GraphLowering:
         tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
         if lower is None or any(t.device.type != self.device.type for t in tensors):
             return self.fallback()
+        if any(t.dtype.is_complex for t in tensors) or any(
+            isinstance(v, torch.Tensor) and v.dtype.is_complex for v in _flat([val])
+        ):
+            return self.fallback("complex numbers have no generated kernel")
         if getattr(node.target, "_opname", None) in self.unrenderable:
             return self.fallback("no kernel rendering on this code generator")
         _eager_check(node)
