@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .features import CI_EXCLUDED, Features
 from .generator import generate
 from .program import Program, repro_script
-from .runner import BACKENDS, Failure, check
+from .runner import BACKENDS, Failure, check, warm_up
 from .shrink import shrink
 
 
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     count = args.count if args.count is not None or args.minutes is not None else 100
     off = [n for n in Features.names() if not getattr(features, n)]
     print(f"fuzz seed {seed}, backends {args.backends}, features off: {off or 'none'}", flush=True)
+    warm_up(tuple(args.backends.split(",")))
     report = fuzz(
         seed,
         count=count,

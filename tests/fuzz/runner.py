@@ -337,6 +337,34 @@ def check(
     return failures
 
 
+_WARM_UP = """
+import torch
+
+def fn(x):
+    y = torch.relu(x @ x.t()).sum(0)
+    return y[y > 0].numel(), y.softmax(0)
+
+CALLS = [{}, {}]
+
+def make_args(s, call):
+    return [torch.randn(3 + call, 4)]
+"""
+
+
+def warm_up(backends: tuple[str, ...] = BACKENDS) -> None:
+    """Run one small program under every backend with no deadline, so the lazy imports of capture, AOT
+    autograd and the backends happen here: a deadline expiring inside an import would leave a half-initialised
+    module behind, and every later program would fail on it."""
+    ns = _load(_WARM_UP, "warm-up")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for backend in backends:
+            compiled = dynajit.compiler.compile(ns["fn"], backend=backend)
+            for call in range(len(ns["CALLS"])):
+                compiled(*ns["make_args"]({}, call))
+            dynajit.compiler.reset()
+
+
 def strict_env() -> None:
     """Ask for strict mode through the environment too (for capture versions reading it at import)."""
     os.environ.setdefault("DYNAJIT_STRICT", "1")
