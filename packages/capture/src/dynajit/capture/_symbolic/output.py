@@ -82,6 +82,9 @@ class OutputGraph:
         self.context_vars: dict[int, Any] = {}
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
+        # Each tensor input's layout (sizes, strides, storage offset) as the frame received it: an in-place
+        # metadata op (``x.t_()``) changes its example value's, which placeholders must not show (see compile).
+        self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -124,6 +127,7 @@ class OutputGraph:
         else:
             example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
@@ -305,6 +309,7 @@ class OutputGraph:
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
+        self._restore_entry_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
         name = f"__compiled_fn_{next(_graph_ids)}"
@@ -321,6 +326,23 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+    def _restore_entry_layouts(self) -> None:
+        """Give each placeholder whose tensor an in-place metadata op changed its layout at the frame's entry.
+
+        Tracing ``x.unsqueeze_(0)`` runs it on the input's example value, the placeholder's: after the trace
+        that value shows the layout the graph leaves the input with. A backend reads placeholders as the
+        inputs it is called with (AOT autograd then replays the change on the caller's tensor), so each gets
+        a view of the same fake storage with the entry layout.
+        """
+        for node, (size, stride, offset) in self._entry_layouts.items():
+            example = node.meta.get("example_value")
+            if not isinstance(example, torch.Tensor):
+                continue
+            if (example.size(), example.stride(), example.storage_offset()) == (size, stride, offset):
+                continue
+            with self.fake_mode:
+                node.meta["example_value"] = example.as_strided(size, stride, offset)
 
 
 def _is_number(vt: VT) -> bool:
