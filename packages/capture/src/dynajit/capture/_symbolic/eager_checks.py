@@ -166,11 +166,16 @@ def _overlaps(value: Any) -> bool:
     return any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride()))
 
 
+def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments (FX nodes and constants) whose elements a call of ``target`` writes: ``out=`` and self."""
+    out = [kwargs["out"]] if "out" in kwargs else []
+    if args and _writes_data(target, _aten_name(target)):
+        out.append(args[0])
+    return out
+
+
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
-    written = [kwargs["out"]] if "out" in kwargs else []
-    if args and _writes_data(target, _aten_name(target)):
-        written.append(args[0])
-    if any(_overlaps(w) for w in written):
+    if any(_overlaps(w) for w in written(target, args, kwargs)):
         name = getattr(target, "__name__", target)
         unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")

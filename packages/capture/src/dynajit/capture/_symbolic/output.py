@@ -85,6 +85,8 @@ class OutputGraph:
         # Each tensor input's layout (sizes, strides, storage offset) as the frame received it: an in-place
         # metadata op (``x.t_()``) changes its example value's, which placeholders must not show (see compile).
         self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
+        # The memory (real storages) of the inputs the graph writes into; see check_aliased_write.
+        self._written_storages: set[int] = set()
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -120,6 +122,8 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
+        if _storage_key(value) in self._written_storages:
+            unsupported(f"{path.name()} shares memory with an input this graph has written into")
         example: torch.Tensor
         dynamic_dims: tuple[int, ...]
         if static:
@@ -224,6 +228,7 @@ class OutputGraph:
         if eager_checks.is_no_op(fn, proxies, kw):
             return args[0]
         eager_checks.check_write(fn, proxies, kw)
+        self.check_aliased_write(eager_checks.written(fn, proxies, kw))
         eager_checks.check(fn, proxies, kw)
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
@@ -246,8 +251,33 @@ class OutputGraph:
         if eager_checks.is_no_op(name, proxies, kw):
             return args[0]
         eager_checks.check_write(name, proxies, kw)
+        self.check_aliased_write(eager_checks.written(name, proxies, kw))
         eager_checks.check(name, proxies, kw, method=True)
         return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+
+    def check_aliased_write(self, written: list[Any]) -> None:
+        """Leave to Python (a graph break) a write into an input whose memory another input shares.
+
+        Graph inputs are faked one by one (with symbolic sizes, each in a fake storage of its own) and
+        guards say nothing of which inputs share memory: a backend would read the other input (a view of
+        an argument that crossed a graph break, say) as unchanged by the write, or as aliased on later
+        calls that pass separate tensors.
+        """
+        for node in written:
+            example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+            if not isinstance(example, torch.Tensor):
+                continue
+            fake_key = _storage_key(example)
+            for path, value, tv in self.inputs:
+                if not isinstance(value, torch.Tensor) or _storage_key(tv.example) != fake_key:
+                    continue
+                key = _storage_key(value)
+                for other_path, other, _ in self.inputs:
+                    if isinstance(other, torch.Tensor) and other is not value and _storage_key(other) == key:
+                        unsupported(
+                            f"an in-place op writes into {path.name()}, whose memory {other_path.name()} shares"
+                        )
+                self._written_storages.add(key)
 
     def _record(self, make: Any, what: Any) -> VT:
         try:
@@ -343,6 +373,11 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(size, stride, offset)
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    """Which storage ``tensor`` views (the same number for every tensor over it)."""
+    return tensor.untyped_storage()._cdata
 
 
 def _is_number(vt: VT) -> bool:
