@@ -18,7 +18,7 @@ import torch.utils._pytree as pytree
 from functorch.compile import aot_module_simplified, make_boxed_func
 
 import dynajit.capture as capture
-from dynajit.capture.testing import CompileCounter
+from dynajit.capture.testing import CompileCounter, count_ops
 
 
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
@@ -158,3 +158,34 @@ def test_placeholders_show_the_layout_the_frame_received():
     (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert placeholder.meta["example_value"].dim() == 2
     assert backend.mismatches == []
+
+
+def m_squeeze_then_write(x):
+    x.squeeze_()
+    x *= 2
+    return x + 1
+
+
+def m_view_across_break(x, n):
+    v = x[1]
+    capture.graph_break()
+    x.add_(n)
+    return v * 1
+
+
+def test_a_write_and_a_layout_change_of_one_argument_are_cut_apart():
+    backend = check_calls(m_squeeze_then_write, [torch.randn(4, 6)[::2, ::2], torch.randn(8, 10)[::2, ::2]])
+    assert all(count_ops(gm) <= 2 for gm in backend.graphs)  # squeeze_ and the write never share a graph
+
+
+def test_a_write_into_an_argument_another_argument_views_is_not_in_a_graph_reading_both():
+    backend = PlaceholderBackend()
+    compiled = capture.optimize(backend)(m_view_across_break)
+    for size in (1, 2, 3):
+        x = torch.randn(3, size)
+        eager_x, compiled_x = twin(x), twin(x)
+        torch.testing.assert_close(compiled(compiled_x, 5), m_view_across_break(eager_x, 5))
+        torch.testing.assert_close(compiled_x, eager_x)
+    for gm in backend.graphs:
+        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        assert not ({"add_"} <= {str(n.target) for n in gm.graph.nodes} and len(names) > 1), names

@@ -129,3 +129,34 @@ def m_row_across_break(x, n):
 @pytest.mark.parametrize("fn", [m_view_across_break, m_row_across_break])
 def test_a_write_into_an_argument_another_argument_views(fn):
     calls_agree(fn, [[torch.randn(3, 3, 1), 3], [torch.randn(3, 3, 2), 5], [torch.randn(3, 3, 3), 5]])
+
+
+def m_squeeze_then_write(x):
+    x.squeeze_()
+    x *= 2
+
+
+def m_write_then_t(x):
+    x.add_(1)
+    x.t_()
+    return x.sum(0)
+
+
+def m_resize(x):
+    x.resize_(2, 3)
+    return x[0, :2] + 1
+
+
+@pytest.mark.parametrize("fn", [m_squeeze_then_write, m_write_then_t])
+def test_a_write_and_a_layout_change_of_a_strided_argument(fn):
+    # The written argument is a strided view: its new values go where eager writes them, at its strides.
+    calls_agree(fn, [[torch.randn(4, 6)[::2, ::2]], [torch.randn(8, 10)[::2, ::2]], [torch.randn(4)[::2]]])
+
+
+def test_resize_of_an_argument_keeps_the_values_eager_keeps():
+    compiled = compiler.compile(m_resize)
+    for n in (6, 8, 10):
+        eager_x, compiled_x = torch.arange(float(n)), torch.arange(float(n))
+        torch.testing.assert_close(compiled(compiled_x), m_resize(eager_x))
+        assert _layout(compiled_x) == _layout(eager_x)
+        torch.testing.assert_close(compiled_x, eager_x)

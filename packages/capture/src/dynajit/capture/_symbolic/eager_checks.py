@@ -174,6 +174,24 @@ def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[
     return out
 
 
+#: In-place ops that give their tensor other memory (not only another view of the same memory).
+_STORAGE_CHANGES = frozenset({"resize_", "resize_as_", "set_"})
+
+
+def metadata_change(target: Any, args: tuple[Any, ...]) -> str | None:
+    """``"view"`` when ``target`` changes its first argument's layout in place (``t_``, ``unsqueeze_``,
+    ``as_strided_``), ``"storage"`` when it changes its memory (``resize_``, ``set_``), else None."""
+    name = _aten_name(target)
+    if not args or name is None or not name.endswith("_") or name.startswith("_") or name == "detach_":
+        return None
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return None
+    if not any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads()):
+        return None
+    return "storage" if name in _STORAGE_CHANGES else "view"
+
+
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
     if any(_overlaps(w) for w in written(target, args, kwargs)):

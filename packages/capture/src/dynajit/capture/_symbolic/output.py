@@ -85,8 +85,9 @@ class OutputGraph:
         # Each tensor input's layout (sizes, strides, storage offset) as the frame received it: an in-place
         # metadata op (``x.t_()``) changes its example value's, which placeholders must not show (see compile).
         self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
-        # The memory (real storages) of the inputs the graph writes into; see check_aliased_write.
-        self._written_storages: set[int] = set()
+        # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
+        # place); see check_input_effects.
+        self._input_effects: dict[int, set[str]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -122,7 +123,7 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
-        if _storage_key(value) in self._written_storages:
+        if "data" in self._input_effects.get(_storage_key(value), ()):
             unsupported(f"{path.name()} shares memory with an input this graph has written into")
         example: torch.Tensor
         dynamic_dims: tuple[int, ...]
@@ -228,7 +229,7 @@ class OutputGraph:
         if eager_checks.is_no_op(fn, proxies, kw):
             return args[0]
         eager_checks.check_write(fn, proxies, kw)
-        self.check_aliased_write(eager_checks.written(fn, proxies, kw))
+        self.check_input_effects(fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
@@ -251,33 +252,52 @@ class OutputGraph:
         if eager_checks.is_no_op(name, proxies, kw):
             return args[0]
         eager_checks.check_write(name, proxies, kw)
-        self.check_aliased_write(eager_checks.written(name, proxies, kw))
+        self.check_input_effects(name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
         return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
 
-    def check_aliased_write(self, written: list[Any]) -> None:
-        """Leave to Python (a graph break) a write into an input whose memory another input shares.
+    def check_input_effects(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Leave to Python (a graph break) an in-place op on an input's memory that backends cannot replay.
 
-        Graph inputs are faked one by one (with symbolic sizes, each in a fake storage of its own) and
-        guards say nothing of which inputs share memory: a backend would read the other input (a view of
-        an argument that crossed a graph break, say) as unchanged by the write, or as aliased on later
-        calls that pass separate tensors.
+        That is a write into an input whose memory another input shares: graph inputs are faked one by
+        one (with symbolic sizes, each in a fake storage of its own) and guards say nothing of which
+        inputs share memory, so a backend would read the other input (a view of an argument that crossed
+        a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
+        tensors. It is also a write into an input whose layout the graph changes in place (``x.t_()``,
+        either order): AOT autograd then gives the input the layout of the graph's new value of it, not
+        the one eager keeps; and a change of an input's memory (``resize_``, ``set_``).
         """
-        for node in written:
-            example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-            if not isinstance(example, torch.Tensor):
+        name = getattr(target, "__name__", target)
+        change = eager_checks.metadata_change(target, args)
+        effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
+        effects += [(args[0], change)] if change is not None else []
+        for node, effect in effects:
+            found = self._input_viewed_by(node)
+            if found is None:
                 continue
-            fake_key = _storage_key(example)
-            for path, value, tv in self.inputs:
-                if not isinstance(value, torch.Tensor) or _storage_key(tv.example) != fake_key:
-                    continue
-                key = _storage_key(value)
+            path, value = found
+            key = _storage_key(value)
+            if effect == "storage":
+                unsupported(f"{name} changes the memory of the graph input {path.name()}")
+            if effect == "data":
                 for other_path, other, _ in self.inputs:
                     if isinstance(other, torch.Tensor) and other is not value and _storage_key(other) == key:
-                        unsupported(
-                            f"an in-place op writes into {path.name()}, whose memory {other_path.name()} shares"
-                        )
-                self._written_storages.add(key)
+                        unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
+            done = self._input_effects.setdefault(key, set())
+            done.add(effect)
+            if done == {"data", "view"}:
+                unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+    def _input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
+        """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
+        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(example, torch.Tensor):
+            return None
+        fake_key = _storage_key(example)
+        for path, value, tv in self.inputs:
+            if isinstance(value, torch.Tensor) and _storage_key(tv.example) == fake_key:
+                return path, value
+        return None
 
     def _record(self, make: Any, what: Any) -> VT:
         try:
