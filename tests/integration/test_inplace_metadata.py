@@ -160,3 +160,18 @@ def test_resize_of_an_argument_keeps_the_values_eager_keeps():
         torch.testing.assert_close(compiled(compiled_x), m_resize(eager_x))
         assert _layout(compiled_x) == _layout(eager_x)
         torch.testing.assert_close(compiled_x, eager_x)
+
+
+def m_unsqueeze_sum(x):
+    x.unsqueeze_(0)
+    return x.sum(0)
+
+
+@pytest.mark.parametrize("fn", [m_t, m_unsqueeze_sum])
+def test_an_argument_gets_eagers_strides_of_size_one_dims_from_a_dynamic_graph(fn):
+    # The caller sees every stride of its tensor, a size-1 dim's too (is_contiguous, view, as_strided).
+    compiled = compiler.compile(fn)
+    for shape in [(3, 4), (5, 6), (1, 4), (7, 2)]:
+        eager_x, compiled_x = torch.randn(shape), torch.randn(shape)
+        fn(eager_x), compiled(compiled_x)
+        assert (compiled_x.shape, compiled_x.stride()) == (eager_x.shape, eager_x.stride())

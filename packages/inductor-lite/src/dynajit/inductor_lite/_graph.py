@@ -410,7 +410,7 @@ class GraphLowering:
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = self.extern_arg(value)
-        eager_strides = tuple(val.stride()) if isinstance(val, torch.Tensor) and not self.dynamic else arg.stride
+        eager_strides = _sym.strides_of(val) if isinstance(val, torch.Tensor) else arg.stride
         if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
             arg = replace(arg, stride=eager_strides, natural=False)
