@@ -175,3 +175,13 @@ def test_an_argument_gets_eagers_strides_of_size_one_dims_from_a_dynamic_graph(f
         eager_x, compiled_x = torch.randn(shape), torch.randn(shape)
         fn(eager_x), compiled(compiled_x)
         assert (compiled_x.shape, compiled_x.stride()) == (eager_x.shape, eager_x.stride())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x.flatten(0, 1)[..., 1::2], lambda x: x.view(-1, x.shape[2])[..., ::2]],
+    ids=["flatten_step", "view_step"],
+)
+def test_a_strided_view_of_a_reshaped_argument_from_a_dynamic_graph(fn):
+    # The output is a view of the argument: the caller then writes through it into the argument.
+    calls_agree(fn, _sizes((1, 1, 4), (1, 1, 6), (2, 3, 8)))
