@@ -185,3 +185,14 @@ def test_an_argument_gets_eagers_strides_of_size_one_dims_from_a_dynamic_graph(f
 def test_a_strided_view_of_a_reshaped_argument_from_a_dynamic_graph(fn):
     # The output is a view of the argument: the caller then writes through it into the argument.
     calls_agree(fn, _sizes((1, 1, 4), (1, 1, 6), (2, 3, 8)))
+
+
+def test_an_output_beside_an_input_with_no_storage_of_its_own():
+    # Every output's storage is compared with each input's, also inputs the graph only reads as numbers.
+    def fn(x, n):
+        v = (n - x).movedim(-1, 0)
+        if v.max() > 1:
+            pass
+        return v.unsqueeze(0).expand(1, *v.shape)
+
+    calls_agree(fn, [[torch.randn(1, 1, 1), 1], [torch.randn(1, 1, 1), 5], [torch.randn(1, 3, 2), 5]])

@@ -431,7 +431,8 @@ class GraphLowering:
         if storage is None or not isinstance(val, torch.Tensor):
             return None
         for name, base in self.input_vals.items():
-            if self.storages.get(name) == storage:
+            owner = self.storages.get(name)
+            if owner is not None and owner == storage:
                 offset = _sym.norm(val.storage_offset()) - _sym.norm(base.storage_offset())
                 return self.storage_value(self.buffers[name], _sym.strides_of(val), offset, _sym.shape_of(val))
         return None
@@ -531,7 +532,8 @@ def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
             if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
                 return node  # an item of a multi-output op (max.dim): a tensor of its own
             source = source.args[0]
-        if not isinstance(source, torch.fx.Node) or _storage(source.meta.get("val")) != storage:
+        held = _storage(source.meta.get("val")) if isinstance(source, torch.fx.Node) else None
+        if held is None or held != storage:  # a StorageWeakRef compares only with another
             return node
         node = source
     return node
