@@ -532,7 +532,9 @@ def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
             if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
                 return node  # an item of a multi-output op (max.dim): a tensor of its own
             source = source.args[0]
-        held = _storage(source.meta.get("val")) if isinstance(source, torch.fx.Node) else None
+        if not isinstance(source, torch.fx.Node):
+            return node
+        held = _storage(source.meta.get("val"))
         if held is None or held != storage:  # a StorageWeakRef compares only with another
             return node
         node = source
