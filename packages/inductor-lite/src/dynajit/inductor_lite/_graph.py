@@ -138,6 +138,7 @@ class GraphLowering:
         # Buffer name -> the storage its eager tensor has (inputs, aten results): an output may be a view
         # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
         self.storages: dict[str, Any] = {}
+        self.input_vals: dict[str, torch.Tensor] = {}  # each input buffer's placeholder value
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -309,6 +310,8 @@ class GraphLowering:
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
                     self.storages[buf.name] = _storage(node.meta.get("val"))
+                    if isinstance(node.meta.get("val"), torch.Tensor):
+                        self.input_vals[buf.name] = node.meta["val"]
                     inputs.append(buf)
                     self.env[node] = self.storage_value(buf)
                 else:
@@ -408,17 +411,35 @@ class GraphLowering:
             same_layout = not isinstance(val, torch.Tensor) or _same_strides(strides, _sym.strides_of(val), value.size)
             if storage is None or owner is None or owner != storage or not same_layout:
                 view = None
-        if view is None:
+        view_of_input = self._input_view(val, storage) if view is None else None
+        if view_of_input is not None:
+            value = view_of_input
+        elif view is None:
             fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
             value = self.realize(fresh, _dense_strides(val))
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = self.extern_arg(value)
-        eager_strides = tuple(val.stride()) if isinstance(val, torch.Tensor) and not self.dynamic else arg.stride
+        eager_strides = _sym.strides_of(val) if isinstance(val, torch.Tensor) else arg.stride
         if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
             arg = replace(arg, stride=eager_strides, natural=False)
         return OutputRef(arg)
+
+    def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
+        """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).
+
+        AOT autograd rebuilds an output that aliases an input from that input with the strides and offset
+        of what the graph returns: a new buffer there would make it a view of the input's first elements.
+        """
+        if storage is None or not isinstance(val, torch.Tensor):
+            return None
+        for name, base in self.input_vals.items():
+            owner = self.storages.get(name)
+            if owner is not None and owner == storage:
+                offset = _sym.norm(val.storage_offset()) - _sym.norm(base.storage_offset())
+                return self.storage_value(self.buffers[name], _sym.strides_of(val), offset, _sym.shape_of(val))
+        return None
 
     def _count_output_storages(self, results: Sequence[Any]) -> None:
         self.output_storages: dict[Any, int] = {}

@@ -166,11 +166,34 @@ def _overlaps(value: Any) -> bool:
     return any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride()))
 
 
+def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments (FX nodes and constants) whose elements a call of ``target`` writes: ``out=`` and self."""
+    out = [kwargs["out"]] if "out" in kwargs else []
+    if args and _writes_data(target, _aten_name(target)):
+        out.append(args[0])
+    return out
+
+
+#: In-place ops that give their tensor other memory (not only another view of the same memory).
+_STORAGE_CHANGES = frozenset({"resize_", "resize_as_", "set_"})
+
+
+def metadata_change(target: Any, args: tuple[Any, ...]) -> str | None:
+    """``"view"`` when ``target`` changes its first argument's layout in place (``t_``, ``unsqueeze_``,
+    ``as_strided_``), ``"storage"`` when it changes its memory (``resize_``, ``set_``), else None."""
+    name = _aten_name(target)
+    if not args or name is None or not name.endswith("_") or name.startswith("_") or name == "detach_":
+        return None
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return None
+    if not any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads()):
+        return None
+    return "storage" if name in _STORAGE_CHANGES else "view"
+
+
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
-    written = [kwargs["out"]] if "out" in kwargs else []
-    if args and _writes_data(target, _aten_name(target)):
-        written.append(args[0])
-    if any(_overlaps(w) for w in written):
+    if any(_overlaps(w) for w in written(target, args, kwargs)):
         name = getattr(target, "__name__", target)
         unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")

@@ -82,6 +82,12 @@ class OutputGraph:
         self.context_vars: dict[int, Any] = {}
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
+        # Each tensor input's layout (sizes, strides, storage offset) as the frame received it: an in-place
+        # metadata op (``x.t_()``) changes its example value's, which placeholders must not show (see compile).
+        self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
+        # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
+        # place); see check_input_effects.
+        self._input_effects: dict[int, set[str]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -117,6 +123,8 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
+        if "data" in self._input_effects.get(_storage_key(value), ()):
+            unsupported(f"{path.name()} shares memory with an input this graph has written into")
         example: torch.Tensor
         dynamic_dims: tuple[int, ...]
         if static:
@@ -124,6 +132,7 @@ class OutputGraph:
         else:
             example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
@@ -220,6 +229,7 @@ class OutputGraph:
         if eager_checks.is_no_op(fn, proxies, kw):
             return args[0]
         eager_checks.check_write(fn, proxies, kw)
+        self.check_input_effects(fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
         return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
 
@@ -242,8 +252,52 @@ class OutputGraph:
         if eager_checks.is_no_op(name, proxies, kw):
             return args[0]
         eager_checks.check_write(name, proxies, kw)
+        self.check_input_effects(name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
         return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+
+    def check_input_effects(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Leave to Python (a graph break) an in-place op on an input's memory that backends cannot replay.
+
+        That is a write into an input whose memory another input shares: graph inputs are faked one by
+        one (with symbolic sizes, each in a fake storage of its own) and guards say nothing of which
+        inputs share memory, so a backend would read the other input (a view of an argument that crossed
+        a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
+        tensors. It is also a write into an input whose layout the graph changes in place (``x.t_()``,
+        either order): AOT autograd then gives the input the layout of the graph's new value of it, not
+        the one eager keeps; and a change of an input's memory (``resize_``, ``set_``).
+        """
+        name = getattr(target, "__name__", target)
+        change = eager_checks.metadata_change(target, args)
+        effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
+        effects += [(args[0], change)] if change is not None else []
+        for node, effect in effects:
+            found = self._input_viewed_by(node)
+            if found is None:
+                continue
+            path, value = found
+            key = _storage_key(value)
+            if effect == "storage":
+                unsupported(f"{name} changes the memory of the graph input {path.name()}")
+            if effect == "data":
+                for other_path, other, _ in self.inputs:
+                    if isinstance(other, torch.Tensor) and other is not value and _storage_key(other) == key:
+                        unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
+            done = self._input_effects.setdefault(key, set())
+            done.add(effect)
+            if done == {"data", "view"}:
+                unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+    def _input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
+        """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
+        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(example, torch.Tensor):
+            return None
+        fake_key = _storage_key(example)
+        for path, value, tv in self.inputs:
+            if isinstance(value, torch.Tensor) and _storage_key(tv.example) == fake_key:
+                return path, value
+        return None
 
     def _record(self, make: Any, what: Any) -> VT:
         try:
@@ -305,6 +359,7 @@ class OutputGraph:
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
+        self._restore_entry_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
         name = f"__compiled_fn_{next(_graph_ids)}"
@@ -321,6 +376,28 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+    def _restore_entry_layouts(self) -> None:
+        """Give each placeholder whose tensor an in-place metadata op changed its layout at the frame's entry.
+
+        Tracing ``x.unsqueeze_(0)`` runs it on the input's example value, the placeholder's: after the trace
+        that value shows the layout the graph leaves the input with. A backend reads placeholders as the
+        inputs it is called with (AOT autograd then replays the change on the caller's tensor), so each gets
+        a view of the same fake storage with the entry layout.
+        """
+        for node, (size, stride, offset) in self._entry_layouts.items():
+            example = node.meta.get("example_value")
+            if not isinstance(example, torch.Tensor):
+                continue
+            if (example.size(), example.stride(), example.storage_offset()) == (size, stride, offset):
+                continue
+            with self.fake_mode:
+                node.meta["example_value"] = example.as_strided(size, stride, offset)
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    """Which storage ``tensor`` views (the same number for every tensor over it)."""
+    return tensor.untyped_storage()._cdata
 
 
 def _is_number(vt: VT) -> bool:

@@ -1,0 +1,198 @@
+"""In-place metadata ops on arguments and writes into arguments other arguments view, through the default backend.
+
+Each case calls the same function eagerly and compiled (backend ``inductor``, automatic dynamic shapes)
+on twins of the same inputs, several sizes in turn so that later calls run a graph compiled with symbolic
+sizes, and compares outputs and the inputs afterwards: shape, strides, storage offset and values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+import dynajit.capture as capture
+from dynajit import compiler
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    compiler.reset()
+    yield
+    compiler.reset()
+
+
+def twin(t: Any) -> Any:
+    """A tensor with ``t``'s values and layout (storage offset, strides) in a storage of its own."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    out = torch.empty(0, dtype=t.dtype)
+    out.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+    return out
+
+
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    # A size-1 dim's stride addresses nothing; the caller's view of it is checked through the values.
+    kept = [d for d in range(t.dim()) if t.size(d) > 1]
+    return tuple(t.shape), [t.stride(d) for d in kept], t.storage_offset()
+
+
+def _call(fn: Callable[..., Any], args: list[Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(*args), None
+    except Exception as err:
+        return None, err
+
+
+def calls_agree(fn: Callable[..., Any], calls: list[list[Any]]) -> None:
+    """Each call's outputs and inputs afterwards match eager; no frame falls back to eager."""
+    compiled = compiler.compile(fn)
+    for inputs in calls:
+        eager_args, compiled_args = [twin(x) for x in inputs], [twin(x) for x in inputs]
+        expected, eager_err = _call(fn, eager_args)
+        with capture.observe() as seen:
+            actual, compiled_err = _call(compiled, compiled_args)
+        assert [f.kind for f in seen.frames if f.kind in ("eager", "error")] == []
+        assert type(compiled_err) is type(eager_err), (compiled_err, eager_err)
+        pairs = list(zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual), strict=True))
+        pairs += list(zip(eager_args, compiled_args, strict=True))
+        for e, a in pairs:
+            if isinstance(e, torch.Tensor):
+                assert _layout(a) == _layout(e), [tuple(x.shape) for x in inputs]
+                torch.testing.assert_close(a, e)
+            else:
+                assert a == e
+
+
+def _sizes(*shapes: tuple[int, ...]) -> list[list[Any]]:
+    return [[torch.randn(s)] for s in shapes]
+
+
+def m_t(x):
+    x.t_()
+    return x + 1
+
+
+def m_unsqueeze_softmax(x):
+    x.unsqueeze_(0)
+    return torch.softmax(x, dim=1)
+
+
+def m_squeeze(x):
+    return x.squeeze_() * 2
+
+
+def m_transpose_then_write(x):
+    x.transpose_(0, 1)
+    x.add_(1)
+    return x.sum(0)
+
+
+def m_shape_then_t(x):
+    v = torch.arange(x.numel()).view(x.shape)
+    x.t_()
+    return v
+
+
+def m_t_across_break(x):
+    x.t_()
+    y = x * 2
+    print(end="")
+    return y + x
+
+
+@pytest.mark.parametrize(
+    "fn", [m_t, m_unsqueeze_softmax, m_squeeze, m_transpose_then_write, m_shape_then_t, m_t_across_break]
+)
+def test_a_metadata_change_of_an_argument_matches_eager_after_recompiles(fn):
+    calls_agree(fn, _sizes((3, 4), (3, 4), (5, 6), (2, 3), (1, 4), (0, 3)))
+
+
+def m_view_across_break(x, n):
+    v = x.split(2, 1)[0]
+    print(end="")
+    x.add_(n)
+    return v.max()
+
+
+def m_row_across_break(x, n):
+    v = x[1]
+    print(end="")
+    x.mul_(n)
+    v.add_(1)
+    return v * 1, x.sum()
+
+
+@pytest.mark.parametrize("fn", [m_view_across_break, m_row_across_break])
+def test_a_write_into_an_argument_another_argument_views(fn):
+    calls_agree(fn, [[torch.randn(3, 3, 1), 3], [torch.randn(3, 3, 2), 5], [torch.randn(3, 3, 3), 5]])
+
+
+def m_squeeze_then_write(x):
+    x.squeeze_()
+    x *= 2
+
+
+def m_write_then_t(x):
+    x.add_(1)
+    x.t_()
+    return x.sum(0)
+
+
+def m_resize(x):
+    x.resize_(2, 3)
+    return x[0, :2] + 1
+
+
+@pytest.mark.parametrize("fn", [m_squeeze_then_write, m_write_then_t])
+def test_a_write_and_a_layout_change_of_a_strided_argument(fn):
+    # The written argument is a strided view: its new values go where eager writes them, at its strides.
+    calls_agree(fn, [[torch.randn(4, 6)[::2, ::2]], [torch.randn(8, 10)[::2, ::2]], [torch.randn(4)[::2]]])
+
+
+def test_resize_of_an_argument_keeps_the_values_eager_keeps():
+    compiled = compiler.compile(m_resize)
+    for n in (6, 8, 10):
+        eager_x, compiled_x = torch.arange(float(n)), torch.arange(float(n))
+        torch.testing.assert_close(compiled(compiled_x), m_resize(eager_x))
+        assert _layout(compiled_x) == _layout(eager_x)
+        torch.testing.assert_close(compiled_x, eager_x)
+
+
+def m_unsqueeze_sum(x):
+    x.unsqueeze_(0)
+    return x.sum(0)
+
+
+@pytest.mark.parametrize("fn", [m_t, m_unsqueeze_sum])
+def test_an_argument_gets_eagers_strides_of_size_one_dims_from_a_dynamic_graph(fn):
+    # The caller sees every stride of its tensor, a size-1 dim's too (is_contiguous, view, as_strided).
+    compiled = compiler.compile(fn)
+    for shape in [(3, 4), (5, 6), (1, 4), (7, 2)]:
+        eager_x, compiled_x = torch.randn(shape), torch.randn(shape)
+        fn(eager_x), compiled(compiled_x)
+        assert (compiled_x.shape, compiled_x.stride()) == (eager_x.shape, eager_x.stride())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x.flatten(0, 1)[..., 1::2], lambda x: x.view(-1, x.shape[2])[..., ::2]],
+    ids=["flatten_step", "view_step"],
+)
+def test_a_strided_view_of_a_reshaped_argument_from_a_dynamic_graph(fn):
+    # The output is a view of the argument: the caller then writes through it into the argument.
+    calls_agree(fn, _sizes((1, 1, 4), (1, 1, 6), (2, 3, 8)))
+
+
+def test_an_output_beside_an_input_with_no_storage_of_its_own():
+    # Every output's storage is compared with each input's, also inputs the graph only reads as numbers.
+    def fn(x, n):
+        v = (n - x).movedim(-1, 0)
+        if v.max() > 1:
+            pass
+        return v.unsqueeze(0).expand(1, *v.shape)
+
+    calls_agree(fn, [[torch.randn(1, 1, 1), 1], [torch.randn(1, 1, 1), 5], [torch.randn(1, 3, 2), 5]])
