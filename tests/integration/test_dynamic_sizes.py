@@ -72,3 +72,22 @@ def test_a_data_dependent_int_that_turns_negative() -> None:
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_an_int_argument_sized_creation_at_zero_one_and_negative() -> None:
     _compare(_arange, [lambda n=n: (torch.ones(3), n) for n in (3, 5, 0, 1, -2, 8)])
+
+
+def test_unbinding_a_slice_whose_symbolic_length_is_guarded() -> None:
+    """``x[n // 2:]`` has the symbolic length ``s0 - s0 // 2``; unbinding it guards that length, and the pieces'
+    squeeze drops a dim whose size is a symbolic expression equal to 1: read at the pieces' own strides."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        half = x[x.shape[0] // 2 :]
+        total = half * 1
+        for piece in half.unbind(0):
+            total = total + piece.sum()
+        return total
+
+    for sizes in ((6,), (3, 6), (3, 4, 5)):
+        compiler.reset()
+        compiled = compiler.compile(fn, dynamic=True)
+        for s0 in sizes:
+            x = torch.arange(s0 * 16).reshape(s0, 4, 4)
+            torch.testing.assert_close(compiled(x), fn(x))

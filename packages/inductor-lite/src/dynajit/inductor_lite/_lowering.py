@@ -390,8 +390,12 @@ def _expand(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
 
 @lowering(aten.unsqueeze, aten.squeeze)
 def _squeeze_unsqueeze(ctx: Any, x: TensorValue, *_: Any) -> TensorValue:
-    # Both only add or drop size-1 dims: match the non-1 dims in order.
+    # Both only add or drop size-1 dims: match the non-1 dims in order. A symbolic size may be 1 (a guard can
+    # say so where the expression does not): unless it provably is not, which dims match is unknown here.
     new = _sym.shape_of(ctx.current_val())
+    for size in (*x.size, *new):
+        if not isinstance(size, int) and not (_sym.provably_le(2, size) or _sym.provably_le(size, 0)):
+            raise _sym.Unsupported(f"squeeze or unsqueeze next to a size {size} that may be 1")
     old_real = [k for k, s in enumerate(x.size) if s != 1]
     new_real = [k for k, s in enumerate(new) if s != 1]
 
