@@ -1,5 +1,5 @@
 """Builtins over iterables while tracing: ``iter``, ``next``, ``zip``, ``enumerate``, ``map``, ``filter``,
-``reversed``, ``min``/``max``, ``operator.itemgetter``/``attrgetter``, ``itertools`` and the ``collections``
+``reversed``, ``functools.reduce``, ``min``/``max``, ``operator.itemgetter``/``attrgetter``, ``itertools`` and the ``collections``
 classes.
 
 ``zip``, ``enumerate``, ``map`` and ``filter`` are lazy iterators
@@ -13,6 +13,7 @@ graph break.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,21 @@ def _next(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
             return args[1]
         raises_in_python("next() on an exhausted iterator raises StopIteration", StopIteration())
     return item
+
+
+@builtin(functools.reduce)
+def _reduce(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``functools.reduce(function, iterable[, initial])``, taking items one at a time as Python's does."""
+    if kwargs or not 2 <= len(args) <= 3:
+        raises_in_python("reduce() takes a function, an iterable and an optional initial value (TypeError)")
+    function, iterator = args[0], iterator_of(tx, args[1])
+    total = args[2] if len(args) == 3 else iterator.next()
+    if total is None:
+        message = "reduce() of empty iterable with no initial value"
+        raises_in_python(f"{message} (TypeError)", TypeError(message))
+    while (item := iterator.next()) is not None:
+        total = function.call(tx, [total, item], {})
+    return total
 
 
 @builtin(enumerate)

@@ -46,6 +46,8 @@ __all__ = [
     "WeakRefVar",
 ]
 
+_LRU_CACHE_WRAPPER = type(functools.lru_cache(lambda: None))
+
 
 def _attr_path(vt: VT, name: str) -> Any:
     return Attr(vt.source, name) if vt.source is not None else None
@@ -164,6 +166,10 @@ class UserObjectVar(ObjectVar):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         # ``obj(...)`` looks __call__ up on the class, never on the instance.
         cls = type(self.value)
+        if cls is _LRU_CACHE_WRAPPER:
+            # ``functools.lru_cache``/``cache``: the wrapped function is traced, so its value is computed, never a
+            # stale cached one (the cache is neither read nor filled, as TorchDynamo does).
+            return self.getattr(tx, "__wrapped__").call(tx, args, kwargs)
         method = inspect.getattr_static(cls, "__call__", None)
         if not isinstance(method, types.FunctionType):
             unsupported(
