@@ -137,3 +137,14 @@ def test_a_forward_that_cannot_run_on_fake_tensors_is_a_break():
     run_both(reads_data, lambda: (torch.randn(3),), graphs=1)
     (reason,) = breaks(reads_data, torch.randn(3))
     assert reason.startswith("ReadsData_apply cannot be traced on fake tensors")
+
+
+def test_calls_with_the_same_function_reuse_one_compiled_entry():
+    """``Doubling.apply`` is a new bound method at every read: its guard compares by equality, not identity."""
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, fullgraph=True)(doubled)
+    for _ in range(5):
+        x = torch.randn(3, requires_grad=True)
+        compiled(x).backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+    assert counter.frame_count == 1

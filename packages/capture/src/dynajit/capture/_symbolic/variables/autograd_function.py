@@ -39,7 +39,8 @@ def is_function_apply(value: Any) -> bool:
     """True for ``SomeFunction.apply`` of a ``torch.autograd.Function`` subclass (bound to the class)."""
     owner = getattr(value, "__self__", None)
     return (
-        isinstance(value, types.BuiltinMethodType)
+        # A C method in recent torch; a Python classmethod in older releases (torch 2.13): bound either way.
+        isinstance(value, (types.BuiltinMethodType, types.MethodType))
         and isinstance(owner, type)
         and issubclass(owner, torch.autograd.Function)
         and getattr(value, "__name__", None) == "apply"
@@ -59,7 +60,9 @@ def wrap_autograd_function_apply(output: OutputGraph, value: Any, path: Path | N
         cls_path = Attr(path, "__self__")
         wrap_value(output, cls, cls_path)  # ID_MATCH on the class
         output.guard("equals_match", Attr(path, "__name__"), "apply")
-        output.guard("function_match", Attr(cls_path, "apply"), value)
+        # Each read of ``Cls.apply`` binds a new method object (C or Python, by torch version), so identity would
+        # fail at every call (or, held weakly, die at once): equal bound methods have the same function and class.
+        output.guard("equals_match", Attr(cls_path, "apply"), value)
         for name in _GUARDED_METHODS:
             method = getattr(cls, name, None)
             if isinstance(method, types.FunctionType):
