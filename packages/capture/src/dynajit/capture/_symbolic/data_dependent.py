@@ -68,7 +68,8 @@ class DataScalarVar(SymIntVar):
         unsupported(f"Python needs the value of {self.example}, a number read from tensor data")
 
     def truth(self, tx: Tracer) -> bool:
-        unsupported(f"a branch on {self.example}, a value read from tensor data (data-dependent control flow)")
+        # Worded as the jump's own break (opcodes_control): 3.13's TO_BOOL asks for the truth value first.
+        unsupported(f"data-dependent control flow: a branch on {self.example}, a value read from tensor data")
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         unsupported(f"attribute {name!r} of {self.example}, a number read from tensor data")
