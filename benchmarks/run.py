@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(["", *report.summary_table(results), "", report.headline(results), ""]))
     if args.out.resolve() == (HERE / "results").resolve() and not args.only and not args.quick:
         report.update_readme(results, HERE / "README.md", "results", per_model=True)
-        report.update_readme(results, HERE.parent / "README.md", "benchmarks/results")
+        report.update_readme(results, HERE.parent / "README.md", "benchmarks/results", per_model=True)
     log(f"done in {results['total_seconds']:.0f}s: {args.out / 'latest.md'}")
     return 0
 
