@@ -306,8 +306,20 @@ def _unused(op):
         (lambda x: x.var(), torch.tensor([1, 2])),
         (lambda x: x // 0, torch.tensor([1, 2])),
         (lambda x: x.remainder(0), torch.tensor([1, 2])),
+        (lambda x: torch.nn.functional.linear(x, x.new_ones(2, 2)), torch.tensor([[True, False]])),
+        (lambda x: x @ x.t(), torch.tensor([[True, False]])),
     ],
-    ids=["argmin_bool", "argmax_bool", "floor_bool", "frac_int", "var_int", "floordiv_zero", "remainder_zero"],
+    ids=[
+        "argmin_bool",
+        "argmax_bool",
+        "floor_bool",
+        "frac_int",
+        "var_int",
+        "floordiv_zero",
+        "remainder_zero",
+        "linear_bool",
+        "matmul_bool",
+    ],
 )
 def test_an_unused_op_eager_refuses_raises_the_same_error(backend, op, x):
     """Fake tensors skip the dtype dispatch and value checks of eager's kernels: an op whose result is

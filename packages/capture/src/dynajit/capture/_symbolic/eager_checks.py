@@ -43,7 +43,7 @@ _OPERATOR_OPS = {
     operator.floordiv: "floor_divide", operator.mod: "remainder", operator.pow: "pow",
     operator.and_: "bitwise_and", operator.or_: "bitwise_or", operator.xor: "bitwise_xor",
     operator.lshift: "bitwise_left_shift", operator.rshift: "bitwise_right_shift",
-    operator.neg: "neg", operator.invert: "bitwise_not", operator.abs: "abs",
+    operator.neg: "neg", operator.invert: "bitwise_not", operator.abs: "abs", operator.matmul: "matmul",
     operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_", operator.itruediv: "div_",
     operator.ifloordiv: "floor_divide_", operator.imod: "remainder_", operator.ipow: "pow_",
     operator.iand: "bitwise_and_", operator.ior: "bitwise_or_", operator.ixor: "bitwise_xor_",
@@ -54,6 +54,9 @@ _OPERATOR_OPS = {
 _VALUE_CHECKED = {"mvlgamma", "mvlgamma_"}
 # Pointwise ops aten does not tag so (``x // 0`` on integers raises in eager only).
 _UNTAGGED_POINTWISE = {"floor_divide", "floor_divide_", "true_divide", "true_divide_"}
+# Products whose dtype checks live in their kernels (``mm`` of bools is not implemented): size-1 stand-ins keep
+# their shapes compatible, since every inner dim is 1.
+_PRODUCTS = {"mm", "bmm", "matmul", "addmm", "addmv", "mv", "dot", "linear", "baddbmm", "addbmm"}
 
 
 def _aten_name(target: Any) -> str | None:
@@ -72,7 +75,7 @@ def _checked(name: str) -> bool:
     """Whether ``name`` is an aten pointwise op or reduction drawing no random numbers (checks on ones hold)."""
     if name in _VALUE_CHECKED or name.startswith("_"):
         return False
-    if name in _UNTAGGED_POINTWISE:
+    if name in _UNTAGGED_POINTWISE or name in _PRODUCTS:
         return True
     packet = getattr(aten, name, None)
     if not isinstance(packet, torch._ops.OpOverloadPacket):
