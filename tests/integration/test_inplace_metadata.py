@@ -196,3 +196,26 @@ def test_an_output_beside_an_input_with_no_storage_of_its_own():
         return v.unsqueeze(0).expand(1, *v.shape)
 
     calls_agree(fn, [[torch.randn(1, 1, 1), 1], [torch.randn(1, 1, 1), 5], [torch.randn(1, 3, 2), 5]])
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("fn", "shape"),
+    [
+        (lambda x: (x.unsqueeze_(0), x.reshape(-1))[1], (3,)),
+        (lambda x: (x.unsqueeze_(0), x.squeeze(0))[1], (3,)),
+        (lambda x: (x.t_(), x.t())[1], (2, 3)),
+    ],
+    ids=["reshape_back", "squeeze_back", "transpose_back"],
+)
+def test_a_view_that_undoes_an_argument_metadata_change_is_a_new_tensor(backend, fn, shape):
+    """The result views the whole argument in the layout it came with, but eager's result is a new tensor: it
+    must not be the argument itself, which takes its new metadata after the graph."""
+    x = torch.randn(shape)
+    eager_x, compiled_x = x.clone(), x.clone()
+    expected = fn(eager_x)
+    actual = compiler.compile(fn, backend=backend)(compiled_x)
+    assert actual.shape == expected.shape and actual.stride() == expected.stride()
+    assert compiled_x.shape == eager_x.shape and compiled_x.stride() == eager_x.stride()
+    torch.testing.assert_close(actual, expected)
+    assert (actual is compiled_x) == (expected is eager_x)

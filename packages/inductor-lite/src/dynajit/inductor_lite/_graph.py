@@ -424,6 +424,14 @@ class GraphLowering:
         if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
             # Strides of size-1 dims address nothing, but eager's are what the caller sees.
             arg = replace(arg, stride=eager_strides, natural=False)
+        if (
+            arg.natural
+            and isinstance(self.buffers.get(arg.buffer), InputBuffer)
+            and getattr(node, "op", "") != "placeholder"
+        ):
+            # An op's result is a new tensor in eager even when it views a whole input (`x.reshape(-1)` after
+            # `x.unsqueeze_(0)`): the input itself would change with the input's metadata replayed after the graph.
+            arg = replace(arg, natural=False)
         return OutputRef(arg)
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
