@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 import torch.utils._pytree as pytree
+from twins import twin
 
 import dynajit.capture as capture
 from dynajit import compiler
@@ -25,15 +26,6 @@ def _fresh():
     compiler.reset()
     yield
     compiler.reset()
-
-
-def twin(t: Any) -> Any:
-    """A tensor with ``t``'s values and layout (storage offset, strides) in a storage of its own."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    out = torch.empty(0, dtype=t.dtype, device=t.device)
-    out.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
-    return out
 
 
 def _call(fn: Callable[..., Any], args: list[Any]) -> tuple[Any, BaseException | None]:
