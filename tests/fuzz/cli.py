@@ -111,7 +111,8 @@ def _record(
         small, small_failure = shrink(program, failure, shrink_seconds)
     cls.repro = (
         f"# fuzz program {name}, {failure.backend}: {small_failure.kind} {small_failure.exc}\n"
-        f"# {small_failure.detail[:300]}\n" + repro_script(small, failure.backend, small_failure.kind)
+        + "".join(f"# {line}\n" for line in small_failure.detail[:300].splitlines())
+        + repro_script(small, failure.backend, small_failure.kind)
     )
     log(cls.repro)
     if out is not None:

@@ -392,6 +392,46 @@ def _write_expanded(op):
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.mul_(x.narrow(-1, 0, 1)),
+        lambda x: x.mul_(x[:, :, 1:]),
+        lambda x: x[:, 1:].add_(x[:, :-1]),
+        lambda x: x.add_(x[0]),
+        lambda x: x.copy_(x.transpose(1, 2)),
+        lambda x: x.add_(x.view(x.shape)),
+    ],
+    ids=["first_column", "last_column", "shifted", "first_row", "transposed", "same_layout"],
+)
+def test_an_in_place_op_reading_its_target_in_another_layout_does_what_eager_does(backend, fn):
+    """Eager reads such an operand's elements before or after their write, in its loop order (or refuses a
+    partial overlap); the graph must not read them all first and return a value eager never gives."""
+    differential(fn, torch.arange(12.0).view(2, 2, 3) + 1, compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_a_write_through_an_expand_that_repeats_nothing(backend, dtype):
+    def fn(x):
+        y = x.unsqueeze(0).expand(1, *x.shape)
+        y[-1] = 1
+        return x * 1
+
+    differential(fn, torch.zeros(3, dtype=dtype), compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0, 0), (3, 1), (3, 5)])
+def test_an_unused_index_by_a_constant_list_out_of_bounds_raises(backend, shape):
+    def fn(x):
+        x[[0, 1], [0, -2]]  # dead code in the graph; eager checks the indices
+        return x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
     "op",
     [
         lambda y: y.fill_(2),

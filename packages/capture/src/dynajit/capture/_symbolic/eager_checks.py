@@ -29,11 +29,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
 
-__all__ = ["check", "check_write", "is_no_op"]
+__all__ = ["check", "check_write", "is_no_op", "storage_key"]
 
 aten = torch.ops.aten
 
@@ -102,11 +103,54 @@ def _stand_in(value: Any) -> Any:
     return value
 
 
+def _int_lists(value: Any) -> list[int] | None:
+    """The ints of a (nested) list of ints, None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (list, int)):
+        return None
+    if isinstance(value, int):
+        return [value]
+    found = [_int_lists(v) for v in value]
+    return None if any(f is None for f in found) else [i for f in found for i in f]  # type: ignore[union-attr]
+
+
+def _check_index_bounds(args: tuple[Any, ...]) -> None:
+    """Raise in Python when a tensor's index holds a constant list with an int out of its dim's bounds.
+
+    The index tensor built from the list reaches the meta kernel as values it does not read, and the
+    op may be dead code: eager's IndexError is checked here, against sizes that guards keep.
+    """
+    example = _example(args[0]) if len(args) == 2 else None
+    if example is None:
+        return
+    parts = args[1] if isinstance(args[1], tuple) else (args[1],)
+    if not any(isinstance(p, list) for p in parts):
+        return
+    if any(not (p is None or p is Ellipsis or isinstance(p, (int, slice, list))) for p in parts):
+        return
+    consuming = sum(1 for p in parts if p is not None and p is not Ellipsis)
+    dim = 0
+    for part in parts:
+        if part is Ellipsis:
+            dim += example.dim() - consuming
+            continue
+        if part is None:
+            continue
+        ints = _int_lists(part) if isinstance(part, list) else None
+        if ints and dim < example.dim():
+            size = example.shape[dim]
+            if not (max(ints) < size and min(ints) >= -size):
+                raises_in_python(f"index is out of bounds for dimension {dim} with size {size}")
+        dim += 1
+
+
 def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bool = False) -> None:
     """Run ``target`` (a method name when ``method``) eagerly on size-1 stand-ins of ``args``; raise in Python if eager does.
 
     Arguments are graph nodes (their example values stand for them) and constants.
     """
+    if target is operator.getitem or target == "__getitem__":
+        _check_index_bounds(args)
+        return
     name = _aten_name(target)
     if name is None or not _checked(name):
         return
@@ -195,8 +239,72 @@ def metadata_change(target: Any, args: tuple[Any, ...]) -> str | None:
     return "storage" if name in _STORAGE_CHANGES else "view"
 
 
+def storage_key(tensor: torch.Tensor) -> int:
+    """Which storage ``tensor`` views (the same number for every tensor over it)."""
+    return tensor.untyped_storage()._cdata
+
+
+def _example(value: Any) -> torch.Tensor | None:
+    example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
+    return example if isinstance(example, torch.Tensor) else None
+
+
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` provably view the same elements in the same order (symbolic sizes included)."""
+    pairs = [(a.dim(), b.dim()), (a.storage_offset(), b.storage_offset())]
+    if a.dim() == b.dim():
+        pairs += [*zip(a.shape, b.shape), *zip(a.stride(), b.stride())]
+    return all(statically_known_true(x == y) for x, y in pairs)
+
+
+def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the op reads, through another tensor argument, memory it writes in another layout."""
+    targets = [(w, e) for w in written(target, args, kwargs) if (e := _example(w)) is not None]
+    operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Node)]
+    for node, example in targets:
+        key = storage_key(example)
+        for other in operands:
+            seen = _example(other)
+            if other is node or seen is None or storage_key(seen) != key:
+                continue
+            if not _same_layout(seen, example):
+                return True
+    return False
+
+
+_EXPANDS = frozenset({"expand", "expand_as", "broadcast_to"})
+
+
+def _through_expand(node: Any) -> bool:
+    """Whether ``node``'s tensor is a view made, at some step, by an expand (even one that repeats nothing)."""
+    while isinstance(node, torch.fx.Node) and node.args:
+        if _aten_name(node.target) in _EXPANDS:
+            return True
+        base, example = node.args[0], _example(node)
+        seen = _example(base)
+        if example is None or seen is None or storage_key(seen) != storage_key(example):
+            return False
+        node = base
+    return False
+
+
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Leave to Python (a graph break) an in-place op or ``out=`` write into a tensor whose elements share memory."""
-    if any(_overlaps(w) for w in written(target, args, kwargs)):
-        name = getattr(target, "__name__", target)
+    """Leave to Python (a graph break) an in-place op or ``out=`` write that functionalization would get wrong.
+
+    That is a write into a tensor whose elements share memory (an expanded tensor) or through an expand view
+    of bools, and a write whose
+    operand views the written memory in another layout (``x.mul_(x[..., :1])``): eager reads each element
+    of such an operand before or after its write, in its own loop order, where the graph reads them all before.
+    """
+    name = getattr(target, "__name__", target)
+    targets = written(target, args, kwargs)
+    if any(_overlaps(w) for w in targets):
         unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")
+    if any(_through_expand(w) and getattr(_example(w), "dtype", None) == torch.bool for w in targets):
+        # AOT autograd's functionalization rebuilds the base of an expand view with ``sub``, which refuses
+        # bools: the write is left to Python, which needs no rebuilding.
+        unsupported(f"{name} writes through an expand view of bools, which functionalization cannot replay")
+    if _reads_written_memory(target, args, kwargs):
+        unsupported(
+            f"{name} reads memory it writes through a view in another layout (the result depends on eager's loop order)"
+        )

@@ -123,7 +123,7 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
-        if "data" in self._input_effects.get(_storage_key(value), ()):
+        if "data" in self._input_effects.get(eager_checks.storage_key(value), ()):
             unsupported(f"{path.name()} shares memory with an input this graph has written into")
         example: torch.Tensor
         dynamic_dims: tuple[int, ...]
@@ -265,7 +265,8 @@ class OutputGraph:
         a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
         tensors. It is also a write into an input whose layout the graph changes in place (``x.t_()``,
         either order): AOT autograd then gives the input the layout of the graph's new value of it, not
-        the one eager keeps; and a change of an input's memory (``resize_``, ``set_``).
+        the one eager keeps; a write into an input some of whose elements share memory (an expanded tensor),
+        which AOT autograd copies back element by element; and a change of an input's memory (``resize_``).
         """
         name = getattr(target, "__name__", target)
         change = eager_checks.metadata_change(target, args)
@@ -276,12 +277,18 @@ class OutputGraph:
             if found is None:
                 continue
             path, value = found
-            key = _storage_key(value)
+            key = eager_checks.storage_key(value)
             if effect == "storage":
                 unsupported(f"{name} changes the memory of the graph input {path.name()}")
+            if effect == "data" and any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
+                unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
             if effect == "data":
                 for other_path, other, _ in self.inputs:
-                    if isinstance(other, torch.Tensor) and other is not value and _storage_key(other) == key:
+                    if (
+                        isinstance(other, torch.Tensor)
+                        and other is not value
+                        and eager_checks.storage_key(other) == key
+                    ):
                         unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
             done = self._input_effects.setdefault(key, set())
             done.add(effect)
@@ -293,9 +300,9 @@ class OutputGraph:
         example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
         if not isinstance(example, torch.Tensor):
             return None
-        fake_key = _storage_key(example)
+        fake_key = eager_checks.storage_key(example)
         for path, value, tv in self.inputs:
-            if isinstance(value, torch.Tensor) and _storage_key(tv.example) == fake_key:
+            if isinstance(value, torch.Tensor) and eager_checks.storage_key(tv.example) == fake_key:
                 return path, value
         return None
 
@@ -393,11 +400,6 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(size, stride, offset)
-
-
-def _storage_key(tensor: torch.Tensor) -> int:
-    """Which storage ``tensor`` views (the same number for every tensor over it)."""
-    return tensor.untyped_storage()._cdata
 
 
 def _is_number(vt: VT) -> bool:
