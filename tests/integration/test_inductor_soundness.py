@@ -409,6 +409,43 @@ def test_an_in_place_op_reading_its_target_in_another_layout_does_what_eager_doe
     differential(fn, torch.arange(12.0).view(2, 2, 3) + 1, compiled=compiler.compile(fn, backend=backend))
 
 
+def _augmented_slices(x):
+    y = x.clone()
+    y[::2] += 1
+    y[:, 0] *= 2
+    view = y[::2]
+    view += 3
+    return y, view
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 3), (0, 3)])
+def test_augmented_assignments_to_slices_are_one_graph_with_eager_view_strides(shape):
+    """``y[::2] += 1`` stores back the very view it added into (no overlap to refuse), and the view returned
+    with its base has eager's strides even on size-1 dims, which eager's own overlap checks read."""
+    compiled = differential(_augmented_slices, torch.randn(shape))
+    with capture.observe() as seen:
+        compiled(torch.randn(shape))
+    assert [brk.reason for frame in seen.frames for brk in frame.graph_breaks] == []
+
+
+def _view_stored_back_after_a_break(x):
+    y = x.clone()
+    view = y[::2]
+    view += 1
+    print(end="")  # a graph break: Python stores back the view the graph returned with its base
+    y[::2] = view  # eager's copy_ between two views of one memory: a partial overlap unless strides are equal
+    return y, view
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 3)])
+def test_a_view_returned_with_its_base_has_eager_strides_on_size_one_dims(shape):
+    x = torch.randn(shape)
+    compiled = compiler.compile(_view_stored_back_after_a_break)
+    expected, actual = _view_stored_back_after_a_break(x), compiled(x)
+    assert [t.stride() for t in actual] == [t.stride() for t in expected]
+    differential(_view_stored_back_after_a_break, x)
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
 def test_a_write_through_an_expand_that_repeats_nothing(backend, dtype):

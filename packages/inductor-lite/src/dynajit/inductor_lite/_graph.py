@@ -319,6 +319,9 @@ class GraphLowering:
                     self.env[node] = _sym.norm(example) if isinstance(example, torch.SymInt) else example
                     self.scalars[position] = self.env[node]
                 position += 1
+            elif node.op == "get_attr" and not isinstance(getattr(self.gm, node.target), torch.Tensor):
+                # A subgraph of a higher-order op (torch.cond's branches): passed to the op's aten call as it is.
+                self.env[node] = getattr(self.gm, node.target)
             elif node.op == "get_attr":
                 value = getattr(self.gm, node.target)
                 name = f"const{len(constants)}"
@@ -419,11 +422,7 @@ class GraphLowering:
             value = self.realize(fresh, _dense_strides(val))
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
-        arg = self.extern_arg(value)
-        eager_strides = _sym.strides_of(val) if isinstance(val, torch.Tensor) else arg.stride
-        if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
-            # Strides of size-1 dims address nothing, but eager's are what the caller sees.
-            arg = replace(arg, stride=eager_strides, natural=False)
+        arg = _with_eager_strides(self.extern_arg(value), val)
         if (
             arg.natural
             and isinstance(self.buffers.get(arg.buffer), InputBuffer)
@@ -482,7 +481,7 @@ class GraphLowering:
             buf = self.output_bases[root] = base.buffer
             self.storages[buf.name] = storage
         view = self.storage_value(buf, _sym.strides_of(val), _sym.norm(val.storage_offset()), _sym.shape_of(val))
-        arg = self.extern_arg(view)
+        arg = _with_eager_strides(self.extern_arg(view), val)
         if arg.natural and self.output_claims.setdefault(buf.name, node) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
@@ -619,6 +618,18 @@ def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
 def example_device(example_inputs: Sequence[Any]) -> torch.device:
     """The device a graph runs on: its first tensor input's (CPU for a graph without one)."""
     return next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+
+
+def _with_eager_strides(arg: ExternArg, val: Any) -> ExternArg:
+    """``arg`` with eager's strides where they address the same elements (on size-1 dims, say).
+
+    They address nothing there, but they are what the caller sees, and eager's own checks read them (a
+    copy between two views of one memory is a partial overlap unless their strides are equal).
+    """
+    eager_strides = _sym.strides_of(val) if isinstance(val, torch.Tensor) else arg.stride
+    if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
+        return replace(arg, stride=eager_strides, natural=False)
+    return arg
 
 
 def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequence[Any]) -> bool:

@@ -257,10 +257,29 @@ def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
     return all(statically_known_true(x == y) for x, y in pairs)
 
 
+def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
+    """The fake view ``x[index]`` a ``x[index] = value`` writes, for a basic index (None for any other)."""
+    example = _example(args[0])
+    parts = args[1] if isinstance(args[1], tuple) else (args[1],)
+    basic = (int, slice, type(None), type(Ellipsis), torch.SymInt)
+    if example is None or not all(isinstance(p, basic) for p in parts):
+        return None
+    if any(isinstance(x, torch.fx.Node) for p in parts if isinstance(p, slice) for x in (p.start, p.stop, p.step)):
+        return None
+    with example.fake_mode:  # type: ignore[attr-defined]
+        return example[args[1]]
+
+
 def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether the op reads, through another tensor argument, memory it writes in another layout."""
     targets = [(w, e) for w in written(target, args, kwargs) if (e := _example(w)) is not None]
     operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Node)]
+    if target is operator.setitem and len(args) == 3 and targets:
+        # ``x[i] += 1`` stores back the view it added into: the write's region, not ``x``, is what it overwrites.
+        region = _setitem_region(args)
+        operands = [args[2]] if isinstance(args[2], torch.fx.Node) else []
+        if region is not None:  # (an advanced index's region is not a view: the value is checked against ``x``)
+            targets = [(args[0], region)]
     for node, example in targets:
         key = storage_key(example)
         for other in operands:

@@ -24,6 +24,7 @@ from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
 from dynajit.capture._symbolic import eager_checks, shapes
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
+from dynajit.capture._symbolic.subgraphs import Subgraph, lifted_proxy
 from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
@@ -77,6 +78,10 @@ class OutputGraph:
         shape_env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
         self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
+        # The frame's own graph: inputs and module tensors are read into it even while a branch of a
+        # higher-order op records into a subgraph of its own (``subgraph``), which lifts them.
+        self.root_builder = self.builder
+        self.subgraph: Subgraph | None = None
         self.side_effects = SideEffects()
         # What this trace knows of each ContextVar it used (variables/context_vars.py), by the variable's id.
         self.context_vars: dict[int, Any] = {}
@@ -131,7 +136,7 @@ class OutputGraph:
             example, dynamic_dims = self.fake_mode.from_tensor(value, static_shapes=True), ()
         else:
             example, dynamic_dims = self.shapes.fake_input(value, path)
-        node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        node = self.root_builder.placeholder(_placeholder_name(path), example_value=example)
         self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
@@ -145,7 +150,7 @@ class OutputGraph:
         if not isinstance(example, torch.SymInt):
             self.guard("constant_match", path, value)
             return ConstVar(value, path)
-        node = self.builder.placeholder(_placeholder_name(path), example_value=example)
+        node = self.root_builder.placeholder(_placeholder_name(path), example_value=example)
         var = SymIntVar(node, example, (path, None))
         self.inputs.append((path, value, var))  # type: ignore[arg-type]
         self.guard("type_match", path, value)
@@ -159,7 +164,7 @@ class OutputGraph:
         if path is None:
             unsupported("a module parameter that cannot be reached from the frame")
         taken = {tv.node.target for tv in self._attr_names.values()}
-        node = self.builder.get_attr(_unique_attr_name(path, taken), value)
+        node = self.root_builder.get_attr(_unique_attr_name(path, taken), value)
         tv = TensorVar(node, node.meta["example_value"], path)
         self._attr_names[id(value)] = tv
         self.guard("id_match", path, value)
@@ -204,7 +209,7 @@ class OutputGraph:
 
     def to_proxy(self, vt: VT) -> Any:
         if isinstance(vt, (TensorVar, SymIntVar)):
-            return vt.node
+            return lifted_proxy(self, vt.node)
         if isinstance(vt, (TupleVar, ListVar)):
             return vt.kind(self.to_proxy(item) for item in vt.items)
         if isinstance(vt, SliceVar):

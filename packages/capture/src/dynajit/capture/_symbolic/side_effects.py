@@ -43,16 +43,19 @@ class SideEffects:
         self._effects: dict[Any, _Effect] = {}
         self._attrs: dict[tuple[int, str], VT] = {}
         self._globals: dict[str, VT] = {}
+        self.writes = 0  # every effect recorded, a repeated one too (a subgraph must record none)
 
     def __bool__(self) -> bool:
         return bool(self._effects)
 
     def record_mutation(self, container: VT) -> None:
+        self.writes += 1
         self._effects.setdefault(("contents", id(container)), _Effect("contents", container))
 
     def record_attr_write(self, obj: VT, name: str, value: VT, *, plain: bool = False) -> None:
         """``obj.name = value``, replayed with ``STORE_ATTR`` or, when ``plain``, with ``object.__setattr__``
         (the write a class's own ``__setattr__``, traced already, made)."""
+        self.writes += 1
         key = ("attr", id(obj.value), name)  # type: ignore[attr-defined]
         effect = self._effects.setdefault(key, _Effect("attr", (obj, name)))
         effect.value = value
@@ -66,6 +69,7 @@ class SideEffects:
         return self._attrs.get((id(obj), name))
 
     def record_global_write(self, name: str, value: VT) -> None:
+        self.writes += 1
         effect = self._effects.setdefault(("global", name), _Effect("global", name))
         effect.value = value
         self._globals[name] = value
@@ -74,10 +78,12 @@ class SideEffects:
         return self._globals.get(name)
 
     def record_cell_write(self, cell: VT) -> None:
+        self.writes += 1
         self._effects.setdefault(("cell", id(cell)), _Effect("cell", cell))
 
     def record_custom(self, key: Any, effect: Any) -> None:
         """An effect kept by another tracker (a ContextVar's writes): ``effect`` has values() and replay(cg)."""
+        self.writes += 1
         self._effects.setdefault(("custom", key), _Effect("custom", effect))
 
     def values(self) -> list[VT]:

@@ -3,15 +3,18 @@
 In eager a Python bool picks the branch and calls it with the operands; a
 predicate made of sizes is a bool here too (the ShapeEnv decided it and guards
 the answer), so the chosen branch is inlined like any call and the other one
-is never traced. A tensor predicate needs both branches as subgraphs of a
-higher-order op, which capture does not build: it is a graph break, and the
-call runs in Python (where torch compiles it its own way).
+is never traced. A tensor predicate is known only when the graph runs: both
+branches are traced into subgraphs of their own (subgraphs.py) and the graph
+calls torch's ``cond`` higher-order op on them, which runs one, as eager does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import torch
+
+from dynajit.capture._symbolic.subgraphs import Lifts, Subgraph, trace_subgraph
 from dynajit.capture._symbolic.variables import VT, ListVar, TensorVar, TupleVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
@@ -34,15 +37,51 @@ def call_cond(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if any(name not in bound for name in _PARAMETERS[:3]):
         raises_in_python("torch.cond is missing an argument (a TypeError in eager)")
     pred = bound["pred"]
-    if isinstance(pred, TensorVar):
-        unsupported(
-            "torch.cond with a tensor predicate: capture does not trace its branches into subgraphs "
-            "(the call runs in Python)"
-        )
-    if not pred.is_const() or type(pred.const()) not in (bool, int, float):
-        unsupported(f"torch.cond with predicate {pred}")
     operands = bound.get("operands", TupleVar([]))
     if not isinstance(operands, (TupleVar, ListVar)):
         unsupported(f"torch.cond with operands {operands}")
+    if isinstance(pred, TensorVar):
+        return _cond_on_tensor(tx, pred, bound["true_fn"], bound["false_fn"], list(operands.items))
+    if not pred.is_const() or type(pred.const()) not in (bool, int, float):
+        unsupported(f"torch.cond with predicate {pred}")
     branch = bound["true_fn"] if pred.const() else bound["false_fn"]
     return branch.call(tx, list(operands.items), {})
+
+
+_counter = [0]
+
+
+def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, operands: list[VT]) -> VT:
+    """Both branches as subgraphs and one ``cond`` node choosing between them when the graph runs."""
+    if any(not isinstance(op, TensorVar) for op in operands):
+        unsupported("torch.cond with operands that are not all tensors")
+    output = tx.output
+    lifts = Lifts()
+    _counter[0] += 1
+    subs = [Subgraph(output, lifts, f"cond_{kind}_{_counter[0]}") for kind in ("true", "false")]
+    results = []
+    for sub, fn in zip(subs, (true_fn, false_fn)):
+        with trace_subgraph(output, sub):
+            args: list[VT] = [sub.operand(op.example, i) for i, op in enumerate(operands)]  # type: ignore[attr-defined]
+            results.append(_branch_outputs(output, fn.call(tx, args, {})))
+    single = [r[1] for r in results]
+    if single[0] != single[1]:
+        raises_in_python("torch.cond's branches return different structures (eager raises)")
+    modules = [sub.finish(nodes) for sub, (nodes, _) in zip(subs, results)]
+    attrs = [output.builder.get_attr(sub.name, gm) for sub, gm in zip(subs, modules)]
+    operand_nodes = tuple(output.to_proxy(op) for op in operands) + tuple(lifts.nodes)
+    args = (output.to_proxy(pred), attrs[0], attrs[1], operand_nodes)
+    result = output.record_node(torch.ops.higher_order.cond, args, {})
+    if single[0]:
+        assert isinstance(result, (TupleVar, ListVar))
+        return result.items[0]
+    return TupleVar(list(result.items))  # type: ignore[union-attr]
+
+
+def _branch_outputs(output: Any, value: VT) -> tuple[list[Any], bool]:
+    """The graph nodes a branch returns, and whether it returned one tensor (not a tuple or list)."""
+    if isinstance(value, TensorVar):
+        return [output.to_proxy(value)], True
+    if isinstance(value, (TupleVar, ListVar)) and all(isinstance(v, TensorVar) for v in value.items):
+        return [output.to_proxy(v) for v in value.items], False
+    unsupported(f"a torch.cond branch returning {value} (only a tensor or a tuple or list of tensors is traced)")
