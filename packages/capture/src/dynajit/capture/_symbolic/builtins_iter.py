@@ -30,6 +30,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.collections_ import COLLECTION_CALLS
 from dynajit.capture._symbolic.variables.iterators import (
+    CallIterVar,
     EnumerateVar,
     FilterVar,
     MapVar,
@@ -48,8 +49,12 @@ __all__: list[str] = []
 
 @builtin(iter)
 def _iter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    if len(args) != 1 or kwargs:
-        unsupported("iter(callable, sentinel) is not traced")
+    if kwargs or len(args) not in (1, 2):
+        raises_in_python("iter() takes one or two positional arguments (TypeError)")
+    if len(args) == 2:
+        if not BUILTINS[callable](tx, args[:1], {}).const():
+            raises_in_python("iter(v, w): v must be callable (TypeError)", TypeError("iter(v, w): v must be callable"))
+        return CallIterVar(tx.output, args[0], args[1])
     return iterator_of(tx, args[0])
 
 

