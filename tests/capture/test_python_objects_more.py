@@ -134,3 +134,97 @@ def test_partly_taken_list_iterator_escapes():
     (actual, it) = capture.optimize(CompileCounter(), fullgraph=True)(fn)(x)
     _same(actual, expected)
     assert list(it) == []
+
+
+# ----------------------------------------------------------------- typing introspection on constants
+
+import typing  # noqa: E402
+
+Alias = typing.List[int]
+
+
+def test_typing_origin_and_args():
+    def fn(x):
+        out = x
+        if typing.get_origin(typing.List[int]) is list:
+            out = out + 1
+        if typing.get_args(typing.Dict[str, float]) == (str, float):
+            out = out * 2
+        if typing.get_origin(typing.Optional[int]) is typing.Union and typing.get_origin(Alias) is list:
+            out = out - 3
+        return out, len(typing.get_args(tuple[int, ...]))
+
+    check(fn, x)
+
+
+def test_typing_alias_global_rebound_recompiles():
+    def fn(x):
+        return x + len(typing.get_args(Alias))
+
+    global Alias
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(fn)
+    _same(compiled(x), fn(x))
+    Alias = typing.Dict[str, int]
+    try:
+        _same(compiled(x), fn(x))
+    finally:
+        Alias = typing.List[int]
+
+
+# ----------------------------------------------------------------- functools.update_wrapper / wraps
+
+import functools  # noqa: E402
+
+
+def helper(x):
+    """Triple."""
+    return x * 3
+
+
+helper.tag = 2
+
+
+def test_update_wrapper_on_nested_function():
+    def fn(x):
+        def wrapper(y):
+            return helper(y) + 1
+
+        functools.update_wrapper(wrapper, helper)
+        return wrapper(x) * wrapper.tag, wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ is helper
+
+    check(fn, x)
+
+
+def test_wraps_decorator_and_escaping_wrapper():
+    def fn(x):
+        @functools.wraps(helper)
+        def wrapper(y):
+            return helper(y) - 1
+
+        wrapper.extra = x.sum()
+        return wrapper(x), wrapper
+
+    expected, _ = fn(x)
+    (actual, wrapper) = capture.optimize(CompileCounter(), fullgraph=True)(fn)(x)
+    _same(actual, expected)
+    assert wrapper.__name__ == "helper" and wrapper.__qualname__ == "helper" and wrapper.__doc__ == "Triple."
+    assert wrapper.__wrapped__ is helper and wrapper.tag == 2 and wrapper.__module__ == helper.__module__
+    torch.testing.assert_close(wrapper.extra, x.sum())
+    torch.testing.assert_close(wrapper(x), helper(x) - 1)
+
+
+def test_update_wrapper_guards_the_wrapped_attributes():
+    def fn(x):
+        def wrapper(y):
+            return y
+
+        functools.update_wrapper(wrapper, helper)
+        return x * wrapper.tag, wrapper.__doc__
+
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(fn)
+    _same(compiled(x), fn(x))
+    helper.tag, helper.__doc__ = 5, "Changed."
+    try:
+        _same(compiled(x), fn(x))
+    finally:
+        helper.tag, helper.__doc__ = 2, "Triple."

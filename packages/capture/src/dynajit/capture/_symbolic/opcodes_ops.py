@@ -33,6 +33,7 @@ from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.objects import EnvironVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+from dynajit.capture._symbolic.variables.typing_folds import is_typing_object, subscript_typing_object
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -182,6 +183,10 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return obj.getitem(tx, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
+    if is_typing_object(getattr(obj, "value", None)):
+        typed = subscript_typing_object(tx, obj, key)
+        if typed is not None:
+            return typed
     if isinstance(obj, UserObjectVar) and (_python_method(obj, "__getitem__") or isinstance(obj.value, dict)):
         # a user-defined __getitem__ is inlined; a dict subclass's own one reads the real dict
         return obj.getattr(tx, "__getitem__").call(tx, [key], {})
