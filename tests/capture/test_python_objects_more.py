@@ -7,6 +7,9 @@ Python ``__new__``, ``typing`` introspection on constants, ``threading.local`` r
 the fact a trace read after the first call and check the compiled call still gives eager's answer.
 """
 
+# The typing tests use typing.List/Dict/Optional on purpose: those are what traced code must evaluate.
+# ruff: noqa: UP006, UP045
+
 from __future__ import annotations
 
 from typing import Any
