@@ -27,7 +27,9 @@ from dynajit.capture._symbolic.variables import (
     UserObjectVar,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.classes import ClassVar
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.enums import enum_getitem, is_enum_class
 from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_getitem, ndarray_operator, ndarray_setitem
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
@@ -181,6 +183,8 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return tx.output.call_function(operator.getitem, [obj, key], {})
     if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar, EnvironVar)):
         return obj.getitem(tx, key)
+    if isinstance(obj, ClassVar) and is_enum_class(obj.value):
+        return enum_getitem(tx, obj, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
     if is_typing_object(getattr(obj, "value", None)):

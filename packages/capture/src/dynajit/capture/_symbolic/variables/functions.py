@@ -40,7 +40,7 @@ _TYPING_FUNCTIONS = frozenset({typing.get_origin, typing.get_args})
 
 def function_class(path: Any) -> VT:
     """A Python function's ``__class__``: it cannot be reassigned, so it needs no guard of its own."""
-    from dynajit.capture._symbolic.variables.objects import ClassVar
+    from dynajit.capture._symbolic.variables.classes import ClassVar
 
     return ClassVar(types.FunctionType, path)
 

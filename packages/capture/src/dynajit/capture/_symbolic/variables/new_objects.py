@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of", "instance_dict_of"]
+__all__ = ["DICT_BASES", "NewObjectVar", "c_new_of", "dict_base_of", "instance_dict_of"]
 
 # C dict types a traced class may derive from: their items are modelled in the tracker.
 DICT_BASES = (collections.OrderedDict, dict)
@@ -427,7 +427,17 @@ def instance_dict_of(obj: NewObjectVar) -> DictVar:
 
 
 def _new_instance(cls: type) -> Any:
-    return cls.__new__(cls)  # type: ignore[call-overload]
+    # The C __new__ the object was made by: a Python __new__ of the class already ran while tracing.
+    return c_new_of(cls)(cls)
+
+
+def c_new_of(cls: type) -> Any:
+    """The ``__new__`` implemented in C that ``cls``'s instances are made by (``object.__new__``, ``dict``'s)."""
+    for base in cls.__mro__:
+        new = vars(base).get("__new__")
+        if new is not None and not isinstance(new, staticmethod):
+            return new
+    return object.__new__
 
 
 def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None) -> None:
