@@ -411,3 +411,111 @@ def test_object_new_with_arguments_raises_as_eager():
         return x, ""
 
     check(fn, x, graphs=None)
+
+
+# ----------------------------------------------------------------- collections.Counter and operator methods
+
+import collections  # noqa: E402
+import heapq  # noqa: E402
+
+words = ["a", "b", "a"]
+
+
+def test_counter_most_common_arithmetic_update_elements():
+    def fn(x):
+        c = collections.Counter(["a", "b", "a"])
+        key, n = c.most_common(1)[0]
+        c.update(["b", "b", "c"])
+        c.update(c=2)
+        d = c + collections.Counter(a=1)
+        e = d - collections.Counter("b")
+        return (
+            x * n + d["a"],
+            key,
+            sorted(c.elements()),
+            c.most_common(),
+            c.most_common(2),
+            c["missing"],
+            e,
+            d | collections.Counter(z=1),
+            d & collections.Counter(b=1),
+            c,
+        )
+
+    check(fn, x)
+
+
+def test_counter_source_list_mutated_recompiles():
+    def fn(x):
+        key, n = collections.Counter(words).most_common(1)[0]
+        return x * n, key
+
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(fn)
+    _same(compiled(x), fn(x))
+    words[0] = "b"
+    try:
+        _same(compiled(x), fn(x))
+    finally:
+        words[0] = "a"
+
+
+def test_heapq_selection_as_sorted():
+    def fn(x):
+        pairs = [(2, "b"), (1, "a"), (2, "a"), (3, "c")]
+        return x + heapq.nlargest(2, pairs, key=lambda p: p[0])[1][0], heapq.nsmallest(3, [5, 1, 4, 1])
+
+    check(fn, x)
+
+
+class Vec:
+    def __init__(self, v):
+        self.v = v
+
+    def __add__(self, other):
+        if isinstance(other, Vec):
+            return Vec(self.v + other.v)
+        if isinstance(other, (int, float)):
+            return Vec(self.v + other)
+        return NotImplemented
+
+    def __radd__(self, other):
+        return self.__add__(other)
+
+    def __mul__(self, k):
+        return Vec(self.v * k)
+
+    def __lt__(self, other):
+        return self.v.sum() < other.v.sum()
+
+    def __iadd__(self, other):
+        self.v = self.v + other.v
+        return self
+
+
+class Named(Vec):
+    def __radd__(self, other):
+        return Vec(self.v - 100)
+
+
+def test_python_operator_methods_and_reflection():
+    def fn(x):
+        a, b = Vec(x), Vec(x * 2)
+        c = a + b
+        d = 1 + a  # int answers NotImplemented: Vec.__radd__
+        e = sum([a, b])  # 0 + a, then Vec + Vec
+        f = a + Named(x)  # a subclass's overriding __radd__ goes first
+        a += b
+        return c.v, d.v, e.v, f.v, (a * 3).v, a is not c
+
+    check(fn, x)
+
+
+def test_python_operator_unsupported_operands_raise_as_eager():
+    def fn(x):
+        try:
+            Vec(x) - 1
+        except TypeError as error:
+            return x, str(error)
+        return x + 1, ""
+
+    check(fn, x, graphs=None)

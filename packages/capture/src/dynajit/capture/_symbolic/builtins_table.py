@@ -227,6 +227,14 @@ def _type_info(info: Any) -> Handler:
     return handler
 
 
+@builtin(object)
+def _object(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``object()``: a plain new object (a sentinel), rebuilt with ``object()`` if it escapes."""
+    if args or kwargs:
+        raises_in_python("object() takes no arguments (TypeError)", TypeError("object() takes no arguments"))
+    return NewObjectVar(object, None)
+
+
 BUILTINS[id] = call_id
 BUILTINS[delattr] = call_delattr
 BUILTINS[object.__new__] = object_new

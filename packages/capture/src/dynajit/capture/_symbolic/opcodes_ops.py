@@ -34,6 +34,7 @@ from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_get
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.objects import EnvironVar
+from dynajit.capture._symbolic.variables.operator_protocols import object_operator
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 from dynajit.capture._symbolic.variables.typing_folds import is_typing_object, subscript_typing_object
 
@@ -91,6 +92,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
+    if len(args) == 2 and op not in (operator.eq, operator.ne):
+        through_methods = object_operator(tx, op, args[0], args[1])  # the classes' Python __add__, __radd__, ...
+        if through_methods is not None:
+            return through_methods
     if len(args) == 2 and isinstance(args[0], DictViewVar):
         return args[0].operator(tx, op, args[1], reflected=False)
     if len(args) == 2 and isinstance(args[1], DictViewVar):

@@ -178,6 +178,11 @@ class UserFunctionVar(HeldVar):
         if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
             # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
             return args[0].call_impl(tx, args[1:], kwargs)
+        from dynajit.capture._symbolic.builtins_table import BUILTINS
+
+        rule = BUILTINS.get(self.value)  # a library function traced by its documented meaning (heapq.nlargest)
+        if rule is not None:
+            return rule(tx, args, kwargs)
         if self.value in _TYPING_FUNCTIONS:
             from dynajit.capture._symbolic.variables.typing_folds import call_typing_function
 

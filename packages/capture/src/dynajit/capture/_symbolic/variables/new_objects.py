@@ -366,6 +366,8 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         key = _const_key(args[0])
         if key in items:
             return items[key]
+        if name == "__getitem__" and obj._python_method("__missing__"):
+            return obj._call_python(tx, "__missing__", [args[0]])  # dict.__getitem__ asks a subclass's __missing__
         if name == "__getitem__":
             raises_in_python(f"KeyError: {key!r}", KeyError(key))
         return args[1] if n == 2 else ConstVar(None)
