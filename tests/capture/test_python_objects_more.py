@@ -519,3 +519,69 @@ def test_python_operator_unsupported_operands_raise_as_eager():
         return x + 1, ""
 
     check(fn, x, graphs=None)
+
+
+# ----------------------------------------------------------------- list and tuple subclasses
+
+
+class MyList(list):
+    def total(self):
+        return sum(self)
+
+    def append(self, item):
+        super().append(item * 2)  # an override reaching the base through super()
+
+    def first(self):
+        return self[0]
+
+
+class MyTuple(tuple):
+    def swapped(self):
+        return MyTuple((self[1], self[0]))
+
+
+class Pair(tuple):
+    def __new__(cls, a, b):
+        made = super().__new__(cls, (a, b))
+        made.label = "pair"
+        return made
+
+    def __len__(self):
+        return super().__len__() + 10
+
+
+def test_list_subclass_methods_iteration_indexing():
+    def fn(x):
+        items = MyList([x, x + 1])
+        items.append(x)
+        items.extend([x * 3])
+        items[1] = items[1] * 5
+        total = x * 0
+        for v in items:
+            total = total + v
+        plain = items + [x]  # noqa: RUF005  (the base's own + is what is tested)
+        items += [x - 1]
+        return items.total(), items.first(), len(items), total, plain, items[1:], isinstance(items, list), items
+
+    expected = fn(x)
+    counter = CompileCounter()
+    actual = capture.optimize(counter, fullgraph=True)(fn)(x)
+    _same(list(actual[:-1]), list(expected[:-1]))
+    assert type(actual[-1]) is MyList and counter.frame_count == 1
+    _same(list(actual[-1]), list(expected[-1]))
+
+
+def test_tuple_subclass_construction_and_new():
+    def fn(x):
+        t = MyTuple((x, x * 2))
+        s = t.swapped()
+        p = Pair(x, 3)
+        return t[0] + t[1], s[0], len(t), len(p), p.label, tuple(p), len(s), s, p
+
+    expected = fn(x)
+    counter = CompileCounter()
+    actual = capture.optimize(counter, fullgraph=True)(fn)(x)
+    _same(list(actual[:-2]), list(expected[:-2]))
+    assert type(actual[-2]) is MyTuple and type(actual[-1]) is Pair and actual[-1].label == "pair"
+    _same(tuple(actual[-2]), tuple(expected[-2]))
+    assert counter.frame_count == 1

@@ -21,9 +21,11 @@ import torch
 
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import VT, raises_in_python, unsupported
-from dynajit.capture._symbolic.variables.containers import is_named_tuple_class
+from dynajit.capture._symbolic.variables.containers import TupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.enums import is_enum_class
-from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar
+from dynajit.capture._symbolic.variables.iterators import iterator_of
+from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar, c_new_of
+from dynajit.capture._symbolic.variables.subclassed_builtins import SEQUENCE_BASES
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
@@ -41,8 +43,8 @@ __all__ = [
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or a C heap type)
 _C_MEMBERS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
 _METACLASSES = (type, abc.ABCMeta)
-_C_BASES = (object, *DICT_BASES, typing.Generic)
-_NEW_FUNCTIONS = (object.__new__, dict.__new__)
+_C_BASES = (object, *DICT_BASES, *SEQUENCE_BASES, typing.Generic)
+_NEW_FUNCTIONS = (object.__new__, dict.__new__, list.__new__, tuple.__new__)
 _NOT_CONSTRUCTED = (torch.nn.Module, torch.Tensor, BaseException)
 
 
@@ -107,7 +109,7 @@ def why_not_constructible(cls: type) -> str | None:
 
 
 def _dict_slots(name: str) -> tuple[Any, ...]:
-    return tuple(vars(base)[name] for base in DICT_BASES if name in vars(base))
+    return tuple(vars(base)[name] for base in (*DICT_BASES, *SEQUENCE_BASES) if name in vars(base))
 
 
 def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -119,7 +121,12 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
         unsupported(f"constructing {cls.__qualname__} is not traced: {reason}")
     new = python_new(cls)
     if new is None:
-        obj: VT = NewObjectVar(cls, class_source)
+        made = NewObjectVar(cls, class_source)
+        if isinstance(made.seq, TupleVar):  # tuple.__new__(cls, iterable=()) fixes the items
+            if kwargs or len(args) > 1:
+                raises_in_python(f"{cls.__qualname__}() takes at most one positional argument (TypeError)")
+            made.seq.items = iterator_of(tx, args[0]).unpack(tx) if args else []
+        obj: VT = made
     else:
         # type.__call__: cls.__new__(cls, *args, **kwargs), then __init__ only when that made an instance of cls.
         new_path = Attr(class_source, "__new__") if class_source is not None else None
@@ -134,9 +141,10 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
         if not (result.is_const() and result.const() is None):
             raises_in_python("__init__() should return None (TypeError)")
     elif init is object.__init__:
-        if (args or kwargs) and new is None:  # object.__init__ accepts the arguments a Python __new__ took
+        if (args or kwargs) and new is None and c_new_of(cls) is object.__new__:
+            # (object.__init__ accepts the arguments a Python __new__, or tuple.__new__, took)
             raises_in_python(f"{cls.__qualname__}() takes no arguments (TypeError)")
-    elif any(init is vars(base).get("__init__") for base in DICT_BASES) and isinstance(obj, NewObjectVar):
+    elif any(init is vars(base).get("__init__") for base in (*DICT_BASES, list)) and isinstance(obj, NewObjectVar):
         obj.base_call(tx, "__init__", args, kwargs)
     else:
         unsupported(f"constructing {cls.__qualname__} is not traced: its __init__ is not a Python function")

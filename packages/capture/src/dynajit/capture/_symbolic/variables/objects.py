@@ -359,7 +359,7 @@ class SuperVar(VT):
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         from dynajit.capture._symbolic.variables.classes import ClassVar
-        from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, BaseMethodVar, NewObjectVar
+        from dynajit.capture._symbolic.variables.new_objects import MODELLED_BASES, BaseMethodVar, NewObjectVar
 
         instance = getattr(self.obj, "value", None)
         if isinstance(self.obj, NewObjectVar):
@@ -390,7 +390,7 @@ class SuperVar(VT):
         member = class_member(tx, self.obj, obj_class, attr, path)
         if member is not None:
             return member
-        if isinstance(self.obj, NewObjectVar) and owner in (object, *DICT_BASES):
+        if isinstance(self.obj, NewObjectVar) and owner in MODELLED_BASES:
             return BaseMethodVar(self.obj, owner, name)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
             return _PlainRead(self.obj)

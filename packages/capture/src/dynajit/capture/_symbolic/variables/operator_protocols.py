@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.objects import UserObjectVar
+from dynajit.capture._symbolic.variables.subclassed_builtins import SEQUENCE_OPERATORS, items_of, sequence_operator
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -50,6 +51,13 @@ def _names(op: Any) -> tuple[str, str]:
     if op in _REFLECTED_COMPARISON:
         return f"__{name}__", _REFLECTED_COMPARISON[op]
     return f"__{name}__", f"__r{name}__"
+
+
+def _dunder(op: Any, reflected: bool = False) -> str:
+    """The special method ``op`` calls first (``__iadd__`` for ``+=``), or its reflected form."""
+    if op in _IN_PLACE:
+        return _names(_IN_PLACE[op])[1] if reflected else "__i" + _names(_IN_PLACE[op])[0][2:]
+    return _names(op)[1 if reflected else 0]
 
 
 def _class_of(vt: VT) -> type | None:
@@ -89,8 +97,11 @@ def object_operator(tx: Tracer, op: Any, a: VT, b: VT) -> VT | None:
     """``op(a, b)`` through the operands' Python special methods; None when this protocol does not decide it."""
     if _class_of(a) is None and _class_of(b) is None:
         return None
+    if op in SEQUENCE_OPERATORS and (items_of(a) is not a or items_of(b) is not b):
+        if not any(isinstance(_slot(v, n), types.FunctionType) for v, n in ((a, _dunder(op)), (b, _dunder(op, True)))):
+            return sequence_operator(tx, op, a, b)  # the list or tuple base's own operator
     if op in _IN_PLACE:
-        in_place_name = "__i" + _names(_IN_PLACE[op])[0][2:]
+        in_place_name = _dunder(op)
         in_place = _slot(a, in_place_name)
         if in_place is _NO_METHOD:
             return None
