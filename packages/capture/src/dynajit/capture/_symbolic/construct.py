@@ -131,8 +131,8 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
         # type.__call__: cls.__new__(cls, *args, **kwargs), then __init__ only when that made an instance of cls.
         new_path = Attr(class_source, "__new__") if class_source is not None else None
         obj = tx.wrap(new, new_path).call(tx, [tx.wrap(cls, class_source), *args], kwargs)
-        made = obj.cls if isinstance(obj, NewObjectVar) else obj.python_type()
-        if not issubclass(made, cls):
+        kind = obj.cls if isinstance(obj, NewObjectVar) else obj.python_type()
+        if not issubclass(kind, cls):
             return obj
     init = inspect.getattr_static(cls, "__init__")
     if isinstance(init, types.FunctionType):
