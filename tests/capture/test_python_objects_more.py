@@ -585,3 +585,54 @@ def test_tuple_subclass_construction_and_new():
     assert type(actual[-2]) is MyTuple and type(actual[-1]) is Pair and actual[-1].label == "pair"
     _same(tuple(actual[-2]), tuple(expected[-2]))
     assert counter.frame_count == 1
+
+
+# ----------------------------------------------------------------- threading.local
+
+import threading  # noqa: E402
+
+local = threading.local()
+
+
+def _in_thread(action: Any) -> Any:
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(_outcome(action)))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def _outcome(action: Any) -> Any:
+    try:
+        return action()
+    except Exception as error:  # the error eager raises, to compare
+        return type(error)
+
+
+def test_thread_local_reads_are_per_thread():
+    def fn(x):
+        local.count = getattr(local, "count", 0) + 1
+        return x * local.scale, local.count
+
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(fn)
+    local.scale = 4
+    _same(compiled(x), (x * 4, 1))
+    _same(compiled(x), (x * 4, 2))
+    assert local.count == 2
+
+    def other_thread(scale):
+        def run():
+            if scale is not None:
+                local.scale = scale
+            compiled_result = _outcome(lambda: compiled(x))
+            if hasattr(local, "count"):
+                del local.count
+            return compiled_result, _outcome(lambda: fn(x))
+
+        return run
+
+    compiled_result, eager_result = _in_thread(other_thread(7))
+    _same(compiled_result, eager_result)
+    compiled_result, eager_result = _in_thread(other_thread(None))
+    assert compiled_result is AttributeError and eager_result is AttributeError
+    assert local.count == 2 and local.scale == 4

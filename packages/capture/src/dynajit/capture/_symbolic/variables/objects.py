@@ -27,6 +27,7 @@ from dynajit.capture._symbolic.variables.functions import (
     python_dunder,
     refuse_descriptor,
 )
+from dynajit.capture._symbolic.variables.thread_locals import is_thread_local, read_thread_local
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -182,6 +183,8 @@ class UserObjectVar(ObjectVar):
             if not hasattr(self.value, name):
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+        if is_thread_local(self.value):
+            return read_thread_local(tx, self, self.value, name)
         if (
             "__getattribute__" in vars(cls)
             and not isinstance(getattribute, types.FunctionType)
@@ -268,7 +271,7 @@ class UserObjectVar(ObjectVar):
             unsupported("writing an attribute of an object that cannot be reached from the frame")
         cls = type(self.value)
         setter = inspect.getattr_static(cls, "__setattr__")
-        if setter not in (object.__setattr__, torch.nn.Module.__setattr__):
+        if setter not in (object.__setattr__, torch.nn.Module.__setattr__) and not is_thread_local(self.value):
             if not isinstance(setter, types.FunctionType):
                 unsupported(f"{cls.__name__} customises attribute writes (__setattr__ in C)")
             call_dunder(tx, self, "__setattr__", [ConstVar(name), value])
