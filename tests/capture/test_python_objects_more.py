@@ -163,7 +163,8 @@ def test_typing_origin_and_args():
 
 def test_typing_alias_global_rebound_recompiles():
     def fn(x):
-        return x + len(typing.get_args(Alias))
+        args = typing.get_args(typing.Dict[str, Alias])
+        return x + len(typing.get_args(args[1]))
 
     global Alias
     compiled = capture.optimize(CompileCounter(), fullgraph=True)(fn)
