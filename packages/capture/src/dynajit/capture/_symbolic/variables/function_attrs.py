@@ -13,6 +13,7 @@ is rebuilt after the graph.
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["FunctionState", "read_function_attribute", "set_attributes"]
 
-# Attributes every function has outside its __dict__ that Python lets a program read (and these, write).
-_WRITABLE = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__", "__type_params__")
+# Attributes every function has outside its __dict__ that Python lets a program read (and these, write);
+# functions have __type_params__ since 3.12.
+_WRITABLE = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__") + (
+    ("__type_params__",) if sys.version_info >= (3, 12) else ()
+)
 _READ_ONLY = ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__builtins__")
 
 
@@ -77,8 +81,10 @@ class FunctionState:
                 raises_in_python(f"{name} must be set to a string object (TypeError)")
         elif name == "__annotations__" and not isinstance(value, DictVar):
             unsupported("setting a function's __annotations__ to other than a dict made while tracing")
-        elif name == "__type_params__" and not isinstance(value, TupleVar) and not (
-            value.is_const() and isinstance(value.const(), tuple)
+        elif (
+            name == "__type_params__"
+            and not isinstance(value, TupleVar)
+            and not (value.is_const() and isinstance(value.const(), tuple))
         ):
             raises_in_python("__type_params__ must be set to a tuple (TypeError)")
         elif name in _READ_ONLY or name in ("__dict__", "__class__"):
