@@ -14,15 +14,17 @@ graph break.
 from __future__ import annotations
 
 import functools
+import heapq
 import operator
 from typing import TYPE_CHECKING, Any
 
-from dynajit.capture._symbolic.builtins_table import BUILTINS, builtin
+from dynajit.capture._symbolic.builtins_table import BUILTINS, builtin, sort_items
 from dynajit.capture._symbolic.itertools_traced import ITERTOOLS
 from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
     IteratorVar,
+    ListVar,
     TensorVar,
     TupleVar,
     raises_in_python,
@@ -30,6 +32,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.collections_ import COLLECTION_CALLS
 from dynajit.capture._symbolic.variables.iterators import (
+    CallIterVar,
     EnumerateVar,
     FilterVar,
     MapVar,
@@ -48,8 +51,12 @@ __all__: list[str] = []
 
 @builtin(iter)
 def _iter(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-    if len(args) != 1 or kwargs:
-        unsupported("iter(callable, sentinel) is not traced")
+    if kwargs or len(args) not in (1, 2):
+        raises_in_python("iter() takes one or two positional arguments (TypeError)")
+    if len(args) == 2:
+        if not BUILTINS[callable](tx, args[:1], {}).const():
+            raises_in_python("iter(v, w): v must be callable (TypeError)", TypeError("iter(v, w): v must be callable"))
+        return CallIterVar(tx.output, args[0], args[1])
     return iterator_of(tx, args[0])
 
 
@@ -223,3 +230,22 @@ def _getter(kind: Any) -> Any:
 
 BUILTINS[operator.itemgetter] = _getter(operator.itemgetter)
 BUILTINS[operator.attrgetter] = _getter(operator.attrgetter)
+
+
+def _select(reverse: bool) -> Any:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        """``heapq.nlargest``/``nsmallest(n, iterable, key=None)``: documented as equal to
+        ``sorted(iterable, key=key, reverse=...)[:n]``, which is how they are traced (one key call per item)."""
+        if len(args) != 2 or kwargs.keys() - {"key"} or not args[0].is_const() or type(args[0].const()) is not int:
+            unsupported("heapq.nlargest/nsmallest with other than a known n, an iterable and key=")
+        key = kwargs.get("key")
+        items = iterator_of(tx, args[1]).unpack(tx)
+        ordered = sort_items(tx, items, None if key is not None and key.is_const() and key.const() is None else key,
+                             ConstVar(reverse))  # fmt: skip
+        return ListVar(ordered[: max(args[0].const(), 0)])
+
+    return handler
+
+
+BUILTINS[heapq.nlargest] = _select(reverse=True)
+BUILTINS[heapq.nsmallest] = _select(reverse=False)

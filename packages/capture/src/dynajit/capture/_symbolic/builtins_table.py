@@ -180,14 +180,26 @@ def _bool(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 def _tuple_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 
-    if kwargs or len(args) != 2 or not args[0].is_const():
+    if kwargs or not 1 <= len(args) <= 2 or not args[0].is_const():
         unsupported("tuple.__new__ with other than a known class and one iterable")
     cls = args[0].const()
+    from dynajit.capture._symbolic.variables.iterators import iterator_of
+
+    items = iterator_of(tx, args[1]).unpack(tx) if len(args) == 2 else []
     if cls is tuple:
-        return TupleVar(args[1].unpack(tx))
+        return TupleVar(items)
+    if isinstance(cls, type) and issubclass(cls, tuple) and not is_named_tuple_class(cls):
+        from dynajit.capture._symbolic.construct import why_not_constructible
+
+        reason = why_not_constructible(cls)
+        if reason is not None:
+            unsupported(f"tuple.__new__({cls.__qualname__}) is not traced: {reason}")
+        made = NewObjectVar(cls, args[0].source)
+        made.seq = TupleVar(items)
+        return made
     if not is_named_tuple_class(cls):
         unsupported(f"tuple.__new__ of {getattr(cls, '__qualname__', cls)}, which is not a named tuple class")
-    return NamedTupleVar(args[1].unpack(tx), cls)
+    return NamedTupleVar(items, cls)
 
 
 @builtin(torch.Size)
@@ -225,6 +237,14 @@ def _type_info(info: Any) -> Handler:
         return _fold_call(tx, info, args, kwargs)
 
     return handler
+
+
+@builtin(object)
+def _object(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``object()``: a plain new object (a sentinel), rebuilt with ``object()`` if it escapes."""
+    if args or kwargs:
+        raises_in_python("object() takes no arguments (TypeError)", TypeError("object() takes no arguments"))
+    return NewObjectVar(object, None)
 
 
 BUILTINS[id] = call_id

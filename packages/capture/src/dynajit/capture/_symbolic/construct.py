@@ -21,8 +21,11 @@ import torch
 
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables import VT, raises_in_python, unsupported
-from dynajit.capture._symbolic.variables.containers import is_named_tuple_class
-from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar
+from dynajit.capture._symbolic.variables.containers import TupleVar, is_named_tuple_class
+from dynajit.capture._symbolic.variables.enums import is_enum_class
+from dynajit.capture._symbolic.variables.iterators import iterator_of
+from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, NewObjectVar, c_new_of
+from dynajit.capture._symbolic.variables.subclassed_builtins import SEQUENCE_BASES
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
@@ -33,14 +36,15 @@ __all__ = [
     "construct_instance",
     "construct_torch_module",
     "is_stateless_torch_module_class",
+    "python_new",
     "why_not_constructible",
 ]
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or a C heap type)
 _C_MEMBERS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
 _METACLASSES = (type, abc.ABCMeta)
-_C_BASES = (object, *DICT_BASES, typing.Generic)
-_NEW_FUNCTIONS = (object.__new__, dict.__new__)
+_C_BASES = (object, *DICT_BASES, *SEQUENCE_BASES, typing.Generic)
+_NEW_FUNCTIONS = (object.__new__, dict.__new__, list.__new__, tuple.__new__)
 _NOT_CONSTRUCTED = (torch.nn.Module, torch.Tensor, BaseException)
 
 
@@ -62,9 +66,22 @@ def constructs_instances(cls: type) -> bool:
     return _written_in_python(cls) and not cls.__module__.startswith("torch") and not issubclass(cls, BaseException)
 
 
+def _python_metaclass(meta: type) -> bool:
+    """A metaclass written in Python over ``type`` (its ``__call__`` is handled by the caller, metaclasses.py)."""
+    return all(base in (type, object) or _written_in_python(base) for base in meta.__mro__)
+
+
+def python_new(cls: type) -> types.FunctionType | None:
+    """``cls.__new__`` when a class written in Python defines it (a static method), else None."""
+    new = inspect.getattr_static(cls, "__new__")
+    return new.__func__ if isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType) else None
+
+
 def why_not_constructible(cls: type) -> str | None:
     """Why an instance of ``cls`` cannot be modelled while tracing (None when it can)."""
-    if type(cls) not in _METACLASSES:
+    if is_enum_class(cls):
+        return "an enum's members are looked up, not made"
+    if type(cls) not in _METACLASSES and not _python_metaclass(type(cls)):
         return f"its metaclass {type(cls).__qualname__} is not modelled"
     if getattr(cls, "__abstractmethods__", None):
         return "it is abstract"
@@ -74,8 +91,8 @@ def why_not_constructible(cls: type) -> str | None:
     for base in cls.__mro__:
         if not _written_in_python(base) and base not in _C_BASES:
             return f"it derives from {base.__qualname__}, implemented in C and not modelled"
-    if cls.__new__ not in _NEW_FUNCTIONS:
-        return "it defines __new__"
+    if cls.__new__ not in _NEW_FUNCTIONS and python_new(cls) is None:
+        return "its __new__ is implemented in C"
     if hasattr(cls, "__del__"):
         # An object the graph never hands to Python would never be finalized: eager code would see the difference.
         return "it defines __del__"
@@ -92,7 +109,7 @@ def why_not_constructible(cls: type) -> str | None:
 
 
 def _dict_slots(name: str) -> tuple[Any, ...]:
-    return tuple(vars(base)[name] for base in DICT_BASES if name in vars(base))
+    return tuple(vars(base)[name] for base in (*DICT_BASES, *SEQUENCE_BASES) if name in vars(base))
 
 
 def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: list[VT], kwargs: dict[str, VT]) -> VT:
@@ -102,7 +119,21 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
     reason = why_not_constructible(cls)
     if reason is not None:
         unsupported(f"constructing {cls.__qualname__} is not traced: {reason}")
-    obj = NewObjectVar(cls, class_source)
+    new = python_new(cls)
+    if new is None:
+        made = NewObjectVar(cls, class_source)
+        if isinstance(made.seq, TupleVar):  # tuple.__new__(cls, iterable=()) fixes the items
+            if kwargs or len(args) > 1:
+                raises_in_python(f"{cls.__qualname__}() takes at most one positional argument (TypeError)")
+            made.seq.items = iterator_of(tx, args[0]).unpack(tx) if args else []
+        obj: VT = made
+    else:
+        # type.__call__: cls.__new__(cls, *args, **kwargs), then __init__ only when that made an instance of cls.
+        new_path = Attr(class_source, "__new__") if class_source is not None else None
+        obj = tx.wrap(new, new_path).call(tx, [tx.wrap(cls, class_source), *args], kwargs)
+        kind = obj.cls if isinstance(obj, NewObjectVar) else obj.python_type()
+        if not issubclass(kind, cls):
+            return obj
     init = inspect.getattr_static(cls, "__init__")
     if isinstance(init, types.FunctionType):
         path = Attr(class_source, "__init__") if class_source is not None else None
@@ -110,9 +141,10 @@ def construct_instance(tx: Tracer, cls: type, class_source: Path | None, args: l
         if not (result.is_const() and result.const() is None):
             raises_in_python("__init__() should return None (TypeError)")
     elif init is object.__init__:
-        if args or kwargs:
+        if (args or kwargs) and new is None and c_new_of(cls) is object.__new__:
+            # (object.__init__ accepts the arguments a Python __new__, or tuple.__new__, took)
             raises_in_python(f"{cls.__qualname__}() takes no arguments (TypeError)")
-    elif any(init is vars(base).get("__init__") for base in DICT_BASES):
+    elif any(init is vars(base).get("__init__") for base in (*DICT_BASES, list)) and isinstance(obj, NewObjectVar):
         obj.base_call(tx, "__init__", args, kwargs)
     else:
         unsupported(f"constructing {cls.__qualname__} is not traced: its __init__ is not a Python function")

@@ -7,7 +7,9 @@ runs it to its end at that point. Running the whole body at the call instead
 would read the state before the consumer's own steps: a generator over a
 variable or tensor the loop body re-binds or mutates would yield stale values.
 A generator suspended part-way cannot be rebuilt in Python, so a graph break
-with one live is not resumable.
+with one live is not resumable. ``yield from`` (GET_YIELD_FROM_ITER, SEND,
+END_SEND) delegates item by item to the inner iterator, which may itself be a
+lazy generator; only ``None`` is ever sent, since iteration sends nothing else.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.exceptions import known_exception
-from dynajit.capture._symbolic.variables import VT, IteratorVar, RaisesInPython, unsupported
+from dynajit.capture._symbolic.registry import handler
+from dynajit.capture._symbolic.variables import VT, ConstVar, IteratorVar, RaisesInPython, unsupported
+from dynajit.capture._symbolic.variables.iterators import iterator_of
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
+    from dynajit.capture._symbolic.instructions import Inst
     from dynajit.capture._symbolic.tracer import Tracer
 
 __all__ = ["LazyGeneratorVar"]
@@ -68,3 +73,35 @@ class LazyGeneratorVar(IteratorVar):
 
     def __repr__(self) -> str:
         return f"LazyGeneratorVar({self.body.code.co_name}, yielded={len(self.items)})"
+
+
+@handler("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(tx: Tracer, inst: Inst) -> None:
+    tx.push(iterator_of(tx, tx.pop()))  # a generator or iterator is its own iterator
+
+
+@handler("SEND")
+def _send(tx: Tracer, inst: Inst) -> None:
+    """``receiver.send(value)``: the next item delegated by ``yield from``; at the end, jump with its result."""
+    sent = tx.pop()
+    if not (sent.is_const() and sent.const() is None):
+        unsupported("sending a value other than None into a generator")
+    receiver = tx.stack[-1]
+    if not isinstance(receiver, IteratorVar):
+        unsupported(f"yield from {receiver}")
+    item = receiver.next()
+    if item is not None:
+        tx.push(item)
+        return
+    result = receiver.body.result if isinstance(receiver, LazyGeneratorVar) else None
+    if tx.version < (3, 12):
+        tx.pop()  # 3.11 pops the receiver too; later versions leave it for END_SEND
+    tx.push(result if result is not None else ConstVar(None))
+    tx.jump(inst.target)
+
+
+@handler("END_SEND", since=(3, 12))
+def _end_send(tx: Tracer, inst: Inst) -> None:
+    value = tx.pop()
+    tx.pop()
+    tx.push(value)

@@ -114,10 +114,11 @@ def _make_function(tx: Tracer, inst: Inst) -> None:
     flags = inst.arg if tx.version < (3, 13) else 0
     closure = tx.pop() if flags & 0x08 else None
     if flags & 0x04:
-        tx.pop()  # annotations are not needed to run the function
+        tx.pop()  # annotations are not needed to run the function (reading them back is refused)
     kwdefaults = tx.pop() if flags & 0x02 else None
     defaults = tx.pop() if flags & 0x01 else None
-    tx.push(NestedFunctionVar(code, tx.f_globals, tx.global_path, defaults, kwdefaults, closure))
+    made = NestedFunctionVar(code, tx.f_globals, tx.global_path, defaults, kwdefaults, closure, bool(flags & 0x04))
+    tx.push(made)
 
 
 @handler("SET_FUNCTION_ATTRIBUTE", since=(3, 13))
@@ -133,6 +134,8 @@ def _set_function_attribute(tx: Tracer, inst: Inst) -> None:
         fn.kwdefaults_vt = value
     elif flag & 0x01:
         fn.defaults_vt = value
+    elif flag & 0x04:
+        fn.annotated = True
     tx.push(fn)
 
 

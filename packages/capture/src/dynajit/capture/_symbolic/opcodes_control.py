@@ -8,7 +8,8 @@ from dynajit.capture._frame import Unsupported
 from dynajit.capture._symbolic.data_dependent import DataScalarVar
 from dynajit.capture._symbolic.opcodes_ops import identical
 from dynajit.capture._symbolic.registry import breaks, handler
-from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, ListVar, TensorVar, unsupported
+from dynajit.capture._symbolic.variables import ConstVar, IteratorVar, TensorVar, unsupported
+from dynajit.capture._symbolic.variables.iterators import iterator_of
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -120,11 +121,7 @@ def _yield_value(tx: Tracer, inst: Inst) -> None:
 
 @handler("GET_ITER")
 def _get_iter(tx: Tracer, inst: Inst) -> None:
-    value = tx.pop()
-    if isinstance(value, ListVar):
-        tx.push(IteratorVar(value.items, over=value))
-    else:
-        tx.push(value if isinstance(value, IteratorVar) else IteratorVar(value.unpack(tx)))
+    tx.push(iterator_of(tx, tx.pop()))
 
 
 @handler("FOR_ITER")
@@ -162,8 +159,8 @@ _SPECIALISED = "an internal instruction of the interpreter: it never appears in 
 
 breaks(
     _GENERATORS,
-    "SEND", "END_SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
-    "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
+    "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP",
+    "CLEANUP_THROW",
 )  # fmt: skip
 
 

@@ -27,12 +27,16 @@ from dynajit.capture._symbolic.variables import (
     UserObjectVar,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.classes import ClassVar
 from dynajit.capture._symbolic.variables.constant import fold
+from dynajit.capture._symbolic.variables.enums import enum_getitem, is_enum_class
 from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_getitem, ndarray_operator, ndarray_setitem
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.objects import EnvironVar
+from dynajit.capture._symbolic.variables.operator_protocols import object_operator
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+from dynajit.capture._symbolic.variables.typing_folds import is_typing_object, subscript_typing_object
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.instructions import Inst
@@ -88,6 +92,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
+    if len(args) == 2 and op not in (operator.eq, operator.ne):
+        through_methods = object_operator(tx, op, args[0], args[1])  # the classes' Python __add__, __radd__, ...
+        if through_methods is not None:
+            return through_methods
     if len(args) == 2 and isinstance(args[0], DictViewVar):
         return args[0].operator(tx, op, args[1], reflected=False)
     if len(args) == 2 and isinstance(args[1], DictViewVar):
@@ -180,8 +188,14 @@ def getitem(tx: Tracer, obj: VT, key: VT) -> VT:
         return tx.output.call_function(operator.getitem, [obj, key], {})
     if isinstance(obj, (TupleVar, ListVar, DictVar, NNModuleVar, ModuleSliceVar, EnvironVar)):
         return obj.getitem(tx, key)
+    if isinstance(obj, ClassVar) and is_enum_class(obj.value):
+        return enum_getitem(tx, obj, key)
     if obj.is_const() and key.is_const():
         return tx.wrap_const(fold(operator.getitem, obj.const(), key.const()).value)
+    if is_typing_object(getattr(obj, "value", None)):
+        typed = subscript_typing_object(tx, obj, key)
+        if typed is not None:
+            return typed
     if isinstance(obj, UserObjectVar) and (_python_method(obj, "__getitem__") or isinstance(obj.value, dict)):
         # a user-defined __getitem__ is inlined; a dict subclass's own one reads the real dict
         return obj.getattr(tx, "__getitem__").call(tx, [key], {})

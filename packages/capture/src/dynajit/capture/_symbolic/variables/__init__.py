@@ -9,6 +9,7 @@ from dynajit.capture._symbolic.variables.base import (
     raises_in_python,
     unsupported,
 )
+from dynajit.capture._symbolic.variables.classes import ClassVar
 from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
@@ -29,7 +30,6 @@ from dynajit.capture._symbolic.variables.functions import (
 )
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.objects import (
-    ClassVar,
     ExceptionVar,
     ModuleSliceVar,
     NNModuleVar,

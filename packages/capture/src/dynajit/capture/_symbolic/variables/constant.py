@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import enum
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, HeldVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
@@ -73,6 +75,9 @@ class ConstVar(HeldVar):
             if not isinstance(self.value, _PURE_METHOD_TYPES):
                 unsupported(f"method {name!r} of a {type(self.value).__name__} constant")
             return BuiltinVar(attr, pure=True)
+        if isinstance(self.value, enum.Enum) and self.source is not None:
+            # A member is guarded by identity only; its ``value`` (``_value_``) and ``name`` can be written.
+            return tx.wrap(attr, Attr(self.source, name))
         return ConstVar(attr)
 
     def reconstruct(self, cg: CodeGen) -> None:

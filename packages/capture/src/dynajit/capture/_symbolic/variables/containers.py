@@ -750,6 +750,8 @@ class IteratorVar(VT):
         return rest
 
     def children(self) -> list[VT]:
+        if self.over is not None:
+            return [self.over]  # rebuilt as the whole list, advanced: the items already taken are needed too
         return self.items[self.position :]
 
     def reconstruct(self, cg: CodeGen) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import typing
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
+    from dynajit.capture._symbolic.variables.function_attrs import FunctionState
 
 __all__ = [
     "BoundMethodVar",
@@ -32,9 +34,13 @@ __all__ = [
 ]
 
 
+# typing's introspection functions, evaluated on known arguments (variables/typing_folds.py).
+_TYPING_FUNCTIONS = frozenset({typing.get_origin, typing.get_args})
+
+
 def function_class(path: Any) -> VT:
     """A Python function's ``__class__``: it cannot be reassigned, so it needs no guard of its own."""
-    from dynajit.capture._symbolic.variables.objects import ClassVar
+    from dynajit.capture._symbolic.variables.classes import ClassVar
 
     return ClassVar(types.FunctionType, path)
 
@@ -172,6 +178,17 @@ class UserFunctionVar(HeldVar):
         if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
             # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
             return args[0].call_impl(tx, args[1:], kwargs)
+        from dynajit.capture._symbolic.builtins_table import BUILTINS
+
+        rule = BUILTINS.get(self.value)  # a library function traced by its documented meaning (heapq.nlargest)
+        if rule is not None:
+            return rule(tx, args, kwargs)
+        if self.value in _TYPING_FUNCTIONS:
+            from dynajit.capture._symbolic.variables.typing_folds import call_typing_function
+
+            folded = call_typing_function(tx, self.value, args, kwargs)
+            if folded is not None:
+                return folded
         return tx.inline_call(self, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
@@ -180,11 +197,11 @@ class UserFunctionVar(HeldVar):
             path = Attr(self.source, name) if self.source is not None else None
             tx.output.guard("id_match", path, self.value.__code__)
             return ConstVar(self.value.__code__, path)
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstVar(getattr(self.value, name))
         if name == "__class__":
             return function_class(Attr(self.source, name) if self.source is not None else None)
-        unsupported(f"attribute {name!r} of function {self.value.__qualname__}")
+        from dynajit.capture._symbolic.variables.function_attrs import read_function_attribute
+
+        return read_function_attribute(tx, self.value, self.source, name)
 
     def __repr__(self) -> str:
         return f"UserFunctionVar({self.value.__qualname__})"
@@ -264,6 +281,7 @@ class NestedFunctionVar(VT):
         defaults: VT | None = None,
         kwdefaults: VT | None = None,
         closure: VT | None = None,
+        annotated: bool = False,
     ) -> None:
         self.code = code
         self.f_globals = f_globals
@@ -271,6 +289,8 @@ class NestedFunctionVar(VT):
         self.defaults_vt = defaults
         self.kwdefaults_vt = kwdefaults
         self.closure_vt = closure
+        self.annotated = annotated
+        self.state: FunctionState | None = None  # attributes written to it (function_attrs.py), once any are
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -288,17 +308,35 @@ class NestedFunctionVar(VT):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         return tx.inline_call(self, args, kwargs)
 
+    def _state(self) -> FunctionState:
+        if self.state is None:
+            from dynajit.capture._symbolic.variables.function_attrs import FunctionState
+
+            cells = tuple(types.CellType() for _ in self.code.co_freevars)
+            prototype = types.FunctionType(self.code, self.f_globals, None, None, cells or None)
+            self.state = FunctionState(prototype, self.annotated)
+        return self.state
+
     def getattr(self, tx: Tracer, name: str) -> VT:
-        if name in ("__name__", "__qualname__"):
-            return ConstVar(getattr(self.code, "co_qualname" if name == "__qualname__" else "co_name"))
         if name == "__code__":
             return ConstVar(self.code)
         if name == "__class__":
             return function_class(None)
-        unsupported(f"attribute {name!r} of a nested function")
+        found = self._state().read(self, name)
+        if found is not None:
+            return found
+        if name in dir(types.FunctionType):
+            unsupported(f"attribute {name!r} of a nested function")
+        from dynajit.capture._symbolic.variables.base import attribute_missing
+
+        attribute_missing(tx, None, name, f"'function' object has no attribute {name!r}")
+
+    def setattr(self, tx: Tracer, name: str, value: VT) -> None:
+        self._state().write(name, value)
 
     def children(self) -> list[VT]:
-        return [v for v in (self.defaults_vt, self.kwdefaults_vt) if v is not None]
+        state = self.state.children() if self.state is not None else []
+        return [v for v in (self.defaults_vt, self.kwdefaults_vt) if v is not None] + state
 
     def reconstruct(self, cg: CodeGen) -> None:
         if self.kwdefaults_vt is not None:
@@ -320,7 +358,22 @@ class NestedFunctionVar(VT):
             cg.build("BUILD_TUPLE", len(names))
             return 4
 
-        cg.build_cached(self, lambda: cg.call_helper(_make_function, args))
+        state = self.state
+        if state is None or not (state.special or state.attrs):
+            cg.build_cached(self, lambda: cg.call_helper(_make_function, args))
+            return
+        from dynajit.capture._symbolic.variables.function_attrs import set_attributes
+
+        def fill(temp: str) -> None:
+            def attributes() -> int:
+                cg.emit("LOAD_FAST", temp)
+                return 1 + state.emit(cg)
+
+            cg.call_helper(set_attributes, attributes)
+            cg.emit("POP_TOP")
+
+        # Named before its attributes are rebuilt: ``wrapper.__wrapped__`` may lead back to it.
+        cg.build_object(self, lambda: cg.call_helper(_make_function, args), fill)
 
     def __repr__(self) -> str:
         return f"NestedFunctionVar({self.code.co_qualname})"

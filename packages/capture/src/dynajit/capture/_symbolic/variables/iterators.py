@@ -1,4 +1,4 @@
-"""Lazy iterators of builtins: ``zip``, ``enumerate``, ``map`` and ``filter`` over tracked iterators.
+"""Lazy iterators of builtins: ``zip``, ``enumerate``, ``map``, ``filter`` and ``iter(fn, sentinel)``.
 
 As in Python, each item is taken from the underlying iterators only when the
 consumer asks for it (``next``, a ``for`` loop's FOR_ITER), so generators
@@ -14,6 +14,7 @@ and the resumed loop runs over them (as for any iterator over known items).
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
 __all__ = [
+    "CallIterVar",
     "EnumerateVar",
     "FilterVar",
     "LazyIteratorVar",
@@ -59,6 +61,16 @@ def iterator_of(tx: Tracer, vt: VT) -> IteratorVar:
         return vt
     if isinstance(vt, ListVar):
         return IteratorVar(vt.items, over=vt)
+    from dynajit.capture._symbolic.variables.functions import call_dunder, python_dunder
+    from dynajit.capture._symbolic.variables.objects import UserObjectVar
+
+    if isinstance(vt, UserObjectVar) and python_dunder(vt.value, "__iter__") is not None:
+        # A Python __iter__ (often a generator) gives the iterator itself: its items are made as they are asked
+        # for, so they see what the loop body did meanwhile.
+        made = call_dunder(tx, vt, "__iter__", [])
+        if isinstance(made, IteratorVar):
+            return made
+        return IteratorVar(made.unpack(tx))
     return IteratorVar(vt.unpack(tx))
 
 
@@ -257,3 +269,49 @@ def reversed_of(tx: Tracer, vt: VT) -> IteratorVar:
     except Exception:
         unsupported(f"reversed() of {vt}")
     return IteratorVar(list(reversed(items)))
+
+
+class CallIterVar(LazyIteratorVar):
+    """``iter(fn, sentinel)``: ``fn()`` called (traced) for each item until a result equals ``sentinel``.
+
+    Python compares with ``==`` after an identity check, and once the sentinel is met the iterator stays
+    exhausted without calling ``fn`` again.
+    """
+
+    kind = type(iter(int, 0))
+
+    def __init__(self, output: OutputGraph, fn: VT, sentinel: VT) -> None:
+        super().__init__(output, [], fn)
+        self.sentinel = sentinel
+
+    def pull(self, tx: Tracer) -> VT | None:
+        from dynajit.capture._symbolic.opcodes_ops import apply_operator, identical
+        from dynajit.capture._symbolic.variables.tensor import TensorVar
+
+        assert self.fn is not None
+        item = self.fn.call(tx, [], {})
+        if identical(item, self.sentinel, tx):
+            equal = True
+        elif any(isinstance(v, TensorVar) for v in (item, self.sentinel)) and any(
+            v.is_const() and v.const() is None for v in (item, self.sentinel)
+        ):
+            equal = False  # a tensor's __eq__ with None falls back to identity
+        else:
+            equal = apply_operator(tx, operator.eq, [item, self.sentinel]).truth(tx)
+        if equal:
+            self.items, self.position, self.settled = [], 0, True  # exhausted for good: fn is not called again
+            return None
+        return item
+
+    def settle(self) -> bool:
+        return self.settled  # its items come from calls: they cannot be taken ahead of the loop
+
+    def children(self) -> list[VT]:
+        return [*super().children(), *([] if self.settled else [self.sentinel])]
+
+    def rebuild_arguments(self) -> list[VT | int]:
+        assert self.fn is not None
+        return [self.fn, self.sentinel]
+
+    def rebuilder(self) -> Any:
+        return iter

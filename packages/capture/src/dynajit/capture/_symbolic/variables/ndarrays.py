@@ -26,8 +26,8 @@ import torch
 from dynajit.capture._symbolic import numpy_calls, numpy_oracle
 from dynajit.capture._symbolic.paths import Attr, Path
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
+from dynajit.capture._symbolic.variables.classes import ClassVar
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.objects import ClassVar
 from dynajit.capture._symbolic.variables.tensor import TensorVar
 
 if TYPE_CHECKING:

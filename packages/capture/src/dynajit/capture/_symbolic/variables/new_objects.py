@@ -22,18 +22,27 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from dynajit.capture._symbolic.paths import Attr
 from dynajit.capture._symbolic.variables.base import VT, AttributeMissing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar
+from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar, ListVar, TupleVar
 from dynajit.capture._symbolic.variables.functions import call_dunder, class_member, refuse_descriptor
+from dynajit.capture._symbolic.variables.subclassed_builtins import (
+    SEQUENCE_BASES,
+    empty_sequence,
+    new_tuple_instance,
+    sequence_base_of,
+    sequence_call,
+)
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["DICT_BASES", "NewObjectVar", "dict_base_of", "instance_dict_of"]
+__all__ = ["DICT_BASES", "MODELLED_BASES", "NewObjectVar", "c_new_of", "dict_base_of", "instance_dict_of"]
 
 # C dict types a traced class may derive from: their items are modelled in the tracker.
 DICT_BASES = (collections.OrderedDict, dict)
+# The C types whose methods act on a new object's modelled state (see base_call).
+MODELLED_BASES = (object, *DICT_BASES, *SEQUENCE_BASES)
 
 _MISSING = object()
 
@@ -62,13 +71,15 @@ class NewObjectVar(VT):
         self.attrs: dict[str, VT] = {}
         self.dict_base = dict_base_of(cls)
         self.items: dict[Any, VT] | None = {} if self.dict_base is not None else None
+        self.seq_base = sequence_base_of(cls)
+        self.seq = empty_sequence(self.seq_base)  # the items of a list or tuple subclass (subclassed_builtins.py)
         self.repr_running = False  # inside its recursion-guarded __repr__: a cycle back to it reads the fill value
 
     def python_type(self) -> type:
         return self.cls
 
     def children(self) -> list[VT]:
-        return [*self.attrs.values(), *(self.items or {}).values()]
+        return [*self.attrs.values(), *(self.items or {}).values(), *(self.seq.items if self.seq else ())]
 
     # ----------------------------------------------------------------- attributes
 
@@ -146,7 +157,7 @@ class NewObjectVar(VT):
         if member is not None:
             return member
         owner = _owner_of(cls, name)
-        if owner in (*DICT_BASES, object) and callable(static):
+        if owner in MODELLED_BASES and callable(static):
             return BaseMethodVar(self, owner, name)  # type: ignore[arg-type]
         refuse_descriptor(cls, name, static)
         value = getattr(cls, name)
@@ -242,6 +253,8 @@ class NewObjectVar(VT):
                 continue
             if self.items is not None:
                 return bool(self.items)
+            if self.seq is not None:
+                return bool(self.seq.items)
             unsupported(f"the truth value of a {self.cls.__name__} object")
         return True
 
@@ -251,6 +264,8 @@ class NewObjectVar(VT):
             return self._call_python(tx, "__len__", [])
         if self.items is not None:
             return ConstVar(len(self.items))
+        if self.seq is not None:
+            return ConstVar(len(self.seq.items))
         raises_in_python(f"object of type {self.cls.__name__!r} has no len() (TypeError)")
 
     def unpack(self, tx: Tracer) -> list[VT]:
@@ -264,6 +279,8 @@ class NewObjectVar(VT):
             if isinstance(iterator, NewObjectVar):
                 unsupported(f"iterating over a {self.cls.__name__} object whose __iter__ returns an object (__next__)")
             return iterator.unpack(tx)
+        if self.seq is not None:
+            return list(self.seq.items)
         if self.items is None:
             unsupported(f"iterating over a {self.cls.__name__} object created while tracing")
         return [ConstVar(k) for k in self.items]
@@ -281,6 +298,8 @@ class NewObjectVar(VT):
             from dynajit.capture._symbolic.variables.reduction import reduce_new_object
 
             return reduce_new_object(tx, self, args[0])
+        if self.seq is not None:
+            return sequence_call(tx, self.cls, self.seq, name, args, kwargs)
         if name == "__init__" and self.items is None:
             if args or kwargs:
                 raises_in_python("object.__init__() takes exactly one argument (the instance to initialize)")
@@ -295,9 +314,12 @@ class NewObjectVar(VT):
         def create() -> None:
             def new_args() -> int:
                 cg.load_const_any(self.cls)
+                if isinstance(self.seq, TupleVar):  # a tuple's items are fixed when it is made
+                    self.seq.reconstruct(cg)
+                    return 2
                 return 1
 
-            cg.call_helper(_new_instance, new_args)
+            cg.call_helper(new_tuple_instance if isinstance(self.seq, TupleVar) else _new_instance, new_args)
 
         def fill(temp: str) -> None:
             def fill_args() -> int:
@@ -313,7 +335,11 @@ class NewObjectVar(VT):
                         cg.load_const_any(key)
                         value.reconstruct(cg)
                     cg.build("BUILD_MAP", len(self.items))
-                return 3
+                if isinstance(self.seq, ListVar):
+                    ListVar(self.seq.items).reconstruct(cg)
+                else:
+                    cg.load_const(None)
+                return 4
 
             cg.call_helper(_fill_instance, fill_args)
             cg.emit("POP_TOP")
@@ -366,6 +392,8 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         key = _const_key(args[0])
         if key in items:
             return items[key]
+        if name == "__getitem__" and obj._python_method("__missing__"):
+            return obj._call_python(tx, "__missing__", [args[0]])  # dict.__getitem__ asks a subclass's __missing__
         if name == "__getitem__":
             raises_in_python(f"KeyError: {key!r}", KeyError(key))
         return args[1] if n == 2 else ConstVar(None)
@@ -427,10 +455,20 @@ def instance_dict_of(obj: NewObjectVar) -> DictVar:
 
 
 def _new_instance(cls: type) -> Any:
-    return cls.__new__(cls)  # type: ignore[call-overload]
+    # The C __new__ the object was made by: a Python __new__ of the class already ran while tracing.
+    return c_new_of(cls)(cls)
 
 
-def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None) -> None:
+def c_new_of(cls: type) -> Any:
+    """The ``__new__`` implemented in C that ``cls``'s instances are made by (``object.__new__``, ``dict``'s)."""
+    for base in cls.__mro__:
+        new = vars(base).get("__new__")
+        if new is not None and not isinstance(new, staticmethod):
+            return new
+    return object.__new__
+
+
+def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None, sequence: list | None) -> None:
     # object.__setattr__ sets slots and plain attributes alike and skips the class's own __setattr__,
     # which already ran while tracing.
     for name, value in attrs.items():
@@ -441,6 +479,8 @@ def _fill_instance(obj: Any, attrs: dict[str, Any], items: dict[Any, Any] | None
         setitem = getattr(base, "__setitem__")  # mypy reads base.__setitem__ as an assignment target
         for key, value in items.items():
             setitem(obj, key, value)
+    if sequence is not None:
+        list.extend(obj, sequence)  # the list base's own extend: a Python override already ran while tracing
 
 
 def _attribute_missing(cls: type, name: str) -> NoReturn:

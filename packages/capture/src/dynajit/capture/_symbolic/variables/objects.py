@@ -27,6 +27,7 @@ from dynajit.capture._symbolic.variables.functions import (
     python_dunder,
     refuse_descriptor,
 )
+from dynajit.capture._symbolic.variables.thread_locals import is_thread_local, read_thread_local
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SuperVar",
     "make_super",
-    "ClassVar",
     "EnvironVar",
     "ExceptionVar",
     "ModuleSliceVar",
@@ -73,42 +73,6 @@ class PyModuleVar(ObjectVar):
         if not hasattr(self.value, name):
             attribute_missing(tx, self.source, name, f"module {self.value.__name__!r} has no attribute {name!r}")
         return tx.wrap(getattr(self.value, name), _attr_path(self, name))
-
-
-class ClassVar(ObjectVar):
-    """A class. Reading attributes works; calling one is a graph break unless the builtins table knows it."""
-
-    def getattr(self, tx: Tracer, name: str) -> VT:
-        try:
-            static = inspect.getattr_static(self.value, name)
-        except AttributeError:
-            if hasattr(self.value, name):  # its metaclass answers it (a __getattr__, a descriptor)
-                unsupported(f"attribute {name!r} of class {self.value.__name__} comes from its metaclass")
-            attribute_missing(tx, self.source, name, f"type object {self.value.__name__!r} has no attribute {name!r}")
-        if isinstance(static, (staticmethod, classmethod)) or isinstance(static, types.FunctionType):
-            return tx.wrap(getattr(self.value, name), _attr_path(self, name))
-        return tx.wrap(getattr(self.value, name), _attr_path(self, name))
-
-    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.builtins_table import BUILTINS, call_builtin
-        from dynajit.capture._symbolic.construct import (
-            construct_instance,
-            construct_torch_module,
-            constructs_instances,
-            is_stateless_torch_module_class,
-        )
-        from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
-
-        cls = self.value
-        if cls not in BUILTINS and cls not in CONTEXT_MANAGER_CALLS and constructs_instances(cls):
-            return construct_instance(tx, cls, self.source, args, kwargs)
-        if is_stateless_torch_module_class(cls):
-            return construct_torch_module(tx, cls, args, kwargs)
-        return call_builtin(tx, cls, args, kwargs)
-
-    def reconstruct(self, cg: CodeGen) -> None:
-        # A class read without a path (a builtin such as IndexError) is loaded from a global of the new code.
-        self.reconstruct_object(cg, self.value)
 
 
 class UserObjectVar(ObjectVar):
@@ -219,6 +183,8 @@ class UserObjectVar(ObjectVar):
             if not hasattr(self.value, name):
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
             return tx.wrap(getattr(self.value, name), _attr_path(self, name))
+        if is_thread_local(self.value):
+            return read_thread_local(tx, self, self.value, name)
         if (
             "__getattribute__" in vars(cls)
             and not isinstance(getattribute, types.FunctionType)
@@ -305,7 +271,7 @@ class UserObjectVar(ObjectVar):
             unsupported("writing an attribute of an object that cannot be reached from the frame")
         cls = type(self.value)
         setter = inspect.getattr_static(cls, "__setattr__")
-        if setter not in (object.__setattr__, torch.nn.Module.__setattr__):
+        if setter not in (object.__setattr__, torch.nn.Module.__setattr__) and not is_thread_local(self.value):
             if not isinstance(setter, types.FunctionType):
                 unsupported(f"{cls.__name__} customises attribute writes (__setattr__ in C)")
             call_dunder(tx, self, "__setattr__", [ConstVar(name), value])
@@ -395,7 +361,8 @@ class SuperVar(VT):
         self.obj = obj
 
     def getattr(self, tx: Tracer, name: str) -> VT:
-        from dynajit.capture._symbolic.variables.new_objects import DICT_BASES, BaseMethodVar, NewObjectVar
+        from dynajit.capture._symbolic.variables.classes import ClassVar
+        from dynajit.capture._symbolic.variables.new_objects import MODELLED_BASES, BaseMethodVar, NewObjectVar
 
         instance = getattr(self.obj, "value", None)
         if isinstance(self.obj, NewObjectVar):
@@ -403,6 +370,10 @@ class SuperVar(VT):
         elif isinstance(self.obj, UserObjectVar) and instance is not None:
             obj_class, class_path = type(instance), _attr_path(self.obj, "__class__")
         elif isinstance(self.obj, ClassVar):
+            if not issubclass(self.obj.value, self.cls) and isinstance(self.obj.value, self.cls):
+                from dynajit.capture._symbolic.variables.metaclasses import metaclass_super_attribute
+
+                return metaclass_super_attribute(tx, self.cls, self.obj, name)  # super() in a metaclass method
             return self._class_attribute(tx, name)
         else:
             unsupported(f"super() of {self.obj}")
@@ -422,7 +393,7 @@ class SuperVar(VT):
         member = class_member(tx, self.obj, obj_class, attr, path)
         if member is not None:
             return member
-        if isinstance(self.obj, NewObjectVar) and owner in (object, *DICT_BASES):
+        if isinstance(self.obj, NewObjectVar) and owner in MODELLED_BASES:
             return BaseMethodVar(self.obj, owner, name)
         if isinstance(self.obj, UserObjectVar) and owner is object and name == "__getattribute__":
             return _PlainRead(self.obj)

@@ -92,13 +92,15 @@ class ReduceExVar(VT):
 def object_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """``object.__new__(cls)``: a new object of a modelled class, without running its ``__init__``."""
     from dynajit.capture._symbolic.construct import why_not_constructible
-    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
+    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar, c_new_of
 
     if kwargs or not args or not args[0].is_const() or not isinstance(args[0].const(), type):
         unsupported("object.__new__ of other than a known class")
     cls = args[0].const()
-    if cls.__new__ is not object.__new__:
+    if c_new_of(cls) is not object.__new__:
         raises_in_python(f"object.__new__({cls.__name__}) is not safe, use {cls.__name__}.__new__() (TypeError)")
+    if len(args) > 1 and cls.__new__ is not object.__new__:
+        raises_in_python("object.__new__() takes exactly one argument (the type to instantiate) (TypeError)")
     if len(args) > 1 and cls.__init__ is object.__init__:
         raises_in_python(f"{cls.__name__}() takes no arguments (TypeError)")
     reason = why_not_constructible(cls)
