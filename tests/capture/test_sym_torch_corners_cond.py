@@ -87,7 +87,7 @@ def test_gradients_flow_through_the_branch_taken():
     for shift in (2.0, -2.0):
         run_both(
             loss,
-            lambda: (torch.randn(4).add(shift).requires_grad_(), torch.randn(4).requires_grad_()),  # noqa: B023
+            lambda: (torch.randn(4).add(shift).requires_grad_(), torch.randn(4).requires_grad_()),
             graphs=1,
             fullgraph=True,
             backward=True,
