@@ -211,3 +211,24 @@ def test_a_view_that_undoes_an_argument_metadata_change_is_a_new_tensor(backend,
     assert compiled_x.shape == eager_x.shape and compiled_x.stride() == eager_x.stride()
     torch.testing.assert_close(actual, expected)
     assert (actual is compiled_x) == (expected is eager_x)
+
+
+def m_local_used_then_unsqueezed(x):
+    v = x.clamp(min=1)
+    x.mul_(v)  # reads v in the layout it has here
+    v.unsqueeze_(0)
+    return v
+
+
+def m_local_used_then_transposed(x):
+    v = x // 3
+    v += v.sum(0)
+    v.t_()
+    return v * 2
+
+
+@pytest.mark.parametrize("fn", [m_local_used_then_unsqueezed, m_local_used_then_transposed])
+def test_an_in_place_metadata_change_of_a_local_after_it_was_used(fn):
+    """The backend checks each op on its arguments as they were at that op, not as a later ``unsqueeze_``
+    left them (an op checked on the later layout raised a broadcast error eager never raises)."""
+    calls_agree(fn, _sizes((2, 3), (1, 1), (0, 3), (4, 3)))

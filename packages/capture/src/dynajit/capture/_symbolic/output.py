@@ -87,8 +87,9 @@ class OutputGraph:
         self.context_vars: dict[int, Any] = {}
         self.guard_requests: list[tuple[str, Path, tuple[Any, ...]]] = []
         self.inputs: list[tuple[Path, torch.Tensor, TensorVar]] = []
-        # Each tensor input's layout (sizes, strides, storage offset) as the frame received it: an in-place
-        # metadata op (``x.t_()``) changes its example value's, which placeholders must not show (see compile).
+        # Each node's tensor layout (sizes, strides, storage offset) when it was recorded (an input's: as the
+        # frame received it): an in-place metadata op (``x.t_()``) later changes its example value's, which the
+        # node must not show to backends (see compile).
         self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
@@ -325,6 +326,9 @@ class OutputGraph:
                 raise RaisesInPython(reason) from None
             unsupported(reason)
         self.n_ops += 1
+        example = node.meta.get("example_value")
+        if isinstance(example, torch.Tensor):
+            self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
         bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
 
@@ -390,12 +394,13 @@ class OutputGraph:
         return name, CompiledGraph(name, gm, compiled, described, seconds)
 
     def _restore_entry_layouts(self) -> None:
-        """Give each placeholder whose tensor an in-place metadata op changed its layout at the frame's entry.
+        """Give each node whose tensor an in-place metadata op changed later the layout it was recorded with.
 
-        Tracing ``x.unsqueeze_(0)`` runs it on the input's example value, the placeholder's: after the trace
-        that value shows the layout the graph leaves the input with. A backend reads placeholders as the
-        inputs it is called with (AOT autograd then replays the change on the caller's tensor), so each gets
-        a view of the same fake storage with the entry layout.
+        Tracing ``x.unsqueeze_(0)`` runs it on the example value ``x``'s node holds: after the trace that
+        value shows the layout the graph leaves ``x`` with. A backend reads placeholders as the inputs it is
+        called with (AOT autograd then replays the change on the caller's tensor) and checks each op on its
+        arguments' example values (``y.mul_(x)`` before ``x.unsqueeze_(0)`` must see ``x`` unsqueezed not yet),
+        so each such node gets a view of the same fake storage with its recorded layout.
         """
         for node, (size, stride, offset) in self._entry_layouts.items():
             example = node.meta.get("example_value")
