@@ -2,7 +2,8 @@
 
 Everything known at compile time (sizes, strides, dtypes, kernel handles, op objects) is bound
 into the wrapper's namespace, so a call does only allocations, ``data_ptr()`` reads and calls.
-Buffers are freed after their last use, and a dead buffer of the same layout is reused.
+Every name is deleted after its last use; a dead kernel buffer serves the next kernel output of its layout
+or is deleted before the next allocation, so reuse never raises the peak above freeing at last use.
 
 In a dynamic graph the wrapper first binds each shape symbol from an input's size (or a scalar
 input), optionally checks the inputs' other symbolic sizes against them, and computes buffer
@@ -21,7 +22,7 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import ExternArg, LoweredGraph
-from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer
+from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer, InputBuffer
 from dynajit.inductor_lite._scheduler import Kernel
 
 __all__ = ["WrapperBuilder", "restride"]
@@ -59,6 +60,38 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
+
+
+def _layout(buf: Any) -> tuple:
+    return (buf.size, buf.stride, buf.dtype, buf.device)
+
+
+class _Pool:
+    """Dead kernel buffers, each handed to a later kernel output of the same layout or freed.
+
+    A dead buffer is kept only until the next allocation: the next kernel may take it for an output
+    of its layout, and whatever is still kept is deleted before anything new is allocated (an
+    ``empty_strided`` or an aten call). Reuse so never holds memory at a point where freeing at last
+    use would not, so the call's peak is never above what freeing every buffer at its last use gives.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.kept: dict[tuple, list[str]] = {}
+
+    def give(self, layout: tuple, name: str) -> None:
+        self.kept.setdefault(layout, []).append(name)
+
+    def take(self, layout: tuple) -> str | None:
+        names = self.kept.get(layout)
+        return names.pop() if names else None
+
+    def release(self) -> None:
+        """Delete every kept buffer (before an allocation)."""
+        names = sorted(n for kept in self.kept.values() for n in kept)
+        if names:
+            self.lines.append(f"    del {', '.join(names)}")
+        self.kept.clear()
 
 
 class WrapperBuilder:
@@ -190,36 +223,45 @@ class WrapperBuilder:
             self.namespace[name] = value
         last_use = self._last_uses()
         outputs = {o.arg.buffer for o in g.outputs if o.arg is not None}
-        # Storage an extern result may alias (a view op called through aten) is never handed to another buffer.
-        outputs |= {
+        # Storage an extern result may alias (a view op called through aten) is never handed to another buffer;
+        # its name may go, the view keeps the storage alive.
+        viewed = {
             name for item in self.items if isinstance(item, ExternBuffer) and _aliases(item) for name in item.reads
         }
-        free: dict[tuple, list[str]] = {}
+        pool = _Pool(self.lines)
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
+                fresh = []
                 for buf in item.stored_buffers():
-                    key = (buf.size, buf.stride, buf.dtype, buf.device)
-                    if free.get(key):
-                        self.lines.append(f"    {buf.name} = {free[key].pop()}")
+                    reused = pool.take(_layout(buf))
+                    if reused is not None:
+                        # The old name goes, or it would hold the storage past the new one's last use.
+                        self.lines.append(f"    {buf.name} = {reused}; del {reused}")
                     else:
-                        dtype = self.bind(buf.dtype, "dt")
-                        dev = self.bind(buf.device, "dev")
-                        shape, stride = self.sizes(buf.size), self.sizes(buf.stride)
-                        self.lines.append(
-                            f"    {buf.name} = empty_strided({shape}, {stride}, dtype={dtype}, device={dev})"
-                        )
+                        fresh.append(buf)
+                if fresh:
+                    pool.release()
+                for buf in fresh:
+                    dtype = self.bind(buf.dtype, "dt")
+                    dev = self.bind(buf.device, "dev")
+                    shape, stride = self.sizes(buf.size), self.sizes(buf.stride)
+                    self.lines.append(f"    {buf.name} = empty_strided({shape}, {stride}, dtype={dtype}, device={dev})")
                 fn, params, pointers, symbols = kernel_calls[item.name]
                 fname = self.bind(fn, item.name + "_")
                 args = ", ".join([*(f"{p}.data_ptr()" if pointers else p for p in params), *symbols])
                 self.needed |= {sympy.Symbol(s) for s in symbols}
                 self.lines.append(f"    {fname}({args})")
             else:
+                pool.release()  # an aten call allocates its result (and maybe scratch space)
                 self._extern(item)
+            # Each name goes at its last use, as eager drops a value: a kernel's buffer (an ``empty_strided`` of
+            # its own) may serve a later kernel, an input or an aten result is deleted (the caller or a view may
+            # still hold it; then only the name goes).
             for name in sorted(n for n, last in last_use.items() if last == pos and n not in outputs):
                 dead = g.all_buffers.get(name)
-                if dead is not None and not isinstance(dead, ExternBuffer) and name.startswith("buf"):
-                    free.setdefault((dead.size, dead.stride, dead.dtype, dead.device), []).append(name)
-                elif name.startswith("buf"):
+                if isinstance(dead, ComputedBuffer) and name not in viewed:
+                    pool.give(_layout(dead), name)
+                elif isinstance(dead, (ComputedBuffer, ExternBuffer, InputBuffer)):
                     self.lines.append(f"    del {name}")
         results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]
         self.lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
