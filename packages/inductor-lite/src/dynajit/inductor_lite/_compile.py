@@ -41,6 +41,7 @@ from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
 from dynajit.inductor_lite._ir import Buffer
+from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._wrapper import WrapperBuilder
 from dynajit.inductor_lite.codegen_triton import LIBDEVICE_ONLY
@@ -571,8 +572,10 @@ class _Specialized:
         settings = self.settings
         compiled_forward = False
 
-        def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> CompiledGraph:
+        def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], inference: bool = False) -> CompiledGraph:
             nonlocal compiled_forward
+            if inference and settings["layout_optimization"]:
+                graph = channels_last(graph, example_device(inputs)) or graph
             with config.patch(settings):
                 # The forward graph's inputs come from the caller: its wrapper checks their shape relations.
                 compiled = compile_graph(
@@ -591,6 +594,7 @@ class _Specialized:
             fn = aot_module_simplified(
                 self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
                 fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
+                inference_compiler=functools.partial(compiler, inference=True),
                 keep_inference_input_mutations=False,
             )  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes

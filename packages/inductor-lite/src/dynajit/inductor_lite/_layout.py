@@ -1,0 +1,185 @@
+"""Channels-last layout for inference graphs with 2-D convolutions (option ``layout_optimization``).
+
+oneDNN's convolution reorders an NCHW input into its own layout at every call and back; in NHWC
+(channels-last) it reads and writes the tensors as they are. So an input of each convolution is
+copied to channels-last once, every op after it keeps that layout (convolutions return channels-last
+for a channels-last input, the kernels of pointwise ops and reductions follow their inputs' layout),
+and each graph output gets back the layout eager gives it. The example values of the changed graph
+are recomputed op by op on fake tensors. What the pass cannot redo exactly leaves the graph as it
+was: a view eager's strides allow but channels-last does not (``view`` of a channel shuffle; a copy
+there costs what channels-last saves), an in-place op, an output eager returns as a view of another,
+symbolic sizes. The pass is all or nothing, and never changes what the graph computes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.utils._pytree import tree_map
+
+from dynajit.inductor_lite._autotune import example_tensor
+
+__all__ = ["channels_last"]
+
+log = logging.getLogger("dynajit.inductor_lite")
+aten = torch.ops.aten
+
+
+def _val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else node
+
+
+def _is_conv2d(node: torch.fx.Node) -> bool:
+    if node.op != "call_function" or node.target is not aten.convolution.default:
+        return False
+    value, transposed = _val(node.args[0]), node.args[6] if len(node.args) > 6 else False
+    return isinstance(value, torch.Tensor) and value.dim() == 4 and not transposed
+
+
+def _static(value: Any) -> bool:
+    if not isinstance(value, torch.Tensor):
+        return not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
+    return not any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride(), value.storage_offset()))
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def _conv_seconds(convs: list[torch.fx.Node], memory_format: torch.memory_format) -> float:
+    """The time the graph's convolutions take on random inputs in ``memory_format`` (the faster of two runs)."""
+    calls = []
+    with unset_fake_temporarily():
+        for node in convs:
+            args = [example_tensor(a) if isinstance(a, torch.Tensor) else a for a in tree_map(_val, node.args)]
+            args[0] = torch.randn_like(args[0]).contiguous(memory_format=memory_format)
+            calls.append(args)
+        best = float("inf")
+        with torch.no_grad():
+            for _ in range(2):
+                start = time.perf_counter()
+                for args in calls:
+                    aten.convolution.default(*args)
+                best = min(best, time.perf_counter() - start)
+    return best
+
+
+def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.GraphModule | None:
+    """A copy of ``gm`` whose convolutions run channels-last, or None when the pass does not apply or would
+    not pay: the graph's convolutions are timed in both layouts (on this machine, at these sizes), and
+    channels-last is kept only when they run at least 10% faster in it."""
+    nodes = list(gm.graph.nodes)
+    convs = [n for n in nodes if _is_conv2d(n)]
+    if device.type != "cpu" or not convs:
+        return None
+    if any(n.op == "call_function" and _mutates(n) for n in nodes) or not all(_static(_val(n)) for n in nodes):
+        return None
+    outputs = next(n for n in reversed(nodes) if n.op == "output").args[0]
+    if _outputs_alias(outputs):
+        return None
+    nchw, nhwc = _conv_seconds(convs, torch.contiguous_format), _conv_seconds(convs, torch.channels_last)
+    if nhwc > 0.9 * nchw:
+        log.info(
+            "inductor-lite: convolutions stay in their layout (channels-last %.2f ms, as is %.2f ms)",
+            nhwc * 1e3,
+            nchw * 1e3,
+        )
+        return None
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.graph_copy(gm.graph, env)  # type: ignore[arg-type]
+    try:
+        _to_channels_last(graph)
+        _refake(graph)
+    except _Abort as why:
+        log.info("inductor-lite: convolutions stay in their layout (%s)", why)
+        return None
+    new_outputs = tuple(_eager_layout(graph, env[o], _val(o)) if isinstance(o, torch.fx.Node) else o for o in outputs)
+    if any(o is None for o in new_outputs):
+        return None
+    graph.output(new_outputs)
+    log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
+    return torch.fx.GraphModule(gm, graph)
+
+
+class _Abort(Exception):
+    pass
+
+
+def _outputs_alias(outputs: Any) -> bool:
+    storages = [
+        _val(o).untyped_storage()._cdata for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()
+    ]
+    return len(storages) != len(set(storages))
+
+
+def _to_channels_last(graph: torch.fx.Graph) -> None:
+    """Give each 2-D convolution a channels-last copy of its input (one copy per input node)."""
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if not _is_conv2d(node):
+            continue
+        source = node.args[0]
+        assert isinstance(source, torch.fx.Node)
+        if _val(source).is_contiguous(memory_format=torch.channels_last):
+            continue
+        if source not in copies:
+            with graph.inserting_after(source):
+                copies[source] = graph.call_function(
+                    aten.clone.default, (source,), {"memory_format": torch.channels_last}
+                )
+        node.update_arg(0, copies[source])
+
+
+def _fake_mode(graph: torch.fx.Graph) -> Any:
+    for node in graph.nodes:
+        value = _val(node)
+        if isinstance(value, torch.Tensor) and hasattr(value, "fake_mode"):
+            return value.fake_mode
+    raise _Abort("no fake tensor to run the graph's ops on")
+
+
+def _refake(graph: torch.fx.Graph) -> None:
+    """Recompute every call's example value in order, on the new layouts."""
+    mode = _fake_mode(graph)
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        args, kwargs = tree_map(_val, (node.args, node.kwargs))
+        try:
+            with mode:
+                node.meta["val"] = node.target(*args, **kwargs)  # type: ignore[operator]
+        except Exception as err:
+            raise _Abort(f"{node.target} on the new layouts: {type(err).__name__}") from None
+
+
+def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> torch.fx.Node | None:
+    """``node`` as a graph output in eager's layout: itself, a contiguous copy, or None (cannot be matched)."""
+    value = _val(node)
+    if not isinstance(eager, torch.Tensor) or not isinstance(value, torch.Tensor):
+        return node
+    kept = [d for d in range(eager.dim()) if eager.size(d) > 1]
+    if eager.numel() == 0 or [value.stride(d) for d in kept] == [eager.stride(d) for d in kept]:
+        return node
+    if not eager.is_contiguous() or value.untyped_storage()._cdata == _input_storage(graph, value):
+        return None
+    with graph.inserting_after(node):
+        copy = graph.call_function(aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
+    copy.meta["val"] = eager
+    return copy
+
+
+def _input_storage(graph: torch.fx.Graph, value: torch.Tensor) -> int | None:
+    """The storage of the graph input ``value`` views, if any (such an output must stay that view)."""
+    for node in graph.nodes:
+        if node.op == "placeholder" and isinstance(_val(node), torch.Tensor):
+            if _val(node).untyped_storage()._cdata == value.untyped_storage()._cdata:
+                return value.untyped_storage()._cdata
+    return None

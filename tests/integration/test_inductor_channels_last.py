@@ -1,0 +1,86 @@
+"""``options={"layout_optimization": True}``: convolution graphs run channels-last when their convolutions pay.
+
+The decision times the graph's convolutions in both layouts; these tests fix its outcome (by standing in
+for the timing) and compare the compiled model with eager: values, output strides, and the layout the
+convolutions actually ran in.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+import dynajit.inductor_lite._layout as layout
+from dynajit import compiler
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    compiler.reset()
+    yield
+    compiler.reset()
+
+
+class Net(nn.Module):
+    """Convolutions, batch norm, a residual add, pooling, a 4-D output and a flattened head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.stem(x)))
+        z = torch.relu(self.conv(y) + y)
+        pooled = nn.functional.adaptive_avg_pool2d(nn.functional.max_pool2d(z, 2), 1).flatten(1)
+        return self.head(pooled), z
+
+
+class Flat(nn.Module):
+    """A view of a convolution's output that eager's strides allow and channels-last does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y.view(y.shape[0], -1) * 2
+
+
+def _run(model: nn.Module, x: torch.Tensor, faster: bool, monkeypatch, caplog) -> list[str]:
+    times = {torch.contiguous_format: 2.0, torch.channels_last: 1.0 if faster else 2.0}
+    monkeypatch.setattr(layout, "_conv_seconds", lambda convs, memory_format: times[memory_format])
+    compiled = compiler.compile(model, options={"layout_optimization": True})
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="dynajit.inductor_lite"):
+        actual = compiled(x)
+        expected = model(x)
+    for a, e in zip(
+        actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)
+    ):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+        assert a.stride() == e.stride()
+    return [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
+
+
+def test_convolutions_that_pay_run_channels_last_and_outputs_keep_eager_strides(monkeypatch, caplog):
+    torch.manual_seed(0)
+    decisions = _run(Net().eval(), torch.randn(2, 3, 16, 16), True, monkeypatch, caplog)
+    assert decisions and decisions[0].startswith("inductor-lite: convolutions run channels-last")
+
+
+def test_convolutions_that_do_not_pay_keep_their_layout(monkeypatch, caplog):
+    torch.manual_seed(0)
+    decisions = _run(Net().eval(), torch.randn(2, 3, 16, 16), False, monkeypatch, caplog)
+    assert decisions and decisions[0].startswith("inductor-lite: convolutions stay in their layout (channels-last")
+
+
+def test_a_view_channels_last_refuses_leaves_the_graph_as_it_was(monkeypatch, caplog):
+    torch.manual_seed(0)
+    decisions = _run(Flat().eval(), torch.randn(2, 4, 6, 6), True, monkeypatch, caplog)
+    assert decisions and "aten.view" in decisions[0] and "stay in their layout" in decisions[0]
