@@ -84,3 +84,32 @@ def test_a_view_channels_last_refuses_leaves_the_graph_as_it_was(monkeypatch, ca
     torch.manual_seed(0)
     decisions = _run(Flat().eval(), torch.randn(2, 4, 6, 6), True, monkeypatch, caplog)
     assert decisions and "aten.view" in decisions[0] and "stay in their layout" in decisions[0]
+
+
+class NormThenConv(nn.Module):
+    """A layer norm over channels done channels-last (as ConvNeXt's), then a depthwise convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.conv = nn.Conv2d(8, 8, 7, padding=3, groups=8)
+
+    def forward(self, x):
+        y = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.conv(y)
+
+
+def test_an_aten_call_reads_a_kernel_result_in_eager_layout():
+    """The kernel writes the norm's result in eager's layout (channels-last strides), so the convolution
+    returns the layout the graph expects: no copy of its result into another layout at every call."""
+    torch.manual_seed(0)
+    model, x = NormThenConv().eval(), torch.randn(2, 8, 10, 10)
+    compiled = compiler.compile(model, options={"layout_optimization": False})
+    with torch.no_grad():
+        compiled(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            actual = compiled(x)
+        expected = model(x)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    assert actual.stride() == expected.stride()
+    assert [e.name for e in prof.events() if e.name == "aten::copy_"] == []

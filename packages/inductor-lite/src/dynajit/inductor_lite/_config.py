@@ -69,11 +69,10 @@ class InductorConfig(Config):
         "then baked in: changing them in place afterwards (an optimizer step) is not seen",
     )
     layout_optimization: bool = option(
-        False,
+        True,
         "run an inference graph's 2-D convolutions and the ops after them channels-last on CPU (oneDNN then "
         "reorders nothing) when its convolutions, timed in both layouts at compile time, run at least 10% faster "
-        "so; outputs keep eager's layout. Off by default: the generated kernels of the ops around the "
-        "convolutions index channels-last more slowly than they save on most CNNs measured",
+        "so; outputs keep eager's layout",
     )
     strict: bool = option(
         False,

@@ -227,8 +227,9 @@ class GraphLowering:
         """``value`` as an aten call's argument: a view of a buffer when it is one, else a new buffer.
 
         With the FX argument's ``example`` value, a view laid out otherwise than the example is
-        copied into the example's layout: an aten op may rely on the layout its graph gave it (a
-        fused RNN reads its input as contiguous whatever the strides say).
+        copied into the example's layout, and a value computed here is written in it: an aten op may
+        rely on the layout its graph gave it (a fused RNN reads its input as contiguous whatever the
+        strides say).
         """
         view = self.strided_view(value)
         if view is not None and isinstance(example, torch.Tensor):
@@ -236,7 +237,9 @@ class GraphLowering:
                 view = None
                 value = self.realize(value, _dense_strides(example))
         if view is None:
-            value = self.realize(value)
+            # In eager's layout: the aten op then returns its result in the layout the graph expects (a
+            # convolution follows its input's), not one a copy must turn into it.
+            value = self.realize(value, _dense_strides(example))
             assert value.buffer is not None
             view = (value.buffer, value.buffer.stride, 0)
         buf, stride, offset = view
