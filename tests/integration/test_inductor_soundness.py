@@ -437,6 +437,16 @@ def _view_stored_back_after_a_break(x):
     return y, view
 
 
+def _setitem_with_too_many_indices(x):
+    y = x.mean(1)
+    y[:, 1:] = 1  # eager: IndexError, too many indices for a tensor of dimension 1
+    return y
+
+
+def test_an_assignment_through_an_index_eager_refuses_raises_the_same_error():
+    differential(_setitem_with_too_many_indices, torch.randn(2, 3))
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (4, 3)])
 def test_a_view_returned_with_its_base_has_eager_strides_on_size_one_dims(shape):
     x = torch.randn(shape)

@@ -266,8 +266,11 @@ def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
         return None
     if any(isinstance(x, torch.fx.Node) for p in parts if isinstance(p, slice) for x in (p.start, p.stop, p.step)):
         return None
-    with example.fake_mode:  # type: ignore[attr-defined]
-        return example[args[1]]
+    try:
+        with example.fake_mode:  # type: ignore[attr-defined]
+            return example[args[1]]
+    except Exception:  # an index eager refuses: recording the write raises it, as eager does
+        return None
 
 
 def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
