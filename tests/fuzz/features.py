@@ -77,11 +77,4 @@ class Features:
 
 
 # Features off in the CI budget, each with the failure class it currently hits (remove the entry when fixed).
-CI_EXCLUDED: dict[str, str] = {
-    "zero_size": "the CI seed then hits two classes outside dynamic sizes: inductor returns an output that is a view "
-    "of another output unaliased ('outputs N and N share memory in eager, not in compiled', with size_one) and a "
-    "float64 sum of float32 sums differs by more than float64's tolerance ('Scalars are not close')",
-    "size_one": "the same two classes as zero_size on the CI seed",
-    "mutate_aliased": "a strided argument written in place, then viewed and flattened: 'RuntimeError: view size is "
-    "not compatible with input tensor's size and stride' (aot_eager and inductor; seed m3 program 35)",
-}
+CI_EXCLUDED: dict[str, str] = {}

@@ -457,14 +457,20 @@ def test_a_view_returned_with_its_base_has_eager_strides_on_size_one_dims(shape)
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
-def test_a_write_through_an_expand_that_repeats_nothing(backend, dtype):
-    def fn(x):
-        y = x.unsqueeze(0).expand(1, *x.shape)
-        y[-1] = 1
-        return x * 1
+@pytest.mark.parametrize(
+    "x",
+    [torch.zeros(3, dtype=torch.bool), torch.full((3,), float("nan")), torch.full((3,), 1e20)],
+    ids=["bool", "nan", "huge"],
+)
+def test_a_write_through_an_expand_that_repeats_nothing(backend, x):
+    """Functionalization would rebuild ``x`` as ``x + (1 - x)``: refused for bools, NaN for NaN, 0 for 1e20."""
 
-    differential(fn, torch.zeros(3, dtype=dtype), compiled=compiler.compile(fn, backend=backend))
+    def fn(x):
+        y = (x * 1).unsqueeze(0).expand(1, *x.shape)
+        y[-1] = 1
+        return y * 1
+
+    differential(fn, x, compiled=compiler.compile(fn, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
@@ -472,6 +478,16 @@ def test_a_write_through_an_expand_that_repeats_nothing(backend, dtype):
 def test_an_unused_index_by_a_constant_list_out_of_bounds_raises(backend, shape):
     def fn(x):
         x[[0, 1], [0, -2]]  # dead code in the graph; eager checks the indices
+        return x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0, 2), (3, 2)])
+def test_an_unused_index_tensor_into_an_empty_dim_raises(backend, shape):
+    def fn(x):
+        x[torch.tensor([0, -1, 0])]  # no value is in bounds of an empty dim
         return x + 1
 
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))

@@ -114,18 +114,21 @@ def _int_lists(value: Any) -> list[int] | None:
 
 
 def _check_index_bounds(args: tuple[Any, ...]) -> None:
-    """Raise in Python when a tensor's index holds a constant list with an int out of its dim's bounds.
+    """Raise in Python when a tensor's index holds a constant list with an int out of its dim's bounds, or
+    a non-empty index tensor for an empty dim.
 
-    The index tensor built from the list reaches the meta kernel as values it does not read, and the
-    op may be dead code: eager's IndexError is checked here, against sizes that guards keep.
+    The index tensor reaches the meta kernel as values it does not read, and the op may be dead code:
+    eager's IndexError is checked here, against sizes that guards keep. (An index tensor's values are
+    known only when the graph runs: out of bounds of a dim that is not empty, an unused index is not
+    checked, as no backend keeps dead code.)
     """
     example = _example(args[0]) if len(args) == 2 else None
     if example is None:
         return
     parts = args[1] if isinstance(args[1], tuple) else (args[1],)
-    if not any(isinstance(p, list) for p in parts):
+    if not any(isinstance(p, (list, torch.fx.Node)) for p in parts):
         return
-    if any(not (p is None or p is Ellipsis or isinstance(p, (int, slice, list))) for p in parts):
+    if any(not (p is None or p is Ellipsis or isinstance(p, (int, slice, list, torch.fx.Node))) for p in parts):
         return
     consuming = sum(1 for p in parts if p is not None and p is not Ellipsis)
     dim = 0
@@ -135,6 +138,13 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
             continue
         if part is None:
             continue
+        index = _example(part)
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            return  # a mask consumes as many dims as it has
+        if isinstance(index, torch.Tensor) and dim < example.dim():
+            # Its values are known only when the graph runs, but none is in bounds of an empty dim.
+            if index.numel() != 0 and example.shape[dim] == 0:
+                raises_in_python(f"index is out of bounds for dimension {dim} with size 0")
         ints = _int_lists(part) if isinstance(part, list) else None
         if ints and dim < example.dim():
             size = example.shape[dim]
@@ -313,8 +323,8 @@ def _through_expand(node: Any) -> bool:
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Leave to Python (a graph break) an in-place op or ``out=`` write that functionalization would get wrong.
 
-    That is a write into a tensor whose elements share memory (an expanded tensor) or through an expand view
-    of bools, and a write whose
+    That is a write into a tensor whose elements share memory (an expanded tensor) or through an expand view,
+    and a write whose
     operand views the written memory in another layout (``x.mul_(x[..., :1])``): eager reads each element
     of such an operand before or after its write, in its own loop order, where the graph reads them all before.
     """
@@ -322,10 +332,11 @@ def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
     targets = written(target, args, kwargs)
     if any(_overlaps(w) for w in targets):
         unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")
-    if any(_through_expand(w) and getattr(_example(w), "dtype", None) == torch.bool for w in targets):
-        # AOT autograd's functionalization rebuilds the base of an expand view with ``sub``, which refuses
-        # bools: the write is left to Python, which needs no rebuilding.
-        unsupported(f"{name} writes through an expand view of bools, which functionalization cannot replay")
+    if any(_through_expand(w) for w in targets):
+        # Functionalization rebuilds the base of an expand view as ``base + (new - base)``: wrong for a base
+        # of NaN or inf and for far-apart magnitudes (``1e20 + (1 - 1e20)`` is 0), refused for bools. The
+        # write is left to Python, which rebuilds nothing.
+        unsupported(f"{name} writes through an expand view, which functionalization does not replay exactly")
     if _reads_written_memory(target, args, kwargs):
         unsupported(
             f"{name} reads memory it writes through a view in another layout (the result depends on eager's loop order)"
