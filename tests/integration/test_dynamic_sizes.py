@@ -91,3 +91,20 @@ def test_unbinding_a_slice_whose_symbolic_length_is_guarded() -> None:
         for s0 in sizes:
             x = torch.arange(s0 * 16).reshape(s0, 4, 4)
             torch.testing.assert_close(compiled(x), fn(x))
+
+
+def _last_chunk_unsqueezed(x: torch.Tensor) -> torch.Tensor:
+    return x.chunk(2, -2)[-1].unsqueeze(-2)  # a view of the argument at a symbolic offset, through an aten call
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_view_of_an_argument_at_a_symbolic_offset_keeps_its_offset(dynamic: bool | None) -> None:
+    """The aten call returns the view with other strides only on size-1 dims: it must stay the same view
+    (AOT autograd rebuilds the output from the argument with its offset), not become a copy at offset 0."""
+    _compare(_last_chunk_unsqueezed, [_randn(2, n, 1) for n in (0, 3, 5, 4)], dynamic=dynamic)
+    compiler.reset()
+    compiled = compiler.compile(_last_chunk_unsqueezed, backend="inductor", dynamic=dynamic)
+    for n in (3, 5):
+        x = torch.randn(2, n, 1)
+        assert compiled(x).storage_offset() == _last_chunk_unsqueezed(x).storage_offset()

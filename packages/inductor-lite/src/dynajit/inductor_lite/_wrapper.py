@@ -57,6 +57,10 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
     """
     if t is None or t.stride() == stride or t.numel() <= 1:
         return t
+    if all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), stride)):
+        # Only the strides of size-1 dims differ, which address nothing: the same view (of an input, say,
+        # which AOT autograd rebuilds from the offset returned here), not a copy.
+        return t.as_strided(t.shape, stride, t.storage_offset())
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
