@@ -62,8 +62,8 @@ def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, oper
     results = []
     for sub, fn in zip(subs, (true_fn, false_fn)):
         with trace_subgraph(output, sub):
-            args: list[VT] = [sub.operand(op.example, i) for i, op in enumerate(operands)]  # type: ignore[attr-defined]
-            results.append(_branch_outputs(output, fn.call(tx, args, {})))
+            branch_args: list[VT] = [sub.operand(op.example, i) for i, op in enumerate(operands)]  # type: ignore[attr-defined]
+            results.append(_branch_outputs(output, fn.call(tx, branch_args, {})))
     single = [r[1] for r in results]
     if single[0] != single[1]:
         raises_in_python("torch.cond's branches return different structures (eager raises)")
@@ -72,10 +72,8 @@ def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, oper
     operand_nodes = tuple(output.to_proxy(op) for op in operands) + tuple(lifts.nodes)
     args = (output.to_proxy(pred), attrs[0], attrs[1], operand_nodes)
     result = output.record_node(torch.ops.higher_order.cond, args, {})
-    if single[0]:
-        assert isinstance(result, (TupleVar, ListVar))
-        return result.items[0]
-    return TupleVar(list(result.items))  # type: ignore[union-attr]
+    assert isinstance(result, (TupleVar, ListVar))
+    return result.items[0] if single[0] else TupleVar(list(result.items))
 
 
 def _branch_outputs(output: Any, value: VT) -> tuple[list[Any], bool]:
