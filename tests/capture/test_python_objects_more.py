@@ -12,6 +12,7 @@ the fact a trace read after the first call and check the compiled call still giv
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import pytest
@@ -637,3 +638,46 @@ def test_thread_local_reads_are_per_thread():
     compiled_result, eager_result = _in_thread(other_thread(None))
     assert compiled_result is AttributeError and eager_result is AttributeError
     assert local.count == 2 and local.scale == 4
+
+
+# ----------------------------------------------------------------- weakref.ref made in the frame
+
+
+class Scaler:
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        return t * self.k
+
+
+SCALER = Scaler(3.0)
+
+
+def test_a_weak_reference_made_while_tracing_gives_its_referent():
+    def fn(t):
+        ref = weakref.ref(SCALER)
+        return ref()(t) + 1
+
+    check(fn, x)
+
+
+def test_a_weak_reference_that_leaves_the_trace_refers_to_the_same_object():
+    def fn(t):
+        return t + 1, weakref.ref(SCALER)
+
+    expected, _ = fn(x)
+    counter = CompileCounter()
+    actual, compiled_ref = capture.optimize(counter, fullgraph=True)(fn)(x)
+    torch.testing.assert_close(actual, expected)
+    assert isinstance(compiled_ref, weakref.ReferenceType) and compiled_ref() is SCALER
+    assert counter.frame_count == 1
+
+
+def test_a_weak_reference_with_a_callback_is_a_break():
+    def fn(t):
+        ref = weakref.ref(SCALER, lambda r: None)
+        return ref()(t)
+
+    counter = CompileCounter()
+    torch.testing.assert_close(capture.optimize(counter)(fn)(x), fn(x))

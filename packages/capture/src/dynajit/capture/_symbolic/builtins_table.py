@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.attribute_reads import call_delattr, read_or_missing
 from dynajit.capture._symbolic.variables.constant import fold
-from dynajit.capture._symbolic.variables.identity import call_id
+from dynajit.capture._symbolic.variables.identity import call_id, call_weakref
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import format_object, hash_object, text_of_object
 from dynajit.capture._symbolic.variables.reduction import object_new
@@ -248,6 +249,7 @@ def _object(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
 
 
 BUILTINS[id] = call_id
+BUILTINS[weakref.ref] = call_weakref
 BUILTINS[delattr] = call_delattr
 BUILTINS[object.__new__] = object_new
 BUILTINS[torch.finfo] = _type_info(torch.finfo)

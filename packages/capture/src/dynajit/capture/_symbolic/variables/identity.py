@@ -9,11 +9,13 @@ answers such an ``id()`` with the address of a stand-in object; here the number 
 code generation refuses to load a TraceId (a graph break naming why), and anything but equality, hashing
 and truth on one stops tracing there, so no value derived from an address the rebuilt object will not have
 reaches Python. A tensor's ``id()`` is
-a break (guarding tensor identities would recompile on every call).
+a break (guarding tensor identities would recompile on every call). ``weakref.ref(obj)`` made while
+tracing is a reference whose call gives ``obj``'s tracker back.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, raises_in_python, unsupported
@@ -21,9 +23,10 @@ from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.tensor import TensorVar
 
 if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["TraceId", "call_id", "has_trace_id", "new_container"]
+__all__ = ["NewWeakRefVar", "TraceId", "call_id", "call_weakref", "has_trace_id", "new_container"]
 
 _MISSING = object()
 
@@ -137,3 +140,40 @@ def new_container(tx: Tracer, vt: VT) -> bool:
     from dynajit.capture._symbolic.variables.containers import DictVar, ListVar, SetVar
 
     return isinstance(vt, (ListVar, DictVar, SetVar)) and vt.source is None and _real_object(tx, vt) is _MISSING
+
+
+class NewWeakRefVar(VT):
+    """``weakref.ref(obj)`` made while tracing: calling it gives ``obj``'s own tracker.
+
+    The traced code holds ``obj`` as long as it holds the reference, so the referent is alive at every
+    call; should the reference leave the trace it is made again after the graph, on the rebuilt object.
+    """
+
+    def __init__(self, referent: VT) -> None:
+        self.referent = referent
+        self.source = None
+
+    def python_type(self) -> type:
+        return weakref.ReferenceType
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        if args or kwargs:
+            raises_in_python("a weak reference is called with no arguments (TypeError)")
+        return self.referent
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        def emit_referent() -> int:
+            self.referent.reconstruct(cg)
+            return 1
+
+        cg.call_helper(weakref.ref, emit_referent)
+
+    def children(self) -> list[VT]:
+        return [self.referent]
+
+
+def call_weakref(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``weakref.ref(obj)``: a reference whose call gives ``obj`` back (a callback is not traced)."""
+    if kwargs or len(args) != 1:
+        unsupported("weakref.ref with a callback is not traced (the callback would run after the trace)")
+    return NewWeakRefVar(args[0])
