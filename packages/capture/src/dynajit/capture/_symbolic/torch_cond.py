@@ -10,6 +10,7 @@ calls torch's ``cond`` higher-order op on them, which runs one, as eager does.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -48,7 +49,7 @@ def call_cond(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return branch.call(tx, list(operands.items), {})
 
 
-_counter = [0]
+_cond_ids = itertools.count(1)  # names the subgraphs apart within one graph module
 
 
 def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, operands: list[VT]) -> VT:
@@ -57,8 +58,8 @@ def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, oper
         unsupported("torch.cond with operands that are not all tensors")
     output = tx.output
     lifts = Lifts()
-    _counter[0] += 1
-    subs = [Subgraph(output, lifts, f"cond_{kind}_{_counter[0]}") for kind in ("true", "false")]
+    n = next(_cond_ids)
+    subs = [Subgraph(output, lifts, f"cond_{kind}_{n}") for kind in ("true", "false")]
     results = []
     for sub, fn in zip(subs, (true_fn, false_fn)):
         with trace_subgraph(output, sub):
