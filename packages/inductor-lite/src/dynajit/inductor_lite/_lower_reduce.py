@@ -8,7 +8,6 @@ element count divides at run time (the kernel's shape arguments) instead of scal
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,38 +81,42 @@ def reduce(
 
 
 class Per:
-    """The scale ``1 / n`` for a symbolic element count ``n``."""
+    """A symbolic element count ``n`` a mean or variance divides by."""
 
     def __init__(self, n: Any) -> None:
         self.n = n
 
 
-def reciprocal(n: Any, if_zero: float = math.nan) -> float | Per:
-    """``1 / n`` as a constant, or as a :class:`Per` evaluated in the kernel when ``n`` is symbolic."""
+def count_of(n: Any) -> float | Per:
+    """The element count ``n`` a mean divides by: a constant, or a :class:`Per` read in the kernel when symbolic.
+
+    Means and variances divide by it, as eager does: multiplying by ``1 / n`` rounds differently, and a
+    contracted ``x - total * (1 / n)`` leaves a variance of equal values above zero.
+    """
     if not _sym.is_symbolic(n):
-        return 1.0 / n if n else if_zero
+        return float(n)
     if not _sym.provably_lt(0, n):
         raise _sym.Unsupported(f"element count {n} may be zero")
     return Per(n)
 
 
-def scale_expr(scale: float | Per, dtype: torch.dtype) -> Expr:
-    if isinstance(scale, Per):
-        return op("truediv", dtype, const(1.0, dtype), size_value(scale.n, dtype))
-    return const(scale, dtype)
+def divided(v: Expr, count: float | Per, dtype: torch.dtype) -> Expr:
+    """``v / count`` in ``dtype`` (a count of 0 gives eager's inf or NaN)."""
+    divisor = size_value(count.n, dtype) if isinstance(count, Per) else const(count, dtype)
+    return op("truediv", dtype, v, divisor)
 
 
-def _finish(ctx: Any, value: TensorValue, scale: float | Per | None = None) -> TensorValue:
-    """Pointwise epilogue: optional scaling, then the node's dtype."""
+def _finish(ctx: Any, value: TensorValue, count: float | Per | None = None) -> TensorValue:
+    """Pointwise epilogue: optional division by an element count, then the node's dtype."""
     dtype = ctx.current_val().dtype
 
     def loader(idx: Sequence[Index]) -> Expr:
         v = value.loader(idx)
-        if scale is not None:
-            v = op("mul", v.dtype, v, scale_expr(scale, v.dtype))
+        if count is not None:
+            v = divided(v, count, v.dtype)
         return op("cast", dtype, v)
 
-    if scale is None and dtype == value.dtype:
+    if count is None and dtype == value.dtype:
         return value
     return TensorValue(value.size, dtype, loader, value.device, cost=1)
 
@@ -135,7 +138,7 @@ def _sum(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, d
 def _mean(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> TensorValue:
     n = _count(x, dims)
     total = reduce(ctx, x, dims, keepdim, "sum", value_dtype=ctx.current_val().dtype)
-    return _finish(ctx, total, reciprocal(n))
+    return _finish(ctx, total, count_of(n))
 
 
 @lowering(aten.amax, aten.amin, aten.max.default, aten.min.default)
@@ -177,20 +180,19 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
     acc_in = x.dtype if x.dtype.is_floating_point else torch.float32
     total = reduce(ctx, x, dims, True, "sum", value_dtype=acc_in)
     acc = total.dtype
-    inv_n = reciprocal(n)
+    per_n = count_of(n)
 
     def deviation_sq(value: Expr, index: Sequence[Index]) -> Expr:
         kept_index = list(index) if keepdim else _expand_index(x, dims, index)
-        mean = op("mul", acc, total.loader(kept_index), scale_expr(inv_n, acc))
+        mean = divided(total.loader(kept_index), per_n, acc)
         d = op("sub", acc, op("cast", acc, value), mean)
         return op("mul", acc, d, d)
 
     sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
-    scale = reciprocal(denom, math.inf)
-    var = _scaled(sq, scale, ctx.current_val_at(0).dtype)
+    var = _scaled(sq, count_of(denom), ctx.current_val_at(0).dtype)
     mean_size = sq.size
-    mean = _scaled(_reshape_keep(total, mean_size), inv_n, ctx.current_val_at(1).dtype)
+    mean = _scaled(_reshape_keep(total, mean_size), per_n, ctx.current_val_at(1).dtype)
     return var, mean
 
 
@@ -213,10 +215,10 @@ def _reshape_keep(total: TensorValue, size: tuple[Any, ...]) -> TensorValue:
     return TensorValue(size, total.dtype, loader, total.device, cost=1)
 
 
-def _scaled(value: TensorValue, scale: float | Per, dtype: torch.dtype) -> TensorValue:
+def _scaled(value: TensorValue, count: float | Per, dtype: torch.dtype) -> TensorValue:
     def loader(idx: Sequence[Index]) -> Expr:
         v = value.loader(idx)
-        return op("cast", dtype, op("mul", v.dtype, v, scale_expr(scale, v.dtype)))
+        return op("cast", dtype, divided(v, count, v.dtype))
 
     return TensorValue(value.size, dtype, loader, value.device, cost=1)
 
