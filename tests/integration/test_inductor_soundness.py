@@ -468,6 +468,8 @@ def test_a_write_through_an_expand_that_repeats_nothing(backend, x):
     def fn(x):
         y = (x * 1).unsqueeze(0).expand(1, *x.shape)
         y[-1] = 1
+        z = x.unsqueeze(0).expand(2, *x.shape).chunk(2, 0)[-1]  # a piece of a split expand
+        z.add_(z)
         return y * 1
 
     differential(fn, x, compiled=compiler.compile(fn, backend=backend))

@@ -313,6 +313,9 @@ def _through_expand(node: Any) -> bool:
         if _aten_name(node.target) in _EXPANDS:
             return True
         base, example = node.args[0], _example(node)
+        if node.target is operator.getitem and isinstance(base, torch.fx.Node) and base.args:
+            if isinstance(base.meta.get("example_value"), (list, tuple)):
+                base = base.args[0]  # a piece of a split or chunk: the view is of what was split
         seen = _example(base)
         if example is None or seen is None or storage_key(seen) != storage_key(example):
             return False
