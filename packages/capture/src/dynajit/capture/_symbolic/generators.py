@@ -7,9 +7,10 @@ runs it to its end at that point. Running the whole body at the call instead
 would read the state before the consumer's own steps: a generator over a
 variable or tensor the loop body re-binds or mutates would yield stale values.
 A generator suspended part-way cannot be rebuilt in Python, so a graph break
-with one live is not resumable. ``yield from`` (GET_YIELD_FROM_ITER, SEND,
-END_SEND) delegates item by item to the inner iterator, which may itself be a
-lazy generator; only ``None`` is ever sent, since iteration sends nothing else.
+with one live is not resumable. ``yield from`` (SEND and END_SEND here;
+GET_YIELD_FROM_ITER shares GET_ITER's handler) delegates item by item to the
+inner iterator, which may itself be a lazy generator; only ``None`` is ever
+sent, since iteration sends nothing else.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import TYPE_CHECKING
 from dynajit.capture._symbolic.exceptions import known_exception
 from dynajit.capture._symbolic.registry import handler
 from dynajit.capture._symbolic.variables import VT, ConstVar, IteratorVar, RaisesInPython, unsupported
-from dynajit.capture._symbolic.variables.iterators import iterator_of
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -73,11 +73,6 @@ class LazyGeneratorVar(IteratorVar):
 
     def __repr__(self) -> str:
         return f"LazyGeneratorVar({self.body.code.co_name}, yielded={len(self.items)})"
-
-
-@handler("GET_YIELD_FROM_ITER")
-def _get_yield_from_iter(tx: Tracer, inst: Inst) -> None:
-    tx.push(iterator_of(tx, tx.pop()))  # a generator or iterator is its own iterator
 
 
 @handler("SEND")

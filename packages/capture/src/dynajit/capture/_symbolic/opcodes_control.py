@@ -119,9 +119,9 @@ def _yield_value(tx: Tracer, inst: Inst) -> None:
     tx.push(ConstVar(None))  # the value ``send`` would pass back: iteration sends None
 
 
-@handler("GET_ITER")
+@handler("GET_ITER", "GET_YIELD_FROM_ITER")
 def _get_iter(tx: Tracer, inst: Inst) -> None:
-    tx.push(iterator_of(tx, tx.pop()))
+    tx.push(iterator_of(tx, tx.pop()))  # ``yield from``'s too: a generator or iterator is its own iterator
 
 
 @handler("FOR_ITER")
