@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
 
-__all__ = ["check", "check_write", "is_no_op", "storage_key"]
+__all__ = ["check", "check_write", "is_no_op", "shares_elements", "storage_key"]
 
 aten = torch.ops.aten
 
@@ -215,12 +215,15 @@ class _NoAlias:
 _NO_ALIAS = _NoAlias()
 
 
+def shares_elements(tensor: torch.Tensor) -> bool:
+    """Whether some elements of ``tensor`` share memory (an expanded tensor): a dim of stride 0 and size > 1."""
+    return any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride()))
+
+
 def _overlaps(value: Any) -> bool:
-    """Whether some elements of ``value`` (an FX node's example tensor) share memory: a dim of stride 0, size > 1."""
-    example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
-    if not isinstance(example, torch.Tensor):
-        return False
-    return any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride()))
+    """Whether some elements of ``value`` (an FX node's example tensor) share memory."""
+    example = _example(value)
+    return example is not None and shares_elements(example)
 
 
 def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -326,10 +329,10 @@ def _through_expand(node: Any) -> bool:
 def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Leave to Python (a graph break) an in-place op or ``out=`` write that functionalization would get wrong.
 
-    That is a write into a tensor whose elements share memory (an expanded tensor) or through an expand view,
-    and a write whose
-    operand views the written memory in another layout (``x.mul_(x[..., :1])``): eager reads each element
-    of such an operand before or after its write, in its own loop order, where the graph reads them all before.
+    That is a write into a tensor whose elements share memory (an expanded tensor) or through an expand
+    view, and a write whose operand views the written memory in another layout (``x.mul_(x[..., :1])``):
+    eager reads each element of such an operand before or after its write, in its own loop order, where
+    the graph reads them all before.
     """
     name = getattr(target, "__name__", target)
     targets = written(target, args, kwargs)

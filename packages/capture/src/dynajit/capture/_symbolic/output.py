@@ -90,7 +90,7 @@ class OutputGraph:
         # Each node's tensor layout (sizes, strides, storage offset) when it was recorded (an input's: as the
         # frame received it): an in-place metadata op (``x.t_()``) later changes its example value's, which the
         # node must not show to backends (see compile).
-        self._entry_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
+        self._recorded_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
         self._input_effects: dict[int, set[str]] = {}
@@ -138,7 +138,7 @@ class OutputGraph:
         else:
             example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.root_builder.placeholder(_placeholder_name(path), example_value=example)
-        self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
+        self._recorded_layouts[node] = _layout_of(example)
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
@@ -286,7 +286,7 @@ class OutputGraph:
             key = eager_checks.storage_key(value)
             if effect == "storage":
                 unsupported(f"{name} changes the memory of the graph input {path.name()}")
-            if effect == "data" and any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
+            if effect == "data" and eager_checks.shares_elements(value):
                 unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
             if effect == "data":
                 for other_path, other, _ in self.inputs:
@@ -328,7 +328,7 @@ class OutputGraph:
         self.n_ops += 1
         example = node.meta.get("example_value")
         if isinstance(example, torch.Tensor):
-            self._entry_layouts[node] = (example.size(), example.stride(), example.storage_offset())
+            self._recorded_layouts[node] = _layout_of(example)
         bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
 
@@ -375,7 +375,7 @@ class OutputGraph:
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
-        self._restore_entry_layouts()
+        self._restore_recorded_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
         name = f"__compiled_fn_{next(_graph_ids)}"
@@ -393,7 +393,7 @@ class OutputGraph:
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
 
-    def _restore_entry_layouts(self) -> None:
+    def _restore_recorded_layouts(self) -> None:
         """Give each node whose tensor an in-place metadata op changed later the layout it was recorded with.
 
         Tracing ``x.unsqueeze_(0)`` runs it on the example value ``x``'s node holds: after the trace that
@@ -402,14 +402,17 @@ class OutputGraph:
         arguments' example values (``y.mul_(x)`` before ``x.unsqueeze_(0)`` must see ``x`` unsqueezed not yet),
         so each such node gets a view of the same fake storage with its recorded layout.
         """
-        for node, (size, stride, offset) in self._entry_layouts.items():
+        for node, layout in self._recorded_layouts.items():
             example = node.meta.get("example_value")
-            if not isinstance(example, torch.Tensor):
-                continue
-            if (example.size(), example.stride(), example.storage_offset()) == (size, stride, offset):
+            if not isinstance(example, torch.Tensor) or _layout_of(example) == layout:
                 continue
             with self.fake_mode:
-                node.meta["example_value"] = example.as_strided(size, stride, offset)
+                node.meta["example_value"] = example.as_strided(*layout)
+
+
+def _layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's sizes, strides and storage offset."""
+    return (tensor.size(), tensor.stride(), tensor.storage_offset())
 
 
 def _is_number(vt: VT) -> bool:
