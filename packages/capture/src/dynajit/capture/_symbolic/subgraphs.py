@@ -29,27 +29,13 @@ from dynajit.fxgraph import GraphBuilder
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.output import OutputGraph
 
-__all__ = ["Lifts", "Subgraph", "trace_subgraph"]
-
-
-def _fresh_like(example: torch.Tensor) -> torch.Tensor:
-    """A fake tensor with ``example``'s metadata and a storage of its own (a branch must not write its operands')."""
-    return torch.empty_strided(
-        example.shape, example.stride(), dtype=example.dtype, device=example.device, requires_grad=example.requires_grad
-    )
-
-
-class Lifts:
-    """The enclosing graph's nodes the branches of one op read, in the order they became operands."""
-
-    def __init__(self) -> None:
-        self.nodes: list[torch.fx.Node] = []
+__all__ = ["Subgraph", "trace_subgraph"]
 
 
 class Subgraph:
     """One branch's graph while it is traced: its builder, operand placeholders and lifted placeholders."""
 
-    def __init__(self, output: OutputGraph, lifts: Lifts, name: str) -> None:
+    def __init__(self, output: OutputGraph, lifts: list[torch.fx.Node], name: str) -> None:
         self.output = output
         self.parent = output.builder
         self.builder = GraphBuilder(output.fake_mode)
@@ -58,13 +44,21 @@ class Subgraph:
         self.operands: list[torch.fx.Node] = []
         self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
 
-    def operand(self, example: torch.Tensor, index: int) -> TensorVar:
-        """The branch's ``index``-th operand, a placeholder with a fake value of its own."""
+    def _placeholder(self, name: str, example: torch.Tensor) -> torch.fx.Node:
+        """A placeholder with ``example``'s metadata in a fake storage of its own (a branch must not write
+        into its operands')."""
         with self.output.fake_mode:
-            fresh = _fresh_like(example)
-        node = self.builder.placeholder(f"operand_{index}", example_value=fresh)
+            fresh = torch.empty_strided(
+                example.shape, example.stride(), dtype=example.dtype, device=example.device,
+                requires_grad=example.requires_grad,
+            )  # fmt: skip
+        return self.builder.placeholder(name, example_value=fresh)
+
+    def operand(self, example: torch.Tensor, index: int) -> TensorVar:
+        """The branch's ``index``-th operand."""
+        node = self._placeholder(f"operand_{index}", example)
         self.operands.append(node)
-        return TensorVar(node, fresh)
+        return TensorVar(node, node.meta["example_value"])
 
     def lift(self, node: torch.fx.Node) -> torch.fx.Node:
         """The placeholder standing for the enclosing graph's ``node`` (made on first use)."""
@@ -76,19 +70,17 @@ class Subgraph:
         example = node.meta.get("example_value")
         if not isinstance(example, torch.Tensor):
             unsupported(f"a torch.cond branch reads {type(example).__name__} {node.name} of the enclosing graph")
-        with self.output.fake_mode:
-            fresh = _fresh_like(example)
-        placeholder = self.builder.placeholder(f"lifted_{node.name}", example_value=fresh)
+        placeholder = self._placeholder(f"lifted_{node.name}", example)
         self.lifted[node] = placeholder
-        if node not in self.lifts.nodes:
-            self.lifts.nodes.append(node)
+        if node not in self.lifts:
+            self.lifts.append(node)
         return placeholder
 
     def finish(self, outputs: list[torch.fx.Node]) -> torch.fx.GraphModule:
         """The branch's GraphModule: placeholders ordered operands first, then every lifted node's, then the rest."""
-        for node in self.lifts.nodes:
+        for node in self.lifts:
             self.lift(node)
-        ordered = [*self.operands, *(self.lifted[n] for n in self.lifts.nodes)]
+        ordered = [*self.operands, *(self.lifted[n] for n in self.lifts)]
         graph = self.builder.graph
         if ordered:
             first = next(iter(graph.nodes))

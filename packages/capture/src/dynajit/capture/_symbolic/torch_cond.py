@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.subgraphs import Lifts, Subgraph, trace_subgraph
+from dynajit.capture._symbolic.subgraphs import Subgraph, trace_subgraph
 from dynajit.capture._symbolic.variables import VT, ListVar, TensorVar, TupleVar, raises_in_python, unsupported
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, oper
     if any(not isinstance(op, TensorVar) for op in operands):
         unsupported("torch.cond with operands that are not all tensors")
     output = tx.output
-    lifts = Lifts()
+    lifts: list[torch.fx.Node] = []  # the enclosing graph's nodes either branch reads, in one order for both
     n = next(_cond_ids)
     subs = [Subgraph(output, lifts, f"cond_{kind}_{n}") for kind in ("true", "false")]
     results = []
@@ -70,7 +70,7 @@ def _cond_on_tensor(tx: Tracer, pred: TensorVar, true_fn: VT, false_fn: VT, oper
         raises_in_python("torch.cond's branches return different structures (eager raises)")
     modules = [sub.finish(nodes) for sub, (nodes, _) in zip(subs, results)]
     attrs = [output.builder.get_attr(sub.name, gm) for sub, gm in zip(subs, modules)]
-    operand_nodes = tuple(output.to_proxy(op) for op in operands) + tuple(lifts.nodes)
+    operand_nodes = tuple(output.to_proxy(op) for op in operands) + tuple(lifts)
     args = (output.to_proxy(pred), attrs[0], attrs[1], operand_nodes)
     result = output.record_node(torch.ops.higher_order.cond, args, {})
     assert isinstance(result, (TupleVar, ListVar))
