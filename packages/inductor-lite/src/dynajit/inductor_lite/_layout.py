@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
 from dynajit.inductor_lite._autotune import example_tensor
+from dynajit.inductor_lite._graph import _same_strides, _storage
 
 __all__ = ["channels_last"]
 
@@ -84,14 +85,7 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
     outputs = next(n for n in reversed(nodes) if n.op == "output").args[0]
     if _outputs_alias(outputs):
         return None
-    nchw, nhwc = _conv_seconds(convs, torch.contiguous_format), _conv_seconds(convs, torch.channels_last)
-    if nhwc > 0.9 * nchw:
-        log.info(
-            "inductor-lite: convolutions stay in their layout (channels-last %.2f ms, as is %.2f ms)",
-            nhwc * 1e3,
-            nchw * 1e3,
-        )
-        return None
+    # The rewrite first: it costs no run, and the convolutions are timed only for a graph it applies to.
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.graph_copy(gm.graph, env)  # type: ignore[arg-type]
@@ -104,6 +98,14 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
     new_outputs = tuple(_eager_layout(graph, env[o], _val(o)) if isinstance(o, torch.fx.Node) else o for o in outputs)
     if any(o is None for o in new_outputs):
         return None
+    nchw, nhwc = _conv_seconds(convs, torch.contiguous_format), _conv_seconds(convs, torch.channels_last)
+    if nhwc > 0.9 * nchw:
+        log.info(
+            "inductor-lite: convolutions stay in their layout (channels-last %.2f ms, as is %.2f ms)",
+            nhwc * 1e3,
+            nchw * 1e3,
+        )
+        return None
     graph.output(new_outputs)
     log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
     return torch.fx.GraphModule(gm, graph)
@@ -114,9 +116,7 @@ class _Abort(Exception):
 
 
 def _outputs_alias(outputs: Any) -> bool:
-    storages = [
-        _val(o).untyped_storage()._cdata for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()
-    ]
+    storages = [_storage(_val(o)) for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()]
     return len(storages) != len(set(storages))
 
 
@@ -165,10 +165,9 @@ def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> tor
     value = _val(node)
     if not isinstance(eager, torch.Tensor) or not isinstance(value, torch.Tensor):
         return node
-    kept = [d for d in range(eager.dim()) if eager.size(d) > 1]
-    if eager.numel() == 0 or [value.stride(d) for d in kept] == [eager.stride(d) for d in kept]:
+    if _same_strides(value.stride(), eager.stride(), eager.shape):
         return node
-    if not eager.is_contiguous() or value.untyped_storage()._cdata == _input_storage(graph, value):
+    if not eager.is_contiguous() or _views_an_input(graph, value):
         return None
     with graph.inserting_after(node):
         copy = graph.call_function(aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
@@ -176,10 +175,9 @@ def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> tor
     return copy
 
 
-def _input_storage(graph: torch.fx.Graph, value: torch.Tensor) -> int | None:
-    """The storage of the graph input ``value`` views, if any (such an output must stay that view)."""
-    for node in graph.nodes:
-        if node.op == "placeholder" and isinstance(_val(node), torch.Tensor):
-            if _val(node).untyped_storage()._cdata == value.untyped_storage()._cdata:
-                return value.untyped_storage()._cdata
-    return None
+def _views_an_input(graph: torch.fx.Graph, value: torch.Tensor) -> bool:
+    """Whether ``value`` views a graph input's memory (such an output must stay that view, not a copy)."""
+    return any(
+        node.op == "placeholder" and isinstance(_val(node), torch.Tensor) and _storage(_val(node)) == _storage(value)
+        for node in graph.nodes
+    )
