@@ -3,7 +3,8 @@
 A reduction is a ComputedBuffer over the kept dims whose ``fn(index, rindex)`` reads the input at
 the merged index. Its accumulator dtype is float32 for 16-bit floats and int64 for integer sums;
 mean and var are built from sums plus pointwise arithmetic on the (per-row) results. A symbolic
-element count divides at run time (the kernel's shape arguments) instead of scaling by a constant.
+element count is read at run time (the kernel's shape arguments); means and variances divide by
+the count, as eager does.
 """
 
 from __future__ import annotations
@@ -190,9 +191,9 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
 
     sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
-    var = _scaled(sq, count_of(denom), ctx.current_val_at(0).dtype)
+    var = _per_count(sq, count_of(denom), ctx.current_val_at(0).dtype)
     mean_size = sq.size
-    mean = _scaled(_reshape_keep(total, mean_size), per_n, ctx.current_val_at(1).dtype)
+    mean = _per_count(_reshape_keep(total, mean_size), per_n, ctx.current_val_at(1).dtype)
     return var, mean
 
 
@@ -215,7 +216,7 @@ def _reshape_keep(total: TensorValue, size: tuple[Any, ...]) -> TensorValue:
     return TensorValue(size, total.dtype, loader, total.device, cost=1)
 
 
-def _scaled(value: TensorValue, count: float | Per, dtype: torch.dtype) -> TensorValue:
+def _per_count(value: TensorValue, count: float | Per, dtype: torch.dtype) -> TensorValue:
     def loader(idx: Sequence[Index]) -> Expr:
         v = value.loader(idx)
         return op("cast", dtype, divided(v, count, v.dtype))
