@@ -246,3 +246,108 @@ def test_user_dunder_methods_run_once_per_call(t):
     Noisy.calls = 0
     torch.testing.assert_close(compiled(x, a, b), s_user_dunders(x, a, b))
     assert Noisy.calls == 4  # two in the compiled call, two in the eager one
+
+
+# An effect on an object reached through a container (or a global) that an earlier effect rewrites:
+# the object is the one the path named at entry, not the one it names after the rewrite.
+
+
+def s_attr_write_after_renaming_key(x, **kwargs):
+    kwargs["cache"] = kwargs.pop("past")  # the renaming a deprecated-keyword wrapper makes
+    kwargs["cache"].tensor = x + 1
+    return x * 2
+
+
+def s_attr_write_after_swapping_items(x, d):
+    d["a"], d["b"] = d["b"], d["a"]
+    d["a"].value = 7
+    return x + 1
+
+
+def s_attr_write_after_reversing(x, items):
+    items.reverse()
+    items[0].tensor = x * 3
+    return x - 1
+
+
+SLOT = Box()
+
+
+def s_attr_write_after_rebinding_global(x, replacement):
+    global SLOT
+    old = SLOT
+    SLOT = replacement
+    old.value = 5
+    return x + 2
+
+
+def _boxes():
+    return Box(), Box()
+
+
+def _differential(fn, make_args, x):
+    """Run ``fn`` eagerly and compiled on fresh, equal arguments; compare results and every Box's state."""
+    from dynajit.capture.testing import CompileCounter
+
+    eager_args, compiled_args = make_args(), make_args()
+    expected = fn(x, *eager_args[0], **eager_args[1])
+    counter = CompileCounter()
+    actual = capture.optimize(counter)(fn)(x, *compiled_args[0], **compiled_args[1])
+    torch.testing.assert_close(actual, expected)
+    assert counter.frame_count == 1
+    return eager_args, compiled_args
+
+
+def _box_state(box):
+    return box.value, None if box.tensor is None else box.tensor.tolist()
+
+
+def test_attribute_write_through_a_renamed_keyword(t):
+    def make():
+        return (), {"past": Box()}
+
+    x = t(3)
+    (_, eager), (_, compiled) = _differential(s_attr_write_after_renaming_key, make, x)
+    assert _box_state(compiled["past"]) == _box_state(eager["past"])  # the same Box object, not a KeyError
+
+
+def test_attribute_write_through_swapped_dict_items(t):
+    pairs = []
+
+    def make():
+        a, b = _boxes()
+        pairs.append((a, b))
+        return ({"a": a, "b": b},), {}
+
+    _differential(s_attr_write_after_swapping_items, make, t(3))
+    (eager_a, eager_b), (compiled_a, compiled_b) = pairs
+    assert (compiled_a.value, compiled_b.value) == (eager_a.value, eager_b.value) == (1, 7)
+
+
+def test_attribute_write_through_a_reversed_list(t):
+    lists = []
+
+    def make():
+        items = list(_boxes())
+        lists.append(list(items))
+        return (items,), {}
+
+    _differential(s_attr_write_after_reversing, make, t(3))
+    eager, compiled = lists
+    assert [_box_state(b) for b in compiled] == [_box_state(b) for b in eager]
+
+
+def test_attribute_write_through_a_rebound_global(t):
+    global SLOT
+    states, x = [], t(3)
+    for run in ("eager", "compiled"):
+        SLOT = first = Box()
+        replacement = Box()
+        fn = s_attr_write_after_rebinding_global
+        if run == "compiled":
+            from dynajit.capture.testing import CompileCounter
+
+            fn = capture.optimize(CompileCounter())(fn)
+        torch.testing.assert_close(fn(x, replacement), x + 2)
+        states.append((first.value, replacement.value, SLOT is replacement))
+    assert states[0] == states[1] == (5, 1, True)

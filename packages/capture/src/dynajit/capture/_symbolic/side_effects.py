@@ -9,6 +9,7 @@ cells), in the order the effects were first made.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,60 +92,114 @@ class SideEffects:
         return [v for effect in self._effects.values() for v in effect.values()]
 
     def replay(self, cg: CodeGen) -> None:
-        """Emit the bytecode that applies every effect to the real objects."""
+        """Emit the bytecode that applies every effect to the real objects.
+
+        Every object and value an effect needs is loaded into a temporary before the first effect is
+        applied: paths are the state at the frame's entry, and an earlier effect may rewrite one
+        (``kwargs["cache"] = kwargs.pop("past")`` then an attribute write on that cache object).
+        """
         from dynajit.capture._symbolic.variables import DictVar, ListVar
 
+        def saved(emit: Callable[[], None]) -> str:
+            emit()
+            name = cg.new_temp()
+            cg.emit("STORE_FAST", name)
+            return name
+
+        def load(*names: str) -> int:
+            for name in names:
+                cg.emit("LOAD_FAST", name)
+            return len(names)
+
+        appliers: list[Callable[[], None]] = []
         for effect in self._effects.values():
             if effect.kind == "contents":
                 container = effect.target
                 assert container.source is not None  # only containers from the frame are recorded
                 if isinstance(container, ListVar):
-                    # real[:] = [items]: one write, keeping the list's identity.
-                    for item in container.items:
-                        item.reconstruct(cg)
-                    cg.build("BUILD_LIST", len(container.items))
-                    container.source.emit(cg)
-                    cg.load_const(None)
-                    cg.load_const(None)
-                    cg.build("BUILD_SLICE", 2)
-                    cg.emit("STORE_SUBSCR")
+                    items = saved(functools.partial(_build_list, cg, container))
+                    real = saved(functools.partial(container.source.emit, cg))
+                    appliers.append(functools.partial(_store_list, cg, items, real))
                 elif isinstance(container, DictVar):
-                    cg.call_helper(_replace_dict, functools.partial(_dict_args, cg, container))
-                    cg.emit("POP_TOP")
-            elif effect.kind == "attr" and effect.plain:
-                obj, name = effect.target
-                cg.call_helper(object.__setattr__, functools.partial(_attr_args, cg, obj, name, effect.value))
-                cg.emit("POP_TOP")
+                    items = saved(functools.partial(_build_dict, cg, container))
+                    real = saved(functools.partial(container.source.emit, cg))
+                    appliers.append(functools.partial(_call_and_pop, cg, _replace_dict, load, real, items))
             elif effect.kind == "attr":
                 obj, name = effect.target
-                effect.value.reconstruct(cg)
-                obj.source.emit(cg)
-                cg.emit("STORE_ATTR", name)
+                value = saved(functools.partial(effect.value.reconstruct, cg))
+                real = saved(functools.partial(obj.source.emit, cg))
+                if effect.plain:
+                    appliers.append(functools.partial(_plain_setattr, cg, value, real, name))
+                else:
+                    appliers.append(functools.partial(_store_attr, cg, value, real, name))
             elif effect.kind == "custom":
-                effect.target.replay(cg)
+                appliers.append(functools.partial(effect.target.replay, cg))
             elif effect.kind == "global":
-                effect.value.reconstruct(cg)
-                cg.emit("STORE_GLOBAL", effect.target)
+                value = saved(functools.partial(effect.value.reconstruct, cg))
+                appliers.append(functools.partial(_store_global, cg, value, effect.target))
             else:
                 cell = effect.target
-                cell.contents.reconstruct(cg)
-                cg.store_path(cell.source)
+                value = saved(functools.partial(cell.contents.reconstruct, cg))
+                appliers.append(functools.partial(_store_cell, cg, value, cell.source))
+        for apply in appliers:
+            apply()
 
 
-def _attr_args(cg: CodeGen, obj: Any, name: str, value: Any) -> int:
-    obj.source.emit(cg)
-    cg.load_const(name)
-    value.reconstruct(cg)
-    return 3
+def _build_list(cg: CodeGen, container: Any) -> None:
+    for item in container.items:
+        item.reconstruct(cg)
+    cg.build("BUILD_LIST", len(container.items))
 
 
-def _dict_args(cg: CodeGen, container: Any) -> int:
-    container.source.emit(cg)
+def _store_list(cg: CodeGen, items: str, real: str) -> None:
+    # real[:] = [items]: one write, keeping the list's identity.
+    cg.emit("LOAD_FAST", items)
+    cg.emit("LOAD_FAST", real)
+    cg.load_const(None)
+    cg.load_const(None)
+    cg.build("BUILD_SLICE", 2)
+    cg.emit("STORE_SUBSCR")
+
+
+def _build_dict(cg: CodeGen, container: Any) -> None:
     for key, value in container.items.items():
         cg.load_const_any(key)
         value.reconstruct(cg)
     cg.build("BUILD_MAP", len(container.items))
-    return 2
+
+
+def _call_and_pop(cg: CodeGen, fn: Callable[..., Any], load: Callable[..., int], *names: str) -> None:
+    cg.call_helper(fn, functools.partial(load, *names))
+    cg.emit("POP_TOP")
+
+
+def _store_attr(cg: CodeGen, value: str, real: str, name: str) -> None:
+    cg.emit("LOAD_FAST", value)
+    cg.emit("LOAD_FAST", real)
+    cg.emit("STORE_ATTR", name)
+
+
+def _store_global(cg: CodeGen, value: str, name: str) -> None:
+    cg.emit("LOAD_FAST", value)
+    cg.emit("STORE_GLOBAL", name)
+
+
+def _store_cell(cg: CodeGen, value: str, path: Any) -> None:
+    cg.emit("LOAD_FAST", value)
+    cg.store_path(path)
+
+
+def _plain_setattr(cg: CodeGen, value: str, real: str, name: str) -> None:
+    """``object.__setattr__(real, name, value)``: the write a class's own ``__setattr__`` made."""
+
+    def emit_args() -> int:
+        cg.emit("LOAD_FAST", real)
+        cg.load_const(name)
+        cg.emit("LOAD_FAST", value)
+        return 3
+
+    cg.call_helper(object.__setattr__, emit_args)
+    cg.emit("POP_TOP")
 
 
 def _replace_dict(real: dict[Any, Any], new: dict[Any, Any]) -> None:
