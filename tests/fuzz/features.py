@@ -49,6 +49,7 @@ class Features:
     nested_helpers: bool = True  # nested defs (closures over locals) and their calls
     graph_breaks: bool = True  # print(end="") and dynajit.capture.graph_break()
     aliasing: bool = True  # r = x; x = f(x): locals aliasing arguments and rebinding
+    objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
 

@@ -17,10 +17,12 @@ import warnings
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from .expressions import ExpressionMixin
 from .features import Features
-from .program import HEADER, ArgSpec, Program, Stmt, render_body
+from .objects import ObjectsMixin
+from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
 
 MAX_NUMEL = 4096
 SYMBOLS = ("s0", "s1", "s2")
@@ -42,7 +44,7 @@ class _Frame:
         self.parent = parent
 
 
-class Generator(ExpressionMixin):
+class Generator(ExpressionMixin, ObjectsMixin):
     """Builds one :class:`Program` from a seed and a :class:`Features`."""
 
     def __init__(self, seed: str, features: Features, max_statements: int = 12):
@@ -94,12 +96,16 @@ class Generator(ExpressionMixin):
         if feat.int_arg and rng.random() < 0.3:
             values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
             self.program.args.append(ArgSpec("n", "int", int_values=values))
+        if feat.objects and rng.random() < 0.3:
+            dims = [rng.choice(SYMBOLS[:2]) for _ in range(rng.randint(1, 2))]
+            self.program.args.append(ArgSpec("st", "state", dims=dims))
 
     # ------------------------------------------------------------------ running the prefix
 
     def _module_namespace(self) -> dict[str, Any]:
         ns: dict[str, Any] = {}
-        source = HEADER + "\n".join(line for h in self.program.helpers for line in render_body(h, ""))
+        helpers = "\n".join(line for h in self.program.helpers for line in render_body(h, ""))
+        source = HEADER + STATE_SOURCE + helpers
         exec(compile(source, "<fuzz-gen>", "exec"), ns)
         return ns
 
@@ -473,6 +479,7 @@ class Generator(ExpressionMixin):
             ("helper", 1, feat.helpers and not nested),
             ("nested", 1, feat.nested_helpers and not nested),
             ("break", 1, feat.graph_breaks),
+            ("state", 3, feat.objects and any(a.kind == "state" for a in self.program.args)),
         ]
         names = [n for n, _, on in choices if on]
         weights = [w for _, w, on in choices if on]
@@ -490,6 +497,7 @@ class Generator(ExpressionMixin):
             "helper": lambda: self.helper_call(nested=False),
             "nested": lambda: self.helper_call(nested=True),
             "break": self.graph_break,
+            "state": self.state_statement,
         }[kind]()
 
     def _returns(self) -> None:
@@ -497,6 +505,9 @@ class Generator(ExpressionMixin):
         local = self._locals()
         args = {a.name for a in self.program.args}
         values = [k for k, v in local.items() if isinstance(v, torch.Tensor | int | float | bool | list | tuple | dict)]
+        # Outputs are compared leaf by leaf: a container holding an object (a State's box) has no value to compare.
+        plain = torch.Tensor | int | float | bool | type(None)
+        values = [k for k in values if all(isinstance(leaf, plain) for leaf in pytree.tree_leaves(local[k]))]
         if not feat.return_views:
             values = [k for k in values if k not in args and not self._aliases_input(local[k])]
         made = [k for k in values if k not in args]

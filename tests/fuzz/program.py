@@ -16,6 +16,37 @@ from dataclasses import dataclass, field
 
 HEADER = "import torch\nimport dynajit.capture\nimport dynajit.compiler\n"
 
+# The classes of a ``state`` argument (the ``objects`` feature, see objects.py).
+STATE_SOURCE = '''
+class Box:
+    def __init__(self, origin, t):
+        self.origin = origin
+        self.t = t
+
+
+class State:
+    def __init__(self, base):
+        self.a = base
+        self.n = 1
+        self.items = [base * 2, base + 1]
+        self.boxes = [Box(0, base - 1), Box(1, base * 3)]
+        self.d = {"k": Box(2, base.abs()), "w": base * -1}
+
+    def snapshot(self):
+        """Every attribute's value; a box as its origin and its attributes (where each box ended up)."""
+
+        def snap(value):
+            if isinstance(value, Box):
+                return ("box", value.origin, {k: snap(v) for k, v in sorted(vars(value).items()) if k != "origin"})
+            if isinstance(value, (list, tuple)):
+                return [snap(v) for v in value]
+            if isinstance(value, dict):
+                return {k: snap(v) for k, v in value.items()}
+            return value
+
+        return {k: snap(v) for k, v in sorted(vars(self).items())}
+'''
+
 
 @dataclass
 class Stmt:
@@ -51,14 +82,15 @@ def render_body(body: list[Stmt], indent: str) -> list[str]:
 
 @dataclass
 class ArgSpec:
-    """One argument of ``fn``: a tensor (``dims`` are ints or size-symbol names) or a Python int.
+    """One argument of ``fn``: a tensor (``dims`` are ints or size-symbol names), a Python int, or a ``State``
+    (``kind == "state"``: the object of :data:`STATE_SOURCE` built around a float32 tensor of ``dims``).
 
     ``layout`` is ``contiguous``, ``transposed`` (made as the transpose of a contiguous tensor) or
     ``strided`` (every other row of a tensor twice as long), so inputs need not be dense.
     """
 
     name: str
-    kind: str  # "tensor" or "int"
+    kind: str  # "tensor", "int" or "state"
     dtype: str = "float32"
     dims: list[int | str] = field(default_factory=list)
     layout: str = "contiguous"
@@ -69,6 +101,8 @@ class ArgSpec:
         if self.kind == "int":
             return f"INTS[{self.name!r}][{call_var}]"
         dims = [d if isinstance(d, int) else f"s[{d!r}]" for d in self.dims]
+        if self.kind == "state":
+            return f"State(torch.randn(({''.join(f'{d}, ' for d in dims)}), generator=g))"
         if self.layout == "transposed" and len(dims) >= 2:
             dims[-1], dims[-2] = dims[-2], dims[-1]
         elif self.layout == "strided" and dims:
@@ -127,6 +161,8 @@ class Program:
     def source(self) -> str:
         """The program as a module: header, helpers, ``fn``, ``CALLS``, ``INTS`` and ``make_args``."""
         lines = [HEADER]
+        if any(a.kind == "state" for a in self.args):
+            lines.append(STATE_SOURCE)
         for helper in self.helpers:
             lines.extend(render_body(helper, ""))
             lines.append("")
@@ -160,6 +196,10 @@ def _copy_body(body: list[Stmt]) -> list[Stmt]:
 
 REPRO_FOOTER = """
 
+def snapshots(args):
+    return [a.snapshot() if hasattr(a, "snapshot") else a for a in args]
+
+
 def _run(f, call):
     args = make_args(CALLS[call], call)
     try:
@@ -181,7 +221,7 @@ if __name__ == "__main__":
             assert type(expected) is type(actual), (type(expected), type(actual))
             continue
         torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
-        torch.testing.assert_close(compiled_args, eager_args, equal_nan=True, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(snapshots(compiled_args), snapshots(eager_args), equal_nan=True, rtol=1e-3, atol=1e-3)
         {extra}
 """
 

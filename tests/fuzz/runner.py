@@ -182,6 +182,11 @@ def compare_outputs(expected: Any, actual: Any, e_args: list[Any], a_args: list[
 def compare_inputs(e_args: list[Any], a_args: list[Any]) -> tuple[str, str] | None:
     """The arguments after the call: metadata (a t_() on an input) and values (in-place mutation)."""
     for i, (e, a) in enumerate(zip(e_args, a_args, strict=True)):
+        if hasattr(e, "snapshot"):  # a State argument: its attributes, containers and boxes afterwards
+            diff = compare_values(e.snapshot(), a.snapshot(), f"input {i}")
+            if diff:
+                return "input_value", diff[1]
+            continue
         if not isinstance(e, torch.Tensor):
             continue
         same_offset = e.numel() == 0 or e.storage_offset() == a.storage_offset()
