@@ -8,6 +8,7 @@ deterministic, so the bound holds on a loaded machine too.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import pathlib
 import sys
@@ -156,3 +157,43 @@ def test_small_transformer_peak_at_most_eager():
     expected, actual, eager_peak, compiled_peak = eager_and_compiled(encode_decode, ids, decoder_ids)
     torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
     assert compiled_peak <= eager_peak + SLACK_BYTES, (compiled_peak, eager_peak)
+
+
+class InplaceActivation(nn.Module):
+    """An in-place activation between two layers (``nn.ReLU(inplace=True)``, as VGG, SqueezeNet and ResNet
+    use it): eager holds one wide activation, not two."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = nn.Linear(16, 2048)
+        self.act = nn.ReLU(inplace=True)
+        self.narrow = nn.Linear(2048, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.narrow(self.act(self.wide(x)))
+
+
+def test_a_pointwise_kernel_writes_over_the_activation_it_reads_when_that_dies():
+    torch.manual_seed(0)
+    model, x = InplaceActivation().eval(), torch.randn(64, 16)
+    expected, actual, eager_peak, compiled_peak = eager_and_compiled(model, x)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    assert compiled_peak <= eager_peak + SLACK_BYTES, (compiled_peak, eager_peak)
+
+
+def _relu_plus_flipped(lin: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    y = lin(x)
+    return lin(torch.relu(y) + y.flip(0))  # y is read at its own index and at the mirrored one
+
+
+def _relu_plus_transposed(lin: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    y = lin(x)
+    return lin(torch.relu(y) * y.t())
+
+
+@pytest.mark.parametrize("fn", [_relu_plus_flipped, _relu_plus_transposed])
+def test_a_kernel_reading_its_dying_input_at_another_index_writes_elsewhere(fn):
+    torch.manual_seed(0)
+    lin, x = nn.Linear(32, 32).eval(), torch.randn(32, 32)
+    expected, actual, _, _ = eager_and_compiled(functools.partial(fn, lin), x)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)

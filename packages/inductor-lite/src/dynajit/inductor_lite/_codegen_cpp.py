@@ -242,7 +242,9 @@ class _KernelWriter:
         for i, name in enumerate(names):
             dtype = self.dtypes[name] if name not in buffers else buffers[name].dtype
             qual = "" if name in written else "const "
-            params.append(f"{qual}{storage_ctype(dtype)}* __restrict__ p{i}")
+            # An output the wrapper may write over an input it reads (at the same index) aliases it.
+            restrict = "" if k.overwritable and (name in written or name in k.overwritable) else " __restrict__"
+            params.append(f"{qual}{storage_ctype(dtype)}*{restrict} p{i}")
         self.symbols = k.symbols()
         params += [f"const int64_t {name}" for name in self.symbols]
         self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')

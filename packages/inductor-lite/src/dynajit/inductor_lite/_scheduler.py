@@ -49,6 +49,7 @@ class Kernel:
     nodes: list[Placed]
     steps: list[tuple[str, list[Placed]]] = field(default_factory=list)
     memory_reads: set[str] = field(default_factory=set)
+    overwritable: list[str] = field(default_factory=list)  # reads the one output may be written into
 
     @property
     def is_reduction(self) -> bool:
@@ -291,7 +292,28 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     for item in items:
         if isinstance(item, Kernel):
             _merge_loops(item)
+            _mark_overwritable(item, graph.all_buffers)
     return items
+
+
+def _mark_overwritable(kernel: Kernel, buffers: dict[str, Any]) -> None:
+    """The buffers a pointwise kernel's one output may be written into: read only at the index it stores to,
+    of its layout. Whether one dies at this kernel (so it may be overwritten) is the wrapper's to decide;
+    the generated code gives these pointers no ``__restrict__``."""
+    stored = [p for p in kernel.nodes if p.stored]
+    if kernel.is_reduction or len(kernel.steps) > 1 or len(stored) != 1 or stored[0].role != "full":
+        return
+    out = stored[0]
+    layout = (out.buf.size, out.buf.stride, out.buf.dtype, out.buf.device)
+    for name in sorted(kernel.memory_reads):
+        buf = buffers.get(name)
+        if (
+            not isinstance(buf, ComputedBuffer | ExternBuffer)
+            or (buf.size, buf.stride, buf.dtype, buf.device) != layout
+        ):
+            continue
+        if all(index.key() == out.store.key() for p in kernel.nodes for n, index in loads(p.expr) if n == name):
+            kernel.overwritable.append(name)
 
 
 def _inline(expr: Expr, name: str, replacement: Expr, memo: dict[int, Expr] | None = None) -> Expr:

@@ -3,7 +3,9 @@
 Everything known at compile time (sizes, strides, dtypes, kernel handles, op objects) is bound
 into the wrapper's namespace, so a call does only allocations, ``data_ptr()`` reads and calls.
 Every name is deleted after its last use; a dead kernel buffer serves the next kernel output of its layout
-or is deleted before the next allocation, so reuse never raises the peak above freeing at last use.
+or is deleted before the next allocation, so reuse never raises the peak above freeing at last use. A
+pointwise kernel whose input dies at it, read at the index it writes, writes into that input (as eager's
+in-place ``relu_`` after a convolution does), so its output needs no memory of its own.
 
 In a dynamic graph the wrapper first binds each shape symbol from an input's size (or a scalar
 input), optionally checks the inputs' other symbolic sizes against them, and computes buffer
@@ -68,6 +70,21 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
 
 def _layout(buf: Any) -> tuple:
     return (buf.size, buf.stride, buf.dtype, buf.device)
+
+
+def _overwritable(
+    kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any]
+) -> str | None:
+    """A buffer ``kernel`` writes its one output into: one the scheduler found it may overwrite (read only at
+    the index it stores to, of its layout) that dies at it and whose storage nothing else holds (an input,
+    an output, a view's base, an aten result that may alias another tensor)."""
+    for name in kernel.overwritable:
+        buf = buffers[name]
+        if last_use.get(name) != pos or name in kept:
+            continue
+        if isinstance(buf, ComputedBuffer) or (buf.tuple_index is None and not _aliases(buf)):
+            return name
+    return None
 
 
 class _Pool:
@@ -236,7 +253,13 @@ class WrapperBuilder:
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
                 fresh = []
-                for buf in item.stored_buffers():
+                overwritten = _overwritable(item, pos, last_use, outputs | viewed, g.all_buffers)
+                if overwritten is not None:
+                    # Written in place, as an in-place op would: the buffer it reads dies here, at the same index.
+                    last_use.pop(overwritten)
+                    buf = item.stored_buffers()[0]
+                    self.lines.append(f"    {buf.name} = {overwritten}")
+                for buf in item.stored_buffers() if overwritten is None else ():
                     reused = pool.take(_layout(buf))
                     if reused is not None:
                         # The old name goes, or it would hold the storage past the new one's last use.
@@ -255,6 +278,8 @@ class WrapperBuilder:
                 args = ", ".join([*(f"{p}.data_ptr()" if pointers else p for p in params), *symbols])
                 self.needed |= {sympy.Symbol(s) for s in symbols}
                 self.lines.append(f"    {fname}({args})")
+                if overwritten is not None:
+                    self.lines.append(f"    del {overwritten}")
             else:
                 pool.release()  # an aten call allocates its result (and maybe scratch space)
                 self._extern(item)
