@@ -351,3 +351,25 @@ def test_attribute_write_through_a_rebound_global(t):
         torch.testing.assert_close(fn(x, replacement), x + 2)
         states.append((first.value, replacement.value, SLOT is replacement))
     assert states[0] == states[1] == (5, 1, True)
+
+
+def s_tensor_attr_after_swapping_items(x, d):
+    d["a"], d["b"] = d["b"], d["a"]
+    d["a"].tag = 7
+    return x + 1
+
+
+def test_tensor_attribute_write_through_swapped_dict_items(t):
+    from dynajit.capture.testing import CompileCounter
+
+    x = t(3)
+    states = []
+    for fn in (
+        s_tensor_attr_after_swapping_items,
+        capture.optimize(CompileCounter())(s_tensor_attr_after_swapping_items),
+    ):
+        a, b = t(2), t(2)
+        d = {"a": a, "b": b}
+        torch.testing.assert_close(fn(x, d), x + 1)
+        states.append((getattr(a, "tag", None), getattr(b, "tag", None), d["a"] is b))
+    assert states[0] == states[1] == (None, 7, True)

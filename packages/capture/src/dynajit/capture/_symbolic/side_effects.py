@@ -83,7 +83,9 @@ class SideEffects:
         self._effects.setdefault(("cell", id(cell)), _Effect("cell", cell))
 
     def record_custom(self, key: Any, effect: Any) -> None:
-        """An effect kept by another tracker (a ContextVar's writes): ``effect`` has values() and replay(cg)."""
+        """An effect kept by another tracker (a ContextVar's writes): ``effect`` has values(), and
+        replay(cg) or prepare(cg, saved): load its operands now (``saved(emit)`` names a temporary) and return
+        what applies it."""
         self.writes += 1
         self._effects.setdefault(("custom", key), _Effect("custom", effect))
 
@@ -133,7 +135,10 @@ class SideEffects:
                 else:
                     appliers.append(functools.partial(_store_attr, cg, value, real, name))
             elif effect.kind == "custom":
-                appliers.append(functools.partial(effect.target.replay, cg))
+                # An effect that can load its operands first does so (``prepare``); the rest rebuild theirs as
+                # they apply (a ContextVar and its value, which no effect rewrites).
+                prepare = getattr(effect.target, "prepare", None)
+                appliers.append(prepare(cg, saved) if prepare else functools.partial(effect.target.replay, cg))
             elif effect.kind == "global":
                 value = saved(functools.partial(effect.value.reconstruct, cg))
                 appliers.append(functools.partial(_store_global, cg, value, effect.target))

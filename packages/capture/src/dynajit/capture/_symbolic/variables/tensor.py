@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import types
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -386,10 +388,16 @@ class _AttrWrite:
     def values(self) -> list[VT]:
         return [self.tensor, self.value]
 
-    def replay(self, cg: CodeGen) -> None:
-        self.value.reconstruct(cg)
-        self.tensor.reconstruct(cg)
-        cg.emit("STORE_ATTR", self.name)
+    def prepare(self, cg: CodeGen, saved: Callable[[Callable[[], None]], str]) -> Callable[[], None]:
+        value = saved(functools.partial(self.value.reconstruct, cg))
+        tensor = saved(functools.partial(self.tensor.reconstruct, cg))
+
+        def apply() -> None:
+            cg.emit("LOAD_FAST", value)
+            cg.emit("LOAD_FAST", tensor)
+            cg.emit("STORE_ATTR", self.name)
+
+        return apply
 
 
 # The attribute writes of each trace, by (tensor node, name); one graph node stands for one tensor object.
