@@ -113,3 +113,19 @@ def test_an_aten_call_reads_a_kernel_result_in_eager_layout():
     torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
     assert actual.stride() == expected.stride()
     assert [e.name for e in prof.events() if e.name == "aten::copy_"] == []
+
+
+def test_one_slow_round_from_elsewhere_does_not_decide_the_layout(monkeypatch, caplog):
+    """The layouts are timed in interleaved rounds and the fastest of each compared: a burst of load during
+    one round (here the first as-is round, five times slower) cannot make the slower layout win."""
+    samples = {torch.contiguous_format: iter([5.0, 1.0, 1.0]), torch.channels_last: iter([1.5, 1.5, 1.5])}
+    monkeypatch.setattr(layout, "_conv_seconds", lambda convs, memory_format: next(samples[memory_format]))
+    torch.manual_seed(0)
+    model, x = Net().eval(), torch.randn(2, 3, 16, 16)
+    compiled = compiler.compile(model, options={"layout_optimization": True})
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="dynajit.inductor_lite"):
+        actual, expected = compiled(x), model(x)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+    decisions = [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
+    assert decisions and decisions[0].startswith("inductor-lite: convolutions stay in their layout")
