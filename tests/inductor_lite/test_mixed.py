@@ -54,3 +54,22 @@ def test_an_aten_call_gets_the_layout_its_graph_gave_its_argument(cell):
     with torch.no_grad():
         graph = make_fx(lambda x: rnn(x))(x)
         check(graph, x)
+
+
+def test_aten_calls_go_through_torch_s_generated_python_functions():
+    """An extern call of a ``default`` overload no other overload can take the same arguments of is made
+    through torch's generated function (``torch.mm``: the arguments are parsed in C++, not by the overload
+    object in Python); values are eager's."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+    from dynajit.inductor_lite._wrapper import python_binding
+
+    aten = torch.ops.aten
+    assert python_binding(aten.mm.default) is torch.mm  # mm.dtype needs out_dtype, mm.out needs out
+    assert python_binding(aten.cat.default) is torch.cat
+    assert python_binding(aten.convolution.default) is torch.convolution
+    assert python_binding(aten.sum.default) is aten.sum.default  # sum.int takes sum.default's arguments
+    assert python_binding(aten.add.Tensor) is aten.add.Tensor  # not a default overload
+    c = check(lambda a, b, w: torch.cat([a @ b, a], 1).mm(w), torch.randn(4, 3), torch.randn(3, 5), torch.randn(8, 2))
+    namespace = compiled_graphs(c)[0].call.__globals__
+    assert torch.mm in namespace.values()
+    assert not any(isinstance(v, torch._ops.OpOverload) and v.overloadpacket is aten.mm for v in namespace.values())

@@ -14,6 +14,7 @@ sizes and strides and the kernels' size arguments from the symbols at each call.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -66,6 +67,34 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
+
+
+_BINDING_NAMESPACES = (torch._C._VariableFunctions, torch._C._nn)
+
+
+@functools.cache
+def python_binding(op: Any) -> Any:
+    """torch's generated Python function for an aten ``default`` overload (``torch.mm`` for ``aten.mm.default``),
+    else ``op`` itself.
+
+    Calling an ``OpOverload`` parses its schema in Python at every call (about 2 µs); the generated binding
+    parses in C++. It is used only when a call with the default overload's arguments can bind to no other
+    overload: every other one requires an argument the default does not take (``out``, ``out_dtype``).
+    """
+    packet = getattr(op, "overloadpacket", None)
+    if packet is None or getattr(op, "_overloadname", None) != "default":
+        return op
+    taken = {a.name for a in op._schema.arguments}
+    for name in packet.overloads():
+        schema = getattr(packet, name)._schema
+        required = {a.name for a in schema.arguments if not a.has_default_value()}
+        if name != "default" and required <= taken:
+            return op
+    for namespace in _BINDING_NAMESPACES:
+        binding = getattr(namespace, packet.__name__, None)
+        if binding is not None:
+            return binding
+    return op
 
 
 def _layout(buf: Any) -> tuple:
@@ -307,7 +336,7 @@ class WrapperBuilder:
                 f"    {item.name} = restride({item.args[0]}[{item.tuple_index}], {self.sizes(item.stride)})"
             )
             return
-        target = self.bind(item.target, "op")
+        target = self.bind(python_binding(item.target), "op")
         args = ", ".join(self.arg_text(a) for a in item.args)
         kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
         call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
