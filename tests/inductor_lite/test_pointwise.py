@@ -17,7 +17,7 @@ UNARY = {
     "tanh": torch.tanh, "asinh": torch.asinh, "acosh": lambda x: torch.acosh(x.abs() + 1),
     "atanh": lambda x: torch.atanh(x.clamp(-0.9, 0.9)), "sigmoid": torch.sigmoid, "erf": torch.erf,
     "erfc": torch.erfc, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
-    "sign": torch.sign, "reciprocal": lambda x: torch.reciprocal(x + 10), "relu": torch.relu, "frac": torch.frac,
+    "sign": torch.sign, "sign_nan": lambda x: torch.sign((x - x) / (x - x)), "reciprocal": lambda x: torch.reciprocal(x + 10), "relu": torch.relu, "frac": torch.frac,
     "square": torch.square, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
     "softplus": F.softplus, "elu": F.elu, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
     "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "mish": F.mish, "relu6": F.relu6,

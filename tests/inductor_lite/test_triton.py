@@ -23,6 +23,7 @@ CASES = {
     "square": lambda x, y: x.pow(2), "norm": lambda x, y: F.normalize(x, dim=-1), "pow_neg": lambda x, y: x.pow(-1.0),
     "pow_tensor": lambda x, y: x.abs().pow(y), "cube_sum": lambda x, y: x.pow(3).sum(-1),
     "gelu": lambda x, y: F.gelu(x * 3), "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
+    "sign_nan": lambda x, y: torch.sign(torch.cat([x, (x - x) / (x - x)], -1)),
 }  # fmt: skip
 
 interpreter = pytest.mark.skipif(

@@ -62,7 +62,8 @@ template <typename T> DJ_INLINE T dj_pow(T a, T b) {
   if constexpr (dj_is_fp<T>::value) { return djm_pow(a, b); }
   else { if (b < 0) return a == 1 ? 1 : 0; T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 }
-template <typename T> DJ_INLINE T dj_sign(T a) { return a != a ? a : (T)((a > T(0)) - (a < T(0))); }
+// Eager's sign of NaN is 0 (both comparisons are false), not NaN.
+template <typename T> DJ_INLINE T dj_sign(T a) { return (T)((a > T(0)) - (a < T(0))); }
 template <typename T> DJ_INLINE T dj_abs(T a) { return a < T(0) ? -a : a; }
 template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (dj_is_bool<T>::value) { return !a; } else { return ~a; } }
 DJ_INLINE float dj_bf16_to_float(uint16_t v) { uint32_t u = ((uint32_t)v) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }

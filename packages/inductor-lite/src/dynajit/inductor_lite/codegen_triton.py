@@ -113,7 +113,7 @@ def dj_fremainder(a, b):
 
 @triton.jit
 def dj_sign(x):
-    return tl.where(x != x, x, (x > 0).to(x.dtype) - (x < 0).to(x.dtype))
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)  # 0 for NaN, as eager's sign
 """
 
 _OPS: dict[str, str] = {
