@@ -3,6 +3,7 @@
 import pytest
 import torch
 from ilite_helpers import check, check_cases
+from torch.fx.experimental.proxy_tensor import make_fx
 
 CASES = {
     "t_reshape": lambda x, i: x.t().reshape(-1) * 2,
@@ -73,3 +74,27 @@ def test_aten_calls_go_through_torch_s_generated_python_functions():
     namespace = compiled_graphs(c)[0].call.__globals__
     assert torch.mm in namespace.values()
     assert not any(isinstance(v, torch._ops.OpOverload) and v.overloadpacket is aten.mm for v in namespace.values())
+
+
+def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_allocated():
+    """``mm(x, w.T)`` of a contiguous weight is ``linear(x, w)`` (the call ``nn.Linear`` makes: no view of ``w``
+    in Python at every call), and a kernel buffer every aten call reads whole through one other shape (a
+    (2, 8, 32) norm read by ``mm`` as (16, 32)) is allocated in that shape: the wrapper makes no view of
+    either. Values are eager's, with a bias (``addmm``) and without."""
+    from torch import nn
+
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    torch.manual_seed(0)
+    norm, up, down = nn.LayerNorm(32), nn.Linear(32, 64), nn.Linear(64, 32, bias=False)
+
+    def block(x):
+        return down(torch.relu(up(norm(x)))) + x
+
+    with torch.no_grad():
+        gm = make_fx(block)(torch.randn(2, 8, 32))
+        c = check(gm, torch.randn(2, 8, 32), atol=1e-5, rtol=1e-5)
+    source = compiled_graphs(c)[0].wrapper_source
+    assert "as_strided" not in source, source
+    assert source.count("empty_strided((16, 32), (32, 1)") == 1, source
+    assert torch._C._nn.linear in compiled_graphs(c)[0].call.__globals__.values()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sympy
@@ -25,12 +25,13 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._graph import ExternArg, LoweredGraph
-from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer, InputBuffer
+from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer, InputBuffer, contiguous_strides
 from dynajit.inductor_lite._scheduler import Kernel
 
 __all__ = ["WrapperBuilder", "restride"]
 
 log = logging.getLogger("dynajit.inductor_lite")
+aten = torch.ops.aten
 
 
 def _aliases(item: ExternBuffer) -> bool:
@@ -102,18 +103,58 @@ def _layout(buf: Any) -> tuple:
 
 
 def _overwritable(
-    kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any]
+    kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any], shapes: dict[str, Any]
 ) -> str | None:
     """A buffer ``kernel`` writes its one output into: one the scheduler found it may overwrite (read only at
     the index it stores to, of its layout) that dies at it and whose storage nothing else holds (an input,
     an output, a view's base, an aten result that may alias another tensor)."""
+    if not kernel.overwritable:
+        return None
+    shape = shapes[kernel.stored_buffers()[0].name]  # the tensor it writes through is the one it reads
     for name in kernel.overwritable:
         buf = buffers[name]
-        if last_use.get(name) != pos or name in kept:
+        if last_use.get(name) != pos or name in kept or shapes.get(name) != shape:
             continue
         if isinstance(buf, ComputedBuffer) or (buf.tuple_index is None and not _aliases(buf)):
             return name
     return None
+
+
+def _allocation_views(graph: LoweredGraph, items: list[Any], outputs: set[str]) -> dict[str, tuple]:
+    """Kernel buffers to allocate in another dense shape: every aten call reading the buffer reads all of it,
+    in order, through one other shape (an ``mm`` reading a (2, 8, 32) buffer as (16, 32)). Kernels address a
+    buffer through its pointer, so only the aten calls see the shape, and they then take the buffer as it is
+    rather than a view made at every call. Graph outputs keep their own shape."""
+    wanted: dict[str, set[tuple]] = {}
+    for item in items:
+        if isinstance(item, ExternBuffer):
+            for arg in _tensor_args([*item.args, *item.kwargs.values()]):
+                wanted.setdefault(arg.buffer, set()).add((arg.size, arg.stride, arg.offset))
+    views = {}
+    for name, used in wanted.items():
+        buf = graph.all_buffers.get(name)
+        if not isinstance(buf, ComputedBuffer) or name in outputs or len(used) != 1:
+            continue
+        size, stride, offset = next(iter(used))
+        static = all(isinstance(v, int) for v in (*size, *stride, *buf.size, *buf.stride))
+        if (
+            not static
+            or offset != 0
+            or (size, stride) == (buf.size, buf.stride)
+            or math.prod(size) != math.prod(buf.size)
+        ):
+            continue
+        if stride == contiguous_strides(size) and buf.stride == contiguous_strides(buf.size):
+            views[name] = (size, stride)
+    return views
+
+
+def _tensor_args(args: list[Any]) -> Iterator[ExternArg]:
+    for arg in args:
+        if isinstance(arg, ExternArg):
+            yield arg
+        elif isinstance(arg, (list, tuple)):
+            yield from _tensor_args(list(arg))
 
 
 class _Pool:
@@ -159,6 +200,7 @@ class WrapperBuilder:
         self.check_inputs = check_inputs
         self.fallback = fallback
         self.needed: set[sympy.Symbol] = set()
+        self.allocated: dict[str, tuple] = {}  # kernel buffers allocated in their aten readers' shape
         self.namespace: dict[str, Any] = {
             "torch": torch,
             "empty_strided": torch.empty_strided,
@@ -185,7 +227,7 @@ class WrapperBuilder:
 
     def arg_text(self, arg: Any) -> str:
         if isinstance(arg, ExternArg):
-            if arg.natural:
+            if arg.natural or (arg.offset == 0 and self.allocated.get(arg.buffer) == (arg.size, arg.stride)):
                 return arg.buffer
             offset = self.size(arg.offset)
             if not isinstance(self.graph.all_buffers.get(arg.buffer), ComputedBuffer):
@@ -278,18 +320,20 @@ class WrapperBuilder:
         viewed = {
             name for item in self.items if isinstance(item, ExternBuffer) and _aliases(item) for name in item.reads
         }
+        self.allocated = _allocation_views(g, self.items, outputs)
+        shapes = {name: self.allocated.get(name, (buf.size, buf.stride)) for name, buf in g.all_buffers.items()}
         pool = _Pool(self.lines)
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
                 fresh = []
-                overwritten = _overwritable(item, pos, last_use, outputs | viewed, g.all_buffers)
+                overwritten = _overwritable(item, pos, last_use, outputs | viewed, g.all_buffers, shapes)
                 if overwritten is not None:
                     # Written in place, as an in-place op would: the buffer it reads dies here, at the same index.
                     last_use.pop(overwritten)
                     buf = item.stored_buffers()[0]
                     self.lines.append(f"    {buf.name} = {overwritten}")
                 for buf in item.stored_buffers() if overwritten is None else ():
-                    reused = pool.take(_layout(buf))
+                    reused = pool.take((*shapes[buf.name], buf.dtype, buf.device))
                     if reused is not None:
                         # The old name goes, or it would hold the storage past the new one's last use.
                         self.lines.append(f"    {buf.name} = {reused}; del {reused}")
@@ -300,7 +344,7 @@ class WrapperBuilder:
                 for buf in fresh:
                     dtype = self.bind(buf.dtype, "dt")
                     dev = self.bind(buf.device, "dev")
-                    shape, stride = self.sizes(buf.size), self.sizes(buf.stride)
+                    shape, stride = (self.sizes(v) for v in shapes[buf.name])
                     self.lines.append(f"    {buf.name} = empty_strided({shape}, {stride}, dtype={dtype}, device={dev})")
                 fn, params, pointers, symbols = kernel_calls[item.name]
                 fname = self.bind(fn, item.name + "_")
@@ -318,7 +362,7 @@ class WrapperBuilder:
             for name in sorted(n for n, last in last_use.items() if last == pos and n not in outputs):
                 dead = g.all_buffers.get(name)
                 if isinstance(dead, ComputedBuffer) and name not in viewed:
-                    pool.give(_layout(dead), name)
+                    pool.give((*shapes[name], dead.dtype, dead.device), name)
                 elif isinstance(dead, (ComputedBuffer, ExternBuffer, InputBuffer)):
                     self.lines.append(f"    del {name}")
         results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]
@@ -336,13 +380,37 @@ class WrapperBuilder:
                 f"    {item.name} = restride({item.args[0]}[{item.tuple_index}], {self.sizes(item.stride)})"
             )
             return
-        target = self.bind(python_binding(item.target), "op")
-        args = ", ".join(self.arg_text(a) for a in item.args)
-        kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
-        call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
+        linear = self._linear(item)
+        if linear is not None:
+            x, weight, bias = linear
+            texts = [self.arg_text(x), weight, *([self.arg_text(bias)] if bias is not None else [])]
+            call = f"{self.bind(torch._C._nn.linear, 'op')}({', '.join(texts)})"
+        else:
+            target = self.bind(python_binding(item.target), "op")
+            args = ", ".join(self.arg_text(a) for a in item.args)
+            kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
+            call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
         if item.size or item.stride:
             call = f"restride({call}, {self.sizes(item.stride)})"
         self.lines.append(f"    {item.name} = {call}")
+
+    def _linear(self, item: ExternBuffer) -> tuple[Any, str, Any] | None:
+        """The arguments of ``linear(x, w[, bias])`` (``w`` by its buffer's name) for ``mm(x, w.T)`` or ``addmm(bias, x, w.T)`` with ``w``
+        laid out (N, K) contiguous, else None: the call ``nn.Linear`` makes, which takes ``w`` as it is (the
+        same ``mm``/``addmm`` of ``w.t()`` inside aten) instead of a view of it made in Python at every call."""
+        if item.target is aten.mm.default:
+            x, weight_t, bias = item.args[0], item.args[1], None
+        elif item.target is aten.addmm.default and all(item.kwargs.get(k, 1) == 1 for k in ("beta", "alpha")):
+            bias, x, weight_t = item.args[0], item.args[1], item.args[2]
+        else:
+            return None
+        if not isinstance(weight_t, ExternArg) or weight_t.offset != 0 or weight_t.buffer in self.allocated:
+            return None
+        weight = self.graph.all_buffers.get(weight_t.buffer)
+        (k, n), stride = weight_t.size, weight_t.stride
+        if weight is None or (weight.size, weight.stride, stride) != ((n, k), (k, 1), (1, k)):
+            return None
+        return x, weight_t.buffer, bias
 
     def _last_uses(self) -> dict[str, int]:
         last: dict[str, int] = {}
