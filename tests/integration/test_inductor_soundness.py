@@ -495,6 +495,31 @@ def test_an_unused_index_tensor_into_an_empty_dim_raises(backend, shape):
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
 
 
+_EMPTY_SOURCE_INDEXING = {
+    "index_select": lambda x: x.index_select(0, torch.tensor([0, 0])),
+    "index_select_1d": lambda x: x.flatten().index_select(0, torch.tensor([0])),
+    "gather": lambda x: torch.gather(x, 0, torch.zeros(2, x.shape[1], dtype=torch.long)),
+    "take": lambda x: torch.take(x, torch.tensor([0])),
+    "embedding": lambda x: torch.nn.functional.embedding(torch.tensor([0]), x),
+    "index_add_": lambda x: x.clone().index_add_(0, torch.tensor([0]), torch.ones(1, x.shape[1])),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0, 2), (3, 2)])
+@pytest.mark.parametrize("op", list(_EMPTY_SOURCE_INDEXING))
+def test_an_unused_indexing_op_of_an_empty_source_raises_what_eager_raises(backend, shape, op):
+    """Eager refuses a non-empty index into an empty dim whatever the values (RuntimeError, or IndexError for
+    a 1-D source); the meta kernels do not check, and the graph drops the unused op."""
+    read = _EMPTY_SOURCE_INDEXING[op]
+
+    def fn(x):
+        read(x)  # dead code in the graph
+        return x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize(
     "op",

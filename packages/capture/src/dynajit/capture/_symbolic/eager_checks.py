@@ -153,6 +153,51 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
         dim += 1
 
 
+# Ops reading a source tensor at positions an index tensor holds: with an empty tensor among them, eager's checks
+# (an empty source dim for a non-empty index, mismatched sizes) fail whatever the index values are.
+_INDEXING = frozenset(
+    {"index_select", "gather", "take", "take_along_dim", "embedding", "index_add", "index_copy", "index_fill"}
+    | {"scatter", "scatter_add", "scatter_reduce", "index_reduce"}
+)
+_ZEROS_LIMIT = 1 << 20
+
+
+def _zeros(value: Any) -> Any:
+    """``value`` with each tensor (an FX node's example value) replaced by real zeros of its shape and dtype."""
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("example_value")
+        if value is None:
+            raise LookupError
+    if isinstance(value, torch.Tensor):
+        if any(not isinstance(n, int) for n in value.shape) or value.numel() > _ZEROS_LIMIT:
+            raise LookupError
+        return torch.zeros(value.shape, dtype=value.dtype, device=value.device)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise LookupError
+    if isinstance(value, (list, tuple)):
+        return type(value)(_zeros(x) for x in value)
+    return value
+
+
+def _check_empty_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's error for an indexing op with an empty tensor, whose checks the meta kernel skips and
+    which dead-code elimination could drop: run it eagerly on zeros of the same shapes (the index values
+    cannot matter when the source is empty, and zeros are in bounds wherever anything is)."""
+    examples = [_example(a) for a in (*args, *kwargs.values())]
+    if not any(e is not None and any(isinstance(n, int) and n == 0 for n in e.shape) for e in examples):
+        return
+    try:
+        real_args, real_kwargs = _zeros(args), {k: _zeros(v) for k, v in kwargs.items()}
+    except LookupError:
+        return
+    try:
+        with _disable_current_modes(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            target(*real_args, **real_kwargs)
+    except (RuntimeError, ValueError, IndexError) as err:
+        raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
+
+
 def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bool = False) -> None:
     """Run ``target`` (a method name when ``method``) eagerly on size-1 stand-ins of ``args``; raise in Python if eager does.
 
@@ -162,12 +207,15 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         _check_index_bounds(args)
         return
     name = _aten_name(target)
-    if name is None or not _checked(name):
+    if name is None or not (_checked(name) or name.rstrip("_") in _INDEXING):
         return
     if method:
         target = getattr(torch.Tensor, name, None)
         if target is None:
             return
+    if name.rstrip("_") in _INDEXING:
+        _check_empty_indexing(target, name, args, kwargs)
+        return
     try:
         real_args, real_kwargs = _stand_in(args), {k: _stand_in(v) for k, v in kwargs.items()}
     except LookupError:
