@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -87,20 +88,36 @@ def _checked(name: str) -> bool:
     return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
 
 
-def _stand_in(value: Any) -> Any:
-    """``value`` with each tensor (an FX node's example value) replaced by real ones of size 1; None if unknown."""
+def _real(value: Any, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with each tensor (an FX node's example value) replaced by ``make(example)``; LookupError when
+    a value is known only symbolically (its checks cannot be run here)."""
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("example_value")
         if value is None:
             raise LookupError
     if isinstance(value, torch.Tensor):
-        shape = [0 if isinstance(n, int) and n == 0 else 1 for n in value.shape]
-        return torch.ones(shape, dtype=value.dtype, device=value.device)
+        return make(value)
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise LookupError  # a value only known symbolically: its checks cannot be run here
+        raise LookupError
     if isinstance(value, (list, tuple)):
-        return type(value)(_stand_in(x) for x in value)
+        return type(value)(_real(x, make) for x in value)
     return value
+
+
+def _ones_of_size_one(example: torch.Tensor) -> torch.Tensor:
+    shape = [0 if isinstance(n, int) and n == 0 else 1 for n in example.shape]
+    return torch.ones(shape, dtype=example.dtype, device=example.device)
+
+
+def _zeros_of_its_shape(example: torch.Tensor) -> torch.Tensor:
+    if any(not isinstance(n, int) for n in example.shape) or example.numel() > _ZEROS_LIMIT:
+        raise LookupError
+    return torch.zeros(example.shape, dtype=example.dtype, device=example.device)
+
+
+def _stand_in(value: Any) -> Any:
+    """``value`` with each tensor replaced by real ones of size 1 (size 0 kept)."""
+    return _real(value, _ones_of_size_one)
 
 
 def _int_lists(value: Any) -> list[int] | None:
@@ -162,23 +179,6 @@ _INDEXING = frozenset(
 _ZEROS_LIMIT = 1 << 20
 
 
-def _zeros(value: Any) -> Any:
-    """``value`` with each tensor (an FX node's example value) replaced by real zeros of its shape and dtype."""
-    if isinstance(value, torch.fx.Node):
-        value = value.meta.get("example_value")
-        if value is None:
-            raise LookupError
-    if isinstance(value, torch.Tensor):
-        if any(not isinstance(n, int) for n in value.shape) or value.numel() > _ZEROS_LIMIT:
-            raise LookupError
-        return torch.zeros(value.shape, dtype=value.dtype, device=value.device)
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise LookupError
-    if isinstance(value, (list, tuple)):
-        return type(value)(_zeros(x) for x in value)
-    return value
-
-
 def _check_empty_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Raise eager's error for an indexing op with an empty tensor, whose checks the meta kernel skips and
     which dead-code elimination could drop: run it eagerly on zeros of the same shapes (the index values
@@ -187,7 +187,8 @@ def _check_empty_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs:
     if not any(e is not None and any(isinstance(n, int) and n == 0 for n in e.shape) for e in examples):
         return
     try:
-        real_args, real_kwargs = _zeros(args), {k: _zeros(v) for k, v in kwargs.items()}
+        real_args = _real(args, _zeros_of_its_shape)
+        real_kwargs = {k: _real(v, _zeros_of_its_shape) for k, v in kwargs.items()}
     except LookupError:
         return
     try:
