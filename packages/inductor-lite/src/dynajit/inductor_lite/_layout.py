@@ -54,22 +54,39 @@ def _mutates(node: torch.fx.Node) -> bool:
     return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _conv_seconds(convs: list[torch.fx.Node], memory_format: torch.memory_format) -> float:
-    """The time the graph's convolutions take on random inputs in ``memory_format`` (the faster of two runs)."""
-    calls = []
-    with unset_fake_temporarily():
-        for node in convs:
-            args = [example_tensor(a) if isinstance(a, torch.Tensor) else a for a in tree_map(_val, node.args)]
-            args[0] = torch.randn_like(args[0]).contiguous(memory_format=memory_format)
-            calls.append(args)
-        best = float("inf")
-        with torch.no_grad():
-            for _ in range(2):
-                start = time.perf_counter()
-                for args in calls:
-                    aten.convolution.default(*args)
-                best = min(best, time.perf_counter() - start)
-    return best
+class _ConvTiming:
+    """The graph's convolutions on random inputs, prepared once per layout and run once before any timing
+    (oneDNN builds its primitives at the first call)."""
+
+    def __init__(self, convs: list[torch.fx.Node]) -> None:
+        self.convs = convs
+        self.calls: dict[torch.memory_format, list[list[Any]]] = {}
+
+    def prepared(self, memory_format: torch.memory_format) -> list[list[Any]]:
+        if memory_format not in self.calls:
+            with unset_fake_temporarily():
+                calls = []
+                for node in self.convs:
+                    args = [example_tensor(a) if isinstance(a, torch.Tensor) else a for a in tree_map(_val, node.args)]
+                    args[0] = torch.randn_like(args[0]).contiguous(memory_format=memory_format)
+                    calls.append(args)
+            _run_convolutions(calls)
+            self.calls[memory_format] = calls
+        return self.calls[memory_format]
+
+
+def _run_convolutions(calls: list[list[Any]]) -> None:
+    with unset_fake_temporarily(), torch.no_grad():
+        for args in calls:
+            aten.convolution.default(*args)
+
+
+def _conv_seconds(timing: _ConvTiming, memory_format: torch.memory_format) -> float:
+    """One timed run of the graph's convolutions in ``memory_format``."""
+    calls = timing.prepared(memory_format)
+    start = time.perf_counter()
+    _run_convolutions(calls)
+    return time.perf_counter() - start
 
 
 def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.GraphModule | None:
@@ -99,8 +116,9 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
     if any(o is None for o in new_outputs):
         return None
     # Interleaved rounds, the fastest of each: a burst of load from elsewhere slows one round, not a layout.
+    timing = _ConvTiming(convs)
     rounds = [
-        (_conv_seconds(convs, torch.contiguous_format), _conv_seconds(convs, torch.channels_last)) for _ in range(3)
+        (_conv_seconds(timing, torch.contiguous_format), _conv_seconds(timing, torch.channels_last)) for _ in range(3)
     ]
     nchw, nhwc = min(r[0] for r in rounds), min(r[1] for r in rounds)
     if nhwc > 0.9 * nchw:
