@@ -194,7 +194,10 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def fuzz(session: nox.Session) -> None:
-    """Differential fuzzing: random programs eager vs compiled (``-- --minutes 30``, ``-- --seed 7 --count 500``)."""
+    """Differential fuzzing: random programs eager vs compiled, one fuzzer per core (``-- --minutes 30``,
+    ``-- --seed 7 --count 500``, ``-- --jobs 1``)."""
     _install_all_editable(session, TRITON, *TEST_DEPS)
     args = session.posargs or ["--minutes", "10"]
+    if not any(a.split("=", 1)[0] == "--jobs" for a in args):
+        args = [*args, "--jobs", str(os.cpu_count() or 1)]
     session.run("python", "-m", "tests.fuzz", *args, env={"TRITON_INTERPRET": "1"})

@@ -1,7 +1,8 @@
 """The fuzzer's command line: generate, run, group failures into classes, shrink one program per class.
 
 ``python -m tests.fuzz --seed 1 --count 200`` runs programs ``1:0`` to
-``1:199``; ``--minutes 30`` runs until the time is up instead. A program is
+``1:199``; ``--minutes 30`` runs until the time is up instead; ``--jobs 2``
+runs two fuzzers side by side, on seeds ``1-0`` and ``1-1``. A program is
 named by ``<seed>:<index>`` and the features, so any reported program can be
 run again alone with ``--seed S --start I --count 1``.
 """
@@ -11,7 +12,10 @@ from __future__ import annotations
 import argparse
 import pathlib
 import random
+import re
+import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-statements", type=int, default=12)
     parser.add_argument("--shrink-seconds", type=float, default=240.0, help="0: do not shrink")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="write each class's repro here")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes, each on seed <seed>-<job>")
     parser.add_argument("--list-features", action="store_true")
     args = parser.parse_args(argv)
     if args.list_features:
@@ -145,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         features = features.without(*args.disable.split(","))
     seed = args.seed if args.seed is not None else str(random.randrange(10**6))
     count = args.count if args.count is not None or args.minutes is not None else 100
+    if args.jobs > 1:
+        return _parallel(seed, args.jobs, count, argv if argv is not None else sys.argv[1:], args.out)
     off = [n for n in Features.names() if not getattr(features, n)]
     print(f"fuzz seed {seed}, backends {args.backends}, features off: {off or 'none'}", flush=True)
     warm_up(tuple(args.backends.split(",")))
@@ -162,6 +169,57 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(report.summary())
     return 1 if report.classes else 0
+
+
+_REPOSITORY = pathlib.Path(__file__).resolve().parents[2]  # where ``python -m tests.fuzz`` finds the package
+
+
+def _parallel(seed: str, jobs: int, count: int | None, argv: list[str], out: pathlib.Path | None) -> int:
+    """Run ``jobs`` fuzzers side by side, job ``i`` on seed ``<seed>-<i>`` (its repros in ``<out>/<i>``), each
+    with a share of ``count``; their lines are printed as they come, prefixed with the job, then the totals."""
+    passed = _without_options(argv, {"--seed", "--jobs", "--count", "--out"})
+    procs = []
+    for job in range(jobs):
+        command = [sys.executable, "-m", "tests.fuzz", "--seed", f"{seed}-{job}", *passed]
+        if count is not None:
+            command += ["--count", str(-(-count // jobs))]
+        if out is not None:
+            command += ["--out", str(out / str(job))]
+        procs.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=_REPOSITORY)
+        )
+    summaries: list[str] = [""] * jobs
+
+    def relay(job: int) -> None:
+        for line in procs[job].stdout:  # type: ignore[union-attr]
+            print(f"[job {job}] {line}", end="", flush=True)
+            if " programs in " in line:
+                summaries[job] = line
+
+    threads = [threading.Thread(target=relay, args=(job,)) for job in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    codes = [proc.wait() for proc in procs]
+    totals = [re.match(r"(\d+) programs in \d+s, (\d+) failure classes", line) for line in summaries]
+    programs = sum(int(m.group(1)) for m in totals if m)
+    classes = sum(int(m.group(2)) for m in totals if m)
+    print(f"{jobs} jobs: {programs} programs, {classes} failure classes (seeds {seed}-0 .. {seed}-{jobs - 1})")
+    return 1 if any(codes) else 0
+
+
+def _without_options(argv: list[str], names: set[str]) -> list[str]:
+    """``argv`` without the options ``names`` and their values (``--x v`` or ``--x=v``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif arg.split("=", 1)[0] not in names:
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

@@ -102,3 +102,18 @@ def test_failure_class_ignores_numbers_and_names() -> None:
     a = Failure("inductor", 0, "raised", "RuntimeError", "RuntimeError: bad size 3 for v12")
     b = Failure("inductor", 2, "raised", "RuntimeError", "RuntimeError: bad size 7 for v3")
     assert a.failure_class == b.failure_class
+
+
+def test_jobs_run_side_by_side_on_their_own_seeds(capsys) -> None:
+    from .cli import _without_options, main
+
+    assert _without_options(["--seed", "7", "--minutes=3", "--jobs", "2", "--ci"], {"--seed", "--minutes"}) == [
+        "--jobs",
+        "2",
+        "--ci",
+    ]
+    code = main(["--seed", "jobs", "--count", "2", "--jobs", "2", "--shrink-seconds", "0", "--max-statements", "3"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "[job 0] fuzz seed jobs-0" in printed and "[job 1] fuzz seed jobs-1" in printed
+    assert "2 jobs: 2 programs, 0 failure classes" in printed
