@@ -71,3 +71,43 @@ def test_second_process_hits_the_cache(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == ["1", "0"]
+
+
+def test_two_builds_of_one_kernel_at_once_share_no_temporary_file(tmp_path, monkeypatch):
+    """Processes (test workers, data-loader workers) may build the same kernel into one cache at once: each
+    build's files move into the cache from a directory of its own. Both builds here reach their first move
+    together (a barrier), so a temporary name shared between them would make one fail."""
+    import threading
+
+    from dynajit.inductor_lite import _build
+
+    barrier, first_move = threading.Barrier(2, timeout=60), threading.local()
+    replace = os.replace
+
+    def meeting_replace(src, dst):
+        if not getattr(first_move, "done", False):
+            first_move.done = True
+            barrier.wait()
+        return replace(src, dst)
+
+    monkeypatch.setattr(_build.os, "replace", meeting_replace)
+    folder, key = tmp_path / "ab", "ab" + "0" * 38
+    folder.mkdir()
+    source = 'extern "C" int answer() { return 42; }\n'
+    args = (source, "g++", "-O1", folder, key, folder / f"{key}.so", folder / f"{key}.json")
+    errors = []
+
+    def build():
+        try:
+            _build._build(*args)
+        except Exception as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert (folder / f"{key}.cpp").read_text() == source
+    assert not list(folder.glob(".*"))  # no temporary leftovers

@@ -222,8 +222,9 @@ def _build(source: str, cxx: str, flags: str, folder: Path, key: str, so_path: P
         digest = _sha256_file(out)
         meta_tmp = Path(tmp) / "meta.json"
         meta_tmp.write_text(json.dumps({"sha256": digest, "flags": flags, "cxx": cxx}))
-        shutil.copyfile(src, folder / f"{key}.cpp.tmp")
-        os.replace(folder / f"{key}.cpp.tmp", folder / f"{key}.cpp")
-        # Library first, then its checksum: a crash between the two leaves an entry that fails validation.
+        # Every file moves from this build's own directory: processes building the same kernel at once (test
+        # workers, data-loader workers) share no temporary name. Library before its checksum: a crash between
+        # the two leaves an entry that fails validation.
+        os.replace(src, folder / f"{key}.cpp")
         os.replace(out, so_path)
         os.replace(meta_tmp, meta_path)

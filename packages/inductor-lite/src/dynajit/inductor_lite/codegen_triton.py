@@ -19,6 +19,7 @@ import importlib.util
 import keyword
 import math
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -439,7 +440,7 @@ def _import_source(source: str, directory: str) -> Any:
     path = folder / f"k{key}.py"
     if not path.exists() or path.read_text() != source:
         stats.builds += 1
-        tmp = folder / f".k{key}.{os.getpid()}.tmp"
+        tmp = folder / f".k{key}.{os.getpid()}.{threading.get_ident()}.tmp"  # no name another writer shares
         tmp.write_text(source)
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(f"dynajit_triton_{key}", path)
