@@ -98,10 +98,6 @@ def python_binding(op: Any) -> Any:
     return op
 
 
-def _layout(buf: Any) -> tuple:
-    return (buf.size, buf.stride, buf.dtype, buf.device)
-
-
 def _overwritable(
     kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any], shapes: dict[str, Any]
 ) -> str | None:
