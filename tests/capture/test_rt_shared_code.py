@@ -45,3 +45,20 @@ def test_one_code_object_under_two_globals() -> None:
     torch.testing.assert_close(optimize(counter)(elsewhere)(x), elsewhere(x))
     torch.testing.assert_close(optimize(counter)(original)(x), original(x))
     assert counter.frame_count == 1
+
+
+def test_a_discarded_entry_leaves_the_helpers_other_entries_installed_in_the_same_globals():
+    """Every entry with a graph break installs the same call helper under one name: discarding one entry (an
+    object its guards watched died) must leave it for the entries still running from those globals."""
+    from dynajit.capture._cache import CacheEntry
+
+    helper = object()
+    first = CacheEntry(None, "compiled", (lambda: None).__code__, new_globals={"__helper": helper, "__fn_1": 1})
+    second = CacheEntry(None, "compiled", (lambda: None).__code__, new_globals={"__helper": helper, "__fn_2": 2})
+    f_globals: dict = {}
+    first.install_globals(f_globals)
+    second.install_globals(f_globals)
+    first.uninstall_globals()
+    assert f_globals == {"__helper": helper, "__fn_2": 2}
+    second.uninstall_globals()
+    assert f_globals == {}

@@ -24,6 +24,8 @@ from dynajit.guards import GuardSet, weak_referents
 __all__ = ["CacheEntry", "CodeCache", "all_caches", "cache_for"]
 
 _compile_ids = itertools.count()
+# How many live entries installed each name, per globals dict (by id: a module's dict cannot be weakly held).
+_users: dict[int, dict[str, int]] = {}
 
 
 @dataclass(eq=False)
@@ -51,6 +53,8 @@ class CacheEntry:
     # Weak references (with callbacks) to the objects the guards hold weakly: when one dies, the entry leaves
     # its cache, so what it holds (graphs, their parameters, the backend's code) is released with it.
     watchers: list[weakref.ref[Any]] = field(default_factory=list)
+    # The shared table of name users (held here too: a watcher may fire while the interpreter exits).
+    users: dict[int, dict[str, int]] = field(default_factory=lambda: _users, repr=False)
 
     def watch(self, cache: CodeCache) -> None:
         """Drop this entry from ``cache`` as soon as an object one of its guards holds weakly dies."""
@@ -75,14 +79,25 @@ class CacheEntry:
             return
         f_globals.update(self.new_globals)
         self.installed_in.append(f_globals)
+        users = self.users.setdefault(id(f_globals), {})
+        for name in self.new_globals:
+            users[name] = users.get(name, 0) + 1
 
     def uninstall_globals(self) -> None:
-        """Remove the installed names that still hold this entry's values."""
+        """Remove the installed names no other entry installed in the same globals uses (the helpers every
+        break installs, ``__dynajit_intercept``, are shared) and that still hold this entry's values."""
         targets, self.installed_in = self.installed_in, []
         for target in targets:
+            users = self.users.get(id(target), {})
             for name, value in self.new_globals.items():
+                users[name] = users.get(name, 1) - 1
+                if users[name] > 0:
+                    continue
+                del users[name]
                 if target.get(name) is value:
                     del target[name]
+            if not users:
+                self.users.pop(id(target), None)
 
 
 class TracedSizes:
