@@ -120,3 +120,29 @@ def test_an_entry_guarding_a_live_module_still_runs_and_a_new_module_recompiles(
     assert len(capture._cache.cache_for(use.__code__).entries) == 1  # only the dead module's entry went
     torch.testing.assert_close(compiled(x, second), second(x))  # the live module's entry is unaffected
     assert len(counter) == 2
+
+
+def _drop_after_a_break(x, holder):
+    t = holder.pop()
+    capture.graph_break()
+    return x + t
+
+
+@pytest.mark.parametrize("call", [0, 1])
+def test_a_tensor_the_frame_drops_is_freed_when_eager_frees_it_even_on_the_compiling_call(call):
+    """The first call traces the frame (and, at the break, the resume function) with the real arguments:
+    tracing's own reference cycles must not keep them alive past the call, which eager frees at once (no
+    garbage collection runs here)."""
+    compiled = capture.optimize(run_graph)(_drop_after_a_break)
+    x = torch.randn(3)
+    if call:
+        compiled(x, [torch.randn(3)])
+    t = torch.randn(3)
+    expected, ref, holder = x + t, weakref.ref(t), [t]
+    del t
+    gc.disable()
+    try:
+        torch.testing.assert_close(compiled(x, holder), expected)
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -63,6 +63,17 @@ _RNN_FORWARDS = {
 
 
 def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
+    attempts: list[OutputGraph] = []
+    try:
+        return _trace_and_transform(fn, args, ctx, attempts)
+    finally:
+        for output in attempts:
+            output.release()
+
+
+def _trace_and_transform(
+    fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext, attempts: list[OutputGraph]
+) -> ConvertedFrame:
     code = fn.__code__
     if code.co_flags & GENERATOR_FLAGS:
         raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")
@@ -77,6 +88,7 @@ def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameCont
     grad_mode = torch.is_grad_enabled()
     while True:
         output = OutputGraph(ctx)
+        attempts.append(output)
         tracer = RootTracer(fn, args, output, break_at)
         try:
             tracer.run()

@@ -247,6 +247,17 @@ class OutputGraph:
         """Record ``fn(*args)`` (constants and nodes), called for its effect on torch's state; no example value."""
         return self.builder.call_function(fn, args, meta=self._meta(), example_value=None)
 
+    def release(self) -> None:
+        """Drop the references tracing took to the frame's real objects (its tensors, wrapped objects): the
+        compiled code holds none, and the trace's own reference cycles would keep them alive, past the
+        point eager frees them, until the next garbage collection."""
+        self.inputs.clear()
+        self.wrapped.clear()
+        self._by_id.clear()
+        self._attr_names.clear()
+        self._cells.clear()
+        self.current_tx = None
+
     def leave_entered(self) -> None:
         """Leave, innermost first, the context managers tracing entered and did not leave (it stopped inside)."""
         while self.entered:
