@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.variables import VT
 
-__all__ = ["SideEffects"]
+__all__ = ["SideEffects", "store_attr"]
 
 
 @dataclass
@@ -133,7 +133,7 @@ class SideEffects:
                 if effect.plain:
                     appliers.append(functools.partial(_plain_setattr, cg, value, real, name))
                 else:
-                    appliers.append(functools.partial(_store_attr, cg, value, real, name))
+                    appliers.append(functools.partial(store_attr, cg, value, real, name))
             elif effect.kind == "custom":
                 # An effect that can load its operands first does so (``prepare``); the rest rebuild theirs as
                 # they apply (a ContextVar and its value, which no effect rewrites).
@@ -178,7 +178,8 @@ def _call_and_pop(cg: CodeGen, fn: Callable[..., Any], load: Callable[..., int],
     cg.emit("POP_TOP")
 
 
-def _store_attr(cg: CodeGen, value: str, real: str, name: str) -> None:
+def store_attr(cg: CodeGen, value: str, real: str, name: str) -> None:
+    """``real.name = value``, both already in temporaries."""
     cg.emit("LOAD_FAST", value)
     cg.emit("LOAD_FAST", real)
     cg.emit("STORE_ATTR", name)

@@ -389,15 +389,11 @@ class _AttrWrite:
         return [self.tensor, self.value]
 
     def prepare(self, cg: CodeGen, saved: Callable[[Callable[[], None]], str]) -> Callable[[], None]:
+        from dynajit.capture._symbolic.side_effects import store_attr
+
         value = saved(functools.partial(self.value.reconstruct, cg))
         tensor = saved(functools.partial(self.tensor.reconstruct, cg))
-
-        def apply() -> None:
-            cg.emit("LOAD_FAST", value)
-            cg.emit("LOAD_FAST", tensor)
-            cg.emit("STORE_ATTR", self.name)
-
-        return apply
+        return functools.partial(store_attr, cg, value, tensor, self.name)
 
 
 # The attribute writes of each trace, by (tensor node, name); one graph node stands for one tensor object.
