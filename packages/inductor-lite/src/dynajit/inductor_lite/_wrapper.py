@@ -318,6 +318,10 @@ class WrapperBuilder:
         }
         self.allocated = _allocation_views(g, self.items, outputs)
         shapes = {name: self.allocated.get(name, (buf.size, buf.stride)) for name, buf in g.all_buffers.items()}
+
+        def pool_key(buf: Any) -> tuple:  # the tensor as allocated: only one of the same can serve it
+            return (*shapes[buf.name], buf.dtype, buf.device)
+
         pool = _Pool(self.lines)
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
@@ -329,7 +333,7 @@ class WrapperBuilder:
                     buf = item.stored_buffers()[0]
                     self.lines.append(f"    {buf.name} = {overwritten}")
                 for buf in item.stored_buffers() if overwritten is None else ():
-                    reused = pool.take((*shapes[buf.name], buf.dtype, buf.device))
+                    reused = pool.take(pool_key(buf))
                     if reused is not None:
                         # The old name goes, or it would hold the storage past the new one's last use.
                         self.lines.append(f"    {buf.name} = {reused}; del {reused}")
@@ -358,7 +362,7 @@ class WrapperBuilder:
             for name in sorted(n for n, last in last_use.items() if last == pos and n not in outputs):
                 dead = g.all_buffers.get(name)
                 if isinstance(dead, ComputedBuffer) and name not in viewed:
-                    pool.give((*shapes[name], dead.dtype, dead.device), name)
+                    pool.give(pool_key(dead), name)
                 elif isinstance(dead, (ComputedBuffer, ExternBuffer, InputBuffer)):
                     self.lines.append(f"    del {name}")
         results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]
