@@ -479,7 +479,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
             ("helper", 1, feat.helpers and not nested),
             ("nested", 1, feat.nested_helpers and not nested),
             ("break", 1, feat.graph_breaks),
-            ("state", 3, feat.objects and any(a.kind == "state" for a in self.program.args)),
+            ("state", 3, feat.objects and self.program.takes_state),
         ]
         names = [n for n, _, on in choices if on]
         weights = [w for _, w, on in choices if on]

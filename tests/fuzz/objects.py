@@ -19,6 +19,20 @@ from typing import Any
 
 from .program import Stmt
 
+# Tensors read out of ``st`` (each bound to a fresh local).
+STATE_READS = (
+    "st.a",
+    "st.items[0]",
+    "st.items[-1]",
+    "st.boxes[0].t",
+    "st.boxes[-1].t",
+    'st.d["k"].t',
+    'st.d["w"]',
+    "st.a * st.n",
+    "sum(st.items)",
+    "st.items[0] + st.boxes[0].t",
+)
+
 
 class ObjectsMixin:
     """Statements over the ``st`` argument for :class:`tests.fuzz.generator.Generator`."""
@@ -30,20 +44,6 @@ class ObjectsMixin:
     tensor: Any
     fresh: Any
     _try: Any
-
-    def _state_reads(self) -> list[str]:
-        return [
-            "st.a",
-            "st.items[0]",
-            "st.items[-1]",
-            "st.boxes[0].t",
-            "st.boxes[-1].t",
-            'st.d["k"].t',
-            'st.d["w"]',
-            "st.a * st.n",
-            "sum(st.items)",
-            "st.items[0] + st.boxes[0].t",
-        ]
 
     def _state_writes(self, t: str) -> list[list[str]]:
         box = self.fresh("b")
@@ -75,7 +75,7 @@ class ObjectsMixin:
     def state_statement(self) -> bool:
         """A read of a tensor out of ``st`` into a fresh local, or a rewrite of ``st``."""
         if self.rng.random() < 0.4:
-            return self._try(Stmt([f"{self.fresh()} = {self.rng.choice(self._state_reads())}"]))
+            return self._try(Stmt([f"{self.fresh()} = {self.rng.choice(STATE_READS)}"]))
         t = self.tensor()
         if t is None:
             return False

@@ -158,10 +158,15 @@ class Program:
             return "return {" + ", ".join(f"{'r' + str(i)!r}: {item}" for i, item in enumerate(items)) + "}"
         return "return (" + "".join(f"{item}, " for item in items) + ")"
 
+    @property
+    def takes_state(self) -> bool:
+        """Whether an argument is a ``State`` (the program then defines its classes)."""
+        return any(a.kind == "state" for a in self.args)
+
     def source(self) -> str:
         """The program as a module: header, helpers, ``fn``, ``CALLS``, ``INTS`` and ``make_args``."""
         lines = [HEADER]
-        if any(a.kind == "state" for a in self.args):
+        if self.takes_state:
             lines.append(STATE_SOURCE)
         for helper in self.helpers:
             lines.extend(render_body(helper, ""))
