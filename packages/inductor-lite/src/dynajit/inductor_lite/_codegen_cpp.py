@@ -170,6 +170,8 @@ class _KernelWriter:
             return hit
         if expr.op == "const":
             return _literal(expr.args[0], expr.dtype)
+        if expr.op == "masked":
+            return self._masked(expr, scope, depth)
         if expr.op == "index":
             text = f"static_cast<int64_t>({_index_text(expr.args[0])})"
         elif expr.op == "size":
@@ -205,6 +207,20 @@ class _KernelWriter:
                 text = f"{_ROUND[expr.dtype]}({text})"
         name = self.tmp()
         self.emit(depth, f"const {compute_ctype(expr.dtype)} {name} = {text};")
+        scope.cse[expr] = name
+        return name
+
+    def _masked(self, expr: Expr, scope: _Scope, depth: int) -> str:
+        """The value computed in a block entered only where the condition holds (its loads may be invalid
+        elsewhere); g++ still vectorises the loop, with masked loads."""
+        cond = self.value(expr.args[0], scope, depth)
+        name = self.tmp()
+        ctype = compute_ctype(expr.dtype)
+        self.emit(depth, f"{ctype} {name} = {ctype}(0);")
+        self.emit(depth, f"if ({cond}) {{")
+        inner = self.value(expr.args[1], _Scope(scope), depth + 1)  # its temporaries stay inside the block
+        self.emit(depth + 1, f"{name} = {inner};")
+        self.emit(depth, "}")
         scope.cse[expr] = name
         return name
 

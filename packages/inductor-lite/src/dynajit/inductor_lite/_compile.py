@@ -2,7 +2,8 @@
 
 Every graph goes through AOT autograd (``functorch.compile.aot_module_simplified``) with a
 decomposition table, so parameters are lifted to inputs and inference and training graphs take
-one road; each forward / backward aten graph is lowered, scheduled, code-generated (C++ for CPU,
+one road. A training graph is split by the min-cut partitioner (the backward recomputes cheap pointwise
+values rather than saving them). Each forward / backward aten graph is lowered, scheduled, code-generated (C++ for CPU,
 Triton for CUDA or when ``cpu_backend="triton"``), built, and wrapped.
 
 A static graph is specialised to the example inputs' shapes, strides and dtypes; a call with others
@@ -586,7 +587,7 @@ class _Specialized:
             return compiled
 
         # Imported at the first compile: functorch.compile costs about a second to import.
-        from functorch.compile import aot_module_simplified
+        from functorch.compile import aot_module_simplified, min_cut_rematerialization_partition
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
@@ -595,6 +596,9 @@ class _Specialized:
                 self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
                 fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
+                # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
+                # inside its own fused kernels, which costs less than writing them out and reading them back.
+                partition_fn=min_cut_rematerialization_partition,
                 keep_inference_input_mutations=False,
             )  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes

@@ -29,6 +29,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.inductor_lite import (
+    _lower_masked,  # noqa: F401  (registers concatenation, padding and slice scatters)
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
     _sym,
 )
@@ -73,7 +74,6 @@ EXTERN_BY_DESIGN = {
     # The fused attention kernel beats its decomposition (matmul, softmax, matmul) on CPU.
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
-    aten.cat.default,
     aten.embedding.default,
     aten.embedding_dense_backward.default,
     aten.index.Tensor,

@@ -4,6 +4,12 @@ A lowered tensor is a :class:`TensorValue`: a size, a dtype and a *loader* mappi
 (one :class:`Index` per dimension) to an :class:`Expr`. Pointwise ops compose loaders, so a chain of
 pointwise ops is one expression until something *realizes* it into a :class:`ComputedBuffer`.
 Reductions are always realized; extern calls (aten) produce :class:`ExternBuffer`.
+
+Expression ops are the names the code generators render, plus four structural ones: ``const``,
+``load`` (a buffer element), ``index`` (an index value) and ``masked`` (``masked(cond, value)``:
+``value`` where ``cond`` holds, else 0, with ``value``'s loads made only where ``cond`` holds, so a
+value may read a buffer at indices that are valid only under ``cond``, as a concatenation's
+pieces do).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ __all__ = [
     "const",
     "contiguous_strides",
     "load",
+    "masked",
     "op",
     "opmath_dtype",
     "size_value",
@@ -81,6 +88,11 @@ def size_value(value: Any, dtype: torch.dtype) -> Expr:
 
 def load(name: str, index: Index, dtype: torch.dtype) -> Expr:
     return Expr("load", (name, index), dtype)
+
+
+def masked(cond: Expr, value: Expr) -> Expr:
+    """``value`` where ``cond`` holds, else 0; ``value``'s loads are made only where ``cond`` holds."""
+    return Expr("masked", (cond, value), value.dtype)
 
 
 def contiguous_strides(size: Sequence[Any]) -> tuple[Any, ...]:

@@ -1,7 +1,8 @@
 """The lowering table: aten op -> function building a TensorValue of the loop-level IR.
 
 Pointwise ops compose loaders (with broadcasting and type promotion); views remap indices;
-reductions live in ``_lower_reduce``. Ops missing from :data:`LOWERINGS` are called through aten
+reductions live in ``_lower_reduce``, ops reading their inputs under a condition (concatenation, padding,
+scatters into a slice) in ``_lower_masked``. Ops missing from :data:`LOWERINGS` are called through aten
 by the graph lowering (an extern call), never an error.
 """
 

@@ -203,6 +203,7 @@ class _TritonKernel:
         self.params = sorted(kernel.memory_reads | {b.name for b in kernel.stored_buffers()})
         self.ptr = {name: f"p{i}" for i, name in enumerate(self.params)}
         self.mask = "xmask"
+        self.conditions: list[str] = []  # of the masked values being computed
         vector_loops = kernel.inner if kernel.inner else kernel.outer
         self.vector_vars = {v.name for v in vector_loops}
 
@@ -214,7 +215,14 @@ class _TritonKernel:
             return cse[expr]
         if expr.op == "const":
             return _literal(expr.args[0], expr.dtype)
-        if expr.op == "index":
+        if expr.op == "masked":
+            cond = self.value(expr.args[0], cse, locals_, depth)
+            self.conditions.append(cond)
+            # Loads under the condition are masked by it; their values are not reused outside it.
+            inner = self.value(expr.args[1], dict(cse), locals_, depth)
+            self.conditions.pop()
+            text = f"tl.where({cond}, {inner}, 0)"
+        elif expr.op == "index":
             text = f"({_index_text(expr.args[0])})"
         elif expr.op == "size":
             text = f"tl.full([], {_size(expr.args[0])}, {_compute(expr.dtype)})"
@@ -223,7 +231,8 @@ class _TritonKernel:
             if name in locals_ and index == self.store_index.get(name):
                 return locals_[name]
             address = self.address(name, index)
-            text = f"tl.load({address})" if self.mask == "True" else f"tl.load({address}, mask={self.mask}, other=0)"
+            mask = " & ".join(f"({m})" for m in [self.mask, *self.conditions] if m != "True")
+            text = f"tl.load({address}, mask={mask}, other=0)" if mask else f"tl.load({address})"
             if expr.dtype in (torch.float16, torch.bfloat16):
                 text += ".to(tl.float32)"
         elif expr.op == "cast":
