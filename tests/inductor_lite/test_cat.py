@@ -67,6 +67,12 @@ def test_a_concatenation_of_many_pieces_stays_an_aten_call():
     assert torch.cat in compiled_graphs(c)[0].call.__globals__.values()
 
 
+def test_a_concatenation_of_inputs_stays_an_aten_call():
+    """With nothing to fuse into the pieces, aten's copy of each piece beats an element-wise select."""
+    c = check(lambda x, y: (torch.cat([x, y], 1) + 1,), torch.randn(4, 6), torch.randn(4, 2))
+    assert torch.cat in compiled_graphs(c)[0].call.__globals__.values()
+
+
 def test_concatenations_of_dynamic_sizes():
     """Piece boundaries are shape expressions, evaluated from the sizes of each call."""
 

@@ -68,6 +68,10 @@ def _cat(ctx: Any, tensors: Sequence[TensorValue], dim: int = 0) -> TensorValue:
     if not pieces or len(pieces) > MAX_CAT_PIECES or any(len(t.size) != len(size) for t in pieces):
         return ctx.fallback()
     pieces = [t for t in pieces if t.size[dim] != 0] or pieces[:1]  # an empty piece holds no element
+    if all(t.buffer is not None for t in pieces):
+        # Nothing computes a piece here, so there is nothing to fuse with: aten copies each piece with memcpy,
+        # faster than an element-wise select (a CNN's channel concatenation of convolution outputs).
+        return ctx.fallback()
     starts = [0]
     for piece in pieces:
         starts.append(_sym.norm(starts[-1] + piece.size[dim]))
