@@ -1,5 +1,7 @@
 """Training through AOT autograd: forward and backward graphs are both compiled."""
 
+import re
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -63,3 +65,22 @@ def test_input_gradients():
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(x.grad, gx)
     torch.testing.assert_close(w.grad, gw)
+
+
+def test_backward_matmuls_take_their_operands_without_general_views():
+    """The backward of a linear layer multiplies by the saved weight's transpose (``linear`` on the saved
+    tensor) and by transposed buffers (``t()``): no ``torch.as_strided`` is built per call for them, and the
+    gradients are eager's."""
+    torch.manual_seed(0)
+    eager_model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 5))
+    model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 5))
+    model.load_state_dict(eager_model.state_dict())
+    x = torch.randn(16, 12)
+    eager_model(x).square().sum().backward()
+    compiled = compile_fx(torch.fx.symbolic_trace(model), [x])
+    compiled(x).square().sum().backward()
+    assert _grads(model).keys() == _grads(eager_model).keys()
+    for name, grad in _grads(eager_model).items():
+        torch.testing.assert_close(_grads(model)[name], grad)
+    backward = compiled_graphs(compiled)[-1].wrapper_source
+    assert ".t()" in backward and not re.search(r"(?<![.\w])as_strided\(", backward)

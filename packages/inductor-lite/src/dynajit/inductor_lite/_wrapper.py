@@ -225,6 +225,13 @@ class WrapperBuilder:
         if isinstance(arg, ExternArg):
             if arg.natural or (arg.offset == 0 and self.allocated.get(arg.buffer) == (arg.size, arg.stride)):
                 return arg.buffer
+            if arg.offset == 0:
+                # Views from the tensor's own start: its methods (`t()`, `as_strided` without an offset, which
+                # keeps the tensor's) skip the lookups and arithmetic of the general form.
+                size, stride = self._layout(arg.buffer)
+                if len(size) == 2 and (arg.size, arg.stride) == (size[::-1], stride[::-1]):
+                    return f"{arg.buffer}.t()"
+                return f"{arg.buffer}.as_strided({self.sizes(arg.size)}, {self.sizes(arg.stride)})"
             offset = self.size(arg.offset)
             if not isinstance(self.graph.all_buffers.get(arg.buffer), ComputedBuffer):
                 # as_strided's offset counts from the storage's start, not from the tensor's: an input or an
@@ -239,6 +246,12 @@ class WrapperBuilder:
         if arg is None or isinstance(arg, (bool, int, str)) or (isinstance(arg, float) and math.isfinite(arg)):
             return repr(arg)
         return self.bind(arg, "c")
+
+    def _layout(self, name: str) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The size and strides of the tensor bound to ``name`` when the wrapper runs (a kernel buffer may be
+        allocated in its aten readers' shape)."""
+        buf = self.graph.all_buffers[name]
+        return self.allocated.get(name, (tuple(buf.size), tuple(buf.stride)))
 
     def _bind_symbols(self, names: list[str]) -> set[sympy.Symbol]:
         """Lines binding each shape symbol from the first input size that is exactly it, then checks.
@@ -395,20 +408,21 @@ class WrapperBuilder:
         self.lines.append(f"    {item.name} = {call}")
 
     def _linear(self, item: ExternBuffer) -> tuple[Any, str, Any] | None:
-        """The arguments of ``linear(x, w[, bias])`` (``w`` by its buffer's name) for ``mm(x, w.T)`` or ``addmm(bias, x, w.T)`` with ``w``
-        laid out (N, K) contiguous, else None: the call ``nn.Linear`` makes, which takes ``w`` as it is (the
-        same ``mm``/``addmm`` of ``w.t()`` inside aten) instead of a view of it made in Python at every call."""
+        """The arguments of ``linear(x, w[, bias])`` (``w`` by its buffer's name) for ``mm(x, w.T)`` or
+        ``addmm(bias, x, w.T)`` where ``w`` is a 2-D tensor as bound (a weight, a backward's saved transposed
+        weight), else None: the call ``nn.Linear`` makes, which takes ``w`` as it is (the same ``mm``/``addmm``
+        of ``w.t()`` inside aten) instead of a view of it made in Python at every call."""
         if item.target is aten.mm.default:
             x, weight_t, bias = item.args[0], item.args[1], None
         elif item.target is aten.addmm.default and all(item.kwargs.get(k, 1) == 1 for k in ("beta", "alpha")):
             bias, x, weight_t = item.args[0], item.args[1], item.args[2]
         else:
             return None
-        if not isinstance(weight_t, ExternArg) or weight_t.offset != 0 or weight_t.buffer in self.allocated:
+        if not isinstance(weight_t, ExternArg) or weight_t.offset != 0 or weight_t.buffer not in self.graph.all_buffers:
             return None
-        weight = self.graph.all_buffers.get(weight_t.buffer)
-        (k, n), stride = weight_t.size, weight_t.stride
-        if weight is None or (weight.size, weight.stride, stride) != ((n, k), (k, 1), (1, k)):
+        # linear(x, w) multiplies by w's transpose, whatever w's strides: the weight read is w transposed.
+        size, stride = self._layout(weight_t.buffer)
+        if len(size) != 2 or (weight_t.size, weight_t.stride) != (size[::-1], stride[::-1]):
             return None
         return x, weight_t.buffer, bias
 
