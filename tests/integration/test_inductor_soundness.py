@@ -162,8 +162,18 @@ def _storages(out: Any) -> list[int]:
         lambda x: ((y := x.sum(-1)), y.t()),
         lambda x: ((y := x + 1)[0], y[-1], x - 1),
         lambda x: ((y := x.argmax(-1)), y.unsqueeze(0), y[..., :1]),
+        lambda x: ((y := x * 2).sum(1, keepdim=True), y, y.broadcast_to(y.shape)),
     ],
-    ids=["contiguous_twice", "contiguous_dict", "split_of_max", "same_and_views", "transposed", "two_views", "argmax"],
+    ids=[
+        "contiguous_twice",
+        "contiguous_dict",
+        "split_of_max",
+        "same_and_views",
+        "transposed",
+        "two_views",
+        "argmax",
+        "sum_over_size_one",
+    ],
 )
 def test_outputs_eager_returns_in_one_storage_share_it(shape, fn):
     """Outputs that are views of each other, or the same tensor, alias as eager's do: a write through one is seen
@@ -225,6 +235,21 @@ LAYOUTS = {
 )
 def test_new_outputs_have_eager_strides(layout, fn):
     differential(fn, LAYOUTS[layout]())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.t().broadcast_to((1, 2, 2)).long() + 3,
+        lambda x: x.t().expand(3, 2, 2) * 2,
+        lambda x: x.t().unsqueeze(0).expand(2, 2, 2).to(torch.float64),
+    ],
+    ids=["long_of_broadcast", "mul_of_expand", "double_of_unsqueezed_expand"],
+)
+def test_a_copy_of_an_expanded_view_has_eager_strides(fn):
+    """Eager lays the copy out by the view's strides, new dims' included (0 for a dim ``expand`` adds), which the
+    functionalized trace may give otherwise (a size-1 dim's stride): the copy's layout follows eager's."""
+    differential(fn, torch.randn(2, 1))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])

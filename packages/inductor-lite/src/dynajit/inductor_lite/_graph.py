@@ -353,6 +353,7 @@ class GraphLowering:
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         lower = LOWERINGS.get(node.target)
         val = node.meta.get("val")
+        created = len(self.order)
         if self.dynamic and isinstance(val, (torch.SymInt, torch.SymFloat)) and _sym.backed(val):
             return _sym.norm(val)  # a size computation: the wrapper evaluates it from the shape symbols
         tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
@@ -380,6 +381,10 @@ class GraphLowering:
             result = lower(self, *args, **kwargs)
         if isinstance(result, TensorValue):
             result = self._maybe_realize(node, result)
+            if result.buffer is not None and any(b is result.buffer for b in self.order[created:]):
+                # A buffer made for this node's result holds eager's tensor of this node: an output reading it
+                # through another node's value (a sum over a size-1 dim is its input's elements) is not it.
+                self.storages.setdefault(result.buffer.name, _storage(val))
         return result
 
     def _arg(self, a: Any) -> Any:
@@ -500,7 +505,11 @@ _REFERENCE_LAYOUTS = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_div
 def _eager_layout(node: torch.fx.Node) -> bool:
     """Give ``node``'s value the strides eager's kernel gives its result, when its fake kernel lays it out otherwise."""
     val = node.meta.get("val")
-    if node.target not in _REFERENCE_LAYOUTS or not isinstance(val, torch.Tensor) or _is_dynamic(val):
+    if not isinstance(val, torch.Tensor) or _is_dynamic(val):
+        return False
+    if getattr(node.target, "is_view", False):
+        return _eager_view_layout(node, val)
+    if node.target not in _REFERENCE_LAYOUTS:
         return False
     values = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
     tensors = [t for t in values if isinstance(t, torch.Tensor) and not _is_dynamic(t)]
@@ -514,6 +523,34 @@ def _eager_layout(node: torch.fx.Node) -> bool:
         if tuple(strides) == val.stride():
             return False
         node.meta["val"] = torch.empty_strided(val.shape, strides, dtype=val.dtype, device=val.device)
+    return True
+
+
+def _eager_view_layout(node: torch.fx.Node, val: torch.Tensor) -> bool:
+    """A view's strides as eager's view kernel gives them (functionalized tracing may give a size-1 dim another
+    stride: `expand` adds a leading dim with stride 1 where eager's has 0), since an op copying the view in
+    eager's order of strides (`.long()`, `x + 1`) lays its result out by them. Recomputed on meta tensors."""
+    tensors = [a.meta.get("val") for a in node.all_input_nodes]
+    if not all(isinstance(t, torch.Tensor) and not _is_dynamic(t) for t in tensors):
+        return False
+
+    def meta(a: Any) -> Any:
+        t = a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+    target: Any = node.target
+    try:
+        with _disable_current_modes():
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), meta)
+            out = target(*args, **kwargs)
+    except Exception:  # a view meta tensors cannot express (an offset past their storage): keep the fake value
+        return False
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(val.shape) or out.stride() == val.stride():
+        return False
+    with val.fake_mode:  # type: ignore[attr-defined]
+        node.meta["val"] = val.as_strided(val.shape, out.stride(), val.storage_offset())  # still a view of its base
     return True
 
 
