@@ -18,6 +18,7 @@ if str(HERE) not in sys.path:
 
 from harness.implementations import DynajitImpl, EagerImpl, Implementation, LogCollector, TorchCompileImpl  # noqa: E402
 from harness.real_models import real_models  # noqa: E402
+from harness.report import model_row  # noqa: E402
 from harness.timing import peak_bytes  # noqa: E402
 from harness.workloads import Case  # noqa: E402
 
@@ -60,18 +61,11 @@ def _peak(impl: Implementation, case: Case) -> int | str:
 
 
 def _row(name: str, peaks: dict[str, int | str], impls: list[Implementation]) -> str:
-    eager = peaks.get("eager")
-    cells = []
-    for impl in impls:
-        value = peaks[impl.name]
-        if isinstance(value, str):
-            cells.append(value[:40])
-        elif impl.name == "eager" or not isinstance(eager, int) or eager == 0:
-            cells.append(f"{value / 2**20:.3f}")
-        else:
-            over = f", +{value - eager} B over eager" if value > eager else ""
-            cells.append(f"{value / 2**20:.3f} ({value / eager:.2f}x{over})")
-    return f"| {name} | " + " | ".join(cells) + " |"
+    def against(value: int, eager: int) -> str:
+        over = f", +{value - eager} B over eager" if value > eager else ""
+        return f"{value / 2**20:.3f} ({value / eager:.2f}x{over})"
+
+    return model_row(name, peaks, [impl.name for impl in impls], lambda value: f"{value / 2**20:.3f}", against)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,6 +12,7 @@ from harness.model_report import group_summary, model_tables, noise_cell, reliab
 __all__ = [
     "geometric_means",
     "headline",
+    "model_row",
     "summary_table",
     "update_readme",
     "write_chart",
@@ -21,6 +22,22 @@ __all__ = [
 
 OVERHEAD_WORKLOAD = "tiny_call"
 NOT_APPLICABLE = "—"
+
+
+def model_row(name: str, values: dict[str, Any], order: list[str], plain: Any, against: Any) -> str:
+    """One Markdown row of a per-model table: each implementation's figure, ``plain(value)`` for eager's (or
+    when eager has none), ``against(value, eager)`` for the others, an error message cut to 40 characters."""
+    eager = values.get("eager")
+    cells = []
+    for key in order:
+        value = values[key]
+        if isinstance(value, str):
+            cells.append(value[:40])
+        elif key == "eager" or isinstance(eager, str) or not eager:
+            cells.append(plain(value))
+        else:
+            cells.append(against(value, eager))
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def _ms(seconds: float | None) -> str:
