@@ -205,6 +205,24 @@ def snapshots(args):
     return [a.snapshot() if hasattr(a, "snapshot") else a for a in args]
 
 
+def storages(out, args):
+    # Per output tensor, the input whose memory it shares, else which of the outputs' own memories it is in
+    # (outputs sharing memory get the same label), as the fuzzer compares them; empty tensors share nothing.
+    inputs = [a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)]
+    own, labels = [], []
+    for t in torch.utils._pytree.tree_leaves(out):
+        if not isinstance(t, torch.Tensor) or not t.numel():
+            labels.append(None)
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in inputs:
+            labels.append(("input", inputs.index(ptr)))
+            continue
+        own.append(ptr) if ptr not in own else None
+        labels.append(("output", own.index(ptr)))
+    return labels
+
+
 def _run(f, call):
     args = make_args(CALLS[call], call)
     try:
@@ -238,12 +256,7 @@ REPRO_EXTRA = {
         "                assert e.stride() == a.stride() or e.numel() <= 1, (e.stride(), a.stride())"
     ),
     "alias": (
-        "def storages(out, args):\n"
-        "            ptrs = [a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)]\n"
-        "            leaves = torch.utils._pytree.tree_leaves(out)\n"
-        "            return [ptrs.index(t.untyped_storage().data_ptr()) if isinstance(t, torch.Tensor) and "
-        "t.untyped_storage().data_ptr() in ptrs else None for t in leaves]\n"
-        "        assert storages(expected, eager_args) == storages(actual, compiled_args), "
+        "assert storages(expected, eager_args) == storages(actual, compiled_args), "
         "(storages(expected, eager_args), storages(actual, compiled_args))"
     ),
     "input_metadata": (

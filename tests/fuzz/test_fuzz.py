@@ -61,6 +61,20 @@ def test_comparison_catches_each_kind_of_difference() -> None:
     assert compare_outputs((nan,), (nan.clone(),), [], []) is None
 
 
+def test_a_repro_script_compares_which_outputs_share_memory() -> None:
+    """The standalone repro of an alias failure sees what the runner sees: outputs sharing memory with each
+    other (not only with an input), so a shrunk alias repro still fails on its own."""
+    from .program import REPRO_FOOTER
+
+    namespace: dict = {"torch": torch, "__name__": "repro"}
+    exec(REPRO_FOOTER.format(backend="inductor", dynamic="", extra="pass"), namespace)  # defines, runs nothing
+    storages = namespace["storages"]
+    x, y = torch.ones(2), torch.ones(1, 1)
+    assert storages([y, y.view(1)], [x]) != storages([y, y.clone()], [x])
+    assert storages([x[:1], y], [x]) == [("input", 0), ("output", 0)]
+    assert storages([torch.ones(0), y], [x]) == [None, ("output", 0)]
+
+
 def test_shrinker_minimises_a_failing_program() -> None:
     # A backend that computes sin wrongly: the shrunk program keeps the sin and little else.
     import dynajit.compiler
