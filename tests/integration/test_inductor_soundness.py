@@ -364,6 +364,29 @@ def test_an_in_place_op_eager_refuses_raises_the_same_error(fn, x):
     differential(fn, x)
 
 
+def _squeezed_then_multiplied(x):
+    x.squeeze_()
+    y = x.square()
+    y.mul_(x)
+    return y
+
+
+def _squeezed_bool_mul_(x):
+    x.squeeze_()
+    return x.mul_(2)
+
+
+@pytest.mark.parametrize(
+    ("fn", "x"),
+    [(_squeezed_then_multiplied, torch.randn(2, 1, 2)), (_squeezed_bool_mul_, torch.tensor([[True], [False]]))],
+    ids=["allowed", "refused"],
+)
+def test_the_check_of_an_in_place_op_after_an_in_place_squeeze(fn, x):
+    """The check of which dtypes an in-place op may write runs on tensors of no dim: an input's recorded rank
+    is the one it had before ``squeeze_``, which would make a valid ``mul_`` look like a broadcast error."""
+    differential(fn, x)
+
+
 # ------------------------------------------------------------------ in-place ops on views of inputs
 
 

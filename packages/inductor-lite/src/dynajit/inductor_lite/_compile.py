@@ -702,7 +702,10 @@ def _check_inplace(gm: torch.fx.GraphModule) -> None:
 
     Functionalization turns ``x.mul_(2)`` into ``mul`` and a copy back into ``x``, which casts: the
     check that the result's dtype can be written into ``x`` is lost with the in-place op, so it runs
-    here, on the caller's graph, with size-1 tensors.
+    here, on the caller's graph, with one-element tensors of no dim. Whether a dtype can be written
+    into another depends only on their kinds (bool, integer, float, complex), which a tensor's rank does
+    not change; and a node's recorded value keeps the rank it had before an in-place change of its
+    metadata (``x.squeeze_()``), so the ranks are left out rather than trusted.
     """
     for node in gm.graph.nodes:
         name: str
@@ -717,4 +720,4 @@ def _check_inplace(gm: torch.fx.GraphModule) -> None:
         packet = getattr(aten, name, None) if name.endswith("_") and not name.startswith("_") else None
         if packet is None or not any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads()):
             continue
-        run_on_ones(getattr(torch.Tensor, name), node.args, node.kwargs, "example_value")
+        run_on_ones(getattr(torch.Tensor, name), node.args, node.kwargs, "example_value", rank=False)

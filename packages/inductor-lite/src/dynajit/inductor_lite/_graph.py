@@ -618,8 +618,11 @@ def checkable(op: Any) -> bool:
     return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
 
 
-def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None) -> None:
-    """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim.
+def run_on_ones(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None, rank: bool = True
+) -> None:
+    """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim
+    (of no dim without ``rank``: for a check of dtypes alone, where the recorded rank may be stale).
 
     A tensor argument is a tensor (a fake one too) or, with ``key``, an FX node whose metadata ``key``
     (``val`` in aten graphs, ``example_value`` in the caller's) holds one. Arguments of size 1 broadcast
@@ -640,7 +643,7 @@ def run_on_ones(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
         if key is not None and isinstance(a, torch.fx.Node):
             a = a.meta[key]
         if isinstance(a, torch.Tensor):
-            shape = [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape]
+            shape = [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape] if rank else []
             return torch.ones(shape, dtype=a.dtype, device=a.device)
         if isinstance(a, (list, tuple)):
             return type(a)(real(x) for x in a)
