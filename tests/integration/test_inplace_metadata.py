@@ -1,4 +1,4 @@
-"""In-place metadata ops on arguments and writes into arguments other arguments view, through the default backend.
+"""In-place metadata ops on arguments, writes into arguments other arguments view and into strided arguments.
 
 Each case calls the same function eagerly and compiled (backend ``inductor``, automatic dynamic shapes)
 on twins of the same inputs, several sizes in turn so that later calls run a graph compiled with symbolic
@@ -39,9 +39,9 @@ def _call(fn: Callable[..., Any], args: list[Any]) -> tuple[Any, BaseException |
         return None, err
 
 
-def calls_agree(fn: Callable[..., Any], calls: list[list[Any]]) -> None:
+def calls_agree(fn: Callable[..., Any], calls: list[list[Any]], backend: str = "inductor") -> None:
     """Each call's outputs and inputs afterwards match eager; no frame falls back to eager."""
-    compiled = compiler.compile(fn)
+    compiled = compiler.compile(fn, backend=backend)
     for inputs in calls:
         eager_args, compiled_args = [twin(x) for x in inputs], [twin(x) for x in inputs]
         expected, eager_err = _call(fn, eager_args)
@@ -232,3 +232,44 @@ def test_an_in_place_metadata_change_of_a_local_after_it_was_used(fn):
     """The backend checks each op on its arguments as they were at that op, not as a later ``unsqueeze_``
     left them (an op checked on the later layout raised a broadcast error eager never raises)."""
     calls_agree(fn, _sizes((2, 3), (1, 1), (0, 3), (4, 3)))
+
+
+# ------------------------------------------------------------------ writes into arguments that are not dense
+
+
+def _augmented(x):
+    x += 1
+
+
+WRITES = {
+    "sub_": lambda x: x.sub_(1),
+    "augmented": _augmented,
+    "index_put": lambda x: x.__setitem__(torch.tensor([0]), 5.0),
+    "out": lambda x: torch.add(x, 1, out=x),
+    "relu_inplace": lambda x: torch.nn.functional.relu(x, inplace=True),
+    "fill_": lambda x: x.fill_(3),
+}
+
+LATER_CHOICES = {
+    "flatten": lambda x: x.view(x.shape).flatten(),  # eager copies: the written argument keeps its gaps
+    "reshape": lambda x: (x[:].reshape(-1), x * 2),
+    "view": lambda x: x.view(x.shape).view(-1),  # eager refuses: no view of a tensor with gaps spans them
+    "contiguous": lambda x: x[:].contiguous(),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("later", list(LATER_CHOICES))
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_written_argument_with_gaps_keeps_its_strides_for_later_choices(backend, write, later):
+    """Functionalization gives a tensor written in place the layout of the out-of-place result; for an argument
+    with gaps between its rows that layout differs from eager's, and ``flatten``, ``reshape``, ``contiguous``
+    and ``view`` of a view of it then view where eager copies, or succeed where eager raises."""
+    first, then = WRITES[write], LATER_CHOICES[later]
+
+    def fn(x):
+        first(x)
+        return then(x)
+
+    rows = [torch.randn(4, 3)[::2], torch.randn(6, 5)[::2], torch.randn(3, 6)[:, 1:4]]
+    calls_agree(fn, [[x] for x in rows], backend=backend)

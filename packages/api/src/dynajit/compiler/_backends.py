@@ -26,8 +26,12 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
+    from dynajit.fxgraph import keep_written_strides
+
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
-    return aot_module_simplified(gm, inputs, fw_compiler=run_graph_as_is, bw_compiler=run_graph_as_is)
+    return aot_module_simplified(
+        keep_written_strides(gm), inputs, fw_compiler=run_graph_as_is, bw_compiler=run_graph_as_is
+    )
 
 
 def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:

@@ -6,6 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder
 from dynajit.fxgraph._config import Config, ConfigError, option
+from dynajit.fxgraph._inplace import keep_written_strides
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
     EXAMPLE_VALUE,
@@ -53,6 +54,7 @@ __all__ = [
     "is_generated_forward",
     "is_random",
     "is_symbolic",
+    "keep_written_strides",
     "reads_data",
     "line_node_map",
     "option",

@@ -33,7 +33,7 @@ import torch.utils._pytree as pytree
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic, reads_data
+from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic, keep_written_strides, reads_data
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
@@ -658,6 +658,7 @@ def compile_fx(
         _check_inplace(gm)
     except EagerError as err:
         return _raiser(err.error)
+    gm = keep_written_strides(gm)
     if reads_data(gm):
         return _aten_reading_data(gm, example_inputs)
     specialized = _Specialized(gm, settings, example_inputs)

@@ -1,0 +1,150 @@
+"""In-place writes that keep eager's strides when AOT autograd functionalizes a graph.
+
+Functionalization turns ``x.sub_(1)`` into ``x = sub(x, 1)`` and adopts the
+result's layout for ``x``. Eager keeps ``x``'s own strides, and for a tensor
+that is not dense (``t[::2]``, a narrowed column) the two differ: every later
+choice made from strides then goes the other way — ``flatten`` views where
+eager copies, ``contiguous`` returns its input, ``view`` succeeds or fails.
+:func:`keep_written_strides` routes each such write through a fresh tensor and
+a ``copy_`` back, which functionalization maps onto the written tensor's own
+layout. Dense tensors (nearly all of them) are left as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+from dynajit.fxgraph._meta import EXAMPLE_VALUE
+
+__all__ = ["keep_written_strides"]
+
+#: Python's augmented assignments on a tensor: each writes its left operand.
+AUGMENTED_OPERATORS: frozenset[Any] = frozenset(
+    {
+        operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+        operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+        operator.setitem,
+    }
+)  # fmt: skip
+
+#: In-place ops that give their tensor other memory or only mark it; ``copy_`` already keeps the layout.
+NOT_VALUE_WRITES: frozenset[str] = frozenset(
+    {"resize_", "resize_as_", "set_", "copy_", "requires_grad_", "share_memory_"}
+)
+
+
+def _writes_values(name: str) -> bool:
+    """Whether the in-place op ``name`` writes element values (``add_``), not a layout (``t_``, tagged ``inplace_view``)."""
+    packet = getattr(torch.ops.aten, name, None)
+    if name in NOT_VALUE_WRITES or not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    return not any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
+
+
+def _written_argument(node: torch.fx.Node) -> int | str | None:
+    """Which argument ``node`` writes values into (a position or ``"out"``), or None when it writes none."""
+    if node.op not in ("call_function", "call_method"):
+        return None
+    if isinstance(node.kwargs.get("out"), torch.fx.Node):
+        return "out"
+    if not node.args:  # the written tensor passed by keyword: not a form capture records
+        return None
+    if node.kwargs.get("inplace") is True or node.target in AUGMENTED_OPERATORS:
+        return 0
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if name == "__setitem__" and node.op == "call_method":
+        return 0
+    if not isinstance(name, str) or not name.endswith("_") or name.startswith("_") or not _writes_values(name):
+        return None
+    if node.op == "call_function" and getattr(torch, name, None) is not node.target:
+        return None  # not a torch in-place function (``torch.relu_``)
+    return 0
+
+
+def _known_dense(value: Any) -> bool:
+    # A stride that depends on a symbol no guard settles counts as not dense.
+    return isinstance(value, torch.Tensor) and is_non_overlapping_and_dense_or_false(value)
+
+
+def write_keeping_strides(fn: Callable[..., Any], where: int | str, *args: Any, **kwargs: Any) -> Any:
+    """Run the in-place call ``fn(*args, **kwargs)`` so that the written tensor keeps its strides.
+
+    A tensor that is not dense is written through a fresh copy and a ``copy_`` back; ``where`` names
+    the written argument (a position, or ``"out"``). The call returns what the in-place call returns.
+    """
+    target = kwargs[where] if isinstance(where, str) else args[where]
+    if not isinstance(target, torch.Tensor) or _known_dense(target):
+        return fn(*args, **kwargs)
+    scratch = target.clone()
+    if isinstance(where, str):
+        kwargs = {**kwargs, where: scratch}
+    else:
+        args = (*args[:where], scratch, *args[where + 1 :])
+    result = fn(*args, **kwargs)
+    if scratch.shape != target.shape:  # an ``out=`` of another shape is resized, as eager resizes it
+        target.resize_(scratch.shape)
+    target.copy_(scratch)
+    return target if result is scratch else result
+
+
+def _callable(node: torch.fx.Node) -> Callable[..., Any] | None:
+    """What ``node`` calls, as a function of all its arguments (a method through ``torch.Tensor``)."""
+    if node.op == "call_method":
+        return getattr(torch.Tensor, str(node.target), None)
+    return node.target  # type: ignore[return-value]
+
+
+@functools.cache
+def _writer(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a graph target that keeps the written tensor's strides (FX cannot pass a function as an argument)."""
+
+    def write(where: int | str, *args: Any, **kwargs: Any) -> Any:
+        return write_keeping_strides(fn, where, *args, **kwargs)
+
+    write.__name__ = write.__qualname__ = f"{getattr(fn, '__name__', 'write')}_keeping_strides"
+    return write
+
+
+def keep_written_strides(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Return ``gm``, or a copy whose in-place writes into tensors not known to be dense keep their strides.
+
+    For a backend that hands the graph to AOT autograd: under functionalization, a tensor written in
+    place takes the layout of the out-of-place result, which for a tensor that is not dense differs
+    from eager's. A write whose target's recorded value is dense is left untouched; the others call
+    :func:`write_keeping_strides`, which checks again with the values being traced.
+    """
+    writes = []
+    for node in gm.graph.nodes:
+        where = _written_argument(node)
+        if where is None:
+            continue
+        written = node.kwargs[where] if isinstance(where, str) else node.args[where]
+        if isinstance(written, torch.fx.Node) and _known_dense(written.meta.get(EXAMPLE_VALUE)):
+            continue
+        if _callable(node) is not None:
+            writes.append((node, where))
+    if not writes:
+        return gm
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    rewritten = dict(writes)
+    for node in gm.graph.nodes:
+        if node in rewritten:
+            args = torch.fx.map_arg(node.args, env.__getitem__)
+            kwargs = torch.fx.map_arg(node.kwargs, env.__getitem__)
+            writer = _writer(_callable(node))  # type: ignore[arg-type]
+            new = graph.create_node("call_function", writer, (rewritten[node], *args), kwargs, name=node.name)
+            new.meta = dict(node.meta)
+        else:
+            new = graph.node_copy(node, env.__getitem__)
+        env[node] = new
+    result = torch.fx.GraphModule(gm, graph, gm.__class__.__name__)
+    result.meta = dict(getattr(gm, "meta", {}))
+    return result

@@ -1,0 +1,71 @@
+"""keep_written_strides: in-place writes into tensors with gaps keep eager's strides under functionalization."""
+
+import torch
+import torch.fx
+from torch.func import functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from dynajit.fxgraph import EXAMPLE_VALUE, keep_written_strides
+
+
+def _traced(fn, example):
+    gm = torch.fx.symbolic_trace(fn)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta[EXAMPLE_VALUE] = example
+    return gm
+
+
+def _strides_seen_after_write(gm, x):
+    """The strides the written argument has, inside a functionalized trace, right after its write."""
+    seen = []
+
+    def probe(t):
+        seen.append(t.stride())
+        return t
+
+    graph = gm.graph
+    write = next(n for n in graph.nodes if n.op.startswith("call_"))
+    with graph.inserting_after(write):
+        graph.call_function(probe, (next(iter(graph.nodes)),))
+    gm.recompile()
+    make_fx(functionalize(gm))(x)
+    return seen[0]
+
+
+def sub_then_flatten(x):
+    x.sub_(1)
+    return x.flatten()
+
+
+def test_a_write_into_a_dense_tensor_is_left_as_it_is():
+    gm = _traced(sub_then_flatten, torch.randn(2, 3))
+    assert keep_written_strides(gm) is gm
+
+
+def test_a_write_into_a_tensor_with_gaps_keeps_its_strides_under_functionalization():
+    x = torch.randn(4, 3)[::2]
+    assert _strides_seen_after_write(_traced(sub_then_flatten, x), x) == (3, 1)  # what the fix is for
+    assert _strides_seen_after_write(keep_written_strides(_traced(sub_then_flatten, x)), x) == (6, 1)
+
+
+def test_the_rewritten_graph_does_what_eager_does():
+    def writes(x, y):
+        x.add_(y)
+        torch.add(x, 1, out=x)
+        torch.nn.functional.relu(x, inplace=True)
+        x.index_put_((torch.tensor([0]),), torch.tensor(5.0))
+        torch.mul(x, y).clamp_(min=0)  # a write into a fresh, dense tensor
+        x.mul_(y)
+        return x.flatten(), x.contiguous()
+
+    x, y = torch.randn(4, 3)[::2], torch.randn(3)
+    gm = keep_written_strides(_traced(writes, x))
+    assert "keeping_strides" in gm.code
+    eager_x, graph_x = torch.randn(4, 3)[::2].copy_(x), torch.randn(4, 3)[::2].copy_(x)
+    expected, actual = writes(eager_x, y), gm(graph_x, y)
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a, e)
+        assert a.stride() == e.stride()
+    torch.testing.assert_close(graph_x, eager_x)
+    assert graph_x.stride() == eager_x.stride() == (6, 1)
