@@ -1,5 +1,7 @@
 """Python operators the real models use on tensors mixed with numbers: in-place operators on a number."""
 
+import operator
+
 import torch
 
 import dynajit.capture as capture
@@ -57,3 +59,15 @@ def test_symbolic_size_left_of_an_in_place_operator(check, t):
         x = t(n)
         torch.testing.assert_close(compiled(x), size_augmented_ops(x))
     assert counter.frame_count == 1
+
+
+def operator_module_functions(t, u):
+    alias = t
+    operator.iadd(t, 1)  # what ``t += 1`` runs: the alias sees the update
+    scaled = operator.itruediv(u * 1, 2)
+    n = operator.imul(t.shape[0], 2)
+    return alias, operator.matmul(t, u.t()), operator.pow(t, 2), operator.invert(t > 0), scaled * n, operator.lt(t, u)
+
+
+def test_operator_module_functions_trace_as_their_operators(check, t):
+    check(operator_module_functions, t(4).view(2, 2), t(4).view(2, 2), graphs=1, fullgraph=True)

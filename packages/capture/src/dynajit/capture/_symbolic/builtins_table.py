@@ -89,13 +89,21 @@ def call_builtin(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> 
             return ConstVar(fn(args[0].real()))
     if fn in _PURE and all(a.is_const() for a in [*args, *kwargs.values()]):
         return _fold_call(tx, fn, args, kwargs)
-    if fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem):
+    if not kwargs and _operator_arity().get(fn) == len(args):
         from dynajit.capture._symbolic.opcodes_ops import apply_operator
 
-        return apply_operator(tx, fn, args)
+        return apply_operator(tx, fn, args)  # ``operator.iadd(x, y)`` is what ``x += y`` runs
     if isinstance(fn, type) and issubclass(fn, BaseException) and not kwargs and all(a.is_const() for a in args):
         return ExceptionVar(fn, args)
     unsupported(f"call to {getattr(fn, '__qualname__', fn)!s} is not traced")
+
+
+@functools.cache
+def _operator_arity() -> dict[Any, int]:
+    """The ``operator`` functions Python's operator opcodes run, by how many operands each takes."""
+    from dynajit.capture._symbolic.opcodes_ops import BINARY_OPS, COMPARE_OPS, UNARY_OPS
+
+    return {**dict.fromkeys([*BINARY_OPS.values(), *COMPARE_OPS.values()], 2), **dict.fromkeys(UNARY_OPS.values(), 1)}
 
 
 def _object_text(convert: Any) -> Handler:
