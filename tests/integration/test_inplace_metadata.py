@@ -247,7 +247,9 @@ WRITES = {
     "index_put": lambda x: x.__setitem__(torch.tensor([0]), 5.0),
     "out": lambda x: torch.add(x, 1, out=x),
     "relu_inplace": lambda x: torch.nn.functional.relu(x, inplace=True),
+    "hardtanh_module": torch.nn.Hardtanh(inplace=True),  # passes ``inplace`` by position
     "fill_": lambda x: x.fill_(3),
+    "method_of_the_class": lambda x: torch.Tensor.mul_(x, 2),
 }
 
 LATER_CHOICES = {

@@ -13,6 +13,7 @@ layout. Dense tensors (nearly all of them) are left as they are.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -56,16 +57,36 @@ def _written_argument(node: torch.fx.Node) -> int | str | None:
         return "out"
     if not node.args:  # the written tensor passed by keyword: not a form capture records
         return None
-    if node.kwargs.get("inplace") is True or node.target in AUGMENTED_OPERATORS:
+    if _inplace_flag(node) or node.target in AUGMENTED_OPERATORS:
         return 0
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if name == "__setitem__" and node.op == "call_method":
         return 0
     if not isinstance(name, str) or not name.endswith("_") or name.startswith("_") or not _writes_values(name):
         return None
-    if node.op == "call_function" and getattr(torch, name, None) is not node.target:
-        return None  # not a torch in-place function (``torch.relu_``)
+    if node.op == "call_function" and node.target not in (
+        getattr(torch, name, None),
+        getattr(torch.Tensor, name, None),
+    ):
+        return None  # not a torch in-place function (``torch.relu_``) or method (``torch.Tensor.mul_``)
     return 0
+
+
+def _inplace_flag(node: torch.fx.Node) -> bool:
+    """Whether ``node`` passes ``inplace=True``, by keyword or by position (``hardtanh(x, -1.0, 1.0, True)``)."""
+    if node.kwargs.get("inplace") is True:
+        return True
+    position = _inplace_position(node.target) if node.op == "call_function" else None
+    return position is not None and position < len(node.args) and node.args[position] is True
+
+
+@functools.cache
+def _inplace_position(fn: Any) -> int | None:
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature takes no ``inplace``
+        return None
+    return names.index("inplace") if "inplace" in names else None
 
 
 def _known_dense(value: Any) -> bool:
