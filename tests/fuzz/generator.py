@@ -188,8 +188,13 @@ class Generator(ExpressionMixin, ObjectsMixin):
         copy = "copy_" if self.features.scalar_copy or not is_number else "fill_"
         ops = [f"{target}.add_({b})", f"{target}.mul_({b})", f"{target}.{copy}({b})", f"{target}.sub_(1)"]
         ops += [f"{target}.zero_()", f"{target}.fill_(1)", f"{target} += {b}", f"{target} *= 2"]
+        ops += [f"torch.add({target}, {b}, out={target})", f"torch.Tensor.mul_({target}, 2)"]
         if t.is_floating_point():
             ops += [f"{target}.clamp_(min=0)", f"{target}.div_(2)", f"torch.relu_({target})", f"{target}.sigmoid_()"]
+            ops += [
+                f"torch.nn.functional.relu({target}, inplace=True)",
+                f"torch.nn.functional.hardtanh({target}, -1.0, 1.0, True)",
+            ]
         if t.dim() >= 1:
             idx = rng.choice(["0", "-1", "1:", "::2", "..., 0", ":, 1:" if t.dim() >= 2 else "1:"])
             val = rng.choice(["0", "1", b])
