@@ -1,11 +1,13 @@
 """keep_written_strides: in-place writes into tensors with gaps keep eager's strides under functionalization."""
 
+import operator
+
 import torch
 import torch.fx
 from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from dynajit.fxgraph import EXAMPLE_VALUE, keep_written_strides
+from dynajit.fxgraph import EXAMPLE_VALUE, eliminate_dead_code, keep_written_strides, passes_inplace
 
 
 def _traced(fn, example):
@@ -69,3 +71,16 @@ def test_the_rewritten_graph_does_what_eager_does():
         assert a.stride() == e.stride()
     torch.testing.assert_close(graph_x, eager_x)
     assert graph_x.stride() == eager_x.stride() == (6, 1)
+
+
+def test_inplace_passed_by_position_is_a_write_passes_keep():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.call_function(torch.nn.functional.hardtanh, (x, -1.0, 1.0, True))  # only its write matters
+    graph.output(graph.call_function(operator.mul, (x, 2)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert passes_inplace(torch.nn.functional.hardtanh, (None, -1.0, 1.0, True), {})
+    assert not passes_inplace(torch.nn.functional.hardtanh, (None, -1.0, 1.0, False), {})
+    assert eliminate_dead_code(gm) == 0
+    x = torch.randn(5) * 3
+    torch.testing.assert_close(gm(x.clone()), x.clamp(-1, 1) * 2)

@@ -275,3 +275,50 @@ def test_a_written_argument_with_gaps_keeps_its_strides_for_later_choices(backen
 
     rows = [torch.randn(4, 3)[::2], torch.randn(6, 5)[::2], torch.randn(3, 6)[:, 1:4]]
     calls_agree(fn, [[x] for x in rows], backend=backend)
+
+
+# ------------------------------------------------------------------ writes through inplace=True
+
+
+def w_flag_then_unsqueeze(x):
+    torch.nn.functional.hardtanh(x, -1.0, 1.0, True)  # ``inplace`` by position
+    x.unsqueeze_(0)
+
+
+def w_keyword_flag_then_unsqueeze(x):
+    torch.nn.functional.relu(x, inplace=True)
+    x.unsqueeze_(0)
+
+
+def w_flag_on_a_transposed_view(x):
+    row = x.narrow(-2, 0, 1)
+    if row.flatten()[0] <= 0:  # a break on data: the write is in the resumed graph
+        row.amax(0, keepdim=True)
+    v = x.t()
+    torch.nn.functional.relu(v, inplace=True)
+    return v
+
+
+def w_flag_on_views_across_a_break(x):
+    v1 = x.squeeze(0)
+    torch.nn.functional.hardtanh(v1, -1.0, 1.0, True)
+    v7 = v1.unsqueeze(0).expand(1, *v1.shape)
+    print(end="")
+    torch.nn.functional.hardtanh(x.unbind(1)[0], -1.0, 1.0, True)
+    v7[..., 0] += 1
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    "fn",
+    [w_flag_then_unsqueeze, w_keyword_flag_then_unsqueeze, w_flag_on_a_transposed_view, w_flag_on_views_across_a_break],
+)
+def test_a_call_passing_inplace_true_writes_its_argument_as_eager_does(backend, fn):
+    """``F.relu(x, inplace=True)`` and ``F.hardtanh(x, -1.0, 1.0, True)`` write ``x`` as ``x.relu_()`` does: the
+    checks of writes into inputs see them (a write and a layout change of one input in one graph is a break)."""
+    two_dims = fn in (w_flag_on_a_transposed_view, w_flag_on_views_across_a_break)
+    if two_dims:
+        calls = [[torch.randn(6, 3)[::2]], [torch.randn(2, 2)], [torch.randn(8, 4)[1::2]]]
+    else:
+        calls = [[torch.randn(5)[1:]], [torch.randn(7)[1::2]], [torch.randn(4)[::2]]]
+    calls_agree(fn, calls, backend=backend)

@@ -6,7 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder
 from dynajit.fxgraph._config import Config, ConfigError, option
-from dynajit.fxgraph._inplace import keep_written_strides
+from dynajit.fxgraph._inplace import keep_written_strides, passes_inplace
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
     EXAMPLE_VALUE,
@@ -58,6 +58,7 @@ __all__ = [
     "reads_data",
     "line_node_map",
     "option",
+    "passes_inplace",
     "recapture_meta",
     "set_logs",
     "source_meta",

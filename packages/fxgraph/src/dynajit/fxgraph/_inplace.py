@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,7 +24,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE
 
-__all__ = ["keep_written_strides"]
+__all__ = ["keep_written_strides", "passes_inplace"]
 
 #: Python's augmented assignments on a tensor: each writes its left operand.
 AUGMENTED_OPERATORS: frozenset[Any] = frozenset(
@@ -57,7 +57,9 @@ def _written_argument(node: torch.fx.Node) -> int | str | None:
         return "out"
     if not node.args:  # the written tensor passed by keyword: not a form capture records
         return None
-    if _inplace_flag(node) or node.target in AUGMENTED_OPERATORS:
+    if node.target in AUGMENTED_OPERATORS or (
+        node.op == "call_function" and passes_inplace(node.target, node.args, node.kwargs)
+    ):
         return 0
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if name == "__setitem__" and node.op == "call_method":
@@ -72,12 +74,15 @@ def _written_argument(node: torch.fx.Node) -> int | str | None:
     return 0
 
 
-def _inplace_flag(node: torch.fx.Node) -> bool:
-    """Whether ``node`` passes ``inplace=True``, by keyword or by position (``hardtanh(x, -1.0, 1.0, True)``)."""
-    if node.kwargs.get("inplace") is True:
+def passes_inplace(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether a call of ``target`` passes ``inplace=True``, by keyword or by position (``hardtanh(x, -1.0, 1.0, True)``).
+
+    Such a call writes into its first argument as ``x.relu_()`` does.
+    """
+    if kwargs.get("inplace") is True:
         return True
-    position = _inplace_position(node.target) if node.op == "call_function" else None
-    return position is not None and position < len(node.args) and node.args[position] is True
+    position = _inplace_position(target) if callable(target) else None
+    return position is not None and position < len(args) and args[position] is True
 
 
 @functools.cache

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from dynajit.fxgraph._inplace import passes_inplace
+
 __all__ = ["has_side_effects", "is_random", "target_name"]
 
 #: Callables (by identity) that act on the world outside their result.
@@ -152,7 +154,7 @@ def mutates(node: torch.fx.Node) -> bool:
     """True when ``node`` writes to a tensor or to Python state."""
     if node.op in ("placeholder", "output"):
         return True
-    if node.kwargs.get("out") is not None or node.kwargs.get("inplace") is True:
+    if node.kwargs.get("out") is not None or passes_inplace(node.target, node.args, node.kwargs):
         return True
     if node.op == "call_function":
         if isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):

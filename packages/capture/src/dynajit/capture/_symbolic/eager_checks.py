@@ -34,6 +34,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
+from dynajit.fxgraph import passes_inplace
 
 __all__ = ["check", "check_write", "is_no_op", "shares_elements", "storage_key"]
 
@@ -278,7 +279,7 @@ def _overlaps(value: Any) -> bool:
 def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments (FX nodes and constants) whose elements a call of ``target`` writes: ``out=`` and self."""
     out = [kwargs["out"]] if "out" in kwargs else []
-    if args and _writes_data(target, _aten_name(target)):
+    if args and (_writes_data(target, _aten_name(target)) or passes_inplace(target, args, kwargs)):
         out.append(args[0])
     return out
 
