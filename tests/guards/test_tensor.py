@@ -1,9 +1,9 @@
-"""TENSOR_MATCH and TENSOR_ALIASING: each property shows a hit and a miss with its sentence."""
+"""TENSOR_MATCH, TENSOR_ALIASING and STORAGE_APART: each property shows a hit and a miss with its sentence."""
 
 import pytest
 import torch
 
-from dynajit.guards import GuardSet, LocalSource, tensor_aliasing, tensor_match
+from dynajit.guards import GuardSet, LocalSource, storage_apart, tensor_aliasing, tensor_match
 
 X, Y, Z = LocalSource("x"), LocalSource("y"), LocalSource("z")
 
@@ -143,6 +143,20 @@ def test_aliasing_many_distinct_inputs():
 def test_aliasing_needs_two_sources():
     with pytest.raises(ValueError, match="two or more"):
         tensor_aliasing([X], [Z])
+
+
+def test_a_written_input_keeps_its_memory_apart_from_the_others():
+    c = compiled(storage_apart([X], [Y, Z]), arg_names=("x", "y", "z"))
+    base, other = torch.zeros(6), torch.zeros(6)
+    assert c.check(base, other, other[1:])  # the unwritten inputs may share memory with each other
+    assert not c.check(base, other, base[3:])
+    assert c.failure_reason(base, other, base[3:]) == "L['x'] shares memory with L['z'], and the graph writes into it"
+    assert not c.check(base[:2], base[2:], other)
+
+
+def test_storage_apart_needs_a_written_source_and_another():
+    with pytest.raises(ValueError, match="written source and another"):
+        storage_apart([X], [])
 
 
 def test_non_cpu_device_compares_the_device():

@@ -45,7 +45,7 @@ from ._sources import (
     TypeSource,
 )
 from ._state import backend_match, global_module_hooks, global_module_hooks_dicts, global_state
-from ._tensor import tensor_aliasing, tensor_match
+from ._tensor import storage_apart, tensor_aliasing, tensor_match
 
 __all__ = [
     "AttrSource",
@@ -84,6 +84,7 @@ __all__ = [
     "nn_module",
     "no_module_hooks",
     "not_none",
+    "storage_apart",
     "tensor_aliasing",
     "tensor_match",
     "type_match",

@@ -1,5 +1,6 @@
-"""Tensor guards: TENSOR_MATCH (class, dtype, device, layout, requires_grad, dispatch keys, sizes, strides)
-and TENSOR_ALIASING (which inputs are, or are not, the same tensor).
+"""Tensor guards: TENSOR_MATCH (class, dtype, device, layout, requires_grad, dispatch keys, sizes, strides),
+TENSOR_ALIASING (which inputs are, or are not, the same tensor) and STORAGE_APART (inputs a graph writes
+into share memory with no other input).
 
 Cheapness drives the expressions chosen (measured in ``benchmarks/guards_bench.py``
 and noted in the package README): ``type(x) is C``, ``x.dtype is torch.float32``
@@ -25,7 +26,7 @@ from ._guard import Check, Cost, Guard
 from ._kinds import type_check, type_name
 from ._sources import Source
 
-__all__ = ["dtype_name", "tensor_aliasing", "tensor_match"]
+__all__ = ["dtype_name", "storage_apart", "tensor_aliasing", "tensor_match"]
 
 _dispatch_keys = torch._C._dispatch_keys
 
@@ -264,3 +265,41 @@ def _distinct_check(sources: tuple[Source, ...]) -> Check:
         ids = ", ".join(f"{{id}}({{{i}}})" for i in range(count))
         template = f"len({{{{{ids}}}}}) == {count}"
     return Check(template, sources, Cost.RELATION, explain, {"id": id} if count > 3 else {})
+
+
+def storage_apart(written: Sequence[Source], others: Sequence[Source]) -> Guard:
+    """STORAGE_APART: no tensor in ``written`` shares its storage with another tensor of ``written`` or ``others``.
+
+    A graph that writes into an input reads every other input as unchanged by that write; it is only
+    right while they are in other memory (two views of one tensor passed across a graph break are not).
+    """
+    written, others = tuple(written), tuple(others)
+    for source in written + others:
+        if not isinstance(source, Source):
+            raise TypeError(f"storage_apart() takes sequences of Sources, got {source!r}")
+    if not written or len(written) + len(others) < 2:
+        raise ValueError("storage_apart() needs a written source and another source")
+    sources = written + others
+
+    def explain(values: tuple[Any, ...]) -> str:
+        keys = [_storage_key(v) for v in values]
+        for i in range(len(written)):
+            for j, key in enumerate(keys):
+                if j != i and key == keys[i]:
+                    return f"{sources[i].name()} shares memory with {sources[j].name()}, and the graph writes into it"
+        return "inputs the graph writes into must share memory with no other input"
+
+    fields = ", ".join(f"{{{i}}}" for i in range(len(sources)))
+    check = Check(f"{{apart}}({len(written)}, {fields})", sources, Cost.RELATION, explain, {"apart": _apart})
+    detail = "written apart from the rest: " + ", ".join(source.name() for source in sources)
+    subject = ", ".join(source.label() for source in sources)
+    return Guard("STORAGE_APART", sources, (check,), detail, ("STORAGE_APART", written, others), subject)
+
+
+def _storage_key(value: Any) -> Any:
+    return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else id(value)
+
+
+def _apart(count: int, *tensors: Any) -> bool:
+    keys = [_storage_key(t) for t in tensors]
+    return all(keys.count(keys[i]) == 1 for i in range(count))

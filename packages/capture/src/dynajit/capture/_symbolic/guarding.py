@@ -82,6 +82,15 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
     ]
     if len(distinct) >= 2:
         result.add(guards.tensor_aliasing([], distinct))
+    # A graph writing into an input read the others as unchanged by the write: they must stay in other memory.
+    tensors = [
+        (source, output.wrote_into(value))
+        for path, value, _ in output.inputs
+        if isinstance(value, torch.Tensor) and (source := path.to_source()) is not None
+    ]
+    written = [source for source, wrote in tensors if wrote]
+    if written and len(tensors) >= 2:
+        result.add(guards.storage_apart(written, [source for source, wrote in tensors if not wrote]))
     for guard in output.shapes.guards():
         result.add(guard)
     return result

@@ -312,6 +312,10 @@ class OutputGraph:
             if done == {"data", "view"}:
                 unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
 
+    def wrote_into(self, value: torch.Tensor) -> bool:
+        """Whether the graph writes into the memory of ``value``, a real tensor the frame passed in."""
+        return "data" in self._input_effects.get(eager_checks.storage_key(value), ())
+
     def _input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
         """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
         example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
