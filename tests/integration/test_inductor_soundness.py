@@ -633,6 +633,20 @@ def test_a_strided_view_kept_across_a_data_dependent_break():
         differential(fn, torch.arange(float(n)) + 1, compiled=compiled)
 
 
+def test_a_view_op_called_on_a_copy_returns_the_input_view_eager_returns():
+    # The last element of an unbind over a flattened dynamic input: its loads are not one strided view, so
+    # aten's squeeze runs on a copy, and AOT autograd rebuilds the output from the input with the strides and
+    # offset the graph returns: the copy's offset 0 would make it the input's first element.
+    def fn(x):
+        for t in x.flatten().unbind(0):  # noqa: B007 (the loop leaves its last element in t, as the fuzzer wrote it)
+            pass
+        return t
+
+    compiled = compiler.compile(fn)
+    for shape in [(1, 1), (1, 1), (4, 7), (3, 5)]:
+        differential(fn, torch.arange(float(shape[0] * shape[1])).view(shape), compiled=compiled)
+
+
 def test_a_dynamic_input_with_another_layout_is_computed_right():
     def fn(x):
         return x.sin() + x.sum(-1, keepdim=True)

@@ -274,7 +274,7 @@ class GraphLowering:
                 target=node.target, args=args, kwargs=kwargs, reads=reads,
             )  # fmt: skip
             self._add(buf)
-            self.storages[buf.name] = _storage(val)
+            self.storages[buf.name] = self._result_storage(val, (node.args, node.kwargs), (args, kwargs))
             return self.storage_value(buf)
         holder = ExternBuffer(
             self._new_name(), torch.float32, (), (), self.device, target=node.target, args=args, kwargs=kwargs,
@@ -291,9 +291,34 @@ class GraphLowering:
                 target=None, args=(holder.name,), tuple_index=k, reads={holder.name},
             )  # fmt: skip
             self._add(part)
-            self.storages[part.name] = _storage(item)
+            self.storages[part.name] = self._result_storage(item, (node.args, node.kwargs), (args, kwargs))
             results.append(self.storage_value(part))
         return tuple(results)
+
+    def _result_storage(self, val: Any, fx_args: Any, extern_args: Any) -> Any:
+        """The eager storage an aten call's result is in here, or None when it views a copy of that storage.
+
+        A view op called on a copy (an argument whose loads were not one strided view, written out for the
+        call) returns a view of the copy, not of the memory eager's view shares with its base. An argument
+        buffer found to hold the result's memory (an intermediate no other buffer claims) is recorded as
+        its owner.
+        """
+        storage = _storage(val)
+        pairs = [(fx_args, extern_args)]
+        while pairs and storage is not None:
+            fx, ext = pairs.pop()
+            if isinstance(fx, (list, tuple)) and isinstance(ext, (list, tuple)):
+                pairs.extend(zip(fx, ext))
+            elif isinstance(fx, dict) and isinstance(ext, dict):
+                pairs.extend((fx[k], ext[k]) for k in fx)
+            elif isinstance(ext, ExternArg) and _storage(getattr(fx, "meta", {}).get("val")) == storage:
+                owner = self.storages.get(ext.buffer)
+                if owner is None and any(other == storage for other in self.storages.values()):
+                    return None  # a copy of memory another buffer holds
+                if owner is not None and owner != storage:
+                    return None
+                self.storages[ext.buffer] = storage  # the buffer holds that memory: later views of it share it
+        return storage
 
     # ------------------------------------------------------------ the walk
     def run(self) -> LoweredGraph:
