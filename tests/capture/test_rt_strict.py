@@ -114,3 +114,25 @@ def test_the_environment_turns_strict_mode_on():
         env = {**os.environ, "DYNAJIT_STRICT": value}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected
+
+
+def _size_after_a_branch(x):
+    y = x * 3 if x.max() > 1 else x + 1
+    return y.size(0)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_size_after_a_branch, lambda x: x.stride(1) + 1, lambda x: (x * 2, x.size(2)), lambda x: x.size("a")],
+    ids=["size_after_a_branch", "stride", "size_with_an_output", "size_by_name"],
+)
+def test_a_tensor_method_that_raises_in_eager_raises_the_same_in_strict_mode(fn):
+    # Not a failure to compile: eager raises the same error on every call the entry accepts (the rank and the
+    # arguments are guarded), so the step runs in Python and raises there.
+    compiled = capture.optimize(CompileCounter())(fn)
+    for x in (torch.tensor(0.5), torch.tensor(2.0)):
+        with pytest.raises(Exception) as expected:
+            fn(x)
+        with config.patch(strict=True), pytest.raises(type(expected.value)) as actual:
+            compiled(x)
+        assert str(actual.value) == str(expected.value)

@@ -52,6 +52,7 @@ class Features:
     objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
+    autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
 
     @classmethod
     def names(cls) -> list[str]:

@@ -93,6 +93,9 @@ class Generator(ExpressionMixin, ObjectsMixin):
             if feat.noncontiguous_inputs and ndim and rng.random() < 0.25:
                 layout = rng.choice(["transposed", "strided"]) if ndim >= 2 else "strided"
             self.program.args.append(ArgSpec(f"x{i}", "tensor", rng.choice(dtypes), dims, layout))
+        if feat.autograd and rng.random() < 0.25:
+            for arg in self.program.args:
+                arg.grad = arg.dtype in ("float32", "float64") and rng.random() < 0.75
         if feat.int_arg and rng.random() < 0.3:
             values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
             self.program.args.append(ArgSpec("n", "int", int_values=values))
@@ -159,11 +162,27 @@ class Generator(ExpressionMixin, ObjectsMixin):
         except Exception:
             self.frame.body.pop()
             return False
-        if self._too_big(spaces):
+        if self._too_big(spaces) or self._backward_fails(spaces):
             self.frame.body.pop()
             return False
         self.spaces = spaces
         return True
+
+    def _backward_fails(self, namespaces: list[dict[str, Any]]) -> bool:
+        """Whether a backward through the tensors the program holds raises (an op with no derivative, a saved
+        tensor written in place). Eager raises only when a backward reaches such a node, while a compiled frame
+        cannot build its training graph at all: strict mode then rightly refuses it, so the program judges
+        nothing."""
+        if not any(a.grad for a in self.program.args):
+            return False
+        for ns in namespaces:
+            held = [t for t in _tensors_in([ns[k] for k in ns if k not in self._globals]) if t.requires_grad]
+            if held:
+                try:
+                    sum(t.sum() for t in held).backward()
+                except RuntimeError:
+                    return True
+        return False
 
     # ------------------------------------------------------------------ statements
 
@@ -542,6 +561,21 @@ class Generator(ExpressionMixin, ObjectsMixin):
                 kept += 1
         self._returns()
         return self.program
+
+
+def _tensors_in(values: list[Any], depth: int = 3) -> list[torch.Tensor]:
+    """The tensors in ``values``, in their containers and in objects' attributes (``depth`` levels down)."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif depth and isinstance(value, (list, tuple)):
+            found += _tensors_in(list(value), depth - 1)
+        elif depth and isinstance(value, dict):
+            found += _tensors_in(list(value.values()), depth - 1)
+        elif depth and hasattr(value, "__dict__") and not callable(value):
+            found += _tensors_in(list(vars(value).values()), depth - 1)
+    return found
 
 
 def generate(seed: str, features: Features | None = None, max_statements: int = 12) -> Program:

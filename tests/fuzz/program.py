@@ -86,7 +86,9 @@ class ArgSpec:
     (``kind == "state"``: the object of :data:`STATE_SOURCE` built around a float32 tensor of ``dims``).
 
     ``layout`` is ``contiguous``, ``transposed`` (made as the transpose of a contiguous tensor) or
-    ``strided`` (every other row of a tensor twice as long), so inputs need not be dense.
+    ``strided`` (every other row of a tensor twice as long), so inputs need not be dense. ``grad``: a float
+    tensor built from a leaf that requires grad (a clone of it, so in-place ops on it are allowed, as on any
+    activation); ``make_args`` records the leaves in ``LEAVES``.
     """
 
     name: str
@@ -95,6 +97,7 @@ class ArgSpec:
     dims: list[int | str] = field(default_factory=list)
     layout: str = "contiguous"
     int_values: list[int] = field(default_factory=list)  # one per call, for kind == "int"
+    grad: bool = False
 
     def construction(self, call_var: str) -> str:
         """The expression building this argument inside ``make_args`` (``s`` holds the sizes, ``g`` the RNG)."""
@@ -114,6 +117,8 @@ class ArgSpec:
             expr = f"torch.randint(-4, 5, {shape}, generator=g)"
         else:
             expr = f"torch.randint(0, 2, {shape}, generator=g).bool()"
+        if self.grad:
+            expr = f"leaf({expr})"
         if self.layout == "transposed" and len(dims) >= 2:
             expr += ".mT"
         elif self.layout == "strided" and dims:
@@ -181,8 +186,17 @@ class Program:
         lines.append(f"INTS = {ints!r}")
         lines.append("")
         lines.append("")
+        lines.append("LEAVES = []  # the tensors requiring grad that make_args built last")
+        lines.append("")
+        lines.append("")
+        lines.append("def leaf(t):")
+        lines.append("    LEAVES.append(t.requires_grad_())")
+        lines.append("    return t.clone()")
+        lines.append("")
+        lines.append("")
         lines.append("def make_args(s, call):")
         lines.append("    g = torch.Generator().manual_seed(call)")
+        lines.append("    LEAVES.clear()")
         lines.extend(f"    {a.name} = {a.construction('call')}" for a in self.args)
         lines.append(f"    return [{params}]")
         return "\n".join(lines) + "\n"
@@ -223,12 +237,23 @@ def storages(out, args):
     return labels
 
 
+def grads(out, leaves):
+    # The leaves' gradients after a backward of the outputs that require grad, each weighted by fixed noise.
+    outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not leaves or not outs:
+        return None
+    g = torch.Generator().manual_seed(0)
+    sum((t * torch.randn(t.shape, generator=g, dtype=t.dtype)).sum() for t in outs).backward()
+    return [leaf.grad for leaf in leaves]
+
+
 def _run(f, call):
     args = make_args(CALLS[call], call)
+    leaves = list(LEAVES)
     try:
-        return args, f(*args)
+        return args, f(*args), leaves
     except Exception as e:  # the comparison is of the exception type
-        return args, e
+        return args, e, leaves
 
 
 if __name__ == "__main__":
@@ -237,8 +262,8 @@ if __name__ == "__main__":
     warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager is a failure too
     compiled = dynajit.compiler.compile(fn, backend={backend!r}{dynamic})
     for call in range(len(CALLS)):
-        eager_args, expected = _run(fn, call)
-        compiled_args, actual = _run(compiled, call)
+        eager_args, expected, eager_leaves = _run(fn, call)
+        compiled_args, actual, compiled_leaves = _run(compiled, call)
         print(f"call {{call}} sizes {{CALLS[call]}}:\\n  eager:    {{expected!r}}\\n  compiled: {{actual!r}}")
         if isinstance(expected, Exception) or isinstance(actual, Exception):
             assert type(expected) is type(actual), (type(expected), type(actual))
@@ -246,6 +271,13 @@ if __name__ == "__main__":
         torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
         torch.testing.assert_close(snapshots(compiled_args), snapshots(eager_args), equal_nan=True, rtol=1e-3, atol=1e-3)
         {extra}
+        expected_grads, actual_grads = grads(expected, eager_leaves), grads(actual, compiled_leaves)
+        if expected_grads is not None and actual_grads is not None:  # a compiled graph's unreached input: zeros
+            actual_grads = [
+                None if e is None and a is not None and not a.count_nonzero() else a
+                for e, a in zip(expected_grads, actual_grads)
+            ]
+        torch.testing.assert_close(actual_grads, expected_grads, equal_nan=True, rtol=1e-3, atol=1e-3)
 """
 
 # Extra checks of the standalone repro, by failure kind (the generic ones above cover the rest).

@@ -6,8 +6,9 @@ later calls exercise the cache, recompiles and dynamic shapes. Every call
 runs on fresh inputs built by the program's ``make_args``. Compared: the
 outputs' structure, values (dtype-aware tolerances, NaNs equal), dtypes,
 shapes, strides where eager's output is a view of an input or dense (and not empty), which
-outputs alias which inputs, the inputs afterwards (values and metadata), and
-exception types. A fallback to eager (a ``RuntimeWarning`` saying the frame
+outputs alias which inputs, the inputs afterwards (values and metadata),
+exception types, and, for arguments requiring grad, the gradients a backward
+of the outputs leaves on their leaves. A fallback to eager (a ``RuntimeWarning`` saying the frame
 or graph runs eagerly, an ``eager``/``error`` frame record, a strict-mode
 error) is a failure too.
 """
@@ -15,6 +16,7 @@ error) is a failure too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import linecache
 import os
 import re
@@ -41,8 +43,10 @@ class Failure:
 
     ``kind`` is the check that failed (``value``, ``dtype``, ``shape``, ``stride``, ``alias``,
     ``structure``, ``input_value``, ``input_metadata``, ``raised`` (compiled raised, eager did not),
-    ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``); ``exc`` the
-    exception type involved, if any; ``detail`` a human-readable description.
+    ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``, ``grad`` (the leaves'
+    gradients after the backward differ), ``backward_raised``, ``backward_not_raised``,
+    ``backward_exception_type``); ``exc`` the exception type involved, if any; ``detail`` a human-readable
+    description.
     """
 
     backend: str
@@ -241,10 +245,54 @@ def _call(fn: Any, args: list[Any]) -> tuple[Any, BaseException | None]:
         return None, error
 
 
+Grads = tuple[list[Any] | None, BaseException | None]
+
+
+def backward(out: Any, leaves: list[torch.Tensor]) -> Grads:
+    """The leaves' gradients after a backward of the outputs that require grad, or the error it raised.
+
+    Each output is weighted by a fixed random tensor, so a gradient in the wrong place shows; ``(None, None)``
+    when no output requires grad.
+    """
+    outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not leaves or not outs:
+        return None, None
+    g = torch.Generator().manual_seed(0)
+    try:
+        sum((t * torch.randn(t.shape, generator=g, dtype=t.dtype)).sum() for t in outs).backward()
+    except Exception as error:
+        return None, error
+    return [leaf.grad for leaf in leaves], None
+
+
+def _unreached_as_none(expected: list[Any] | None, actual: list[Any] | None) -> list[Any] | None:
+    """``actual`` with a zero gradient read as None where eager's backward never reached the leaf.
+
+    A compiled graph is one autograd node: its backward gives every input that requires grad a gradient,
+    zeros for those no used output depends on, as torch.compile's graphs do; eager leaves them None.
+    """
+    if expected is None or actual is None or len(expected) != len(actual):
+        return actual
+    return [
+        None if e is None and isinstance(a, torch.Tensor) and not a.count_nonzero() else a
+        for e, a in zip(expected, actual)
+    ]
+
+
+def _compare_grads(backend: str, call: int, expected: Grads, actual: Grads) -> Failure | None:
+    failure = _compare_errors(backend, call, expected[1], actual[1]) if expected[1] or actual[1] else None
+    if failure:
+        return dataclasses.replace(failure, kind=f"backward_{failure.kind}")
+    diff = compare_values(expected[0], _unreached_as_none(expected[0], actual[0]), "grad")
+    if diff:
+        return Failure(backend, call, "grad", "", f"call {call}: {diff[1]}")
+    return None
+
+
 def run_backend(
     source: str,
     backend: str,
-    eager: list[tuple[list[Any], Any, BaseException | None]],
+    eager: list[tuple[list[Any], Any, BaseException | None, Grads]],
     calls: int,
     tag: str,
     dynamic: bool | None = None,
@@ -255,13 +303,15 @@ def run_backend(
     frames: list[Any] = []
     strict_error = getattr(dynajit.capture, "StrictModeError", None)
     for call in range(calls):
-        e_args, expected, e_error = eager[call]
+        e_args, expected, e_error, e_grads = eager[call]
         args = ns["make_args"](ns["CALLS"][call], call)
+        leaves = list(ns["LEAVES"])
         with warnings.catch_warnings(record=True) as caught, dynajit.capture.observe() as seen:
             warnings.simplefilter("always")
             try:
                 with _deadline(TIMEOUT_SECONDS):
                     actual, error = _call(compiled, args)
+                    grads = backward(actual, leaves) if error is None else (None, None)
             except _Timeout:
                 return Failure(backend, call, "timeout", "", f"call {call} took over {TIMEOUT_SECONDS}s")
         frames.extend(seen.frames)
@@ -284,6 +334,9 @@ def run_backend(
         diff = compare_outputs(expected, actual, e_args, args)
         if diff:
             return Failure(backend, call, diff[0], "", f"call {call} sizes {ns['CALLS'][call]}: {diff[1]}")
+        failure = _compare_grads(backend, call, e_grads, grads)
+        if failure:
+            return failure
     return None
 
 
@@ -313,16 +366,17 @@ def _compare_errors(
     return None
 
 
-def run_eager(source: str, calls: int, tag: str) -> list[tuple[list[Any], Any, BaseException | None]]:
-    """Each call's arguments (after the call), result and exception, run eagerly."""
+def run_eager(source: str, calls: int, tag: str) -> list[tuple[list[Any], Any, BaseException | None, Grads]]:
+    """Each call's arguments (after the call), result, exception and gradients, run eagerly."""
     ns = _load(source, f"{tag}-eager")
     results = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in range(calls):
             args = ns["make_args"](ns["CALLS"][call], call)
+            leaves = list(ns["LEAVES"])
             out, error = _call(ns["fn"], args)
-            results.append((args, out, error))
+            results.append((args, out, error, backward(out, leaves) if error is None else (None, None)))
     return results
 
 

@@ -198,7 +198,9 @@ def shrink(
 
 
 def _eager_errors(program: Program) -> set[str]:
-    return {type(error).__name__ for _, _, error in run_eager(program.source(), len(program.calls), "shrink") if error}
+    return {
+        type(error).__name__ for _, _, error, _ in run_eager(program.source(), len(program.calls), "shrink") if error
+    }
 
 
 def _fails(program: Program, target: Failure, allowed: set[str]) -> Failure | None:

@@ -61,6 +61,20 @@ def test_comparison_catches_each_kind_of_difference() -> None:
     assert compare_outputs((nan,), (nan.clone(),), [], []) is None
 
 
+def test_gradients_are_compared_with_an_unreached_leaf_as_eager_none() -> None:
+    from .runner import _compare_grads, backward
+
+    leaf = torch.arange(3.0).requires_grad_()
+    grads = backward(leaf.clone() * 2, [leaf])
+    assert grads[1] is None and grads[0][0].shape == (3,) and grads[0][0].count_nonzero() == 3
+    wrong = ([grads[0][0] * 2], None)
+    assert _compare_grads("b", 0, grads, wrong).kind == "grad"
+    assert _compare_grads("b", 0, ([None], None), ([torch.zeros(3)], None)) is None
+    assert _compare_grads("b", 0, ([None], None), ([torch.ones(3)], None)).kind == "grad"
+    assert _compare_grads("b", 0, grads, (None, RuntimeError("x"))).kind == "backward_raised"
+    assert backward(torch.ones(2), [leaf]) == (None, None)  # no output requires grad: no backward
+
+
 def test_a_repro_script_compares_which_outputs_share_memory() -> None:
     """The standalone repro of an alias failure sees what the runner sees: outputs sharing memory with each
     other (not only with an input), so a shrunk alias repro still fails on its own."""
@@ -90,7 +104,7 @@ def test_shrinker_minimises_a_failing_program() -> None:
     register_backend(wrong_sin, "fuzz_wrong_sin")
     assert "fuzz_wrong_sin" in dynajit.compiler.list_backends(exclude_tags=())
     for i in range(40):
-        program = generate(f"w:{i}", Features().without("errors", "data_branch", "graph_breaks"))
+        program = generate(f"w:{i}", Features().without("errors", "data_branch", "graph_breaks", "autograd"))
         failures = check(program, backends=("fuzz_wrong_sin",))
         if failures and failures[0].kind == "value":
             break

@@ -587,7 +587,9 @@ class _Specialized:
             return compiled
 
         # Imported at the first compile: functorch.compile costs about a second to import.
-        from functorch.compile import aot_module_simplified, min_cut_rematerialization_partition
+        from functorch.compile import aot_module_simplified
+
+        from dynajit.inductor_lite._partition import partition
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
@@ -598,7 +600,7 @@ class _Specialized:
                 inference_compiler=functools.partial(compiler, inference=True),
                 # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
                 # inside its own fused kernels, which costs less than writing them out and reading them back.
-                partition_fn=min_cut_rematerialization_partition,
+                partition_fn=partition,
                 keep_inference_input_mutations=False,
             )  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes

@@ -317,7 +317,11 @@ class TensorMethodVar(VT):
         if self.name in _CONSTANT_METHODS:
             const_args = [a.const() for a in args]
             const_kwargs = {k: v.const() for k, v in kwargs.items()}
-            value = _CONSTANT_METHODS[self.name](self.tensor.metadata(tx), *const_args, **const_kwargs)
+            try:
+                value = _CONSTANT_METHODS[self.name](self.tensor.metadata(tx), *const_args, **const_kwargs)
+            except (IndexError, TypeError, ValueError, RuntimeError) as err:
+                # The tensor's rank and the arguments are guarded facts: eager raises the same on every call.
+                raises_in_python(f"Tensor.{self.name}() raises {type(err).__name__}: {err}", err)
             if not _has_symbols(value):
                 return ConstVar(value)
             if self.name == "size":
