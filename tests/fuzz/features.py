@@ -53,6 +53,7 @@ class Features:
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
+    modules: bool = True  # calls of nn modules (Linear, LayerNorm, BatchNorm, Conv1d, Embedding) held in a global
 
     @classmethod
     def names(cls) -> list[str]:

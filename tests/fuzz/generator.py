@@ -96,6 +96,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
         if feat.autograd and rng.random() < 0.25:
             for arg in self.program.args:
                 arg.grad = arg.dtype in ("float32", "float64") and rng.random() < 0.75
+        self.program.module_grads = not feat.modules or rng.random() < 0.5
         if feat.int_arg and rng.random() < 0.3:
             values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
             self.program.args.append(ArgSpec("n", "int", int_values=values))
@@ -108,7 +109,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
     def _module_namespace(self) -> dict[str, Any]:
         ns: dict[str, Any] = {}
         helpers = "\n".join(line for h in self.program.helpers for line in render_body(h, ""))
-        source = HEADER + STATE_SOURCE + helpers
+        source = HEADER + STATE_SOURCE + helpers + "\n" + "\n".join(self.program.module_lines())
         exec(compile(source, "<fuzz-gen>", "exec"), ns)
         return ns
 
@@ -173,7 +174,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
         tensor written in place). Eager raises only when a backward reaches such a node, while a compiled frame
         cannot build its training graph at all: strict mode then rightly refuses it, so the program judges
         nothing."""
-        if not any(a.grad for a in self.program.args):
+        if not any(a.grad for a in self.program.args) and not (self.program.modules and self.program.module_grads):
             return False
         for ns in namespaces:
             held = [t for t in _tensors_in([ns[k] for k in ns if k not in self._globals]) if t.requires_grad]
@@ -484,6 +485,38 @@ class Generator(ExpressionMixin, ObjectsMixin):
         self.program.helpers.pop()
         return False
 
+    def module_call(self) -> bool:
+        """``v = MODS[i](a)`` with a new module sized to ``a``'s dims that are the same on every call."""
+        rng = self.rng
+        a = self.tensor(lambda t: t.dim() >= 1)
+        if a is None:
+            return False
+        values = [ns[a] for ns in self.spaces if isinstance(ns.get(a), torch.Tensor)]
+        fixed = {d for d in range(-values[0].dim(), 0) if len({v.dim() for v in values}) == 1}
+        fixed = {d for d in fixed if len({v.shape[d] for v in values}) == 1}
+        width, out = values[0].shape[-1], rng.choice([3, 5, 8])
+        kinds = []
+        if values[0].dtype == torch.float32 and -1 in fixed:
+            kinds += [f"torch.nn.Linear({width}, {out})", f"torch.nn.LayerNorm({width})"]
+        if values[0].dtype == torch.float32 and values[0].dim() in (2, 3) and -2 in fixed:
+            channels = values[0].shape[-2]
+            mode = rng.choice(["", ".eval()"])
+            if values[0].dim() == 3:
+                kinds.append(f"torch.nn.BatchNorm1d({channels}){mode}")
+            kinds.append(f"torch.nn.Conv1d({channels}, {out}, 3, padding=1)")
+        if values[0].dtype == torch.int64:
+            kinds.append(f"torch.nn.Embedding(10, {out})")
+        if not kinds:
+            return False
+        kind = rng.choice(kinds)
+        operand = f"{a}.abs() % 10" if kind.startswith("torch.nn.Embedding") else a
+        self.program.modules.append(kind)
+        target = self.fresh()
+        if self._try(Stmt([f"{target} = MODS[{len(self.program.modules) - 1}]({operand})"])):
+            return True
+        self.program.modules.pop()
+        return False
+
     def graph_break(self) -> bool:
         return self._try(Stmt([self.rng.choice(['print(end="")', "dynajit.capture.graph_break()"])]))
 
@@ -503,6 +536,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
             ("helper", 1, feat.helpers and not nested),
             ("nested", 1, feat.nested_helpers and not nested),
             ("break", 1, feat.graph_breaks),
+            ("module", 2, feat.modules),
             ("state", 3, feat.objects and self.program.takes_state),
         ]
         names = [n for n, _, on in choices if on]
@@ -521,6 +555,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
             "helper": lambda: self.helper_call(nested=False),
             "nested": lambda: self.helper_call(nested=True),
             "break": self.graph_break,
+            "module": self.module_call,
             "state": self.state_statement,
         }[kind]()
 

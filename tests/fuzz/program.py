@@ -138,6 +138,8 @@ class Program:
     returns: list[str] = field(default_factory=list)
     return_style: str = "tuple"  # tuple, list, dict or single
     dynamic: bool | None = None  # compile(..., dynamic=): None is automatic dynamic shapes
+    modules: list[str] = field(default_factory=list)  # constructors of the modules in ``MODS`` (``fn`` calls them)
+    module_grads: bool = True  # whether the modules' parameters require grad
 
     def copy(self) -> Program:
         """A deep copy (the shrinker edits copies)."""
@@ -148,6 +150,7 @@ class Program:
             helpers=[_copy_body(h) for h in self.helpers],
             body=_copy_body(self.body),
             returns=list(self.returns),
+            modules=list(self.modules),
         )
 
     def return_line(self) -> str:
@@ -163,6 +166,15 @@ class Program:
             return "return {" + ", ".join(f"{'r' + str(i)!r}: {item}" for i, item in enumerate(items)) + "}"
         return "return (" + "".join(f"{item}, " for item in items) + ")"
 
+    def module_lines(self) -> list[str]:
+        """The definition of ``MODS``, the modules ``fn`` calls (none: no lines), built from a fixed seed."""
+        if not self.modules:
+            return []
+        lines = ["torch.manual_seed(0)", "MODS = torch.nn.ModuleList(["]
+        lines += [f"    {constructor}," for constructor in self.modules]
+        lines.append("])" if self.module_grads else "]).requires_grad_(False)")
+        return [*lines, ""]
+
     @property
     def takes_state(self) -> bool:
         """Whether an argument is a ``State`` (the program then defines its classes)."""
@@ -176,6 +188,7 @@ class Program:
         for helper in self.helpers:
             lines.extend(render_body(helper, ""))
             lines.append("")
+        lines.extend(self.module_lines())
         params = ", ".join(a.name for a in self.args)
         lines.append(f"def fn({params}):")
         lines.extend(render_body(self.body, "    "))
@@ -249,7 +262,9 @@ def grads(out, leaves):
 
 def _run(f, call):
     args = make_args(CALLS[call], call)
-    leaves = list(LEAVES)
+    leaves = list(LEAVES) + list(MODS.parameters() if "MODS" in globals() else [])
+    for leaf in leaves:
+        leaf.grad = None
     try:
         return args, f(*args), leaves
     except Exception as e:  # the comparison is of the exception type
@@ -257,12 +272,19 @@ def _run(f, call):
 
 
 if __name__ == "__main__":
+    import copy
     import warnings
 
     warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager is a failure too
     compiled = dynajit.compiler.compile(fn, backend={backend!r}{dynamic})
     for call in range(len(CALLS)):
+        # The modules' state before the call (BatchNorm's running statistics): eager and compiled start from it.
+        before = copy.deepcopy(MODS.state_dict()) if "MODS" in globals() else None
         eager_args, expected, eager_leaves = _run(fn, call)
+        expected_grads = grads(expected, eager_leaves) if not isinstance(expected, Exception) else None
+        eager_state = copy.deepcopy(MODS.state_dict()) if before is not None else None
+        if before is not None:
+            MODS.load_state_dict(before)
         compiled_args, actual, compiled_leaves = _run(compiled, call)
         print(f"call {{call}} sizes {{CALLS[call]}}:\\n  eager:    {{expected!r}}\\n  compiled: {{actual!r}}")
         if isinstance(expected, Exception) or isinstance(actual, Exception):
@@ -271,7 +293,9 @@ if __name__ == "__main__":
         torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
         torch.testing.assert_close(snapshots(compiled_args), snapshots(eager_args), equal_nan=True, rtol=1e-3, atol=1e-3)
         {extra}
-        expected_grads, actual_grads = grads(expected, eager_leaves), grads(actual, compiled_leaves)
+        if before is not None:
+            torch.testing.assert_close(dict(MODS.state_dict()), dict(eager_state), rtol=1e-3, atol=1e-3)
+        actual_grads = grads(actual, compiled_leaves)
         if expected_grads is not None and actual_grads is not None:  # a compiled graph's unreached input: zeros
             actual_grads = [
                 None if e is None and a is not None and not a.count_nonzero() else a

@@ -45,7 +45,7 @@ class Failure:
     ``structure``, ``input_value``, ``input_metadata``, ``raised`` (compiled raised, eager did not),
     ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``, ``grad`` (the leaves'
     gradients after the backward differ), ``backward_raised``, ``backward_not_raised``,
-    ``backward_exception_type``); ``exc`` the exception type involved, if any; ``detail`` a human-readable
+    ``backward_exception_type``, ``module_state``); ``exc`` the exception type involved, if any; ``detail`` a human-readable
     description.
     """
 
@@ -292,7 +292,7 @@ def _compare_grads(backend: str, call: int, expected: Grads, actual: Grads) -> F
 def run_backend(
     source: str,
     backend: str,
-    eager: list[tuple[list[Any], Any, BaseException | None, Grads]],
+    eager: list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any]]],
     calls: int,
     tag: str,
     dynamic: bool | None = None,
@@ -303,9 +303,9 @@ def run_backend(
     frames: list[Any] = []
     strict_error = getattr(dynajit.capture, "StrictModeError", None)
     for call in range(calls):
-        e_args, expected, e_error, e_grads = eager[call]
+        e_args, expected, e_error, e_grads, e_modules = eager[call]
         args = ns["make_args"](ns["CALLS"][call], call)
-        leaves = list(ns["LEAVES"])
+        leaves = _leaves(ns)
         with warnings.catch_warnings(record=True) as caught, dynajit.capture.observe() as seen:
             warnings.simplefilter("always")
             try:
@@ -337,6 +337,9 @@ def run_backend(
         failure = _compare_grads(backend, call, e_grads, grads)
         if failure:
             return failure
+        diff = compare_values(e_modules, _module_state(ns), "module state")
+        if diff:
+            return Failure(backend, call, "module_state", "", f"call {call}: {diff[1]}")
     return None
 
 
@@ -366,17 +369,34 @@ def _compare_errors(
     return None
 
 
-def run_eager(source: str, calls: int, tag: str) -> list[tuple[list[Any], Any, BaseException | None, Grads]]:
-    """Each call's arguments (after the call), result, exception and gradients, run eagerly."""
+def _leaves(ns: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors whose gradients are compared: the arguments' leaves and the modules' parameters (their
+    gradients cleared, so each call's backward is compared on its own)."""
+    leaves = list(ns["LEAVES"]) + list(ns["MODS"].parameters() if "MODS" in ns else [])
+    for leaf in leaves:
+        leaf.grad = None
+    return leaves
+
+
+def _module_state(ns: dict[str, Any]) -> dict[str, Any]:
+    """The modules' parameters and buffers (BatchNorm's running statistics) after a call."""
+    return {k: v.detach().clone() for k, v in ns["MODS"].state_dict().items()} if "MODS" in ns else {}
+
+
+def run_eager(
+    source: str, calls: int, tag: str
+) -> list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any]]]:
+    """Each call's arguments (after the call), result, exception, gradients and module state, run eagerly."""
     ns = _load(source, f"{tag}-eager")
     results = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in range(calls):
             args = ns["make_args"](ns["CALLS"][call], call)
-            leaves = list(ns["LEAVES"])
+            leaves = _leaves(ns)
             out, error = _call(ns["fn"], args)
-            results.append((args, out, error, backward(out, leaves) if error is None else (None, None)))
+            grads = backward(out, leaves) if error is None else (None, None)
+            results.append((args, out, error, grads, _module_state(ns)))
     return results
 
 

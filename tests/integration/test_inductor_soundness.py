@@ -783,3 +783,77 @@ def test_the_backward_of_a_graph_writing_into_an_input_sees_the_value_before_the
         assert (e is None) == (a is None)
         if e is not None:
             torch.testing.assert_close(a, e)
+
+
+def _no_op_squeeze(x):
+    y = x.exp()
+    x.squeeze_()
+    return y
+
+
+def _no_op_transpose(x):
+    y = x * 2
+    x.transpose_(1, 1)
+    return y, x.t_() if x.dim() < 2 else y + 1
+
+
+def _transposed_then_clamped(x):
+    x.t_()
+    return x.clamp(min=0.0) * 2
+
+
+def _written_then_contiguous(x):
+    y = x.contiguous()
+    x.squeeze(1).add_(2)
+    return y, x.reshape(-1)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("fn", "shape", "strided"),
+    [
+        (_no_op_squeeze, (2, 3), False),
+        (_no_op_transpose, (3, 2), False),
+        (_transposed_then_clamped, (2, 3), False),
+        (_transposed_then_clamped, (2, 3), True),
+        (_written_then_contiguous, (4, 1), True),
+    ],
+)
+def test_an_input_requiring_grad_keeps_its_outputs_gradients_and_layout(backend, fn, shape, strided):
+    # A layout change that changes nothing made AOT autograd drop requires_grad from every output; a real one it
+    # applied after the forward, which autograd took for a write into the input the backward saved; a write into
+    # a strided input requiring grad made it write into a contiguous copy, so `contiguous` returned the copy.
+    def run(f):
+        leaf = torch.linspace(-1, 1, 2 * shape[0] * shape[1]).view(2 * shape[0], shape[1]).requires_grad_()
+        x = leaf.clone()[::2] if strided else leaf.clone()[: shape[0]]
+        outs = f(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        assert all(o.requires_grad for o in outs)
+        sum((o * torch.arange(o.numel()).view(o.shape)).sum() for o in outs).backward()
+        return [o.detach() for o in outs], leaf.grad, x.detach()
+
+    expected = run(fn)
+    actual = run(compiler.compile(fn, backend=backend))
+    torch.testing.assert_close(actual, expected)
+
+
+def _transposed_then_written_after_a_break(x):
+    y = x * 3
+    y.t_()
+    scale = float(y.detach().sum())  # a graph break: y leaves the first graph as a view it made
+    y.sub_(1)
+    return y * scale
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_view_a_training_graph_returns_can_be_written_in_place_as_in_eager(backend):
+    def run(f):
+        leaf = torch.linspace(-1, 1, 6).view(2, 3).requires_grad_()
+        out = f(leaf.clone())
+        (out * torch.arange(6.0).view(out.shape)).sum().backward()
+        return out.detach(), leaf.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_transposed_then_written_after_a_break, backend=backend)),
+        run(_transposed_then_written_after_a_break),
+    )

@@ -26,11 +26,25 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
+    def run_forward_without_views(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
+        # A training forward runs inside an autograd.Function, which marks each view it returns (`x.t_()` of an
+        # intermediate) as made inside a custom function: autograd would refuse the user's later in-place op on
+        # it, which eager allows. Detached, an output keeps its memory and layout (AOT autograd rebuilds the
+        # outputs that alias inputs or one another from them) without being a view.
+        def run(*args: Any) -> list[Any]:
+            return [o.detach() if isinstance(o, torch.Tensor) and o._is_view() else o for o in graph.forward(*args)]
+
+        return make_boxed_func(run)
+
     from dynajit.fxgraph import keep_written_strides
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     return aot_module_simplified(
-        keep_written_strides(gm), inputs, fw_compiler=run_graph_as_is, bw_compiler=run_graph_as_is
+        keep_written_strides(gm),
+        inputs,
+        fw_compiler=run_forward_without_views,
+        bw_compiler=run_graph_as_is,
+        inference_compiler=run_graph_as_is,
     )
 
 

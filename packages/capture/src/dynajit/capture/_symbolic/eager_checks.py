@@ -30,13 +30,14 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
 from dynajit.fxgraph import passes_inplace
 
-__all__ = ["check", "check_write", "is_no_op", "shares_elements", "storage_key"]
+__all__ = ["check", "check_write", "is_dense", "is_no_op", "shares_elements", "storage_key"]
 
 aten = torch.ops.aten
 
@@ -234,13 +235,30 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
 
 
 def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether eager does nothing for this call: ``copy_`` of a tensor (one graph node) into itself."""
-    return (
+    """Whether eager does nothing for this call: ``copy_`` of a tensor (one graph node) into itself, or an
+    in-place layout change that leaves the layout as it is (``squeeze_`` with no size-1 dim, ``t_`` of a vector)."""
+    copies_itself = (
         target in ("copy_", torch.Tensor.copy_)
         and len(args) >= 2
         and isinstance(args[0], torch.fx.Node)
         and args[0] is args[1]
     )
+    return copies_itself or _layout_kept(target, args, kwargs)
+
+
+def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    # Eager changes only the tensor's grad_fn then. Recorded, such a no-op on an input requiring grad makes AOT
+    # autograd drop requires_grad from the graph's outputs (it finds no metadata change, yet the input changed).
+    example = _example(args[0]) if args else None
+    plain = all(isinstance(a, (int, tuple, list)) for a in (*args[1:], *kwargs.values()))
+    if example is None or not plain or metadata_change(target, args) != "view":
+        return False
+    probe = example.detach().as_strided(example.shape, example.stride(), example.storage_offset())
+    try:
+        getattr(torch.Tensor, str(_aten_name(target)))(probe, *args[1:], **kwargs)
+    except Exception:  # the call's own checks: left to the recorded call, which raises as eager does
+        return False
+    return _same_layout(probe, example)
 
 
 def _writes_data(target: Any, name: str | None) -> bool:
@@ -263,6 +281,11 @@ class _NoAlias:
 
 
 _NO_ALIAS = _NoAlias()
+
+
+def is_dense(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s elements fill a block of memory without gaps or overlaps (in any dim order)."""
+    return bool(is_non_overlapping_and_dense(tensor))
 
 
 def shares_elements(tensor: torch.Tensor) -> bool:

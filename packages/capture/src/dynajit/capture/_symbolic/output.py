@@ -280,9 +280,13 @@ class OutputGraph:
         one (with symbolic sizes, each in a fake storage of its own) and guards say nothing of which
         inputs share memory, so a backend would read the other input (a view of an argument that crossed
         a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
-        tensors. It is also a write into an input whose layout the graph changes in place (``x.t_()``,
-        either order): AOT autograd then gives the input the layout of the graph's new value of it, not
-        the one eager keeps; a write into an input some of whose elements share memory (an expanded tensor),
+        tensors. It is also a write into an input that requires grad and is not dense (a strided view of
+        an activation): AOT autograd writes into a contiguous copy of such an input, so a later
+        ``contiguous`` or ``reshape`` would view the copy where eager copies; a write into an input whose
+        layout the graph changes in place (``x.t_()``, either order): AOT autograd then gives the input the
+        layout of the graph's new value of it, not the one eager keeps; a layout change of an input that
+        requires grad, which AOT autograd applies after the forward, bumping the version of a tensor the
+        backward saved (autograd then refuses the backward); a write into an input some of whose elements share memory (an expanded tensor),
         which AOT autograd copies back element by element; and a change of an input's memory (``resize_``).
         """
         name = getattr(target, "__name__", target)
@@ -299,6 +303,16 @@ class OutputGraph:
                 unsupported(f"{name} changes the memory of the graph input {path.name()}")
             if effect == "data" and eager_checks.shares_elements(value):
                 unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
+            if effect == "view" and value.requires_grad:
+                unsupported(
+                    f"{name} changes the layout of the graph input {path.name()}, which requires grad: AOT autograd "
+                    "applies the change after the forward, which autograd then sees as a write into what it saved"
+                )
+            if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
+                unsupported(
+                    f"{name} writes into the graph input {path.name()}, which requires grad and is not dense: AOT "
+                    "autograd would write into a dense copy of it, and later ops would choose by the copy's strides"
+                )
             if effect == "data":
                 for other_path, other, _ in self.inputs:
                     if (
