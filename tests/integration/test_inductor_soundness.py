@@ -647,6 +647,19 @@ def test_a_view_op_called_on_a_copy_returns_the_input_view_eager_returns():
         differential(fn, torch.arange(float(shape[0] * shape[1])).view(shape), compiled=compiled)
 
 
+def test_an_aten_call_beside_a_constant_compiles():
+    # The constant index has no eager storage of its own; asking whether the call's result views a copy compared
+    # storages with it and failed to compile.
+    def fn(x0, x1):
+        v2 = torch.maximum(x0, x0)
+        v3 = x1.index_select(0, torch.tensor([0, 0]))
+        return [v2.diagonal(), v3]
+
+    compiled = compiler.compile(fn)
+    for rows in [0, 0, 3]:
+        differential(fn, torch.randn(rows, 1), torch.randn(1, 1), compiled=compiled)
+
+
 def test_a_dynamic_input_with_another_layout_is_computed_right():
     def fn(x):
         return x.sin() + x.sum(-1, keepdim=True)

@@ -311,9 +311,9 @@ class GraphLowering:
                 pairs.extend(zip(fx, ext))
             elif isinstance(fx, dict) and isinstance(ext, dict):
                 pairs.extend((fx[k], ext[k]) for k in fx)
-            elif isinstance(ext, ExternArg) and _storage(getattr(fx, "meta", {}).get("val")) == storage:
+            elif isinstance(ext, ExternArg) and _same_storage(_storage(getattr(fx, "meta", {}).get("val")), storage):
                 owner = self.storages.get(ext.buffer)
-                if owner is None and any(other == storage for other in self.storages.values()):
+                if owner is None and any(_same_storage(other, storage) for other in self.storages.values()):
                     return None  # a copy of memory another buffer holds
                 if owner is not None and owner != storage:
                     return None
@@ -712,6 +712,11 @@ def _storage(val: Any) -> Any:
     if not isinstance(val, torch.Tensor):
         return None
     return StorageWeakRef(val.untyped_storage())
+
+
+def _same_storage(a: Any, b: Any) -> bool:
+    """Whether two storage identities (None for a value that is not a tensor) are the same storage."""
+    return a is not None and b is not None and a == b
 
 
 def _dense_strides(val: Any) -> tuple[Any, ...] | None:
