@@ -21,6 +21,25 @@ import dynajit.capture as capture
 from dynajit.capture.testing import CompileCounter, count_ops
 
 
+@pytest.fixture(autouse=True)
+def _inference():
+    """Without gradients recorded, where a layout change of an input stays in the graph (while they are
+    recorded it is a graph break: see ``test_a_layout_change_of_an_input_is_a_break_while_gradients_are_recorded``)."""
+    with torch.no_grad():
+        yield
+
+
+def test_a_layout_change_of_an_input_is_a_break_while_gradients_are_recorded():
+    with torch.enable_grad(), capture.observe() as seen:
+        compiled = capture.optimize(CompileCounter())(m_twice)
+        x = torch.randn(3, 4)
+        y = x.clone()
+        torch.testing.assert_close(compiled(x), m_twice(y))
+    assert _layout(x) == _layout(y)
+    reasons = [brk.reason for brk in seen.graph_breaks]
+    assert reasons and "unsqueeze_ changes the layout of the graph input" in reasons[0], reasons
+
+
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 

@@ -870,3 +870,23 @@ def test_a_view_a_training_graph_returns_can_be_written_in_place_as_in_eager(bac
         run(compiler.compile(_transposed_then_written_after_a_break, backend=backend)),
         run(_transposed_then_written_after_a_break),
     )
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_layout_change_of_an_input_a_module_saves_keeps_the_backward_working(backend):
+    # The input needs no grad, but Linear saves it for its weight's gradient; AOT autograd would apply the
+    # unsqueeze_ to it after the forward, and autograd would refuse the backward.
+    lin = torch.nn.Linear(4, 3)
+
+    def fn(x):
+        x.unsqueeze_(0)
+        return lin(x)
+
+    def run(f):
+        lin.zero_grad()
+        x = torch.linspace(-1, 1, 4)
+        out = f(x)
+        out.sum().backward()
+        return out.detach(), x, lin.weight.grad, lin.bias.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))

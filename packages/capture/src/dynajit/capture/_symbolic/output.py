@@ -284,9 +284,9 @@ class OutputGraph:
         an activation): AOT autograd writes into a contiguous copy of such an input, so a later
         ``contiguous`` or ``reshape`` would view the copy where eager copies; a write into an input whose
         layout the graph changes in place (``x.t_()``, either order): AOT autograd then gives the input the
-        layout of the graph's new value of it, not the one eager keeps; a layout change of an input that
-        requires grad, which AOT autograd applies after the forward, bumping the version of a tensor the
-        backward saved (autograd then refuses the backward); a write into an input some of whose elements share memory (an expanded tensor),
+        layout of the graph's new value of it, not the one eager keeps; a layout change of an input while
+        gradients are recorded, which AOT autograd applies after the forward, bumping the version of a tensor
+        the backward may have saved (autograd then refuses the backward); a write into an input some of whose elements share memory (an expanded tensor),
         which AOT autograd copies back element by element; and a change of an input's memory (``resize_``).
         """
         name = getattr(target, "__name__", target)
@@ -303,10 +303,11 @@ class OutputGraph:
                 unsupported(f"{name} changes the memory of the graph input {path.name()}")
             if effect == "data" and eager_checks.shares_elements(value):
                 unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
-            if effect == "view" and value.requires_grad:
+            if effect == "view" and torch.is_grad_enabled():
                 unsupported(
-                    f"{name} changes the layout of the graph input {path.name()}, which requires grad: AOT autograd "
-                    "applies the change after the forward, which autograd then sees as a write into what it saved"
+                    f"{name} changes the layout of the graph input {path.name()} while gradients are recorded: AOT "
+                    "autograd applies the change after the forward, and autograd then sees it as a write into a "
+                    "tensor the backward saved"
                 )
             if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
                 unsupported(
