@@ -890,3 +890,19 @@ def test_a_layout_change_of_an_input_a_module_saves_keeps_the_backward_working(b
         return out.detach(), x, lin.weight.grad, lin.bias.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_a_saved_input_copied_for_the_backward_is_read_with_the_copys_strides(strided):
+    # The backward recomputes a clone of the input; the forward saves that clone, which is dense where the input
+    # has gaps, and the backward must read it as such (it read it with the input's strides: wrong gradients).
+    def fn(x):
+        return torch.pow(x.softmax(0), 2)
+
+    def run(f):
+        leaf = torch.linspace(-1, 1, 4).view(4, 1, 1).requires_grad_()
+        x = leaf.clone()[::2] if strided else leaf.clone()[:2]
+        (f(x) * torch.tensor([1.0, -2.0]).view(2, 1, 1)).sum().backward()
+        return leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn)), run(fn))

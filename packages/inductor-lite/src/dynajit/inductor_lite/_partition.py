@@ -56,4 +56,9 @@ def partition(
     if copies:
         output.args = (tuple(results),)
         forward.recompile()
+        # The backward now receives the copy: its placeholder says so (a clone of a strided input is dense).
+        saved_copies = {saved.name: copy for saved, copy in copies.items()}
+        for node in backward.graph.nodes:
+            if node.op == "placeholder" and node.name in saved_copies and "val" in saved_copies[node.name].meta:
+                node.meta["val"] = saved_copies[node.name].meta["val"]
     return forward, backward
