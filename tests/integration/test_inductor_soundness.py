@@ -906,3 +906,24 @@ def test_a_saved_input_copied_for_the_backward_is_read_with_the_copys_strides(st
         return leaf.grad
 
     torch.testing.assert_close(run(compiler.compile(fn)), run(fn))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_value_the_backward_recomputes_from_an_input_written_later_is_saved_before_the_write(backend):
+    # LayerNorm's backward needs -x; recomputed from the saved x, it would read x after the write (autograd then
+    # refuses the backward, as x's version moved on).
+    norm = torch.nn.LayerNorm(2)
+
+    def fn(x):
+        y = norm(-x)
+        x.split(2, -1)[0].add_(-1)
+        return y
+
+    def run(f):
+        norm.zero_grad()
+        x = torch.linspace(-1, 1, 2).view(1, 1, 2)
+        out = f(x)
+        (out * torch.tensor([1.0, -3.0])).sum().backward()
+        return out.detach(), x, norm.weight.grad, norm.bias.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))

@@ -589,18 +589,22 @@ class _Specialized:
         # Imported at the first compile: functorch.compile costs about a second to import.
         from functorch.compile import aot_module_simplified
 
-        from dynajit.inductor_lite._partition import partition
+        from dynajit.inductor_lite._partition import partition, written_primals
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
         try:
+            graph_module = self.gm if symbolic is None else self.dynamic_gm
+            aot_inputs = list(example_inputs if symbolic is None else symbolic)
             fn = aot_module_simplified(
-                self.gm if symbolic is None else self.dynamic_gm, list(example_inputs if symbolic is None else symbolic),
+                graph_module, aot_inputs,
                 fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
                 # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
                 # inside its own fused kernels, which costs less than writing them out and reading them back.
-                partition_fn=partition,
+                partition_fn=functools.partial(
+                    partition, written=functools.partial(written_primals, graph_module, aot_inputs)
+                ),
                 keep_inference_input_mutations=False,
             )  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes

@@ -3,42 +3,87 @@
 AOT autograd's min-cut partitioner saves fewer activations by recomputing cheap ones in the backward,
 and it treats the forward's inputs as values that cannot change. For an input the graph writes into
 (``x.mul_(w)`` on an activation or a buffer) that is wrong: AOT autograd copies the written value
-into the caller's tensor after the forward, so a backward recomputing ``clone(x)`` from the saved
-input reads the written value, and autograd refuses it ("modified by an inplace operation") where
-eager, which saved the value before the write, computes the gradient. :func:`partition` saves such
-clones in the forward instead: the copy eager makes, made at the same point.
+into the caller's tensor after the forward, so a backward recomputing ``clone(x)`` or ``-x`` from the
+saved input reads the written value, and autograd refuses it ("modified by an inplace operation") where
+eager, which saved the value before the write, computes the gradient. :func:`partition` saves a copy of
+such an input made in the forward instead, which holds the value before the write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.fx
 from functorch.compile import min_cut_rematerialization_partition
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-__all__ = ["partition"]
+from dynajit.fxgraph import has_side_effects
+
+__all__ = ["partition", "written_primals"]
 
 aten = torch.ops.aten
 
 
+def written_primals(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> frozenset[str]:
+    """The names AOT autograd gives (``primals_<n>``) to the inputs of ``gm`` that it writes, through any view.
+
+    Found by running ``gm`` once on fresh fake tensors of the inputs' layouts and reading their version
+    counters; only graphs with an op that has effects are run. AOT autograd lifts the module's parameters
+    and buffers to the first primals.
+    """
+    if not any(has_side_effects(n) for n in gm.graph.nodes if n.op in ("call_function", "call_method")):
+        return frozenset()
+    fakes = [v for v in example_inputs if isinstance(v, FakeTensor)]
+    mode = fakes[0].fake_mode if fakes else FakeTensorMode()
+    state = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers(remove_duplicate=False))}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # The module's own tensors (BatchNorm's running statistics) as fakes too: compiling changes nothing.
+            fake_state: dict[str, torch.Tensor] = {
+                k: v if isinstance(v, FakeTensor) else mode.from_tensor(v) for k, v in state.items()
+            }
+            with mode:
+                fresh = [
+                    torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+                    if isinstance(v, torch.Tensor) else v
+                    for v in example_inputs
+                ]  # fmt: skip
+                torch.func.functional_call(gm, fake_state, tuple(fresh))
+    except Exception:  # a graph the fake run cannot take: only the clones the backward makes are saved as such
+        return frozenset()
+    lifted = len(state)
+    return frozenset(
+        f"primals_{lifted + i + 1}" for i, v in enumerate(fresh) if isinstance(v, torch.Tensor) and v._version > 0
+    )
+
+
 def partition(
-    joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, **options: Any
+    joint: torch.fx.GraphModule,
+    joint_inputs: Any,
+    *,
+    num_fwd_outputs: int,
+    written: Callable[[], frozenset[str]] = frozenset,
+    **options: Any,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-    """The min-cut split of ``joint``, with each saved input the backward only clones saved as that clone."""
+    """The min-cut split of ``joint``, with each saved input the graph writes into (``written()``, asked only
+    when an input is saved) or the backward only clones saved as a copy made in the forward."""
     forward, backward = min_cut_rematerialization_partition(
         joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
     )
+    output = forward.graph.output_node()
+    results = list(output.args[0])
+    if not any(isinstance(r, torch.fx.Node) and r.op == "placeholder" for r in results[num_fwd_outputs:]):
+        return forward, backward
     cloned = {
         node.args[0].name
         for node in backward.graph.nodes
         if node.target is aten.clone.default and getattr(node.args[0], "op", None) == "placeholder"
-    }
-    if not cloned:
-        return forward, backward
-    output = forward.graph.output_node()
-    results = list(output.args[0])
+    } | written()
     placeholders = [n for n in forward.graph.nodes if n.op == "placeholder"]
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i in range(num_fwd_outputs, len(results)):
