@@ -7,10 +7,10 @@ runs on fresh inputs built by the program's ``make_args``. Compared: the
 outputs' structure, values (dtype-aware tolerances, NaNs equal), dtypes,
 shapes, strides where eager's output is a view of an input or dense (and not empty), which
 outputs alias which inputs, the inputs afterwards (values and metadata),
-exception types, and, for arguments requiring grad, the gradients a backward
-of the outputs leaves on their leaves. A fallback to eager (a ``RuntimeWarning`` saying the frame
-or graph runs eagerly, an ``eager``/``error`` frame record, a strict-mode
-error) is a failure too.
+exception types, the modules' state, and, for arguments and parameters requiring
+grad, the gradients a backward of the outputs leaves on them. A fallback to
+eager (a ``RuntimeWarning`` saying the frame or graph runs eagerly, an
+``eager``/``error`` frame record, a strict-mode error) is a failure too.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class Failure:
     ``structure``, ``input_value``, ``input_metadata``, ``raised`` (compiled raised, eager did not),
     ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``, ``grad`` (the leaves'
     gradients after the backward differ), ``backward_raised``, ``backward_not_raised``,
-    ``backward_exception_type``, ``module_state``); ``exc`` the exception type involved, if any; ``detail`` a human-readable
-    description.
+    ``backward_exception_type``, ``module_state``); ``exc`` the exception type involved, if any;
+    ``detail`` a human-readable description.
     """
 
     backend: str

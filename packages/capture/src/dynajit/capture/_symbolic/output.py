@@ -286,8 +286,9 @@ class OutputGraph:
         layout the graph changes in place (``x.t_()``, either order): AOT autograd then gives the input the
         layout of the graph's new value of it, not the one eager keeps; a layout change of an input while
         gradients are recorded, which AOT autograd applies after the forward, bumping the version of a tensor
-        the backward may have saved (autograd then refuses the backward); a write into an input some of whose elements share memory (an expanded tensor),
-        which AOT autograd copies back element by element; and a change of an input's memory (``resize_``).
+        the backward may have saved (autograd then refuses the backward); a write into an input some of whose
+        elements share memory (an expanded tensor), which AOT autograd copies back element by element; and a
+        change of an input's memory (``resize_``).
         """
         name = getattr(target, "__name__", target)
         change = eager_checks.metadata_change(target, args)
