@@ -927,3 +927,23 @@ def test_a_value_the_backward_recomputes_from_an_input_written_later_is_saved_be
         return out.detach(), x, norm.weight.grad, norm.bias.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+
+
+def test_an_input_the_backward_recomputes_from_is_saved_as_eager_saved_it_when_the_caller_writes_it_later():
+    # The min-cut partitioner would save the bool input (one byte per element) and recompute `x * 3` from it in
+    # the backward, where eager saves the int64 product: the caller's in-place op on x after the call would then
+    # make the backward raise where eager's computes.
+    emb = torch.nn.Embedding(10, 3)
+
+    def fn(x):
+        return emb(x * 3)
+
+    def run(f):
+        emb.zero_grad()
+        x = torch.tensor([True, False, True, True, False, False])
+        out = f(x)
+        x.logical_not_()
+        (out * torch.arange(18.0).view(6, 3)).sum().backward()
+        return out.detach(), x, emb.weight.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn)), run(fn))

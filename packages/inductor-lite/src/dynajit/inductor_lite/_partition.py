@@ -1,12 +1,17 @@
-"""Splitting a training graph into forward and backward: the min-cut partitioner, minus its one unsafe choice.
+"""Splitting a training graph into forward and backward without saving an input eager would not have saved.
 
-AOT autograd's min-cut partitioner saves fewer activations by recomputing cheap ones in the backward,
-and it treats the forward's inputs as values that cannot change. For an input the graph writes into
-(``x.mul_(w)`` on an activation or a buffer) that is wrong: AOT autograd copies the written value
-into the caller's tensor after the forward, so a backward recomputing ``clone(x)`` or ``-x`` from the
-saved input reads the written value, and autograd refuses it ("modified by an inplace operation") where
-eager, which saved the value before the write, computes the gradient. :func:`partition` saves a copy of
-such an input made in the forward instead, which holds the value before the write.
+AOT autograd's partitioners treat the forward's inputs as values that cannot change before the backward
+runs, and autograd checks that promise with the inputs' version counters. Two ways to break it:
+
+- the graph writes into an input (``x.mul_(w)`` on an activation or a buffer): AOT autograd copies the
+  written value into the caller's tensor after the forward, so a backward recomputing ``clone(x)`` or
+  ``-x`` from the saved input reads the written value and autograd refuses it ("modified by an inplace
+  operation") where eager, which saved the value before the write, computes the gradient;
+- the min-cut partitioner saves an input to recompute cheap values from it (``x * 1`` before an
+  embedding) where eager saved those values: the caller's later in-place op on the input (``x.unsqueeze_(0)``
+  at a graph break) then makes the backward raise where eager's does not.
+
+:func:`partition` saves a copy of such an input, made in the forward: it holds the value the forward read.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph import has_side_effects
 
-__all__ = ["partition", "written_primals"]
+__all__ = ["eager_saved_inputs", "partition", "written_primals"]
 
 aten = torch.ops.aten
 
@@ -62,6 +67,26 @@ def written_primals(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
     )
 
 
+def eager_saved_inputs(joint: torch.fx.GraphModule) -> frozenset[str]:
+    """The joint graph's inputs that eager's autograd saves too: those its backward formulas read directly or
+    through views made in the forward (a saved view shares the input's version counter)."""
+    backward = {n for n in joint.graph.nodes if n.meta.get("partitioner_tag") == "is_backward"}
+    saved: set[str] = set()
+    for node in joint.graph.nodes:
+        if node.op != "placeholder" or node in backward:
+            continue
+        pending, seen = [node], set()
+        while pending:
+            value = pending.pop()
+            for user in value.users:
+                if user in backward:
+                    saved.add(node.name)
+                elif getattr(user.target, "is_view", False) and user not in seen:
+                    seen.add(user)
+                    pending.append(user)
+    return frozenset(saved)
+
+
 def partition(
     joint: torch.fx.GraphModule,
     joint_inputs: Any,
@@ -70,25 +95,33 @@ def partition(
     written: Callable[[], frozenset[str]] = frozenset,
     **options: Any,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-    """The min-cut split of ``joint``, with each saved input the graph writes into (``written()``, asked only
-    when an input is saved) or the backward only clones saved as a copy made in the forward."""
+    """The min-cut split of ``joint``, with each saved input that the graph writes into (``written()``, asked
+    only when an input is saved), that the backward only clones, or that eager would not have saved replaced
+    by a copy made in the forward."""
+    eager_saved = eager_saved_inputs(joint)  # read before splitting: the partitioner may retag nodes
     forward, backward = min_cut_rematerialization_partition(
         joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
     )
     output = forward.graph.output_node()
     results = list(output.args[0])
-    if not any(isinstance(r, torch.fx.Node) and r.op == "placeholder" for r in results[num_fwd_outputs:]):
+    saved_inputs = {
+        r.name
+        for r in results[num_fwd_outputs:]
+        if isinstance(r, torch.fx.Node) and r.op == "placeholder" and isinstance(r.meta.get("val"), torch.Tensor)
+    }
+    if not saved_inputs:
         return forward, backward
     cloned = {
         node.args[0].name
         for node in backward.graph.nodes
         if node.target is aten.clone.default and getattr(node.args[0], "op", None) == "placeholder"
-    } | written()
+    }
+    copied = cloned | (saved_inputs - eager_saved) | written()
     placeholders = [n for n in forward.graph.nodes if n.op == "placeholder"]
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i in range(num_fwd_outputs, len(results)):
         saved = results[i]
-        if not isinstance(saved, torch.fx.Node) or saved.op != "placeholder" or saved.name not in cloned:
+        if not isinstance(saved, torch.fx.Node) or saved.op != "placeholder" or saved.name not in copied:
             continue
         if saved not in copies:
             with forward.graph.inserting_after(placeholders[-1]):
