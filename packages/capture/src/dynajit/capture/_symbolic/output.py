@@ -419,6 +419,11 @@ class OutputGraph:
             name = getattr(backend, "__name__", None) or type(backend).__name__
             raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
+        compiled = _keeping_view_kinds(
+            compiled,
+            [tv.node.meta.get("example_value") for tv in outputs],
+            [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
+        )
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
@@ -439,6 +444,52 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def _view_kind(example: Any) -> Any:
+    """How autograd made the view ``example`` (a piece of ``split``, made under ``no_grad``) when that decides
+    whether autograd allows in-place ops on it: the view or its base requires grad, and the way is not the usual."""
+    if not isinstance(example, torch.Tensor) or not example._is_view():
+        return None
+    if not (example.requires_grad or (example._base is not None and example._base.requires_grad)):
+        return None
+    kind = torch._C._autograd._get_creation_meta(example)
+    return None if kind == torch._C._autograd.CreationMeta.DEFAULT else kind
+
+
+def _keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
+    """``compiled``, giving each view it returns the kind eager's view has (its creation meta).
+
+    Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
+    grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
+    or as a tensor that only shares the memory of its base, on which Python's later in-place op (after a graph
+    break) would compute: each becomes a view of its base again (the graph's input or output the trace says
+    it views, else itself), of eager's kind.
+    """
+    rebuilt = []
+    for i, example in enumerate(examples):
+        if (kind := _view_kind(example)) is None:
+            continue
+        base = next((("input", k) for k, e in enumerate(input_examples) if e is example._base), None)
+        base = base or next((("output", j) for j, e in enumerate(examples) if e is example._base), None)
+        rebuilt.append((i, kind, base))
+    if not rebuilt:
+        return compiled
+
+    def run(*args: Any) -> Any:
+        results = list(compiled(*args))
+        for i, kind, base in rebuilt:
+            result = results[i]
+            if not isinstance(result, torch.Tensor):
+                continue
+            if not result._is_view():
+                # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
+                source = result if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
+                result = results[i] = source.as_strided(result.size(), result.stride(), result.storage_offset())
+            torch._C._autograd._set_creation_meta(result, kind)
+        return results
+
+    return run
 
 
 def _layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
