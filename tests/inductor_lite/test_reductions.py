@@ -108,3 +108,14 @@ def test_reductions_along_a_strided_dimension_run_over_contiguous_column_blocks(
     (total,) = check(lambda x: (x.sum(0),), long, atol=1e-4, rtol=1e-5)(long)
     exact = long.double().sum(0)
     assert (total.double() - exact).abs().max() <= (long.sum(0).double() - exact).abs().max()
+
+
+def test_the_values_of_a_bool_max_along_a_dim_leave_its_unused_indices_out_of_the_kernel():
+    # gcc 12 at -O3 with AVX-512 vectorised a bool max beside its dead argmax into a wrong max (True for a row
+    # of Falses); the kernel now computes only what it stores.
+    x = torch.randint(0, 2, (5, 2, 5, 2), generator=torch.Generator().manual_seed(0)).bool()
+    c = check(lambda x: torch.max(x, 2)[0], x)
+    from dynajit.inductor_lite import compiled_graphs
+
+    (graph,) = compiled_graphs(c)
+    assert "int64_t acc" not in graph.kernel_source  # no argmax accumulator

@@ -291,9 +291,32 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     _decide_stores(items, graph)
     for item in items:
         if isinstance(item, Kernel):
+            _drop_dead(item)
+    items = [item for item in items if not isinstance(item, Kernel) or item.nodes]
+    for item in items:
+        if isinstance(item, Kernel):
             _merge_loops(item)
             _mark_overwritable(item, graph.all_buffers)
     return items
+
+
+def _drop_dead(kernel: Kernel) -> None:
+    """Remove the nodes nothing stores or reads (the indices of ``max(x, dim)`` when only its values are used).
+
+    The C++ compiler would drop them too, but a dead argmax beside a bool max is what gcc 12's AVX-512
+    vectoriser miscompiles into a wrong max: generated code carries no dead computation.
+    """
+    while True:
+        read = {name for p in kernel.nodes for name, _ in loads(p.expr)}
+        dead = {id(p) for p in kernel.nodes if not p.stored and not p.scratch and p.buf.name not in read}
+        if not dead:
+            return
+        kernel.nodes = [p for p in kernel.nodes if id(p) not in dead]
+        steps = [(kind, [p for p in nodes if id(p) not in dead]) for kind, nodes in kernel.steps]
+        kernel.steps = [(kind, nodes) for kind, nodes in steps if nodes]
+        for step, (_, nodes) in enumerate(kernel.steps):
+            for p in nodes:
+                p.step = step
 
 
 def _mark_overwritable(kernel: Kernel, buffers: dict[str, Any]) -> None:
