@@ -284,3 +284,49 @@ def test_the_pieces_of_a_split_returned_across_a_break_keep_eagers_values_and_gr
         torch.testing.assert_close(
             compiler.compile(_pieces_kept_across_a_break, backend=backend)(x), _pieces_kept_across_a_break(x)
         )
+
+
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_a_module_reading_a_strided_input_the_graph_wrote_gets_eagers_gradients(dynamic):
+    # BatchNorm's backward reads the written input, which the forward returns as a buffer: the buffer kept the
+    # values but not the input's strides, which the backward read it through (wrong gradients, or memory it
+    # never wrote).
+    bn = torch.nn.BatchNorm1d(4)
+
+    def fn(x):
+        x.mul_(2)
+        return bn(x)
+
+    def run(f, n):
+        bn.zero_grad()
+        g = torch.Generator().manual_seed(n)
+        x = torch.randn((2 * n, 4, 1), generator=g)[::2]
+        out = f(x)
+        (out * torch.randn(out.shape, generator=g)).sum().backward()
+        return out.detach(), x, bn.weight.grad, bn.bias.grad
+
+    compiled = compiler.compile(fn, dynamic=dynamic)
+    for n in (2, 3, 5):
+        torch.testing.assert_close(run(compiled, n), run(fn, n))
+
+
+def _transposed_after_a_view_was_taken(x):
+    y = torch.maximum(x, x)
+    v = y.narrow(1, 0, 1)
+    y.transpose_(0, 1)
+    return v
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_layout_change_of_a_tensor_with_a_view_keeps_the_views_gradients(backend):
+    # AOT autograd's functionalization gives a view taken before an in-place layout change of its base wrong
+    # gradients (2, 3 came out as 5, 0); the change runs in Python, after the graph, where the base returned by
+    # the graph must be the base (not a view autograd then forbids in-place ops on).
+    def run(f):
+        leaf = torch.tensor([[0.5], [-1.5]]).requires_grad_()
+        out = f(leaf.clone())
+        (out * torch.tensor([[2.0], [3.0]])).sum().backward()
+        return out.detach(), leaf.grad
+
+    expected = run(_transposed_after_a_view_was_taken)
+    torch.testing.assert_close(run(compiler.compile(_transposed_after_a_view_was_taken, backend=backend)), expected)

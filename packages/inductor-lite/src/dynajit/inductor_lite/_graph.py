@@ -452,7 +452,9 @@ class GraphLowering:
             value = view_of_input
         elif view is None:
             fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
-            value = self.realize(fresh, _dense_strides(val))
+            # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
+            # forward's saved output is read by the backward through the strides its value has.
+            value = self.realize(fresh, _dense_strides(val) or _gapped_strides(val))
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = _with_eager_strides(self.extern_arg(value), val)
@@ -485,6 +487,7 @@ class GraphLowering:
         self.output_storages: dict[Any, int] = {}
         self.output_bases: dict[torch.fx.Node, Buffer] = {}
         self.output_claims: dict[str, Any] = {}  # buffer name -> the output node returned as the buffer itself
+        self.output_nodes = {a for a in results if isinstance(a, torch.fx.Node)}
         for a in results:
             storage = _storage(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
             if storage is not None:
@@ -515,7 +518,9 @@ class GraphLowering:
             self.storages[buf.name] = storage
         view = self.storage_value(buf, _sym.strides_of(val), _sym.norm(val.storage_offset()), _sym.shape_of(val))
         arg = _with_eager_strides(self.extern_arg(view), val)
-        if arg.natural and self.output_claims.setdefault(buf.name, node) is not node:
+        # The base itself, when returned, is the buffer (eager's other outputs view it); else the first output.
+        claimant = root if root in self.output_nodes else node
+        if arg.natural and self.output_claims.setdefault(buf.name, claimant) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
 
@@ -723,6 +728,19 @@ def _dense_strides(val: Any) -> tuple[Any, ...] | None:
     if isinstance(val, torch.Tensor) and _sym.prod(_sym.shape_of(val)) != 0 and is_non_overlapping_and_dense(val):
         return _sym.strides_of(val)
     return None
+
+
+def _gapped_strides(val: Any) -> tuple[int, ...] | None:
+    """The strides of a static ``val`` whose elements have memory of their own with gaps between (``x[::2]``)."""
+    if not isinstance(val, torch.Tensor) or _is_dynamic(val) or val.numel() == 0:
+        return None
+    dims = sorted((stride, size) for size, stride in zip(val.shape, val.stride()) if size > 1)
+    extent = 1
+    for stride, size in dims:
+        if stride < extent:
+            return None  # two elements share memory (an expanded dim) or interleave
+        extent = stride * size
+    return tuple(val.stride())
 
 
 def _is_dynamic(value: Any) -> bool:
