@@ -146,3 +146,24 @@ def test_conv_bn_relu_at_changing_sizes(train):
         return torch.randn(n, 3, h, 8)
 
     check_module(_conv_bn_relu(), make_input, train=train, grad=False, calls=5)
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize(
+    "norm, make",
+    [
+        (lambda: nn.BatchNorm1d(4), lambda: torch.randn(2, 2, 4).mT),
+        (lambda: nn.BatchNorm2d(4), lambda: torch.randn(3, 3, 2, 4).permute(2, 3, 0, 1)),
+        (lambda: nn.BatchNorm2d(4), lambda: torch.randn(2, 4, 3, 3).to(memory_format=torch.channels_last)),
+    ],
+)
+def test_batch_norm_of_a_strided_input_has_eagers_layout(norm, make, train):
+    # Eager's kernel lays the output out in the input's suggested memory format (contiguous unless the input is
+    # channels-last); the decomposition followed the input's strides, so `.view()` of the output failed compiled.
+    module = norm().train(train).requires_grad_(False)
+    twin = copy.deepcopy(module)
+    x = make()
+    expected = module(x)
+    actual = compiler.compile(twin)(x)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected)

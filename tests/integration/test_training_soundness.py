@@ -330,3 +330,45 @@ def test_a_layout_change_of_a_tensor_with_a_view_keeps_the_views_gradients(backe
 
     expected = run(_transposed_after_a_view_was_taken)
     torch.testing.assert_close(run(compiler.compile(_transposed_after_a_view_was_taken, backend=backend)), expected)
+
+
+def _logs_a_statistic_with_an_infinite_derivative(x):
+    y = torch.sqrt(x)  # at x < 0 its value is NaN and so is its derivative
+    z = torch.nan_to_num(y) * 3
+    print(end="")  # a graph break: z leaves the first graph, read only by float() below
+    return x * 2, float(z.sum())
+
+
+def _weighted_by_zero(x):
+    return torch.sqrt(x).sum() * 2, x * 3
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_an_output_the_loss_never_reaches_puts_no_nan_into_the_gradients(backend, dynamic):
+    # Autograd passes zeros for a graph output the loss did not reach; multiplied by sqrt's infinite derivative
+    # they made NaN gradients where eager, which never differentiates through that output, has none.
+    def run(f, values):
+        leaf = torch.tensor(values).requires_grad_()
+        out, _ = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    compiled = compiler.compile(_logs_a_statistic_with_an_infinite_derivative, backend=backend, dynamic=dynamic)
+    for values in ([-1.0, 1.0, 4.0], [-1.0, 0.0, 2.0, 3.0]):
+        torch.testing.assert_close(run(compiled, values), run(_logs_a_statistic_with_an_infinite_derivative, values))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_gradient_that_is_truly_zero_stays_a_zero_gradient(backend):
+    # The loss reaches every output, with zero weights: the inputs' gradients are zeros (not None), as in eager.
+    def run(f):
+        leaf = torch.tensor([1.0, 4.0]).requires_grad_()
+        total, scaled = f(leaf.clone())
+        (total * 0 + scaled.sum() * 0).backward()
+        return leaf.grad
+
+    expected = run(_weighted_by_zero)
+    actual = run(compiler.compile(_weighted_by_zero, backend=backend))
+    assert actual is not None
+    torch.testing.assert_close(actual, expected)

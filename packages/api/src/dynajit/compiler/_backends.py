@@ -36,14 +36,14 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
         return make_boxed_func(run)
 
-    from dynajit.fxgraph import keep_written_strides
+    from dynajit.fxgraph import keep_written_strides, skipping_zero_tangents
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     return aot_module_simplified(
         keep_written_strides(gm),
         inputs,
         fw_compiler=run_forward_without_views,
-        bw_compiler=run_graph_as_is,
+        bw_compiler=skipping_zero_tangents(run_graph_as_is),
         inference_compiler=run_graph_as_is,
     )
 

@@ -28,6 +28,7 @@ from dynajit.fxgraph._printers import format_readable, format_tabular, user_sour
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
 from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
+from dynajit.fxgraph._zero_tangents import prune_zero_tangents, skipping_zero_tangents
 
 __all__ = [
     "ARTIFACTS",
@@ -59,8 +60,10 @@ __all__ = [
     "line_node_map",
     "option",
     "passes_inplace",
+    "prune_zero_tangents",
     "recapture_meta",
     "set_logs",
+    "skipping_zero_tangents",
     "source_meta",
     "symbolic_fake",
     "symbolic_int",

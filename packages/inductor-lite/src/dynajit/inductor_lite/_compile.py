@@ -31,9 +31,17 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from dynajit.fxgraph import artifact_enabled, artifact_logger, is_symbolic, keep_written_strides, reads_data
+from dynajit.fxgraph import (
+    artifact_enabled,
+    artifact_logger,
+    is_symbolic,
+    keep_written_strides,
+    reads_data,
+    skipping_zero_tangents,
+)
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
@@ -103,6 +111,14 @@ _CHECKED_COMPOSITES = {
 }  # fmt: skip
 
 
+# Batch norms, whose eager CPU kernel lays its output out in the input's suggested memory format (contiguous,
+# or channels-last for a channels-last input) where the decomposition follows the input's strides.
+_SUGGESTED_LAYOUT = {
+    aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit,
+}  # fmt: skip
+
+
 # Ops whose eager checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones as
 # stand-ins could make eager raise where the caller's inputs would not.
 _VALUE_CHECKED = {aten.mvlgamma, aten.mvlgamma_}
@@ -117,9 +133,22 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
         table.pop(op, None)
     for op, decompose in table.items():
         packet = getattr(op, "overloadpacket", None)
+        if packet in _SUGGESTED_LAYOUT:
+            table[op] = decompose = _in_suggested_layout(decompose)
         if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
             table[op] = _checked(op, decompose)
     return table
+
+
+def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose``, its first result laid out as eager's kernel lays it: in the input's suggested memory format."""
+
+    @functools.wraps(decompose)
+    def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        first, *rest = decompose(input, *args, **kwargs)
+        return (first.contiguous(memory_format=suggest_memory_format(input)), *rest)
+
+    return run
 
 
 def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
@@ -598,7 +627,7 @@ class _Specialized:
             aot_inputs = list(example_inputs if symbolic is None else symbolic)
             fn = aot_module_simplified(
                 graph_module, aot_inputs,
-                fw_compiler=compiler, bw_compiler=compiler, decompositions=decomposition_table(),
+                fw_compiler=compiler, bw_compiler=skipping_zero_tangents(compiler), decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
                 # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
                 # inside its own fused kernels, which costs less than writing them out and reading them back.

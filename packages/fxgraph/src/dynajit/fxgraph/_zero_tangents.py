@@ -1,0 +1,173 @@
+"""A backward that skips the outputs whose gradient is zero, as eager's autograd skips the ones it never reached.
+
+A compiled graph is one autograd node: its backward runs for every output, and autograd passes zeros for the
+outputs the loss did not reach (a value read only by ``.item()``, a statistic kept across a graph break). Eager
+never differentiates through those, but the compiled backward multiplies their zeros by derivatives that may be
+infinite (``sqrt`` at 0, ``nan_to_num`` of a NaN), and ``0 * inf`` puts NaN into gradients eager computes
+cleanly. :func:`skipping_zero_tangents` wraps a backward compiler: a call whose tangents include all-zero ones
+runs a version of the backward graph where those tangents are structural zeros, propagated through the ops that
+are linear in them (products, views, reductions, ``*_backward`` ops in their incoming gradient) and dropped from
+sums, so nothing is multiplied by them.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+__all__ = ["prune_zero_tangents", "skipping_zero_tangents"]
+
+aten = torch.ops.aten
+
+# Ops whose result is zero when the argument at one of these positions is (elementwise or linear in it).
+_LINEAR_IN: dict[Any, tuple[int, ...]] = {
+    aten.mul.Tensor: (0, 1), aten.mul.Scalar: (0,), aten.div.Tensor: (0,), aten.div.Scalar: (0,),
+    aten.neg.default: (0,), aten.clone.default: (0,), aten.alias.default: (0,), aten.detach.default: (0,),
+    aten.view.default: (0,), aten._unsafe_view.default: (0,), aten.reshape.default: (0,),
+    aten.expand.default: (0,), aten.permute.default: (0,), aten.t.default: (0,), aten.transpose.int: (0,),
+    aten.squeeze.dim: (0,), aten.squeeze.dims: (0,), aten.squeeze.default: (0,), aten.unsqueeze.default: (0,),
+    aten.slice.Tensor: (0,), aten.select.int: (0,), aten.sum.dim_IntList: (0,), aten.sum.default: (0,),
+    aten.mean.dim: (0,), aten.mean.default: (0,), aten.mm.default: (0, 1), aten.bmm.default: (0, 1),
+    aten._to_copy.default: (0,),
+    aten.slice_backward.default: (0,), aten.select_backward.default: (0,), aten.expand_copy.default: (0,),
+    aten.cumsum.default: (0,), aten.flip.default: (0,), aten.repeat.default: (0,),
+    torch.ops.prims.convert_element_type.default: (0,),
+}  # fmt: skip
+_SUMS = {aten.add.Tensor, aten.sub.Tensor}
+
+
+def _is_backward_op(target: Any) -> bool:
+    """``*_backward`` aten ops (``native_layer_norm_backward``, ``threshold_backward``, ...): linear in their first
+    argument, the gradient they receive."""
+    name = getattr(target, "__name__", "")
+    return isinstance(target, torch._ops.OpOverload) and name.split(".")[0].endswith(("_backward", "_backward_data"))
+
+
+def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
+    args = node.args
+    if node.target is operator.getitem:
+        return args[0] in zero
+    if node.target in _SUMS:
+        return len(args) == 2 and args[0] in zero and args[1] in zero
+    if node.target is aten.where.self:
+        return args[1] in zero and args[2] in zero
+    if node.target is aten.where.ScalarSelf:
+        return _is_zero_number(args[1]) and args[2] in zero
+    if node.target is aten.where.ScalarOther:
+        return args[1] in zero and _is_zero_number(args[2])
+    if _is_backward_op(node.target):
+        return bool(args) and args[0] in zero
+    positions = _LINEAR_IN.get(node.target)
+    return positions is not None and any(p < len(args) and args[p] in zero for p in positions)
+
+
+def _is_zero_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == 0
+
+
+def _sum_without_zeros(node: torch.fx.Node, zero: set[torch.fx.Node]) -> torch.fx.Node | None:
+    """The operand ``a + 0``, ``0 + b`` or ``a - 0`` reduces to, when it has the sum's shape and dtype."""
+    a, b = node.args
+    alpha = node.kwargs.get("alpha", 1)
+    if b in zero and a not in zero:
+        kept = a
+    elif a in zero and b not in zero and node.target is aten.add.Tensor and alpha == 1:
+        kept = b
+    else:
+        return None
+    value, result = _static_value(kept), _static_value(node)
+    if value is None or result is None or (value.shape, value.dtype) != (result.shape, result.dtype):
+        return None
+    return kept  # type: ignore[return-value]
+
+
+def _static_value(node: Any) -> torch.Tensor | None:
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in value.shape):
+        return None
+    return value
+
+
+def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: frozenset[str]) -> torch.fx.GraphModule:
+    """A copy of the backward ``graph_module`` in which the placeholders named in ``zero_tangents`` are structural
+    zeros: what is linear in them is zero, sums drop them, and any other use reads ``zeros_like`` of them."""
+    gm = torch.fx.GraphModule(graph_module, _copy_graph(graph_module.graph))
+    graph = gm.graph
+    zero: set[torch.fx.Node] = {n for n in graph.nodes if n.op == "placeholder" and n.name in zero_tangents}
+    materialized: dict[torch.fx.Node, torch.fx.Node] = {}
+
+    def zeros_for(node: torch.fx.Node) -> torch.fx.Node:
+        # zeros_like reads only the layout: the zero's own computation, which may hold NaN, is not needed
+        if node not in materialized:
+            with graph.inserting_after(node):
+                made = materialized[node] = graph.call_function(aten.zeros_like.default, (node,))
+            if "val" in node.meta:
+                made.meta["val"] = node.meta["val"]
+        return materialized[node]
+
+    for node in list(graph.nodes):
+        if node.op == "placeholder" or node in zero:
+            continue
+        zero_args = [a for a in node.all_input_nodes if a in zero]
+        if not zero_args:
+            continue
+        if node.op == "call_function" and _zero_result(node, zero):
+            zero.add(node)
+            continue
+        if node.op == "call_function" and node.target in _SUMS and len(node.args) == 2:
+            kept = _sum_without_zeros(node, zero)
+            if kept is not None:
+                node.replace_all_uses_with(kept)
+                graph.erase_node(node)
+                continue
+        for arg in zero_args:
+            node.replace_input_with(arg, zeros_for(arg))
+    output = graph.output_node()
+    for arg in [a for a in output.all_input_nodes if a in zero]:
+        output.replace_input_with(arg, zeros_for(arg))
+    graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    copied = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    result = copied.graph_copy(graph, env)
+    copied.output(result)
+    return copied
+
+
+def skipping_zero_tangents(
+    compile_backward: Callable[[torch.fx.GraphModule, Sequence[Any]], Any],
+) -> Callable[..., Any]:
+    """Wrap ``compile_backward`` (a boxed backward compiler: the compiled function takes a list of arguments) so
+    each call whose tangents include all-zero ones runs the backward compiled for those tangents as zeros."""
+
+    def compile_with_variants(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        names = [n.name for n in graph_module.graph.nodes if n.op == "placeholder"]
+        tangents = [i for i, name in enumerate(names) if name.startswith("tangents")]
+        if not tangents:
+            return compile_backward(graph_module, example_inputs)
+        # Each variant is compiled at its first call: a model returning its loss and its logits, whose
+        # backward always starts from the loss, never compiles the backward for the logits.
+        variants: dict[frozenset[int], Any] = {}
+
+        def run(args: list[Any]) -> Any:
+            zeros = frozenset(
+                i for i in tangents if isinstance(t := args[i], torch.Tensor) and t.device.type == "cpu" and not t.any()
+            )
+            fn = variants.get(zeros)
+            if fn is None:
+                graph = prune_zero_tangents(graph_module, frozenset(names[i] for i in zeros)) if zeros else graph_module
+                fn = variants[zeros] = compile_backward(graph, example_inputs)
+            return fn(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    return compile_with_variants

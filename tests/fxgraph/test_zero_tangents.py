@@ -1,0 +1,49 @@
+"""``prune_zero_tangents`` and ``skipping_zero_tangents``: a backward run for zero tangents multiplies nothing by them."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from dynajit.fxgraph import prune_zero_tangents, skipping_zero_tangents
+
+aten = torch.ops.aten
+
+
+def _backward(saved, tangents_a, tangents_b):
+    # tangents_b meets an infinite derivative (1 / 0), through a view, a product and a backward op
+    through_b = (tangents_b.view(-1) / (2 * saved.sqrt())).view(saved.shape)
+    through_b = torch.ops.aten.threshold_backward(through_b, saved, -1.0)
+    return tangents_a * saved + through_b, tangents_b.sum()
+
+
+def _traced():
+    return make_fx(_backward, tracing_mode="fake")(torch.ones(3), torch.ones(3), torch.ones(3))
+
+
+def test_a_zero_tangent_is_dropped_from_the_sum_it_meets_and_its_own_results_are_zeros():
+    gm = prune_zero_tangents(_traced(), frozenset({"tangents_b_1"}))
+    saved, a = torch.tensor([0.0, 1.0, 4.0]), torch.tensor([1.0, 2.0, 3.0])
+    first, second = gm(saved, a, torch.zeros(3))
+    torch.testing.assert_close(first, a * saved)
+    torch.testing.assert_close(second, torch.tensor(0.0))
+    assert not any(n.target is aten.div.Tensor for n in gm.graph.nodes)  # nothing divides the zero any more
+
+
+def test_the_full_backward_runs_when_every_tangent_has_a_value():
+    calls = []
+
+    def compile_backward(gm, inputs):
+        calls.append(gm)
+        return lambda args: gm(*args)
+
+    run = skipping_zero_tangents(compile_backward)(_traced(), [])
+    assert not calls  # compiled at the first call, for the tangents it has
+    saved = torch.tensor([0.0, 1.0, 4.0])
+    first, _ = run([saved, torch.ones(3), torch.ones(3)])
+    assert torch.isinf(first).any()  # with a value in every tangent, the infinite derivative shows, as in eager
+    assert len(calls) == 1
+    first, _ = run([saved, torch.ones(3), torch.zeros(3)])
+    assert len(calls) == 2 and torch.isfinite(first).all()
+    run([saved, torch.ones(3), torch.zeros(3)])
+    assert len(calls) == 2  # the variant is compiled once
