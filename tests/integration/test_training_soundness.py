@@ -372,3 +372,33 @@ def test_a_gradient_that_is_truly_zero_stays_a_zero_gradient(backend):
     actual = run(compiler.compile(_weighted_by_zero, backend=backend))
     assert actual is not None
     torch.testing.assert_close(actual, expected)
+
+
+def _piece_of_a_written_input(x):
+    x.add_(1)
+    return x.split(2)[0]
+
+
+def _pieces_of_a_written_view(x):
+    v = x[1:]
+    v.mul_(2)
+    return v.split(1)[0], x.chunk(2)[1]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_piece_of_a_written_input, _pieces_of_a_written_view])
+def test_a_piece_of_an_input_the_graph_wrote_is_a_view_of_that_input(backend, fn):
+    # The backend returned such a piece as a view of its own buffer of the written value: a write into it then
+    # missed the input, and autograd did not know the two shared elements.
+    def run(f):
+        leaf = torch.linspace(-1, 1, 8).view(4, 2).requires_grad_()
+        x = leaf.clone()
+        outs = f(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        shares = [o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for o in outs]
+        sum((o * (i + 2)).sum() for i, o in enumerate(outs)).backward()
+        with torch.no_grad():
+            outs[0].mul_(0)  # reaches x, as in eager
+        return shares, [o.detach() for o in outs], x.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))

@@ -483,8 +483,9 @@ def _keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list
     Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
     grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
     or as a tensor that only shares the memory of its base, on which Python's later in-place op (after a graph
-    break) would compute: each becomes a view of its base again (the graph's input or output the trace says
-    it views, else itself), of eager's kind.
+    break) would compute, or as a view of a buffer of its own (a piece of an input the graph wrote into), which
+    the caller's writes would not reach: each becomes a view of its base again (the graph's input or output the
+    trace says it views, else itself), of eager's kind.
     """
     rebuilt = []
     for i, example in enumerate(examples):
@@ -492,20 +493,27 @@ def _keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list
             continue
         base = next((("input", k) for k, e in enumerate(input_examples) if e is example._base), None)
         base = base or next((("output", j) for j, e in enumerate(examples) if e is example._base), None)
-        rebuilt.append((i, kind, base))
+        layout = _layout_of(example)
+        static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
+        rebuilt.append((i, kind, base, layout if static else None))
     if not rebuilt:
         return compiled
 
     def run(*args: Any) -> Any:
         results = list(compiled(*args))
-        for i, kind, base in rebuilt:
+        for i, kind, base, layout in rebuilt:
             result = results[i]
             if not isinstance(result, torch.Tensor):
                 continue
-            if not result._is_view():
+            source = None if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
+            shared = source is not None and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
+            if source is not None and not shared and layout is not None:
+                # a view of a buffer of the backend's (the value it wrote into an input): eager's is of the base
+                result = results[i] = source.as_strided(*layout)
+            elif not result._is_view():
                 # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
-                source = result if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
-                result = results[i] = source.as_strided(result.size(), result.stride(), result.storage_offset())
+                owner = source if shared and source is not None else result
+                result = results[i] = owner.as_strided(result.size(), result.stride(), result.storage_offset())
             torch._C._autograd._set_creation_meta(result, kind)
         return results
 
