@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .expressions import ExpressionMixin
+from .expressions import ExpressionMixin, near_ties
 from .features import Features
 from .objects import ObjectsMixin
 from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
@@ -380,11 +380,12 @@ class Generator(ExpressionMixin, ObjectsMixin):
         if a is None:
             return False
         name = self.fresh("f")
+        t = self.value(a)
         code = self.rng.choice(
             [
                 f"float({a}.sum())",
                 f"{a}.max().item()",
-                f"int({a}.argmax())",
+                f"int({a}.argmax())" if not near_ties(t) else f"{a}.max().item()",
                 f"{a}.flatten()[0].item()",
                 f"bool({a}.any())",
             ]

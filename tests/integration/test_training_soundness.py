@@ -346,6 +346,8 @@ def _weighted_by_zero(x):
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("dynamic", [False, None])
 def test_an_output_the_loss_never_reaches_puts_no_nan_into_the_gradients(backend, dynamic):
+    fn = _logs_a_statistic_with_an_infinite_derivative
+
     # Autograd passes zeros for a graph output the loss did not reach; multiplied by sqrt's infinite derivative
     # they made NaN gradients where eager, which never differentiates through that output, has none.
     def run(f, values):
@@ -354,9 +356,9 @@ def test_an_output_the_loss_never_reaches_puts_no_nan_into_the_gradients(backend
         out.sum().backward()
         return out.detach(), leaf.grad
 
-    compiled = compiler.compile(_logs_a_statistic_with_an_infinite_derivative, backend=backend, dynamic=dynamic)
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
     for values in ([-1.0, 1.0, 4.0], [-1.0, 0.0, 2.0, 3.0]):
-        torch.testing.assert_close(run(compiled, values), run(_logs_a_statistic_with_an_infinite_derivative, values))
+        torch.testing.assert_close(run(compiled, values), run(fn, values))
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
@@ -402,3 +404,27 @@ def test_a_piece_of_an_input_the_graph_wrote_is_a_view_of_that_input(backend, fn
         return shares, [o.detach() for o in outs], x.detach(), leaf.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_element_read_after_the_graph_puts_no_nan_into_the_gradients_of_what_it_was_read_from(backend):
+    # select's backward is a where() between the gradient and a tensor of zeros: with a zero gradient, both
+    # branches are zeros, and the sqrt's infinite derivative behind them must not be reached.
+    lin = torch.nn.Linear(3, 8).requires_grad_(False)
+    torch.nn.init.constant_(lin.bias, -1.0)  # negative outputs: sqrt is NaN there, and so is its derivative
+
+    def fn(x, y):
+        z = torch.nan_to_num(lin(x).sqrt())
+        out = torch.nn.functional.linear(y, y.new_ones(2, y.shape[-1]))
+        first = z.flatten()[0].item()  # a graph break: z leaves the graph, read by item() alone
+        return out, first
+
+    def run(f):
+        x_leaf, y_leaf = torch.zeros(1, 3).requires_grad_(), torch.ones(1, 2, 3).requires_grad_()
+        out, _ = f(x_leaf.clone(), y_leaf.clone())
+        out.sum().backward()
+        return x_leaf.grad, y_leaf.grad
+
+    (x_grad, y_grad), (x_expected, y_expected) = run(compiler.compile(fn, backend=backend)), run(fn)
+    assert x_expected is None and (x_grad is None or not x_grad.any())  # a compiled graph's unreached input: 0
+    torch.testing.assert_close(y_grad, y_expected)

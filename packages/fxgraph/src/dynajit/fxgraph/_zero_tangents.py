@@ -53,20 +53,30 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
         return args[0] in zero
     if node.target in _SUMS:
         return len(args) == 2 and args[0] in zero and args[1] in zero
-    if node.target is aten.where.self:
-        return args[1] in zero and args[2] in zero
-    if node.target is aten.where.ScalarSelf:
-        return _is_zero_number(args[1]) and args[2] in zero
-    if node.target is aten.where.ScalarOther:
-        return args[1] in zero and _is_zero_number(args[2])
+    if node.target in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
+        # (``select_backward`` decomposes into ``where(index == i, grad, full(0))``)
+        return all(_is_zero(a, zero) for a in args[1:3]) and any(a in zero for a in args[1:3])
     if _is_backward_op(node.target):
         return bool(args) and args[0] in zero
     positions = _LINEAR_IN.get(node.target)
     return positions is not None and any(p < len(args) and args[p] in zero for p in positions)
 
 
-def _is_zero_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and value == 0
+_ZERO_FILLS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
+
+
+def _is_zero(value: Any, zero: set[torch.fx.Node]) -> bool:
+    """A structural zero, a zero number, or a tensor of zeros the graph makes (``full(size, 0)``, ``zeros``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0
+    if not isinstance(value, torch.fx.Node):
+        return False
+    if value in zero or value.target in _ZERO_FILLS:
+        return True
+    fill = (
+        value.args[1] if value.target in (aten.full.default, aten.full_like.default) and len(value.args) > 1 else None
+    )
+    return isinstance(fill, (int, float)) and fill == 0
 
 
 def _sum_without_zeros(node: torch.fx.Node, zero: set[torch.fx.Node]) -> torch.fx.Node | None:
