@@ -755,3 +755,15 @@ def test_the_variance_of_equal_values_is_zero_and_means_divide_as_eager(n):
     """A mean divides the sum by the count, as eager does: ``sum * (1 / n)`` rounds otherwise, and with the
     product contracted into ``y - mean`` the standard deviation of three ones came out as 3.6e-8."""
     differential(_spread_of_equal_values, torch.randn(n, 1, generator=torch.Generator().manual_seed(0)))
+
+
+def _added_into_its_own_smaller_operand(x):
+    v = x.sum(dim=(0, -1), keepdim=True)
+    torch.add(v, x, out=v)
+    return None
+
+
+def test_an_out_write_into_an_operand_of_another_shape_raises_as_in_eager():
+    # Eager treats out= into one of the operands as in-place and refuses to resize it; the fake kernel resized it
+    # (with a warning), and the compiled program returned where eager raises.
+    differential(_added_into_its_own_smaller_operand, torch.randn(1, 2))

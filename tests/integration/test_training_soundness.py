@@ -7,6 +7,8 @@ leaves, runs a backward, and compares outputs, inputs after the call, gradients 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -428,3 +430,24 @@ def test_an_element_read_after_the_graph_puts_no_nan_into_the_gradients_of_what_
     (x_grad, y_grad), (x_expected, y_expected) = run(compiler.compile(fn, backend=backend)), run(fn)
     assert x_expected is None and (x_grad is None or not x_grad.any())  # a compiled graph's unreached input: 0
     torch.testing.assert_close(y_grad, y_expected)
+
+
+def _transposed_then_viewed(x):
+    y = 0.5 * x
+    y.transpose_(0, 1)
+    return y, y.unsqueeze(0).expand(1, *y.shape)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(1, 0, 1), (3, 2, 1)])
+def test_a_view_taken_after_a_layout_change_of_a_tensor_requiring_grad_is_eagers(backend, shape):
+    # AOT autograd rebuilt the returned expand from the tensor's layout before the transpose_ and raised.
+    def run(f):
+        leaf = torch.linspace(-1, 1, math.prod(shape)).view(shape).requires_grad_()
+        outs = f(leaf.clone())
+        sum((o * 2).sum() for o in outs).backward()
+        return [o.detach() for o in outs], [o.shape for o in outs], leaf.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_transposed_then_viewed, backend=backend)), run(_transposed_then_viewed)
+    )

@@ -408,6 +408,7 @@ def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
     the graph reads them all before.
     """
     name = getattr(target, "__name__", target)
+    _check_out_is_not_resized(target, args, kwargs)
     targets = written(target, args, kwargs)
     if any(_overlaps(w) for w in targets):
         unsupported(f"{name} writes into a tensor whose elements share memory (an expanded tensor)")
@@ -420,3 +421,27 @@ def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
         unsupported(
             f"{name} reads memory it writes through a view in another layout (the result depends on eager's loop order)"
         )
+
+
+def _check_out_is_not_resized(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's error, in Python, for a pointwise ``out=`` write into one of its own operands of another
+    shape than the result's (``torch.add(v, x, out=v)`` with ``v`` of shape (1, 1) and ``x`` of (1, 2)).
+
+    Eager's kernel treats that write as in-place and refuses to resize the operand; the fake kernel resizes it
+    with a warning, and the graph would compute where eager raises.
+    """
+    out = kwargs.get("out")
+    name = _aten_name(target)
+    if not isinstance(out, torch.fx.Node) or not any(a is out for a in args) or name is None or not _checked(name):
+        return
+    shapes = [e.shape for a in (*args, *kwargs.values()) if (e := _example(a)) is not None]
+    if not shapes or any(isinstance(d, torch.SymInt) for shape in shapes for d in shape):
+        return
+    try:
+        result = torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        return  # the op raises its own error when recorded
+    written_shape = _example(out).shape  # type: ignore[union-attr]
+    if tuple(written_shape) != tuple(result):
+        message = f"output with shape {list(written_shape)} doesn't match the broadcast shape {list(result)}"
+        raises_in_python(f"{name} raises in eager ({message})")

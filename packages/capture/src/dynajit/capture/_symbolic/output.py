@@ -292,10 +292,11 @@ class OutputGraph:
         """
         name = getattr(target, "__name__", target)
         change = eager_checks.metadata_change(target, args)
-        if change == "view" and torch.is_grad_enabled() and self._viewed_with_grad(args[0]):
+        if change == "view" and torch.is_grad_enabled() and _requires_grad(args[0]):
             unsupported(
-                f"{name} changes the layout of a tensor that requires grad and shares its memory with another view: "
-                "AOT autograd's gradients for views taken before the change would be wrong"
+                f"{name} changes the layout of a tensor that requires grad while gradients are recorded: AOT "
+                "autograd gives views of it taken before the change wrong gradients, and rebuilds views taken after "
+                "it from its old layout"
             )
         effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
         effects += [(args[0], change)] if change is not None else []
@@ -332,21 +333,6 @@ class OutputGraph:
             done.add(effect)
             if done == {"data", "view"}:
                 unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
-
-    def _viewed_with_grad(self, node: Any) -> bool:
-        """Whether ``node``'s tensor requires grad and another tensor of the trace views its memory (or it is a view)."""
-        value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-        if not isinstance(value, torch.Tensor) or not value.requires_grad:
-            return False
-        if value._is_view():
-            return True
-        key = eager_checks.storage_key(value)
-        return any(
-            isinstance(other := n.meta.get("example_value"), torch.Tensor)
-            and other is not value
-            and eager_checks.storage_key(other) == key
-            for n in self.builder.graph.nodes
-        )
 
     def wrote_into(self, value: torch.Tensor) -> bool:
         """Whether the graph writes into the memory of ``value``, a real tensor the frame passed in."""
@@ -464,6 +450,12 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def _requires_grad(node: Any) -> bool:
+    """Whether the FX node ``node``'s tensor requires grad."""
+    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and value.requires_grad
 
 
 def _view_kind(example: Any) -> Any:
