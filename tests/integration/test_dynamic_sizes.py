@@ -108,3 +108,17 @@ def test_a_view_of_an_argument_at_a_symbolic_offset_keeps_its_offset(dynamic: bo
     for n in (3, 5):
         x = torch.randn(2, n, 1)
         assert compiled(x).storage_offset() == _last_chunk_unsqueezed(x).storage_offset()
+
+
+def test_a_piece_whose_symbolic_size_is_one_broadcasts_against_the_whole():
+    # `x[(n + 1) // 2:]` has one element at n = 3, and `x < piece` broadcasts it: the kernel read it as n elements
+    # (past its end: values from memory it never wrote) because its size was not the literal 1.
+    def fn(x):
+        piece = x.chunk(2, 0)[-1]
+        return (x < piece) * 1, x + piece
+
+    compiled = compiler.compile(fn, dynamic=True)
+    for n in (3, 2, 3):
+        x = torch.linspace(-1, 1, n)
+        for got, want in zip(compiled(x), fn(x)):
+            torch.testing.assert_close(got, want)

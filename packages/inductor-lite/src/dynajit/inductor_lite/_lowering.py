@@ -53,8 +53,15 @@ def broadcast_loader(value: TensorValue, size: Sequence[int]) -> Callable[[Seque
     lead = len(size) - len(value.size)
     own = value.size
 
+    # A symbolic size that is not the result's broadcasts when it is 1 at the example inputs: the trace's
+    # guards then hold it at 1 (`x[n // 2 + 1:] < x` with n = 3), as broadcasting allows nothing else.
+    spread = [
+        own[k] == 1 or (not _sym.eq(own[k], size[lead + k]) and _sym.hint(own[k]) == 1 != _sym.hint(size[lead + k]))
+        for k in range(len(own))
+    ]
+
     def loader(indices: Sequence[Index]) -> Expr:
-        mine = [Index() if own[k] == 1 else indices[lead + k] for k in range(len(own))]
+        mine = [Index() if spread[k] else indices[lead + k] for k in range(len(own))]
         return value.loader(mine)
 
     return loader
