@@ -451,3 +451,20 @@ def test_a_view_taken_after_a_layout_change_of_a_tensor_requiring_grad_is_eagers
     torch.testing.assert_close(
         run(compiler.compile(_transposed_then_viewed, backend=backend)), run(_transposed_then_viewed)
     )
+
+
+def _transposes_a_piece_of_unbind(x):
+    piece = x.unbind(1)[0]
+    piece.t_()  # a vector: the layout stays, but autograd refuses in-place ops on a piece of unbind first
+    return None
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_layout_no_op_on_a_piece_of_unbind_raises_as_in_eager(backend):
+    def run(f):
+        x = torch.linspace(-1, 1, 2).view(2, 1).requires_grad_().clone()
+        with pytest.raises(RuntimeError, match="inplace"):
+            f(x)
+
+    run(_transposes_a_piece_of_unbind)
+    run(compiler.compile(_transposes_a_piece_of_unbind, backend=backend))

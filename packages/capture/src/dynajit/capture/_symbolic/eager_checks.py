@@ -253,6 +253,8 @@ def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     plain = all(isinstance(a, (int, tuple, list)) for a in (*args[1:], *kwargs.values()))
     if example is None or not plain or metadata_change(target, args) != "view":
         return False
+    if torch.is_grad_enabled() and example.requires_grad and example._is_view():
+        return False  # autograd's check of in-place ops on views (a piece of `unbind`) comes first: it may raise
     probe = example.detach().as_strided(example.shape, example.stride(), example.storage_offset())
     try:
         getattr(torch.Tensor, str(_aten_name(target)))(probe, *args[1:], **kwargs)
