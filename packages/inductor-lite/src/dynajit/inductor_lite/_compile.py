@@ -47,8 +47,9 @@ from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._build import BuildError, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
+from dynajit.inductor_lite._eager_checks import EagerError, checkable, run_on_ones
 from dynajit.inductor_lite._freezing import fold_conv_batch_norm
-from dynajit.inductor_lite._graph import EagerError, checkable, example_device, lower_graph, run_on_ones
+from dynajit.inductor_lite._graph import example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._scheduler import Kernel, schedule

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,6 +32,7 @@ from dynajit.inductor_lite import (
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
     _sym,
 )
+from dynajit.inductor_lite._eager_checks import checkable, flat, run_on_ones
 from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import (
     Buffer,
@@ -50,14 +50,11 @@ from dynajit.inductor_lite._ir import (
 from dynajit.inductor_lite._lowering import LOWERINGS
 
 __all__ = [
-    "EagerError",
     "ExternArg",
     "LoweredGraph",
     "OutputRef",
-    "checkable",
     "example_device",
     "lower_graph",
-    "run_on_ones",
 ]
 
 log = logging.getLogger("dynajit.inductor_lite")
@@ -381,11 +378,11 @@ class GraphLowering:
         created = len(self.order)
         if self.dynamic and isinstance(val, (torch.SymInt, torch.SymFloat)) and _sym.backed(val):
             return _sym.norm(val)  # a size computation: the wrapper evaluates it from the shape symbols
-        tensors = [v for v in _flat(args) if isinstance(v, TensorValue)]
+        tensors = [v for v in flat(args) if isinstance(v, TensorValue)]
         if lower is None or any(t.device.type != self.device.type for t in tensors):
             return self.fallback()
         if any(t.dtype.is_complex for t in tensors) or any(
-            isinstance(v, torch.Tensor) and v.dtype.is_complex for v in _flat([val])
+            isinstance(v, torch.Tensor) and v.dtype.is_complex for v in flat([val])
         ):
             return self.fallback("complex numbers have no generated kernel")
         if getattr(node.target, "_opname", None) in self.unrenderable:
@@ -394,7 +391,7 @@ class GraphLowering:
         if self.dynamic:
             if not _sym.backed(val):
                 return self.fallback()
-            if node.target not in SYMBOLIC_ARGS and any(_sym.is_symbolic(a) for a in _flat([*args, *kwargs.values()])):
+            if node.target not in SYMBOLIC_ARGS and any(_sym.is_symbolic(a) for a in flat([*args, *kwargs.values()])):
                 return self.fallback("symbolic scalar argument")
             try:
                 result = lower(self, *args, **kwargs)
@@ -622,14 +619,6 @@ def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
     return node
 
 
-class EagerError(Exception):
-    """Eager raises ``error`` for an op of the graph (a check fake tensors skip): the compiled graph raises it too."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def _eager_check(node: torch.fx.Node) -> None:
     """Run a pointwise or reduction op eagerly on size-1 tensors of its arguments' dtypes and ranks.
 
@@ -638,54 +627,6 @@ def _eager_check(node: torch.fx.Node) -> None:
     """
     if callable(node.target) and checkable(node.target):
         run_on_ones(node.target, node.args, node.kwargs, "val")
-
-
-def checkable(op: Any) -> bool:
-    """Whether :func:`run_on_ones` may check ``op``: pointwise or a reduction, and drawing no random numbers."""
-    tags = getattr(op, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags:
-        return False  # running it would advance the generator the compiled graph draws from
-    return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
-
-
-def run_on_ones(
-    fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None, rank: bool = True
-) -> None:
-    """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim
-    (of no dim without ``rank``: for a check of dtypes alone, where the recorded rank may be stale).
-
-    A tensor argument is a tensor (a fake one too) or, with ``key``, an FX node whose metadata ``key``
-    (``val`` in aten graphs, ``example_value`` in the caller's) holds one. Arguments of size 1 broadcast
-    and reduce like the real ones, and a dim of size 0 stays 0 (eager's checks of empty reductions),
-    so only checks on dtypes, emptiness, scalar arguments and options can fail here, and those hold
-    for every input of the graph: what eager raises is raised again as :class:`EagerError`. An
-    argument whose value is unknown, or a symbolic scalar, skips the check.
-    """
-    missing = object()
-    leaves = [
-        a.meta.get(key or "val", missing) if isinstance(a, torch.fx.Node) else a
-        for a in _flat([*args, *kwargs.values()])
-    ]
-    if any(x is missing or isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in leaves):
-        return
-
-    def real(a: Any) -> Any:
-        if key is not None and isinstance(a, torch.fx.Node):
-            a = a.meta[key]
-        if isinstance(a, torch.Tensor):
-            shape = [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape] if rank else []
-            return torch.ones(shape, dtype=a.dtype, device=a.device)
-        if isinstance(a, (list, tuple)):
-            return type(a)(real(x) for x in a)
-        return a
-
-    try:
-        # Compilation may run under AOT autograd's fake mode: these tensors and the call must be real.
-        with _disable_current_modes(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fn(*real(tuple(args)), **{k: real(v) for k, v in kwargs.items()})
-    except Exception as err:
-        raise EagerError(err) from err
 
 
 def example_device(example_inputs: Sequence[Any]) -> torch.device:
@@ -766,16 +707,6 @@ def _has_symbolic(val: Any) -> bool:
     if isinstance(val, (list, tuple)):
         return any(_has_symbolic(v) for v in val)
     return isinstance(val, (torch.SymInt, torch.SymFloat))
-
-
-def _flat(items: Any) -> list[Any]:
-    out: list[Any] = []
-    for x in items:
-        if isinstance(x, (list, tuple)):
-            out.extend(_flat(x))
-        else:
-            out.append(x)
-    return out
 
 
 def _arg_buffers(tree: Any) -> set[str]:
