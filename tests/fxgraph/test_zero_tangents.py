@@ -47,3 +47,18 @@ def test_the_full_backward_runs_when_every_tangent_has_a_value():
     assert len(calls) == 2 and torch.isfinite(first).all()
     run([saved, torch.ones(3), torch.zeros(3)])
     assert len(calls) == 2  # the variant is compiled once
+
+
+def _clamped_backward(saved, tangents):
+    # clamp's and relu's backward decompose into where(mask, grad, scalar_tensor(0)): both branches zero
+    zero = torch.ops.aten.scalar_tensor.default(0.0, dtype=torch.float32)
+    through = torch.ops.aten.where.self(saved > 1, tangents, zero)
+    return through / (2 * saved.sqrt())
+
+
+def test_a_zero_tangent_stays_zero_through_a_where_against_a_scalar_zero():
+    gm = prune_zero_tangents(
+        make_fx(_clamped_backward, tracing_mode="fake")(torch.ones(3), torch.ones(3)), frozenset({"tangents_1"})
+    )
+    (result,) = [gm(torch.tensor([0.0, -1.0, 4.0]), torch.zeros(3))]
+    torch.testing.assert_close(result, torch.zeros(3))  # not 0 / 0 = NaN where saved is 0, nor NaN at -1

@@ -432,6 +432,42 @@ def test_an_element_read_after_the_graph_puts_no_nan_into_the_gradients_of_what_
     torch.testing.assert_close(y_grad, y_expected)
 
 
+def _clamped_statistic(x, lin):
+    y = lin(x)
+    z = torch.nan_to_num(y.sqrt()).clamp(min=-0.5)
+    peak = z.max().item()  # a graph break: z leaves the graph, read by item() alone
+    return y, peak
+
+
+def _rectified_in_place_statistic(x, lin):
+    z = torch.nan_to_num(x.sqrt())
+    torch.relu_(z)
+    last = x[..., -1]
+    last.mul_(1)
+    if z.float().mean() < 0.5:  # a data-dependent break: z is an output, read after it but not returned
+        unused = z - 2.0  # noqa: F841
+    return last
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_clamped_statistic, _rectified_in_place_statistic])
+def test_a_statistic_read_through_clamp_or_relu_puts_no_nan_into_the_gradients(backend, fn):
+    # clamp's and relu's backward is a where() between the gradient and a scalar zero: with the unreached
+    # output's zero gradient both branches are zeros, and sqrt's infinite derivative behind them is not reached.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 5)
+
+    def run(f):
+        leaf = torch.tensor([[-1.0, 0.0, 0.25, 4.0]]).requires_grad_()
+        lin.zero_grad()
+        out = f(leaf.clone(), lin)
+        out = out[0] if isinstance(out, tuple) else out
+        (out * torch.arange(5.0)).sum().backward()
+        return out.detach(), leaf.grad, lin.weight.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn), equal_nan=False)
+
+
 def _transposed_then_viewed(x):
     y = 0.5 * x
     y.transpose_(0, 1)

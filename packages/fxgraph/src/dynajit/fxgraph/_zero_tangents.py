@@ -63,6 +63,13 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
 
 
 _ZERO_FILLS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
+# Where the fill value sits in the ops that make a constant tensor (``where``'s decomposed zero is a scalar_tensor).
+_FILL_POSITION = {
+    aten.full.default: 1,
+    aten.full_like.default: 1,
+    aten.new_full.default: 2,
+    aten.scalar_tensor.default: 0,
+}
 
 
 def _is_zero(value: Any, zero: set[torch.fx.Node]) -> bool:
@@ -73,9 +80,8 @@ def _is_zero(value: Any, zero: set[torch.fx.Node]) -> bool:
         return False
     if value in zero or value.target in _ZERO_FILLS:
         return True
-    fill = (
-        value.args[1] if value.target in (aten.full.default, aten.full_like.default) and len(value.args) > 1 else None
-    )
+    position = _FILL_POSITION.get(value.target)
+    fill = value.args[position] if position is not None and len(value.args) > position else None
     return isinstance(fill, (int, float)) and fill == 0
 
 
