@@ -355,3 +355,25 @@ def test_a_graph_writing_into_an_input_is_not_reused_when_another_input_views_it
     calls_agree(
         w_resumed_with_a_view_or_a_copy, [[torch.randn(3, 1)], [torch.randn(5, 1)], [torch.randn(6, 1)]], backend
     )
+
+
+def _contiguous_then_unsqueezed(x):
+    flat = x.to(torch.float32).reshape(-1)
+    same = flat.contiguous()  # flat itself: eager returns the tensor it was given
+    flat.unsqueeze_(0)
+    return same, same is flat
+
+
+def _converted_then_transposed(x):
+    y = x * 2
+    same = y.to(y.dtype)
+    y.t_()
+    return same.shape, same + 1
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_contiguous_then_unsqueezed, _converted_then_transposed])
+def test_an_op_returning_its_own_argument_shares_its_later_layout_changes(backend, fn):
+    # `contiguous` of a contiguous tensor and `to` its own dtype return the argument itself: the trace gave
+    # the result a node of its own, which kept the old layout after the argument's unsqueeze_.
+    calls_agree(fn, [[torch.arange(6.0).view(2, 3)], [torch.zeros(0, 2)]], backend=backend)

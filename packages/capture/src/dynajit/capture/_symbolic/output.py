@@ -237,7 +237,8 @@ class OutputGraph:
         eager_checks.check_write(fn, proxies, kw)
         self.check_input_effects(fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
-        return self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
+        result = self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
+        return _argument_returned(fn, args, result)
 
     def record_node(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VT:
         """Record ``fn`` on arguments that are already graph nodes and constants."""
@@ -271,7 +272,8 @@ class OutputGraph:
         eager_checks.check_write(name, proxies, kw)
         self.check_input_effects(name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
-        return self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+        result = self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+        return _argument_returned(name, args, result)
 
     def check_input_effects(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Leave to Python (a graph break) an in-place op on an input's memory that backends cannot replay.
@@ -450,6 +452,15 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
+    """The argument's own variable when an out-of-place op returned that very tensor (``contiguous`` of a
+    contiguous tensor, ``to`` its own dtype): eager's result *is* the argument, so a later in-place layout
+    change (``unsqueeze_``) of either name shows through the other. In-place ops keep their own node."""
+    if not isinstance(result, TensorVar) or str(getattr(target, "__name__", target)).endswith("_"):
+        return result
+    return next((a for a in args if isinstance(a, TensorVar) and a.example is result.example), result)
 
 
 def _requires_grad(node: Any) -> bool:
