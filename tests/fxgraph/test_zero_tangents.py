@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from dynajit.fxgraph import prune_zero_tangents, skipping_zero_tangents
+from dynajit.fxgraph import conditionally_saved, prune_zero_tangents, skipping_zero_tangents
 
 aten = torch.ops.aten
 
@@ -62,3 +62,15 @@ def test_a_zero_tangent_stays_zero_through_a_where_against_a_scalar_zero():
     )
     (result,) = [gm(torch.tensor([0.0, -1.0, 4.0]), torch.zeros(3))]
     torch.testing.assert_close(result, torch.zeros(3))  # not 0 / 0 = NaN where saved is 0, nor NaN at -1
+
+
+def _two_gradients(saved_a, saved_b, tangents_a, tangents_b):
+    return tangents_a * saved_a + tangents_b * saved_b.cos(), tangents_b * saved_b
+
+
+def test_the_tensors_a_backward_reads_for_some_tangents_only_are_found():
+    gm = make_fx(_two_gradients, tracing_mode="fake")(*(torch.ones(3) for _ in range(4)))
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert conditionally_saved(gm) == frozenset(names[:2])  # each is read for one tangent alone
+    one_tangent = make_fx(lambda s, t: t * s.sin(), tracing_mode="fake")(torch.ones(3), torch.ones(3))
+    assert conditionally_saved(one_tangent) == frozenset()

@@ -468,6 +468,116 @@ def test_a_statistic_read_through_clamp_or_relu_puts_no_nan_into_the_gradients(b
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn), equal_nan=False)
 
 
+_PROJECTION = torch.linspace(-1, 1, 6).view(3, 2).requires_grad_()
+
+
+def _input_written_after_its_statistic(x):
+    mean = x.mean(1, keepdim=True)
+    peak = (x @ _PROJECTION).max().item()  # a graph break: the matmul saved x, for the projection's gradient
+    torch.nn.functional.relu(x, inplace=True)
+    return mean, peak
+
+
+def _output_written_after_its_statistic(x):
+    y = x * 2
+    peak = (y @ _PROJECTION).max().item()  # the matmul saved y, which the graph returns
+    rest = y % 3
+    y.add_(y)
+    return rest, peak
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_input_written_after_its_statistic, _output_written_after_its_statistic])
+def test_a_tensor_saved_for_an_unreached_gradient_may_be_written_before_the_backward(backend, fn):
+    # Eager checks a saved tensor's version only in the nodes the backward reaches: the matmul's saved input,
+    # written in place afterwards, is never looked at. The compiled graph's single node checked every tensor
+    # it saved.
+    def run(f):
+        leaf = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]).requires_grad_()
+        _PROJECTION.grad = None
+        out, _ = f(leaf.clone())
+        (out * torch.arange(out.numel()).view(out.shape)).sum().backward()
+        # The projection is an input the compiled graph does not reach: zeros where eager leaves None
+        unreached = _PROJECTION.grad is None or not _PROJECTION.grad.any()
+        return out.detach(), leaf.grad, unreached
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+
+
+def _statistics(x):
+    return x.mean(1, keepdim=True), (x @ _PROJECTION).max()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_tensor_saved_for_a_reached_gradient_and_then_written_raises_as_in_eager(backend):
+    def run(f):
+        leaf = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]).requires_grad_()
+        x = leaf.clone()
+        mean, peak = f(x)
+        x.mul_(2)  # the matmul saved x: its backward must refuse it now
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (mean.sum() + peak).backward()
+
+    run(_statistics)
+    run(compiler.compile(_statistics, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_saved_tensor_hooks_pack_and_unpack_a_tensor_saved_for_some_gradients_only(backend):
+    # Such a tensor is kept out of save_for_backward: the active hooks still pack it at the forward and unpack
+    # it for the backward that reads it, and the gradients are eager's.
+    def run(f):
+        calls = []
+
+        def pack(t):
+            calls.append("pack")
+            return t.clone()  # what an offloading hook does: the saved tensor is a copy
+
+        def unpack(t):
+            calls.append("unpack")
+            return t
+
+        leaf = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]).requires_grad_()
+        _PROJECTION.grad = None
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            mean, peak = f(leaf.clone())
+        (mean.sum() + peak).backward()
+        return calls, leaf.grad, _PROJECTION.grad
+
+    calls, *grads = run(compiler.compile(_statistics, backend=backend))
+    _, *expected = run(_statistics)
+    torch.testing.assert_close(grads, expected)
+    assert calls.count("pack") == calls.count("unpack") >= 1
+
+
+def _recomputed_from_an_output(x, embedding):
+    looked_up = embedding(x.abs() % 10)
+    alias = looked_up
+    rooted = torch.nan_to_num(looked_up.sqrt())
+    alias.unsqueeze_(0)  # a graph break (a layout change of a tensor requiring grad): looked_up is an output
+    return rooted
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_output_changed_in_place_after_the_graph_is_not_what_its_backward_recomputes_from(backend):
+    # The min-cut partitioner saved the embedding's result, an output, to recompute sqrt from it where eager
+    # saves sqrt's result: the caller's unsqueeze_ of the output then made the backward raise.
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(10, 8)
+
+    def run(f):
+        embedding.zero_grad()
+        out = f(torch.tensor([3, 7]), embedding)
+        (out * torch.arange(out.numel()).view(out.shape)).sum().backward()
+        return out.detach(), embedding.weight.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_recomputed_from_an_output, backend=backend)),
+        run(_recomputed_from_an_output),
+        equal_nan=True,
+    )
+
+
 def _transposed_then_viewed(x):
     y = 0.5 * x
     y.transpose_(0, 1)

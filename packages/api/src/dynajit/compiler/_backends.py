@@ -36,15 +36,24 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
         return make_boxed_func(run)
 
-    from dynajit.fxgraph import keep_written_strides, skipping_zero_tangents
+    from functorch.compile import default_partition
+
+    from dynajit.fxgraph import (
+        checking_saved_versions,
+        keep_written_strides,
+        recording_saved_versions,
+        skipping_zero_tangents,
+        stashing_conditional_saves,
+    )
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     return aot_module_simplified(
         keep_written_strides(gm),
         inputs,
-        fw_compiler=run_forward_without_views,
-        bw_compiler=skipping_zero_tangents(run_graph_as_is),
+        fw_compiler=recording_saved_versions(run_forward_without_views),
+        bw_compiler=skipping_zero_tangents(checking_saved_versions(run_graph_as_is)),
         inference_compiler=run_graph_as_is,
+        partition_fn=stashing_conditional_saves(default_partition),
     )
 
 

@@ -25,6 +25,12 @@ from dynajit.fxgraph._passes import (
     graph_stats,
 )
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
+from dynajit.fxgraph._reached_saves import (
+    checking_saved_versions,
+    conditionally_saved,
+    recording_saved_versions,
+    stashing_conditional_saves,
+)
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
 from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
@@ -44,6 +50,8 @@ __all__ = [
     "GraphStats",
     "artifact_enabled",
     "artifact_logger",
+    "checking_saved_versions",
+    "conditionally_saved",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
     "fold_constants",
@@ -62,9 +70,11 @@ __all__ = [
     "passes_inplace",
     "prune_zero_tangents",
     "recapture_meta",
+    "recording_saved_versions",
     "set_logs",
     "skipping_zero_tangents",
     "source_meta",
+    "stashing_conditional_saves",
     "symbolic_fake",
     "symbolic_int",
     "symbols_of",

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["prune_zero_tangents", "skipping_zero_tangents"]
+__all__ = ["copy_graph", "prune_zero_tangents", "skipping_zero_tangents"]
 
 aten = torch.ops.aten
 
@@ -64,7 +64,7 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
 
 _ZERO_FILLS = {aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default}
 # Where the fill value sits in the ops that make a constant tensor (``where``'s decomposed zero is a scalar_tensor).
-_FILL_POSITION = {
+_FILL_POSITION: dict[Any, int] = {
     aten.full.default: 1,
     aten.full_like.default: 1,
     aten.new_full.default: 2,
@@ -111,18 +111,28 @@ def _static_value(node: Any) -> torch.Tensor | None:
 def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: frozenset[str]) -> torch.fx.GraphModule:
     """A copy of the backward ``graph_module`` in which the placeholders named in ``zero_tangents`` are structural
     zeros: what is linear in them is zero, sums drop them, and any other use reads ``zeros_like`` of them."""
-    gm = torch.fx.GraphModule(graph_module, _copy_graph(graph_module.graph))
+    gm = torch.fx.GraphModule(graph_module, copy_graph(graph_module.graph))
     graph = gm.graph
     zero: set[torch.fx.Node] = {n for n in graph.nodes if n.op == "placeholder" and n.name in zero_tangents}
     materialized: dict[torch.fx.Node, torch.fx.Node] = {}
 
     def zeros_for(node: torch.fx.Node) -> torch.fx.Node:
-        # zeros_like reads only the layout: the zero's own computation, which may hold NaN, is not needed
+        # Made from the zero's static layout, the zero's own computation (which may read saved tensors the
+        # call does not need) is dropped; zeros_like of it keeps that alive where the layout is symbolic.
         if node not in materialized:
+            value = _static_value(node)
             with graph.inserting_after(node):
-                made = materialized[node] = graph.call_function(aten.zeros_like.default, (node,))
+                materialized[node] = (
+                    graph.call_function(
+                        aten.zeros.default,
+                        (list(value.shape),),
+                        {"dtype": value.dtype, "device": value.device},
+                    )
+                    if value is not None
+                    else graph.call_function(aten.zeros_like.default, (node,))
+                )
             if "val" in node.meta:
-                made.meta["val"] = node.meta["val"]
+                materialized[node].meta["val"] = node.meta["val"]
         return materialized[node]
 
     for node in list(graph.nodes):
@@ -150,7 +160,8 @@ def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: froze
     return gm
 
 
-def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A copy of ``graph``: its nodes, with their meta, and its output."""
     copied = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     result = copied.graph_copy(graph, env)

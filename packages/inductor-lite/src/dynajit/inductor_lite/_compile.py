@@ -37,10 +37,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from dynajit.fxgraph import (
     artifact_enabled,
     artifact_logger,
+    checking_saved_versions,
     is_symbolic,
     keep_written_strides,
     reads_data,
+    recording_saved_versions,
     skipping_zero_tangents,
+    stashing_conditional_saves,
 )
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
@@ -628,13 +631,15 @@ class _Specialized:
             aot_inputs = list(example_inputs if symbolic is None else symbolic)
             fn = aot_module_simplified(
                 graph_module, aot_inputs,
-                fw_compiler=compiler, bw_compiler=skipping_zero_tangents(compiler), decompositions=decomposition_table(),
+                fw_compiler=recording_saved_versions(compiler),
+                bw_compiler=skipping_zero_tangents(checking_saved_versions(compiler)),
+                decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
                 # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
                 # inside its own fused kernels, which costs less than writing them out and reading them back.
-                partition_fn=functools.partial(
+                partition_fn=stashing_conditional_saves(functools.partial(
                     partition, written=functools.partial(written_primals, graph_module, aot_inputs)
-                ),
+                )),
                 keep_inference_input_mutations=False,
             )  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes

@@ -1,7 +1,8 @@
-"""Splitting a training graph into forward and backward without saving an input eager would not have saved.
+"""Splitting a training graph into forward and backward without saving a value the caller can write into
+that eager would not have saved.
 
-AOT autograd's partitioners treat the forward's inputs as values that cannot change before the backward
-runs, and autograd checks that promise with the inputs' version counters. Two ways to break it:
+AOT autograd's partitioners treat the forward's inputs and outputs as values that cannot change before the
+backward runs, and autograd checks that promise with their version counters. Three ways to break it:
 
 - the graph writes into an input (``x.mul_(w)`` on an activation or a buffer): AOT autograd copies the
   written value into the caller's tensor after the forward, so a backward recomputing ``clone(x)`` or
@@ -9,9 +10,11 @@ runs, and autograd checks that promise with the inputs' version counters. Two wa
   operation") where eager, which saved the value before the write, computes the gradient;
 - the min-cut partitioner saves an input to recompute cheap values from it (``x * 1`` before an
   embedding) where eager saved those values: the caller's later in-place op on the input (``x.unsqueeze_(0)``
-  at a graph break) then makes the backward raise where eager's does not.
+  at a graph break) then makes the backward raise where eager's does not;
+- likewise an output (an embedding's result returned across a graph break, saved to recompute its
+  ``sqrt``, which eager saved instead) that the caller then changes in place.
 
-:func:`partition` saves a copy of such an input, made in the forward: it holds the value the forward read.
+:func:`partition` saves a copy of such a value, made in the forward: it holds the value the forward computed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph import has_side_effects
 
-__all__ = ["eager_saved_inputs", "partition", "written_primals"]
+__all__ = ["eager_saved_values", "partition", "written_primals"]
 
 aten = torch.ops.aten
 
@@ -67,13 +70,14 @@ def written_primals(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
     )
 
 
-def eager_saved_inputs(joint: torch.fx.GraphModule) -> frozenset[str]:
-    """The joint graph's inputs that eager's autograd saves too: those its backward formulas read directly or
-    through views made in the forward (a saved view shares the input's version counter)."""
+def eager_saved_values(joint: torch.fx.GraphModule) -> frozenset[str]:
+    """The joint graph's forward values (inputs and results) that eager's autograd saves too: those its
+    backward formulas read directly or through views made in the forward (a saved view shares the value's
+    version counter)."""
     backward = {n for n in joint.graph.nodes if n.meta.get("partitioner_tag") == "is_backward"}
     saved: set[str] = set()
     for node in joint.graph.nodes:
-        if node.op != "placeholder" or node in backward:
+        if node in backward or node.op == "output":
             continue
         pending, seen = [node], set()
         while pending:
@@ -96,35 +100,39 @@ def partition(
     **options: Any,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
     """The min-cut split of ``joint``, with each saved input that the graph writes into (``written()``, asked
-    only when an input is saved), that the backward only clones, or that eager would not have saved replaced
-    by a copy made in the forward."""
-    eager_saved = eager_saved_inputs(joint)  # read before splitting: the partitioner may retag nodes
+    only when an input is saved) or that the backward only clones, and each saved input or output that eager
+    would not have saved, replaced by a copy made in the forward."""
+    eager_saved = eager_saved_values(joint)  # read before splitting: the partitioner may retag nodes
     forward, backward = min_cut_rematerialization_partition(
         joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
     )
     output = forward.graph.output_node()
     results = list(output.args[0])
-    saved_inputs = {
+    # What the caller can write into before the backward runs: the graph's inputs and its outputs.
+    visible = {r.name for r in results[:num_fwd_outputs] if isinstance(r, torch.fx.Node)}
+    saved_visible = {
         r.name
         for r in results[num_fwd_outputs:]
-        if isinstance(r, torch.fx.Node) and r.op == "placeholder" and isinstance(r.meta.get("val"), torch.Tensor)
+        if isinstance(r, torch.fx.Node)
+        and (r.op == "placeholder" or r.name in visible)
+        and isinstance(r.meta.get("val"), torch.Tensor)
     }
-    if not saved_inputs:
+    if not saved_visible:
         return forward, backward
     cloned = {
         node.args[0].name
         for node in backward.graph.nodes
         if node.target is aten.clone.default and getattr(node.args[0], "op", None) == "placeholder"
     }
-    copied = cloned | (saved_inputs - eager_saved) | written()
+    copied = cloned | (saved_visible - eager_saved) | written()
     placeholders = [n for n in forward.graph.nodes if n.op == "placeholder"]
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i in range(num_fwd_outputs, len(results)):
         saved = results[i]
-        if not isinstance(saved, torch.fx.Node) or saved.op != "placeholder" or saved.name not in copied:
+        if not isinstance(saved, torch.fx.Node) or saved.name not in copied or saved.name not in saved_visible:
             continue
         if saved not in copies:
-            with forward.graph.inserting_after(placeholders[-1]):
+            with forward.graph.inserting_after(placeholders[-1] if saved.op == "placeholder" else saved):
                 copies[saved] = forward.graph.call_function(aten.clone.default, (saved,))
             value = saved.meta.get("val")
             if isinstance(value, torch.Tensor):

@@ -1,0 +1,162 @@
+"""A saved tensor's version is checked when the backward reads it, as eager checks the nodes it reaches.
+
+Eager's autograd checks a saved tensor's version counter only when the backward reaches the node that saved
+it: ``s = x.max(); relu_(x)`` then a backward from another output never looks at the ``x`` that ``max``
+saved. A compiled training graph is a single autograd node that saves, through ``save_for_backward``, every
+tensor any of its outputs' gradients needs, so the same program's backward raised "modified by an inplace
+operation" where eager computes; the caller can write into the graph's inputs and into its outputs.
+
+The tensors a graph saves only for some of its outputs' gradients (found by pruning the backward for each
+tangent alone) are instead stashed without autograd's check: :func:`stashing_conditional_saves` marks them for
+AOT autograd's partitioner (its ``saved_tensor_with_no_vc_check`` meta, the ``ctx.x = x`` case of custom
+functions), :func:`recording_saved_versions` saves each as an alias holding its version at the forward (or,
+under ``saved_tensors_hooks``, as what the pack hook made of it), and :func:`checking_saved_versions` restores
+and checks those that the backward compiled for the call's tangents reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from dynajit.fxgraph._zero_tangents import copy_graph, prune_zero_tangents
+
+__all__ = [
+    "checking_saved_versions",
+    "conditionally_saved",
+    "recording_saved_versions",
+    "stashing_conditional_saves",
+]
+
+_UNCHECKED = "saved_tensor_with_no_vc_check"  # AOT autograd's meta key: stashed on ctx, not save_for_backward
+_POSITIONS = "dynajit_unchecked_saves"  # forward.meta: where those tensors sit among the forward's outputs
+_VERSION = "_dynajit_saved_version"
+_PACKED = "_dynajit_packed"
+
+
+def conditionally_saved(backward: torch.fx.GraphModule) -> frozenset[str]:
+    """The saved tensors that the ``backward`` graph reads for some of its tangents only."""
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    tangents = frozenset(n.name for n in placeholders if n.name.startswith("tangents"))
+    saved = {
+        n.name
+        for n in placeholders
+        if n.name not in tangents and n.users and isinstance(n.meta.get("val"), torch.Tensor)
+    }
+    if len(tangents) < 2 or not saved:
+        return frozenset()
+    conditional: set[str] = set()
+    for kept in tangents:
+        pruned = prune_zero_tangents(backward, tangents - {kept})
+        conditional |= saved - {n.name for n in pruned.graph.nodes if n.op == "placeholder" and n.users}
+    return frozenset(conditional)
+
+
+def _fresh(joint: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    copied = torch.fx.GraphModule(joint, copy_graph(joint.graph))
+    copied.meta.update(joint.meta)
+    return copied
+
+
+def stashing_conditional_saves(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap an AOT autograd ``partition_fn`` so the tensors saved for some outputs' gradients only are stashed
+    unchecked, with their positions among the forward's outputs in ``forward.meta``."""
+
+    def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **options: Any) -> Any:
+        # Partitioners retag the joint graph's nodes: each split works on a copy of it.
+        forward, backward = partition_fn(_fresh(joint), joint_inputs, **options)
+        marked = conditionally_saved(backward)
+        if not marked:
+            return forward, backward
+        joint = _fresh(joint)
+        for node in joint.graph.nodes:
+            if node.name in marked:
+                node.meta[_UNCHECKED] = True
+        forward, backward = partition_fn(joint, joint_inputs, **options)
+        results = forward.graph.output_node().args[0]
+        forward.meta[_POSITIONS] = tuple(
+            i
+            for i, r in enumerate(results)
+            if i >= options["num_fwd_outputs"] and isinstance(r, torch.fx.Node) and r.name in marked
+        )
+        return forward, backward
+
+    return partition
+
+
+def _stashed(value: Any, hooks: tuple[Callable[..., Any], Callable[..., Any]] | None) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    if hooks is not None:
+        # What save_for_backward would have done: the pack hook's result is kept, the tensor is not.
+        holder = value.new_empty(0)
+        setattr(holder, _PACKED, (hooks[0](value), hooks[1]))
+        return holder
+    alias = value.detach()  # shares the version counter; the caller's tensor itself gets no attribute
+    setattr(alias, _VERSION, value._version)
+    return alias
+
+
+def recording_saved_versions(fw_compiler: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a forward compiler so the unchecked saved tensors :func:`stashing_conditional_saves` placed are saved
+    as aliases holding their version (or packed by the active ``saved_tensors_hooks``)."""
+
+    def compile_forward(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        compiled = fw_compiler(graph_module, example_inputs)
+        positions = graph_module.meta.get(_POSITIONS)
+        if not positions:
+            return compiled
+        boxed = getattr(compiled, "_boxed_call", False)
+
+        def run(args: list[Any]) -> Any:
+            outs = list(compiled(args) if boxed else compiled(*args))
+            hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            for i in positions:
+                outs[i] = _stashed(outs[i], hooks)
+            return outs
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    return compile_forward
+
+
+def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a boxed backward compiler so each compiled backward first restores the stashed tensors it reads
+    (unpacking the packed ones) and raises eager's error for one written in place since the forward."""
+
+    def compile_backward(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        compiled = bw_compiler(graph_module, example_inputs)
+        placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+        reads = [i for i, n in enumerate(placeholders) if n.users and n.meta.get(_UNCHECKED)]
+        if not reads:
+            return compiled
+
+        def run(args: list[Any]) -> Any:
+            for i in reads:
+                _restore(args, i)
+            return compiled(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    return compile_backward
+
+
+def _restore(args: list[Any], i: int) -> None:
+    value = args[i]
+    packed = getattr(value, _PACKED, None)
+    if packed is not None:
+        args[i] = packed[1](packed[0])
+        return
+    saved = getattr(value, _VERSION, None)
+    if saved is not None and value._version != saved:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{value.type()} {list(value.shape)}] is at version {value._version}; expected version {saved} "
+            "instead. Hint: a compiled graph's forward saved it, and it was written in place before the backward "
+            "reached it."
+        )
