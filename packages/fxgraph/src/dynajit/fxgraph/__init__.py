@@ -6,7 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder
 from dynajit.fxgraph._config import Config, ConfigError, option
-from dynajit.fxgraph._inplace import keep_written_strides, passes_inplace
+from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
     EXAMPLE_VALUE,
@@ -38,6 +38,7 @@ from dynajit.fxgraph._zero_tangents import prune_zero_tangents, skipping_zero_ta
 
 __all__ = [
     "ARTIFACTS",
+    "AUGMENTED_OPERATORS",
     "EXAMPLE_VALUE",
     "NN_MODULE_STACK",
     "SOURCE_FN_STACK",
@@ -78,6 +79,7 @@ __all__ = [
     "symbolic_fake",
     "symbolic_int",
     "symbols_of",
+    "writes_elements",
     "target_name",
     "user_source_line",
 ]

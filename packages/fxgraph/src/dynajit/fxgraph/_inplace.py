@@ -24,7 +24,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE
 
-__all__ = ["keep_written_strides", "passes_inplace"]
+__all__ = ["AUGMENTED_OPERATORS", "keep_written_strides", "passes_inplace", "writes_elements"]
 
 #: Python's augmented assignments on a tensor: each writes its left operand.
 AUGMENTED_OPERATORS: frozenset[Any] = frozenset(
@@ -41,12 +41,29 @@ NOT_VALUE_WRITES: frozenset[str] = frozenset(
 )
 
 
-def _writes_values(name: str) -> bool:
-    """Whether the in-place op ``name`` writes element values (``add_``), not a layout (``t_``, tagged ``inplace_view``)."""
-    packet = getattr(torch.ops.aten, name, None)
-    if name in NOT_VALUE_WRITES or not isinstance(packet, torch._ops.OpOverloadPacket):
+@functools.cache
+def writes_elements(name: str) -> bool:
+    """Whether the aten op ``name`` (``add_``, ``copy_``) writes into its first argument's elements, not only its
+    layout (``t_``, tagged ``inplace_view``): an in-place name whose schema marks that argument written."""
+    if not name.endswith("_") or name.startswith("_") or name == "requires_grad_":
         return False
-    return not any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
+    packet = getattr(torch.ops.aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    overloads = [getattr(packet, o) for o in packet.overloads()]
+    if any(torch.Tag.inplace_view in o.tags for o in overloads):
+        return False
+    return any(
+        o._schema.arguments
+        and o._schema.arguments[0].alias_info is not None
+        and o._schema.arguments[0].alias_info.is_write
+        for o in overloads
+    )
+
+
+def _writes_values(name: str) -> bool:
+    """Whether the in-place op ``name`` writes element values that functionalization would lay out anew."""
+    return name not in NOT_VALUE_WRITES and writes_elements(name)
 
 
 def _written_argument(node: torch.fx.Node) -> int | str | None:
@@ -64,7 +81,7 @@ def _written_argument(node: torch.fx.Node) -> int | str | None:
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if name == "__setitem__" and node.op == "call_method":
         return 0
-    if not isinstance(name, str) or not name.endswith("_") or name.startswith("_") or not _writes_values(name):
+    if not isinstance(name, str) or not _writes_values(name):
         return None
     if node.op == "call_function" and node.target not in (
         getattr(torch, name, None),

@@ -15,38 +15,23 @@ from typing import Any
 import torch
 import torch.fx
 
-from dynajit.fxgraph._inplace import passes_inplace
+from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, passes_inplace
 
 __all__ = ["has_side_effects", "is_random", "target_name"]
 
 #: Callables (by identity) that act on the world outside their result.
-SIDE_EFFECT_FUNCTIONS: frozenset[Any] = frozenset(
-    {
-        builtins.print,
-        builtins.setattr,
-        builtins.delattr,
-        operator.setitem,
-        operator.delitem,
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-        operator.ifloordiv,
-        operator.imod,
-        operator.ipow,
-        operator.iand,
-        operator.ior,
-        operator.ixor,
-        operator.ilshift,
-        operator.irshift,
-        operator.imatmul,
-        torch.manual_seed,
-        torch.seed,
-        torch.set_grad_enabled,
-        torch._assert,
-        torch.autograd.backward,
-    }
-)
+SIDE_EFFECT_FUNCTIONS: frozenset[Any] = AUGMENTED_OPERATORS | {
+    builtins.print,
+    builtins.setattr,
+    builtins.delattr,
+    operator.delitem,
+    operator.imatmul,
+    torch.manual_seed,
+    torch.seed,
+    torch.set_grad_enabled,
+    torch._assert,
+    torch.autograd.backward,
+}
 
 #: Function and method names (without module) that draw from a random generator.
 RANDOM_NAMES: frozenset[str] = frozenset(

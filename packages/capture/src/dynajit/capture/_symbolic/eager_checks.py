@@ -35,7 +35,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
-from dynajit.fxgraph import passes_inplace
+from dynajit.fxgraph import passes_inplace, writes_elements
 
 __all__ = ["check", "check_write", "is_dense", "is_no_op", "shares_elements", "storage_key"]
 
@@ -265,24 +265,7 @@ def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 def _writes_data(target: Any, name: str | None) -> bool:
     """Whether ``target`` writes into its first argument's elements (not only its metadata, as ``t_`` does)."""
-    if target is operator.setitem:
-        return True
-    if name is None or not name.endswith("_") or name.startswith("_") or name == "requires_grad_":
-        return False
-    packet = getattr(aten, name, None)
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return False
-    overloads = [getattr(packet, o) for o in packet.overloads()]
-    if any(torch.Tag.inplace_view in o.tags for o in overloads):
-        return False
-    return any(o._schema.arguments and (o._schema.arguments[0].alias_info or _NO_ALIAS).is_write for o in overloads)
-
-
-class _NoAlias:
-    is_write = False
-
-
-_NO_ALIAS = _NoAlias()
+    return target is operator.setitem or (name is not None and writes_elements(name))
 
 
 def is_dense(tensor: torch.Tensor) -> bool:
