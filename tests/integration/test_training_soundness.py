@@ -578,6 +578,30 @@ def test_an_output_changed_in_place_after_the_graph_is_not_what_its_backward_rec
     )
 
 
+def _projected_then_unsqueezed(x, norm):
+    y = torch.nn.functional.linear(norm(x), torch.ones(2, 2))
+    y.unsqueeze_(0)  # a graph break (a layout change of a tensor requiring grad)
+    return y
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(2, 1, 2, 2), (0, 1, 0, 2)])
+def test_a_training_graphs_output_laid_out_as_a_view_may_be_changed_in_place(backend, shape):
+    # The backend returned the 4-d result of a matmul as a view of its 2-d buffer; coming out of AOT autograd's
+    # autograd.Function, autograd refused the in-place op on that view, which eager allows on its fresh tensor.
+    norm = torch.nn.LayerNorm(2)
+
+    def run(f):
+        norm.zero_grad()
+        out = f(torch.linspace(-1, 1, math.prod(shape)).view(shape), norm)
+        (out * 3).sum().backward()
+        return out.detach(), norm.weight.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_projected_then_unsqueezed, backend=backend)), run(_projected_then_unsqueezed)
+    )
+
+
 def _transposed_then_viewed(x):
     y = 0.5 * x
     y.transpose_(0, 1)

@@ -21,36 +21,25 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Calla
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
     """Trace forward and backward with AOT autograd and run both graphs eagerly."""
-    from functorch.compile import aot_module_simplified, make_boxed_func
-
-    def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
-        return make_boxed_func(graph.forward)
-
-    def run_forward_without_views(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
-        # A training forward runs inside an autograd.Function, which marks each view it returns (`x.t_()` of an
-        # intermediate) as made inside a custom function: autograd would refuse the user's later in-place op on
-        # it, which eager allows. Detached, an output keeps its memory and layout (AOT autograd rebuilds the
-        # outputs that alias inputs or one another from them) without being a view.
-        def run(*args: Any) -> list[Any]:
-            return [o.detach() if isinstance(o, torch.Tensor) and o._is_view() else o for o in graph.forward(*args)]
-
-        return make_boxed_func(run)
-
-    from functorch.compile import default_partition
+    from functorch.compile import aot_module_simplified, default_partition, make_boxed_func
 
     from dynajit.fxgraph import (
         checking_saved_versions,
         keep_written_strides,
         recording_saved_versions,
+        returning_no_views,
         skipping_zero_tangents,
         stashing_conditional_saves,
     )
+
+    def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
+        return make_boxed_func(graph.forward)
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     return aot_module_simplified(
         keep_written_strides(gm),
         inputs,
-        fw_compiler=recording_saved_versions(run_forward_without_views),
+        fw_compiler=recording_saved_versions(returning_no_views(run_graph_as_is)),
         bw_compiler=skipping_zero_tangents(checking_saved_versions(run_graph_as_is)),
         inference_compiler=run_graph_as_is,
         partition_fn=stashing_conditional_saves(default_partition),

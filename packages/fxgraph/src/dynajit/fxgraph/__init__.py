@@ -6,6 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder
 from dynajit.fxgraph._config import Config, ConfigError, option
+from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
@@ -72,6 +73,7 @@ __all__ = [
     "prune_zero_tangents",
     "recapture_meta",
     "recording_saved_versions",
+    "returning_no_views",
     "set_logs",
     "skipping_zero_tangents",
     "source_meta",

@@ -42,6 +42,7 @@ from dynajit.fxgraph import (
     keep_written_strides,
     reads_data,
     recording_saved_versions,
+    returning_no_views,
     skipping_zero_tangents,
     stashing_conditional_saves,
 )
@@ -631,7 +632,7 @@ class _Specialized:
             aot_inputs = list(example_inputs if symbolic is None else symbolic)
             fn = aot_module_simplified(
                 graph_module, aot_inputs,
-                fw_compiler=recording_saved_versions(compiler),
+                fw_compiler=recording_saved_versions(returning_no_views(compiler)),
                 bw_compiler=skipping_zero_tangents(checking_saved_versions(compiler)),
                 decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
