@@ -488,7 +488,8 @@ def _output_written_after_its_statistic(x):
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("fn", [_input_written_after_its_statistic, _output_written_after_its_statistic])
-def test_a_tensor_saved_for_an_unreached_gradient_may_be_written_before_the_backward(backend, fn):
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_tensor_saved_for_an_unreached_gradient_may_be_written_before_the_backward(backend, fn, dynamic):
     # Eager checks a saved tensor's version only in the nodes the backward reaches: the matmul's saved input,
     # written in place afterwards, is never looked at. The compiled graph's single node checked every tensor
     # it saved.
@@ -501,7 +502,9 @@ def test_a_tensor_saved_for_an_unreached_gradient_may_be_written_before_the_back
         unreached = _PROJECTION.grad is None or not _PROJECTION.grad.any()
         return out.detach(), leaf.grad, unreached
 
-    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+    # With symbolic sizes, the zeros standing for the unreached gradient are zeros_like of a computation from
+    # the saved tensor: that reads its layout, not its values, and is no reason to check its version.
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend, dynamic=dynamic)), run(fn))
 
 
 def _statistics(x):

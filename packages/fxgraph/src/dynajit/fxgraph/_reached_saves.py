@@ -37,6 +37,29 @@ _VERSION = "_dynajit_saved_version"
 _PACKED = "_dynajit_packed"
 
 
+# Ops that read only their tensor argument's layout: a placeholder reached only through them is not read.
+_LAYOUT_ONLY = {
+    torch.ops.aten.zeros_like.default, torch.ops.aten.empty_like.default, torch.ops.aten.sym_size.int,
+    torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+}  # fmt: skip
+
+
+def data_reads(graph_module: torch.fx.GraphModule) -> frozenset[str]:
+    """The placeholders whose values the graph's outputs depend on (a zero made as ``zeros_like`` of a
+    computation from a saved tensor reads only that computation's layout, not the tensor)."""
+    live: set[torch.fx.Node] = set()
+    pending = [graph_module.graph.output_node()]
+    while pending:
+        node = pending.pop()
+        if node in live:
+            continue
+        live.add(node)
+        if node.op == "call_function" and node.target in _LAYOUT_ONLY:
+            continue
+        pending.extend(node.all_input_nodes)
+    return frozenset(n.name for n in live if n.op == "placeholder")
+
+
 def conditionally_saved(backward: torch.fx.GraphModule) -> frozenset[str]:
     """The saved tensors that the ``backward`` graph reads for some of its tangents only."""
     placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
@@ -51,7 +74,7 @@ def conditionally_saved(backward: torch.fx.GraphModule) -> frozenset[str]:
     conditional: set[str] = set()
     for kept in tangents:
         pruned = prune_zero_tangents(backward, tangents - {kept})
-        conditional |= saved - {n.name for n in pruned.graph.nodes if n.op == "placeholder" and n.users}
+        conditional |= saved - data_reads(pruned)
     return frozenset(conditional)
 
 
@@ -131,13 +154,15 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
     def compile_backward(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         compiled = bw_compiler(graph_module, example_inputs)
         placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
-        reads = [i for i, n in enumerate(placeholders) if n.users and n.meta.get(_UNCHECKED)]
-        if not reads:
+        read = data_reads(graph_module)
+        # Each stashed tensor the graph uses is restored; only those whose values it reads are checked.
+        used = [(i, n.name in read) for i, n in enumerate(placeholders) if n.users and n.meta.get(_UNCHECKED)]
+        if not used:
             return compiled
 
         def run(args: list[Any]) -> Any:
-            for i in reads:
-                _restore(args, i)
+            for i, checked in used:
+                _restore(args, i, checked)
             return compiled(args)
 
         run._boxed_call = True  # type: ignore[attr-defined]
@@ -146,14 +171,14 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
     return compile_backward
 
 
-def _restore(args: list[Any], i: int) -> None:
+def _restore(args: list[Any], i: int, checked: bool) -> None:
     value = args[i]
     packed = getattr(value, _PACKED, None)
     if packed is not None:
         args[i] = packed[1](packed[0])
         return
     saved = getattr(value, _VERSION, None)
-    if saved is not None and value._version != saved:
+    if checked and saved is not None and value._version != saved:
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{value.type()} {list(value.shape)}] is at version {value._version}; expected version {saved} "
