@@ -5,7 +5,7 @@ code objects and caches) and one compiled function used for every call, so
 later calls exercise the cache, recompiles and dynamic shapes. Every call
 runs on fresh inputs built by the program's ``make_args``. Compared: the
 outputs' structure, values (dtype-aware tolerances, NaNs equal), dtypes,
-shapes, strides where eager's output is a view of an input or dense (and not empty), which
+shapes, strides where eager's output is a view of an input, dense or expanded (and not empty), which
 outputs alias which inputs, the inputs afterwards (values and metadata),
 exception types, the modules' state, and, for arguments and parameters requiring
 grad, the gradients a backward of the outputs leaves on them. A fallback to
@@ -165,7 +165,8 @@ def compare_outputs(expected: Any, actual: Any, e_args: list[Any], a_args: list[
         e_alias, a_alias = _input_index(e, e_args), _input_index(a, a_args)
         if e_alias != a_alias:
             return "alias", f"output[{i}]: eager aliases input {e_alias}, compiled aliases input {a_alias}"
-        if (e_alias is not None or e.is_contiguous()) and not _same_strides(e, a):
+        expanded = any(stride == 0 and size > 1 for size, stride in zip(e.shape, e.stride()))
+        if (e_alias is not None or e.is_contiguous() or expanded) and not _same_strides(e, a):
             return "stride", f"output[{i}] {tuple(e.shape)}: eager strides {e.stride()}, compiled {a.stride()}"
         if e_alias is not None and e.storage_offset() != a.storage_offset():
             return "stride", f"output[{i}]: eager storage offset {e.storage_offset()}, compiled {a.storage_offset()}"

@@ -767,3 +767,27 @@ def test_an_out_write_into_an_operand_of_another_shape_raises_as_in_eager():
     # Eager treats out= into one of the operands as in-place and refuses to resize it; the fake kernel resized it
     # (with a warning), and the compiled program returned where eager raises.
     differential(_added_into_its_own_smaller_operand, torch.randn(1, 2))
+
+
+def _expanded_intermediate(x):
+    wide = torch.abs(x).expand(3, 2)
+    return wide, x.sum()
+
+
+def _branch_on_an_expanded_intermediate(x):
+    wide = torch.abs(x).expand(2)
+    total = float(x.sum())  # a graph break: `wide` leaves the first graph
+    return (x * 2 if wide.is_contiguous() else x - 1), total
+
+
+@pytest.mark.parametrize("fn", [_expanded_intermediate, _branch_on_an_expanded_intermediate])
+def test_an_expanded_intermediate_is_returned_expanded(fn):
+    # An expand of a value the graph computes was returned as a dense buffer: its strides, and so
+    # is_contiguous() read after a graph break, differed from eager's.
+    for x in (torch.tensor([3]), torch.tensor([[1.5, -2.0]])[:, :1].reshape(1)):
+        compiled = compiler.compile(fn, backend="inductor")
+        expected, actual = fn(x.clone()), compiled(x.clone())
+        assert_same(expected, actual)
+        if fn is _expanded_intermediate:
+            assert actual[0].stride() == expected[0].stride() and not actual[0].is_contiguous()
+        compiler.reset()

@@ -491,14 +491,16 @@ class GraphLowering:
                 self.output_storages[storage] = self.output_storages.get(storage, 0) + 1
 
     def _shared_output(self, node: Any, val: Any, storage: Any) -> OutputRef | None:
-        """An output eager returns in the storage of another output: a view of their common base's buffer.
+        """An output eager returns in the storage of another output, or whose elements share memory (an
+        ``expand`` of an intermediate): a view of their common base's buffer.
 
         Eager's outputs alias each other when one is a view of the other, the same tensor is returned
-        twice, or both view one intermediate; the caller sees writes to one in the other. The base (the
+        twice, or both view one intermediate; the caller sees writes to one in the other. An expanded output
+        as a dense buffer would have other strides (``is_contiguous()`` true where eager's is false). The base (the
         first value up the chain of views that shares their storage) gets one buffer in its eager
         layout, and each such output is the view of it eager's strides and storage offset describe.
         """
-        if storage is None or self.output_storages.get(storage, 0) < 2:
+        if storage is None or (self.output_storages.get(storage, 0) < 2 and not _overlapping(val)):
             return None
         root = _alias_root(node, storage)
         base_val = root.meta.get("val")
@@ -669,6 +671,15 @@ def _dense_strides(val: Any) -> tuple[Any, ...] | None:
     if isinstance(val, torch.Tensor) and _sym.prod(_sym.shape_of(val)) != 0 and is_non_overlapping_and_dense(val):
         return _sym.strides_of(val)
     return None
+
+
+def _overlapping(val: Any) -> bool:
+    """Whether two of ``val``'s elements share memory: a stride of 0 on a dim of more than one element."""
+    return (
+        isinstance(val, torch.Tensor)
+        and any(_sym.norm(stride) == 0 and _sym.norm(size) != 1 for size, stride in zip(val.shape, val.stride()))
+        and _sym.prod(_sym.shape_of(val)) != 0
+    )
 
 
 def _gapped_strides(val: Any) -> tuple[int, ...] | None:
