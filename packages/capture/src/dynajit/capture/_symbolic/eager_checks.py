@@ -141,7 +141,7 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
     known only when the graph runs: out of bounds of a dim that is not empty, an unused index is not
     checked, as no backend keeps dead code.)
     """
-    example = _example(args[0]) if len(args) == 2 else None
+    example = example_tensor(args[0]) if len(args) == 2 else None
     if example is None:
         return
     parts = args[1] if isinstance(args[1], tuple) else (args[1],)
@@ -157,7 +157,7 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
             continue
         if part is None:
             continue
-        index = _example(part)
+        index = example_tensor(part)
         if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
             return  # a mask consumes as many dims as it has
         if isinstance(index, torch.Tensor) and dim < example.dim():
@@ -185,7 +185,7 @@ def _check_empty_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs:
     """Raise eager's error for an indexing op with an empty tensor, whose checks the meta kernel skips and
     which dead-code elimination could drop: run it eagerly on zeros of the same shapes (the index values
     cannot matter when the source is empty, and zeros are in bounds wherever anything is)."""
-    examples = [_example(a) for a in (*args, *kwargs.values())]
+    examples = [example_tensor(a) for a in (*args, *kwargs.values())]
     if not any(e is not None and any(isinstance(n, int) and n == 0 for n in e.shape) for e in examples):
         return
     try:
@@ -249,7 +249,7 @@ def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool
 def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     # Eager changes only the tensor's grad_fn then. Recorded, such a no-op on an input requiring grad makes AOT
     # autograd drop requires_grad from the graph's outputs (it finds no metadata change, yet the input changed).
-    example = _example(args[0]) if args else None
+    example = example_tensor(args[0]) if args else None
     plain = all(isinstance(a, (int, tuple, list)) for a in (*args[1:], *kwargs.values()))
     if example is None or not plain or metadata_change(target, args) != "view":
         return False
@@ -280,7 +280,7 @@ def shares_elements(tensor: torch.Tensor) -> bool:
 
 def _overlaps(value: Any) -> bool:
     """Whether some elements of ``value`` (an FX node's example tensor) share memory."""
-    example = _example(value)
+    example = example_tensor(value)
     return example is not None and shares_elements(example)
 
 
@@ -315,7 +315,8 @@ def storage_key(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage()._cdata
 
 
-def _example(value: Any) -> torch.Tensor | None:
+def example_tensor(value: Any) -> torch.Tensor | None:
+    """The fake tensor an FX node holds as its example value, or None for anything else."""
     example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
     return example if isinstance(example, torch.Tensor) else None
 
@@ -330,7 +331,7 @@ def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
     """The fake view ``x[index]`` a ``x[index] = value`` writes, for a basic index (None for any other)."""
-    example = _example(args[0])
+    example = example_tensor(args[0])
     parts = args[1] if isinstance(args[1], tuple) else (args[1],)
     basic = (int, slice, type(None), type(Ellipsis), torch.SymInt)
     if example is None or not all(isinstance(p, basic) for p in parts):
@@ -346,7 +347,7 @@ def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
 
 def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether the op reads, through another tensor argument, memory it writes in another layout."""
-    targets = [(w, e) for w in written(target, args, kwargs) if (e := _example(w)) is not None]
+    targets = [(w, e) for w in written(target, args, kwargs) if (e := example_tensor(w)) is not None]
     operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Node)]
     if target is operator.setitem and len(args) == 3 and targets:
         # ``x[i] += 1`` stores back the view it added into: the write's region, not ``x``, is what it overwrites.
@@ -357,7 +358,7 @@ def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, 
     for node, example in targets:
         key = storage_key(example)
         for other in operands:
-            seen = _example(other)
+            seen = example_tensor(other)
             if other is node or seen is None or storage_key(seen) != key:
                 continue
             if not _same_layout(seen, example):
@@ -373,11 +374,11 @@ def _through_expand(node: Any) -> bool:
     while isinstance(node, torch.fx.Node) and node.args:
         if _aten_name(node.target) in _EXPANDS:
             return True
-        base, example = node.args[0], _example(node)
+        base, example = node.args[0], example_tensor(node)
         if node.target is operator.getitem and isinstance(base, torch.fx.Node) and base.args:
             if isinstance(base.meta.get("example_value"), (list, tuple)):
                 base = base.args[0]  # a piece of a split or chunk: the view is of what was split
-        seen = _example(base)
+        seen = example_tensor(base)
         if example is None or seen is None or storage_key(seen) != storage_key(example):
             return False
         node = base
@@ -419,14 +420,14 @@ def _check_out_is_not_resized(target: Any, args: tuple[Any, ...], kwargs: dict[s
     name = _aten_name(target)
     if not isinstance(out, torch.fx.Node) or not any(a is out for a in args) or name is None or not _checked(name):
         return
-    shapes = [e.shape for a in (*args, *kwargs.values()) if (e := _example(a)) is not None]
+    shapes = [e.shape for a in (*args, *kwargs.values()) if (e := example_tensor(a)) is not None]
     if not shapes or any(isinstance(d, torch.SymInt) for shape in shapes for d in shape):
         return
     try:
         result = torch.broadcast_shapes(*shapes)
     except RuntimeError:
         return  # the op raises its own error when recorded
-    written_shape = _example(out).shape  # type: ignore[union-attr]
+    written_shape = example_tensor(out).shape  # type: ignore[union-attr]
     if tuple(written_shape) != tuple(result):
         message = f"output with shape {list(written_shape)} doesn't match the broadcast shape {list(result)}"
         raises_in_python(f"{name} raises in eager ({message})")

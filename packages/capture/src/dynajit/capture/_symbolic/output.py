@@ -465,8 +465,8 @@ def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
 
 def _requires_grad(node: Any) -> bool:
     """Whether the FX node ``node``'s tensor requires grad."""
-    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-    return isinstance(value, torch.Tensor) and value.requires_grad
+    value = eager_checks.example_tensor(node)
+    return value is not None and value.requires_grad
 
 
 def _view_kind(example: Any) -> Any:
