@@ -15,7 +15,7 @@ from .cli import fuzz
 from .features import CI_EXCLUDED, Features
 from .generator import generate
 from .program import repro_script
-from .runner import Failure, check, compare_outputs
+from .runner import Failure, _compare_grads, check, compare_outputs
 from .shrink import shrink
 
 CI_SEED = "ci"
@@ -145,3 +145,14 @@ def test_jobs_run_side_by_side_on_their_own_seeds(capsys) -> None:
     assert code == 0, printed
     assert "[job 0] fuzz seed jobs-0" in printed and "[job 1] fuzz seed jobs-1" in printed
     assert "2 jobs: 2 programs, 0 failure classes" in printed
+
+
+def test_a_gradient_difference_within_eagers_own_float32_error_is_rounding():
+    exact = torch.tensor([1e-5, 2.0], dtype=torch.float64)
+    eager = torch.tensor([9e-4, 2.0])  # eager's own float32 error on the first element: ~9e-4
+    noisy = torch.tensor([-1.5e-3, 2.0])  # 2.4e-3 from eager: over the tolerance, within 4x eager's error
+    wrong = torch.tensor([9e-4, 2.1])  # off where eager is exact
+    assert _compare_grads("inductor", 0, ([eager], None), ([noisy], None), lambda: [exact]) is None
+    assert _compare_grads("inductor", 0, ([eager], None), ([noisy], None)) is not None  # no reference: stands
+    failure = _compare_grads("inductor", 0, ([eager], None), ([wrong], None), lambda: [exact])
+    assert failure is not None and failure.kind == "grad"
