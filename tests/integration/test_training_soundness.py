@@ -605,6 +605,27 @@ def test_a_training_graphs_output_laid_out_as_a_view_may_be_changed_in_place(bac
     )
 
 
+def _written_statistic(x):
+    y = torch.matmul(x, x)
+    root = torch.nan_to_num(y.sqrt())
+    root[..., 0] += 1  # functionalized into copy and select_scatter in the backward
+    print(end="")  # a graph break: root, read after it, is an output the loss never reaches
+    return y, root.shape[2]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unreached_output_written_through_an_index_puts_no_nan_into_the_gradients(backend):
+    # The zero gradient of `root` passes through the backward of its in-place write (a copy into a fresh
+    # tensor, a select_scatter) before sqrt's infinite derivative: it must stay a structural zero there.
+    def run(f):
+        leaf = torch.tensor([[[0.0, -1.0], [2.0, 0.5]], [[1.0, 0.0], [0.0, 1.0]]]).requires_grad_()
+        out, _ = f(leaf.clone())
+        (out * torch.arange(8.0).view(2, 2, 2)).sum().backward()
+        return out.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(_written_statistic, backend=backend)), run(_written_statistic))
+
+
 def _transposed_then_viewed(x):
     y = 0.5 * x
     y.transpose_(0, 1)

@@ -38,6 +38,9 @@ _LINEAR_IN: dict[Any, tuple[int, ...]] = {
     torch.ops.prims.convert_element_type.default: (0,),
 }  # fmt: skip
 _SUMS = {aten.add.Tensor, aten.sub.Tensor}
+# A base with a source written into part of it: zero when both are.
+_SCATTERS = {aten.select_scatter.default, aten.slice_scatter.default, aten.diagonal_scatter.default,
+             aten.as_strided_scatter.default}  # fmt: skip
 
 
 def _is_backward_op(target: Any) -> bool:
@@ -53,6 +56,11 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
         return args[0] in zero
     if node.target in _SUMS:
         return len(args) == 2 and args[0] in zero and args[1] in zero
+    if node.target is aten.copy.default:
+        # the source's values in the destination's layout (a functionalized `x[..., 0] += 1` writes this way)
+        return len(args) > 1 and _is_zero(args[1], zero)
+    if node.target in _SCATTERS:
+        return len(args) > 1 and _is_zero(args[0], zero) and _is_zero(args[1], zero)
     if node.target in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
         # (``select_backward`` decomposes into ``where(index == i, grad, full(0))``)
         return all(_is_zero(a, zero) for a in args[1:3]) and any(a in zero for a in args[1:3])
