@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from dynajit.fxgraph._zero_tangents import copy_graph, prune_zero_tangents
+from dynajit.fxgraph._zero_tangents import prune_zero_tangents
 
 __all__ = [
     "checking_saved_versions",
@@ -78,36 +78,55 @@ def conditionally_saved(backward: torch.fx.GraphModule) -> frozenset[str]:
     return frozenset(conditional)
 
 
-def _fresh(joint: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    copied = torch.fx.GraphModule(joint, copy_graph(joint.graph))
-    copied.meta.update(joint.meta)
-    return copied
-
-
 def stashing_conditional_saves(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap an AOT autograd ``partition_fn`` so the tensors saved for some outputs' gradients only are stashed
-    unchecked, with their positions among the forward's outputs in ``forward.meta``."""
+    unchecked: moved to the end of the saved tensors and marked as AOT autograd's partitioner marks them, with
+    their positions among the forward's outputs in ``forward.meta``."""
 
     def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **options: Any) -> Any:
-        # Partitioners retag the joint graph's nodes: each split works on a copy of it.
-        forward, backward = partition_fn(_fresh(joint), joint_inputs, **options)
-        marked = conditionally_saved(backward)
-        if not marked:
-            return forward, backward
-        joint = _fresh(joint)
-        for node in joint.graph.nodes:
-            if node.name in marked:
-                node.meta[_UNCHECKED] = True
         forward, backward = partition_fn(joint, joint_inputs, **options)
-        results = forward.graph.output_node().args[0]
-        forward.meta[_POSITIONS] = tuple(
-            i
-            for i, r in enumerate(results)
-            if i >= options["num_fwd_outputs"] and isinstance(r, torch.fx.Node) and r.name in marked
-        )
+        marked = conditionally_saved(backward)
+        if marked:
+            _stash_last(forward, backward, options["num_fwd_outputs"], marked)
         return forward, backward
 
     return partition
+
+
+def _stash_last(
+    forward: torch.fx.GraphModule, backward: torch.fx.GraphModule, num_fwd_outputs: int, marked: frozenset[str]
+) -> None:
+    """Reorder the saved tensors of a split so those the backward names in ``marked`` come last, in the
+    forward's outputs and the backward's placeholders alike, and mark them unchecked in both.
+
+    The forward returns its outputs, then the saved tensors, then the saved sizes; the backward takes the
+    saved sizes, then the saved tensors in the same order, then the tangents. AOT autograd stashes the
+    last saved tensors its meta marks on ``ctx`` rather than through ``save_for_backward``.
+    """
+    output = forward.graph.output_node()
+    results = list(output.args[0])  # type: ignore[arg-type]
+    saved = results[num_fwd_outputs:]
+    tensors = 0
+    while tensors < len(saved) and isinstance(getattr(saved[tensors], "meta", {}).get("val"), torch.Tensor):
+        tensors += 1
+    sizes = len(saved) - tensors
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    block = placeholders[sizes : sizes + tensors]
+    moved = [i for i, p in enumerate(block) if p.name in marked]
+    if not moved or len(block) != tensors:
+        return
+    order = [i for i in range(tensors) if i not in moved] + moved
+    output.args = (tuple([*results[:num_fwd_outputs], *(saved[i] for i in order), *saved[tensors:]]),)
+    for i in moved:
+        saved[i].meta[_UNCHECKED] = True
+        block[i].meta[_UNCHECKED] = True
+    anchor = block[0].prev
+    for i in order:  # the backward's placeholders, in the new order
+        anchor.append(block[i])
+        anchor = block[i]
+    forward.recompile()
+    backward.recompile()
+    forward.meta[_POSITIONS] = tuple(num_fwd_outputs + tensors - len(moved) + k for k in range(len(moved)))
 
 
 def _stashed(value: Any, hooks: tuple[Callable[..., Any], Callable[..., Any]] | None) -> Any:

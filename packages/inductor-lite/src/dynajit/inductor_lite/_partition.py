@@ -28,6 +28,7 @@ import torch
 import torch.fx
 from functorch.compile import min_cut_rematerialization_partition
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils.checkpoint import CheckpointPolicy
 
 from dynajit.fxgraph import has_side_effects
 
@@ -91,6 +92,28 @@ def eager_saved_values(joint: torch.fx.GraphModule) -> frozenset[str]:
     return frozenset(saved)
 
 
+def _save_what_eager_saves_after_outputs(
+    joint: torch.fx.GraphModule, num_fwd_outputs: int, saved: frozenset[str]
+) -> None:
+    """Mark as saved (``MUST_SAVE``) the values eager saves that the forward computes from its outputs.
+
+    The min-cut partitioner would rather save an output and recompute them (the logits, for the log-softmax a
+    loss saved): the caller may change the output in place before the backward, which eager's backward
+    never reads, so the compiled one would raise or read the change.
+    """
+    results = list(joint.graph.output_node().args[0])  # type: ignore[arg-type]
+    outputs = [r for r in results[:num_fwd_outputs] if isinstance(r, torch.fx.Node) and r.op == "call_function"]
+    pending, seen = list(outputs), set(outputs)
+    while pending:
+        for user in pending.pop().users:
+            if user.meta.get("partitioner_tag") == "is_backward" or user.op != "call_function" or user in seen:
+                continue
+            seen.add(user)
+            pending.append(user)
+            if user.name in saved:
+                user.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+
+
 def partition(
     joint: torch.fx.GraphModule,
     joint_inputs: Any,
@@ -103,6 +126,7 @@ def partition(
     only when an input is saved) or that the backward only clones, and each saved input or output that eager
     would not have saved, replaced by a copy made in the forward."""
     eager_saved = eager_saved_values(joint)  # read before splitting: the partitioner may retag nodes
+    _save_what_eager_saves_after_outputs(joint, num_fwd_outputs, eager_saved)
     forward, backward = min_cut_rematerialization_partition(
         joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
     )
