@@ -7,11 +7,12 @@ tensor any of its outputs' gradients needs, so the same program's backward raise
 operation" where eager computes; the caller can write into the graph's inputs and into its outputs.
 
 The tensors a graph saves only for some of its outputs' gradients (found by pruning the backward for each
-tangent alone) are instead stashed without autograd's check: :func:`stashing_conditional_saves` marks them for
-AOT autograd's partitioner (its ``saved_tensor_with_no_vc_check`` meta, the ``ctx.x = x`` case of custom
-functions), :func:`recording_saved_versions` saves each as an alias holding its version at the forward (or,
-under ``saved_tensors_hooks``, as what the pack hook made of it), and :func:`checking_saved_versions` restores
-and checks those that the backward compiled for the call's tangents reads.
+tangent alone) are instead stashed without autograd's check: :func:`stashing_conditional_saves` moves them to
+the end of the split's saved tensors and marks them with AOT autograd's ``saved_tensor_with_no_vc_check`` meta
+(the ``ctx.x = x`` case of custom functions), :func:`recording_saved_versions` saves each as an alias holding
+its version at the forward (or, under ``saved_tensors_hooks``, as what the pack hook made of it), and
+:func:`checking_saved_versions` restores and checks those that the backward compiled for the call's tangents
+reads.
 """
 
 from __future__ import annotations
