@@ -1,4 +1,4 @@
-"""Dynamic graphs compiled by inductor-lite, called at sizes 0 and 1 and with negative ints after a dynamic recompile.
+"""Dynamic graphs compiled by inductor-lite (and `aot_eager` where the layouts matter), called at sizes 0 and 1 and with negative ints after a dynamic recompile.
 
 A dynamic graph must accept every input its guards accept: sizes 0 and 1 are
 specialised (their own graphs), so the generated kernels never see a size the
@@ -122,3 +122,27 @@ def test_a_piece_whose_symbolic_size_is_one_broadcasts_against_the_whole():
         x = torch.linspace(-1, 1, n)
         for got, want in zip(compiled(x), fn(x)):
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_reshape_after_a_kernel_whose_real_layout_its_fake_did_not_predict(backend: str) -> None:
+    # oneDNN returns a one-channel conv1d of this transposed input channels-last; the symbolic fake says
+    # contiguous, so matmul's decomposition viewed the result where eager's reshape copies.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(1, 8, 3, padding=1)
+
+    def fn(x, w):
+        return torch.matmul(conv(x / 2), w)
+
+    def run(f, n):
+        conv.zero_grad()
+        x = torch.linspace(-1, 1, n * n).view(n, n, 1).mT.requires_grad_()
+        out = f(x, torch.linspace(0, 1, n * 5).view(n, 5))
+        out.sum().backward()
+        return out.detach(), x.grad, conv.weight.grad.clone()
+
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend, dynamic=True)
+    for n in (2, 3, 1):
+        torch.testing.assert_close(run(compiled, n), run(fn, n), msg=lambda m, n=n: f"size {n}: {m}")

@@ -30,18 +30,23 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         returning_no_views,
         skipping_zero_tangents,
         stashing_conditional_saves,
+        viewing_real_layouts,
     )
 
     def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
+    run_forward = viewing_real_layouts(run_graph_as_is)
+
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     return aot_module_simplified(
         keep_written_strides(gm),
         inputs,
-        fw_compiler=recording_saved_versions(returning_no_views(run_graph_as_is)),
-        bw_compiler=skipping_zero_tangents(checking_saved_versions(run_graph_as_is)),
-        inference_compiler=run_graph_as_is,
+        fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
+        bw_compiler=skipping_zero_tangents(
+            checking_saved_versions(viewing_real_layouts(run_graph_as_is, inputs_are_callers=False))
+        ),
+        inference_compiler=run_forward,
         partition_fn=stashing_conditional_saves(default_partition),
     )
 

@@ -1,0 +1,64 @@
+"""Views of intermediates that survive a real layout the fake tensors did not predict.
+
+A graph is traced on fake tensors, whose layouts follow torch's meta functions. For a few kernels the real
+layout depends on strides of size-1 dims that symbolic fakes do not carry: a one-channel ``conv1d`` of a
+transposed input comes back channels-last from oneDNN where its fake is contiguous. A ``view`` that a
+decomposed ``reshape`` or ``matmul`` put after it was valid on the fake and raises on the real tensor, where
+eager's ``reshape`` copies. Inside a functional graph a copy of an intermediate is indistinguishable from a
+view of it, so such views copy when the real tensor cannot be viewed. A forward's views of its inputs keep
+their meaning: their layout is the caller's, the same in eager. A backward's inputs are saved intermediates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+__all__ = ["view_or_copy", "viewing_real_layouts"]
+
+aten = torch.ops.aten
+_RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default)
+
+
+def view_or_copy(tensor: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
+    """``tensor.view(shape)``, or a copy in that shape when the real layout cannot be viewed so."""
+    try:
+        return aten.view.default(tensor, shape)
+    except RuntimeError:
+        return aten.reshape.default(tensor, shape)
+
+
+def viewing_real_layouts(compiler: Callable[..., Any], *, inputs_are_callers: bool = True) -> Callable[..., Any]:
+    """Wrap an AOT autograd graph compiler so the graph's views of intermediates copy when they must.
+
+    ``inputs_are_callers=False`` (a backward) treats the graph's inputs as intermediates too.
+    """
+
+    def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        changed = False
+        for node in graph_module.graph.nodes:
+            if (
+                node.op == "call_function"
+                and node.target in _RESHAPING_VIEWS
+                and not (inputs_are_callers and _of_input(node.args[0]))
+            ):
+                node.target = view_or_copy
+                changed = True
+        if changed:
+            graph_module.recompile()
+        return compiler(graph_module, example_inputs)
+
+    return compile_graph
+
+
+def _of_input(node: Any) -> bool:
+    """Whether ``node`` is a graph input or a chain of views of one."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        target = node.target
+        if not (isinstance(target, torch._ops.OpOverload) and target.is_view) or not node.args:
+            return False
+        node = node.args[0]
+    return isinstance(node, torch.fx.Node) and node.op == "placeholder"
