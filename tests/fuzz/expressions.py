@@ -118,6 +118,8 @@ class ExpressionMixin:
             ops += ["sin", "cos", "exp", "tanh", "sigmoid", "floor", "ceil", "round", "erf", "log1p", "sqrt"]
             ops += ["reciprocal", "nn.functional.gelu", "nn.functional.silu", "nn.functional.softplus"]
         op = rng.choice(ops)
+        if op == "reciprocal" and near_zero(t):
+            op = "abs"  # the reciprocal of a value zero up to rounding is rounding's choice
         forms = [f"torch.{op}({a})"]
         if "." not in op:
             forms.append(f"{a}.{op}()")
@@ -165,7 +167,10 @@ class ExpressionMixin:
             return f"torch.pow({a}, 2)" if ta.dtype != torch.bool else f"{a} | {b}"
         if ta.dtype == torch.bool and op in "+-":
             return f"{a} ^ {b}" if b in self.spaces[0] else f"{a}.long() {op} {b}"
-        return rng.choice([f"{a} {op} {b}", f"{b} {op} {a}"])
+        first, second = rng.choice([(a, b), (b, a)])
+        if op == "/" and second in self.spaces[0] and near_zero(self.value(second)):
+            op = "*"  # a quotient by a value that is zero up to rounding (a LayerNorm's sum) is rounding's choice
+        return f"{first} {op} {second}"
 
     def _e_reduce(self, a: str) -> str | None:
         rng, t = self.rng, self.value(a)
@@ -324,6 +329,13 @@ class ExpressionMixin:
         return self.rng.choice(
             [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.long()", f"{a}.double()", f"{a}.bool()"]
         )
+
+
+def near_zero(t: Any) -> bool:
+    """Whether a float tensor has an element that is zero up to rounding (a computed 0 may come out as 1e-9)."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.numel():
+        return False
+    return bool((t.detach().double().abs() < 1e-4).any())
 
 
 def near_ties(t: torch.Tensor) -> bool:

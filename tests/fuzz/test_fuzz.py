@@ -156,3 +156,11 @@ def test_a_gradient_difference_within_eagers_own_float32_error_is_rounding():
     assert _compare_grads("inductor", 0, ([eager], None), ([noisy], None)) is not None  # no reference: stands
     failure = _compare_grads("inductor", 0, ([eager], None), ([wrong], None), lambda: [exact])
     assert failure is not None and failure.kind == "grad"
+
+
+def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
+    # The sum of a LayerNorm's outputs is 0 up to rounding: `p / p` of it is 1 or nan at rounding's whim.
+    from .expressions import near_zero
+
+    assert near_zero(torch.nn.functional.layer_norm(torch.tensor([0.3, -1.2]), (2,)).sum())
+    assert not near_zero(torch.tensor([0.5, -2.0])) and not near_zero(torch.tensor([1, 0]))

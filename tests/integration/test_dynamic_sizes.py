@@ -146,3 +146,23 @@ def test_a_reshape_after_a_kernel_whose_real_layout_its_fake_did_not_predict(bac
     compiled = compiler.compile(fn, backend=backend, dynamic=True)
     for n in (2, 3, 1):
         torch.testing.assert_close(run(compiled, n), run(fn, n), msg=lambda m, n=n: f"size {n}: {m}")
+
+
+def test_a_view_of_a_dynamic_input_keeps_the_real_strides_of_its_size_one_dims() -> None:
+    # `x[::2]` of two rows has one row at stride 2 * n; the dynamic graph's fake says n. Eager's `expand_as`
+    # keeps the real stride, and `mul_` refuses to write through a view whose strides differ from its operand's.
+    def viewed(x):
+        return x.expand_as(x)
+
+    def written(x):
+        x.expand_as(x).mul_(x)
+
+    compiler.reset()
+    compiled_view, compiled_write = compiler.compile(viewed), compiler.compile(written)
+    for n in (0, 2, 3):
+        x = torch.linspace(-1, 1, 2 * n).view(2, 1, n)[::2]
+        assert compiled_view(x).stride() == viewed(x).stride(), n
+        expected, actual = x.clone(), x.clone()
+        written(expected)
+        compiled_write(actual)
+        torch.testing.assert_close(actual, expected)

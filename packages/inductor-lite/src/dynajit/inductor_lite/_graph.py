@@ -98,10 +98,15 @@ class ExternArg:
 
 @dataclass(frozen=True)
 class OutputRef:
-    """One graph output: a buffer view, a graph input, or a Python constant."""
+    """One graph output: a buffer view, a graph input, or a Python constant.
+
+    ``replay`` is the chain of aten view ops (each with its arguments after the tensor) that makes the output
+    from the real input ``arg`` views, when only those ops know its strides.
+    """
 
     arg: ExternArg | None
     constant: Any = None
+    replay: tuple[tuple[Any, tuple[Any, ...], dict[str, Any]], ...] = ()
 
 
 @dataclass
@@ -463,7 +468,33 @@ class GraphLowering:
             # An op's result is a new tensor in eager even when it views a whole input (`x.reshape(-1)` after
             # `x.unsqueeze_(0)`): the input itself would change with the input's metadata replayed after the graph.
             arg = replace(arg, natural=False)
-        return OutputRef(arg)
+        return OutputRef(arg, replay=self._input_view_ops(node, arg))
+
+    def _input_view_ops(self, node: Any, arg: ExternArg) -> tuple[tuple[Any, tuple[Any, ...], dict[str, Any]], ...]:
+        """The aten view ops that make ``node`` from the input ``arg`` views, when its strides are not all known.
+
+        A dynamic input's fake gives its size-1 dims the strides its sizes imply; the real input may have others
+        (``x[::2]`` of two rows), and a view of it keeps them in eager (``expand_as``), where ``mul_`` compares
+        them. Replayed on the real input, eager's own ops give eager's strides.
+        """
+        buffer = self.buffers.get(arg.buffer)
+        if not self.dynamic or not isinstance(buffer, InputBuffer) or 1 not in buffer.size:
+            return ()
+        chain = []
+        while isinstance(node, torch.fx.Node) and node.op == "call_function":
+            if not getattr(node.target, "is_view", False) or not node.args:
+                return ()
+            rest = [self._arg(a) for a in node.args[1:]]
+            kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+            if any(isinstance(v, TensorValue) for v in flat([rest, list(kwargs.values())])):
+                return ()
+            chain.append((node.target, tuple(rest), kwargs))
+            node = node.args[0]
+        if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or self.env.get(node) is None:
+            return ()
+        if getattr(self.env[node], "buffer", None) is not buffer:
+            return ()
+        return tuple(reversed(chain))
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
         """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).

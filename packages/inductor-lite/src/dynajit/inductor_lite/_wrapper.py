@@ -24,7 +24,7 @@ import sympy
 import torch
 
 from dynajit.inductor_lite import _sym
-from dynajit.inductor_lite._graph import ExternArg, LoweredGraph
+from dynajit.inductor_lite._graph import ExternArg, LoweredGraph, OutputRef
 from dynajit.inductor_lite._ir import ComputedBuffer, ExternBuffer, InputBuffer, contiguous_strides
 from dynajit.inductor_lite._scheduler import Kernel
 
@@ -221,6 +221,17 @@ class WrapperBuilder:
         self.needed |= _sym.free_symbols(values)
         return _sym.tuple_text(values)
 
+    def output_text(self, output: OutputRef) -> str:
+        if output.arg is None:
+            return self.arg_text(output.constant)
+        if not output.replay:
+            return self.arg_text(output.arg)
+        text = output.arg.buffer
+        for op, args, kwargs in output.replay:
+            texts = [text, *(self.arg_text(a) for a in args), *(f"{k}={self.arg_text(v)}" for k, v in kwargs.items())]
+            text = f"{self.bind(op, 'op')}({', '.join(texts)})"
+        return text
+
     def arg_text(self, arg: Any) -> str:
         if isinstance(arg, ExternArg):
             if arg.natural or (arg.offset == 0 and self.allocated.get(arg.buffer) == (arg.size, arg.stride)):
@@ -378,7 +389,7 @@ class WrapperBuilder:
                     pool.give(pool_key(dead), name)
                 elif isinstance(dead, (ComputedBuffer, ExternBuffer, InputBuffer)):
                     self.lines.append(f"    del {name}")
-        results = [self.arg_text(o.arg) if o.arg is not None else self.arg_text(o.constant) for o in g.outputs]
+        results = [self.output_text(o) for o in g.outputs]
         self.lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
         missing = {s.name for s in self.needed} - {s.name for s in bound}
         if missing:
