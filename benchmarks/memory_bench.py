@@ -50,8 +50,6 @@ def _peak(impl: Implementation, case: Case) -> int | str:
     try:
         fn = impl.wrap(case.target)
         case.run(fn)  # compile, and warm what a first call sets up
-        # The first profiled call of a training step counts more than later ones do (eager's too): not measured.
-        peak_bytes(lambda: case.run(fn))
         return peak_bytes(lambda: case.run(fn))
     except Exception as exc:
         lines = str(exc).splitlines()

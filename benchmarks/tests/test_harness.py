@@ -208,6 +208,16 @@ def test_peak_bytes_counts_live_temporaries():
     assert 2 * x.nbytes <= peak < 2 * x.nbytes + 1024  # plus the two scalars wrapped as 0-d tensors
 
 
+def test_peak_bytes_is_the_steady_state_not_the_first_profiled_call():
+    x, calls = torch.randn(1 << 16), []
+
+    def warms_up_once():
+        calls.append(torch.empty(1 << 20) if not calls else None)  # 4 MiB set up at the first call only
+        return x * 2
+
+    assert peak_bytes(warms_up_once) < 2 * x.nbytes and len(calls) == 2
+
+
 def test_time_limit_interrupts_python_code():
     with pytest.raises(TimeoutError, match="spin took more than"), time_limit(0.05, "spin"):
         while True:
