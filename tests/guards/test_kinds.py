@@ -49,6 +49,18 @@ def test_id_match():
     assert not c.check(object())
 
 
+def test_an_identity_guard_on_a_parameter_names_its_size_and_dtype_not_its_elements(monkeypatch):
+    # A model's parameters are guarded by identity; formatting each one's values cost a second per model.
+    weight = torch.nn.Parameter(torch.zeros(64, 3))
+    monkeypatch.setattr(torch.Tensor, "__repr__", lambda self: pytest.fail("a tensor's elements were formatted"))
+    c = compiled(id_match(X, weight))
+    assert c.failure_reason(torch.nn.Parameter(torch.zeros(64, 3))) == (
+        "local 'x' changed: expected Parameter(size=[64, 3], dtype=torch.float32), "
+        "got Parameter(size=[64, 3], dtype=torch.float32)"
+    )
+    assert "is Linear module" in repr(compiled(id_match(X, torch.nn.Linear(2, 2))).guards[0])
+
+
 class _Holder:
     """Something weak-referenceable, like a module or a user function."""
 

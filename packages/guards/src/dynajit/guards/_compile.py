@@ -172,13 +172,26 @@ class CompiledGuards:
         exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), namespace)
         self.check: Callable[..., bool] = namespace[_CHECK_NAME]
         self._checks = checks
-        self._explain, self._explained_sources = self._build_explainer(checks, arg_names, f_globals, closure)
+        # The explaining twin is written now (it binds what the checks read) but compiled at its first use:
+        # compiling it doubled the cost of guarding a model's hundreds of parameters, for a failure to explain.
+        self._explainer_code, self._explainer_namespace, self._explained_sources = self._write_explainer(
+            checks, arg_names, f_globals, closure
+        )
+        self._compiled_explainer: Callable[..., tuple[str, int, Any] | None] | None = None
+
+    def _explain(self, *args: Any) -> tuple[str, int, Any] | None:
+        if self._compiled_explainer is None:
+            namespace = self._explainer_namespace
+            exec(compile(self._explainer_code, "<dynajit guard explanation>", "exec"), namespace)
+            self._compiled_explainer = namespace[_EXPLAIN_NAME]
+        return self._compiled_explainer(*args)
 
     @staticmethod
-    def _build_explainer(
+    def _write_explainer(
         checks: Sequence[Check], arg_names: Sequence[str], f_globals: Mapping[str, Any], closure: Mapping[str, CellType]
-    ) -> tuple[Callable[..., tuple[str, int, Any] | None], list[Source]]:
-        """The explaining twin, and the sources whose reads it numbers (for "cannot be reached")."""
+    ) -> tuple[str, dict[str, Any], list[Source]]:
+        """The explaining twin's source and namespace, and the sources whose reads it numbers (for "cannot be
+        reached")."""
         ctx = _Context(arg_names, f_globals, closure)
         emitter = _Emitter(ctx, lambda index: [f"return ('unreachable', {index}, ___e)"])
         for index, check in enumerate(checks):
@@ -193,9 +206,7 @@ class CompiledGuards:
             ]
         body = "\n".join(f"    {line}" for line in emitter.lines)
         code = f"def {_EXPLAIN_NAME}({', '.join(ctx.params.values())}):\n{body}\n    return None\n"
-        namespace = ctx.namespace
-        exec(compile(code, "<dynajit guard explanation>", "exec"), namespace)
-        return namespace[_EXPLAIN_NAME], emitter.sources
+        return code, ctx.namespace, emitter.sources
 
     def failure_reason(self, *args: Any) -> str | None:
         """The first failing guard as a sentence (``L['x'] dtype: expected float32, got float64``), or None."""

@@ -13,6 +13,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ._sources import Source
 
 __all__ = ["Check", "Cost", "Guard", "hashable_value", "short_repr"]
@@ -29,8 +31,17 @@ class Cost:
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
-    """``repr`` cut to ``limit`` characters, for messages."""
-    text = repr(value)
+    """``repr`` cut to ``limit`` characters, for messages.
+
+    A tensor is described by its class, size and dtype, and a module by its class: their reprs format every
+    element or submodule (a model's parameters took a second to describe), only to be cut here.
+    """
+    if isinstance(value, torch.Tensor):
+        text = f"{type(value).__name__}(size={list(value.shape)}, dtype={value.dtype})"
+    elif isinstance(value, torch.nn.Module):
+        text = f"{type(value).__name__} module"
+    else:
+        text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
