@@ -600,6 +600,14 @@ class CompiledFunction:
         )
 
     def _convert(self, values: Sequence[Any], reasons: tuple[str, ...]) -> tuple[_cache.CacheEntry, _Instance]:
+        from dynajit.capture._gc_deferral import full_collections_deferred
+
+        with full_collections_deferred():
+            return self._convert_deferring_collections(values, reasons)
+
+    def _convert_deferring_collections(
+        self, values: Sequence[Any], reasons: tuple[str, ...]
+    ) -> tuple[_cache.CacheEntry, _Instance]:
         from dynajit.capture import _convert
         from dynajit.capture._frame import GraphBreak, SkipFrame, Unsupported
         from dynajit.capture._symbolic.shapes import DynamicShapeError

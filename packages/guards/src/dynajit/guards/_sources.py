@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +32,18 @@ __all__ = [
     "SubmoduleSource",
     "TypeSource",
 ]
+
+
+def _hashed_once(compute: Callable[[Any], int]) -> Callable[[Any], int]:
+    def __hash__(self: Any) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            value = compute(self)
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    return __hash__
 
 
 class AccessContext(Protocol):
@@ -65,9 +78,19 @@ def _is_literal(value: Any) -> bool:
 
 
 class Source:
-    """Base of all sources. Subclasses are frozen dataclasses, so sources compare and hash by value."""
+    """Base of all sources. Subclasses are frozen dataclasses, so sources compare and hash by value.
 
-    __slots__ = ()
+    A source's hash is computed once: a dataclass's hashes its base source's, so a parameter's path
+    (``L['self']._modules['features']...``) was hashed again at every lookup of every guard on it.
+    """
+
+    __slots__ = ("_hash",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        computed = cls.__dict__.get("__hash__")
+        if computed is not None:  # a slotted dataclass, made again with its generated hash
+            cls.__hash__ = _hashed_once(computed)  # type: ignore[method-assign,assignment]
 
     @property
     def base(self) -> Source | None:

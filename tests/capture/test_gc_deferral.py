@@ -1,0 +1,66 @@
+"""Full garbage collections wait while a frame compiles; the program's thresholds come back after."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+import torch
+
+from dynajit import compiler
+from dynajit.capture._gc_deferral import full_collections_deferred
+
+
+@pytest.fixture(autouse=True)
+def _thresholds():
+    saved = gc.get_threshold()
+    compiler.reset()
+    yield
+    gc.set_threshold(*saved)
+    compiler.reset()
+
+
+def _recording_backend(seen):
+    def backend(gm, example_inputs):
+        seen.append(gc.get_threshold())
+        return gm.forward
+
+    return backend
+
+
+def test_a_compile_runs_without_full_collections_and_restores_the_thresholds():
+    gc.set_threshold(500, 7, 9)
+    seen = []
+    compiled = compiler.compile(lambda x: x.sin() + 1, backend=_recording_backend(seen))
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x.sin() + 1)
+    assert seen == [(500, 7, 1 << 30)]
+    assert gc.get_threshold() == (500, 7, 9)
+
+
+def test_a_program_that_turned_collection_off_keeps_it_off():
+    gc.set_threshold(0, 7, 9)
+    seen = []
+    compiler.compile(lambda x: x * 2, backend=_recording_backend(seen))(torch.ones(2))
+    assert seen == [(0, 7, 9)] and gc.get_threshold() == (0, 7, 9)
+
+
+def test_overlapping_compiles_restore_the_thresholds_when_the_last_one_ends():
+    gc.set_threshold(600, 5, 4)
+    inside, release = threading.Event(), threading.Event()
+
+    def other_compile():
+        with full_collections_deferred():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_compile)
+    thread.start()
+    inside.wait(10)
+    with full_collections_deferred():
+        assert gc.get_threshold() == (600, 5, 1 << 30)
+    assert gc.get_threshold() == (600, 5, 1 << 30)  # the other thread still compiles
+    release.set()
+    thread.join()
+    assert gc.get_threshold() == (600, 5, 4)
