@@ -166,3 +166,20 @@ def test_a_view_of_a_dynamic_input_keeps_the_real_strides_of_its_size_one_dims()
         written(expected)
         compiled_write(actual)
         torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a failed build runs the graph eagerly, with a warning
+def test_a_bool_row_of_a_dynamic_backward_kernel_builds() -> None:
+    # amin's backward keeps the mask of the minimum's positions per row: a bool scratch row of symbolic length,
+    # once a std::vector<bool>, which has no data() and failed to compile.
+    def fn(x):
+        return (x**2).amin()
+
+    compiler.reset()
+    compiled = compiler.compile(fn, dynamic=True)
+    for n in (3, 5):
+        x_eager = torch.linspace(-1, 2, n).view(n, 1).requires_grad_()
+        x_compiled = x_eager.detach().clone().requires_grad_()
+        fn(x_eager).backward()
+        compiled(x_compiled).backward()
+        torch.testing.assert_close(x_compiled.grad, x_eager.grad)

@@ -662,3 +662,38 @@ def test_a_layout_no_op_on_a_piece_of_unbind_raises_as_in_eager(backend):
 
     run(_transposes_a_piece_of_unbind)
     run(compiler.compile(_transposes_a_piece_of_unbind, backend=backend))
+
+
+def _floor_and_double(x):
+    return x // 3, x * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_op_without_a_derivative_raises_only_in_a_backward_that_reaches_it(backend):
+    # Eager's `x // 3` of a tensor requiring grad has a backward that raises when reached; compiled, the op
+    # runs in Python (a graph break), so the graph's backward differentiates only what it can.
+    compiled = compiler.compile(_floor_and_double, backend=backend)
+    results = []
+    for f in (_floor_and_double, compiled):
+        x = torch.linspace(-2, 2, 5, requires_grad=True)
+        floored, doubled = f(x)
+        doubled.sum().backward()
+        with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
+            floored.sum().backward()
+        results.append((floored.detach(), doubled.detach(), x.grad))
+    torch.testing.assert_close(results[1], results[0])
+
+
+def _written_through_out(x):
+    v = x // 3
+    torch.add(v, x, out=v)
+    return v
+
+
+def test_an_out_argument_with_an_input_requiring_grad_raises_as_in_eager():
+    x = torch.linspace(-2, 2, 5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="arguments don't support automatic differentiation") as eager:
+        _written_through_out(x)
+    with pytest.raises(RuntimeError) as compiled:
+        compiler.compile(_written_through_out)(x)
+    assert str(compiled.value) == str(eager.value)

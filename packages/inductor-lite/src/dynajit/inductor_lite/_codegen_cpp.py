@@ -318,12 +318,16 @@ class _KernelWriter:
                 self.emit(depth, f"{ctype} scratch_{name}[{inner_numel}];")
                 continue
             # A symbolic row may be long: a per-thread heap buffer, grown on demand, instead of the stack.
-            row = _size(inner_numel)
-            self.emit(depth, f"static thread_local std::vector<{ctype}> scratch_{name}_v;")
+            # std::vector<bool> packs bits and has no data(): a bool row is kept as bytes.
+            row, element = _size(inner_numel), "unsigned char" if ctype == "bool" else ctype
+            self.emit(depth, f"static thread_local std::vector<{element}> scratch_{name}_v;")
             self.emit(
                 depth, f"if (static_cast<int64_t>(scratch_{name}_v.size()) < {row}) scratch_{name}_v.resize({row});"
             )
-            self.emit(depth, f"{ctype}* __restrict__ scratch_{name} = scratch_{name}_v.data();")
+            self.emit(
+                depth,
+                f"{ctype}* __restrict__ scratch_{name} = reinterpret_cast<{ctype}*>(scratch_{name}_v.data());",
+            )
             self.includes = "#include <vector>\n"
         for kind, nodes in k.steps:
             if kind == "row":

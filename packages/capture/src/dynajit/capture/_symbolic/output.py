@@ -238,6 +238,7 @@ class OutputGraph:
         self.check_input_effects(fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
         result = self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
+        _check_derivative(fn, result)
         return _argument_returned(fn, args, result)
 
     def record_node(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> VT:
@@ -273,6 +274,7 @@ class OutputGraph:
         self.check_input_effects(name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
         result = self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
+        _check_derivative(name, result)
         return _argument_returned(name, args, result)
 
     def check_input_effects(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -452,6 +454,18 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def _check_derivative(target: Any, result: VT) -> None:
+    """Leave to Python an op that has no derivative (``x // 3`` of a tensor requiring grad).
+
+    Eager gives its result a backward that raises only if a backward reaches it; AOT autograd differentiates
+    every output when it compiles, and would fail on it.
+    """
+    example = result.example if isinstance(result, TensorVar) else None
+    if isinstance(example, torch.Tensor) and type(example.grad_fn).__name__ == "NotImplemented":
+        name = getattr(target, "__name__", target)
+        unsupported(f"{name} has no derivative for an input requiring grad: it runs in Python")
 
 
 def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
