@@ -8,17 +8,17 @@ import threading
 import pytest
 import torch
 
-from dynajit import compiler
+from dynajit import capture
 from dynajit.capture._gc_deferral import full_collections_deferred
 
 
 @pytest.fixture(autouse=True)
 def _thresholds():
     saved = gc.get_threshold()
-    compiler.reset()
+    capture.reset()
     yield
     gc.set_threshold(*saved)
-    compiler.reset()
+    capture.reset()
 
 
 def _recording_backend(seen):
@@ -32,7 +32,7 @@ def _recording_backend(seen):
 def test_a_compile_runs_without_full_collections_and_restores_the_thresholds():
     gc.set_threshold(500, 7, 9)
     seen = []
-    compiled = compiler.compile(lambda x: x.sin() + 1, backend=_recording_backend(seen))
+    compiled = capture.optimize(_recording_backend(seen))(lambda x: x.sin() + 1)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), x.sin() + 1)
     assert seen == [(500, 7, 1 << 30)]
@@ -42,7 +42,7 @@ def test_a_compile_runs_without_full_collections_and_restores_the_thresholds():
 def test_a_program_that_turned_collection_off_keeps_it_off():
     gc.set_threshold(0, 7, 9)
     seen = []
-    compiler.compile(lambda x: x * 2, backend=_recording_backend(seen))(torch.ones(2))
+    capture.optimize(_recording_backend(seen))(lambda x: x * 2)(torch.ones(2))
     assert seen == [(0, 7, 9)] and gc.get_threshold() == (0, 7, 9)
 
 
