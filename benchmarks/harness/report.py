@@ -150,8 +150,9 @@ def write_markdown(results: dict[str, Any], path: pathlib.Path) -> None:
         "quartiles of that ratio). Cold compile is the first call with empty on-disk caches; warm compile is the "
         "first call after clearing in-memory caches (on-disk caches kept). Both include that one call's run. "
         "Peak MB is the most the CPU allocator held above its starting level during one call (torch profiler "
-        "memory events, in process; the second of two profiled calls). A speedup marked `~` is within the workload's noise floor; one marked `?` "
-        "comes from a workload whose noise floor is above the threshold: unreliable.",
+        "memory events, in process; the least of three profiled calls after one more). A speedup marked `~` "
+        "is within the workload's noise floor; one marked `?` comes from a workload whose noise floor is above "
+        "the threshold: unreliable.",
         "",
         headline(results),
         "",
