@@ -164,3 +164,17 @@ def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
 
     assert near_zero(torch.nn.functional.layer_norm(torch.tensor([0.3, -1.2]), (2,)).sum())
     assert not near_zero(torch.tensor([0.5, -2.0])) and not near_zero(torch.tensor([1, 0]))
+
+
+def test_a_repro_script_can_compare_state_snapshots() -> None:
+    # The standalone repro compares a State argument's snapshot with torch.testing.assert_close: its leaves
+    # must be numbers and tensors (a box's origin was once labelled with a string, which assert_close refuses).
+    from .program import STATE_SOURCE
+
+    namespace: dict = {"torch": torch}
+    exec(STATE_SOURCE, namespace)
+    eager, compiled = namespace["State"](torch.ones(2)), namespace["State"](torch.ones(2))
+    torch.testing.assert_close(compiled.snapshot(), eager.snapshot())
+    compiled.boxes.reverse()
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(compiled.snapshot(), eager.snapshot())

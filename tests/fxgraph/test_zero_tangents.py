@@ -64,6 +64,20 @@ def test_a_zero_tangent_stays_zero_through_a_where_against_a_scalar_zero():
     torch.testing.assert_close(result, torch.zeros(3))  # not 0 / 0 = NaN where saved is 0, nor NaN at -1
 
 
+def _std_backward(std, tangents):
+    # std's backward divides by 2 * std and clears where std is 0 with masked_fill(.., 0), then scales by
+    # 1 / (n - 1): infinite for a std over one element
+    cleared = torch.ops.aten.masked_fill.Scalar(tangents / (2 * std), std == 0, 0)
+    return cleared * float("inf")
+
+
+def test_a_zero_tangent_stays_zero_through_a_masked_fill_with_zero():
+    gm = prune_zero_tangents(
+        make_fx(_std_backward, tracing_mode="fake")(torch.ones(3), torch.ones(3)), frozenset({"tangents_1"})
+    )
+    torch.testing.assert_close(gm(torch.tensor([0.0, float("nan"), 2.0]), torch.zeros(3)), torch.zeros(3))
+
+
 def _two_gradients(saved_a, saved_b, tangents_a, tangents_b):
     return tangents_a * saved_a + tangents_b * saved_b.cos(), tangents_b * saved_b
 
