@@ -88,3 +88,22 @@ def test_the_tensors_a_backward_reads_for_some_tangents_only_are_found():
     assert conditionally_saved(gm) == frozenset(names[:2])  # each is read for one tangent alone
     one_tangent = make_fx(lambda s, t: t * s.sin(), tracing_mode="fake")(torch.ones(3), torch.ones(3))
     assert conditionally_saved(one_tangent) == frozenset()
+
+
+def _max_backward(x, tangents):
+    # the subclass branch of autograd's evenly_distribute_backward, as AOT autograd traces it on fake tensors
+    value = x.max()
+    mask = torch.logical_or(x == value, torch.logical_and(x.isnan(), value.isnan()))
+    return mask * (tangents / mask.sum())
+
+
+def test_a_spread_gradient_is_eagers_masked_fill_not_a_product():
+    from dynajit.fxgraph._cpu_formulas import rewrite_spread_gradients
+
+    gm = make_fx(_max_backward, decomposition_table={})(torch.ones(3), torch.ones(()))
+    assert rewrite_spread_gradients(gm)
+    x = torch.tensor([float("nan"), 1.0, float("nan")])
+    torch.testing.assert_close(
+        gm(x, torch.tensor(float("nan"))), torch.tensor([float("nan"), 0.0, float("nan")]), equal_nan=True
+    )
+    torch.testing.assert_close(gm(torch.tensor([2.0, 1.0, 2.0]), torch.tensor(4.0)), torch.tensor([2.0, 0.0, 2.0]))

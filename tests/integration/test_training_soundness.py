@@ -697,3 +697,34 @@ def test_an_out_argument_with_an_input_requiring_grad_raises_as_in_eager():
     with pytest.raises(RuntimeError) as compiled:
         compiler.compile(_written_through_out)(x)
     assert str(compiled.value) == str(eager.value)
+
+
+def _squared_max_of_log1p(x):
+    return torch.log1p(x).max() ** 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_nan_gradient_of_a_whole_max_reaches_only_the_maxima_as_in_eager(backend):
+    # log1p below -1 is NaN, so max() is NaN and so is its gradient. Eager's CPU formula puts it on the NaN
+    # elements only (zeros.masked_fill_); traced on fake tensors the formula multiplies the mask by it: NaN
+    # everywhere.
+    grads = []
+    for f in (_squared_max_of_log1p, compiler.compile(_squared_max_of_log1p, backend=backend)):
+        x = torch.tensor([-1.5, 0.3, -2.0, 0.7], requires_grad=True)
+        f(x).backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+    assert grads[0][1] == 0
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unused_softmax_of_bools_raises_as_in_eager(backend):
+    def fn(x):
+        torch.softmax(x == x, dim=0)
+        return x * 2
+
+    x = torch.ones(3)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        fn(x)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        compiler.compile(fn, backend=backend)(x)

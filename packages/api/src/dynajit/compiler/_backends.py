@@ -26,6 +26,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     from dynajit.fxgraph import (
         checking_saved_versions,
         keep_written_strides,
+        matching_eager_backward_formulas,
         recording_saved_versions,
         returning_no_views,
         skipping_zero_tangents,
@@ -43,8 +44,10 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         keep_written_strides(gm),
         inputs,
         fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
-        bw_compiler=skipping_zero_tangents(
-            checking_saved_versions(viewing_real_layouts(run_graph_as_is, inputs_are_callers=False))
+        bw_compiler=matching_eager_backward_formulas(
+            skipping_zero_tangents(
+                checking_saved_versions(viewing_real_layouts(run_graph_as_is, inputs_are_callers=False))
+            )
         ),
         inference_compiler=run_forward,
         partition_fn=stashing_conditional_saves(default_partition),

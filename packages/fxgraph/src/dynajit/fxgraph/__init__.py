@@ -6,6 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder
 from dynajit.fxgraph._config import Config, ConfigError, option
+from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas
 from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
@@ -69,6 +70,7 @@ __all__ = [
     "keep_written_strides",
     "reads_data",
     "line_node_map",
+    "matching_eager_backward_formulas",
     "option",
     "passes_inplace",
     "prune_zero_tangents",

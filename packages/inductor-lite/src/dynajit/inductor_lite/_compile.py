@@ -40,6 +40,7 @@ from dynajit.fxgraph import (
     checking_saved_versions,
     is_symbolic,
     keep_written_strides,
+    matching_eager_backward_formulas,
     reads_data,
     recording_saved_versions,
     returning_no_views,
@@ -633,7 +634,7 @@ class _Specialized:
             fn = aot_module_simplified(
                 graph_module, aot_inputs,
                 fw_compiler=recording_saved_versions(returning_no_views(compiler)),
-                bw_compiler=skipping_zero_tangents(checking_saved_versions(compiler)),
+                bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(compiler))),
                 decompositions=decomposition_table(),
                 inference_compiler=functools.partial(compiler, inference=True),
                 # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs

@@ -61,6 +61,10 @@ _UNTAGGED_POINTWISE = {"floor_divide", "floor_divide_", "true_divide", "true_div
 # Products whose dtype checks live in their kernels (``mm`` of bools is not implemented): size-1 stand-ins keep
 # their shapes compatible, since every inner dim is 1.
 _PRODUCTS = {"mm", "bmm", "matmul", "addmm", "addmv", "mv", "dot", "linear", "baddbmm", "addbmm"}
+# Composites (neither tag) whose dtype checks live in their kernels (``softmax`` of bools is not implemented):
+# a graph whose result is unused drops them, so eager's error would go missing.
+_COMPOSITES = {"softmax", "log_softmax", "logsumexp", "std", "var", "std_mean", "var_mean", "norm", "hardtanh",
+               "leaky_relu", "elu", "silu", "hardswish", "hardsigmoid", "mish", "softplus"}  # fmt: skip
 
 
 def _aten_name(target: Any) -> str | None:
@@ -79,7 +83,7 @@ def _checked(name: str) -> bool:
     """Whether ``name`` is an aten pointwise op or reduction drawing no random numbers (checks on ones hold)."""
     if name in _VALUE_CHECKED or name.startswith("_"):
         return False
-    if name in _UNTAGGED_POINTWISE or name in _PRODUCTS:
+    if name in _UNTAGGED_POINTWISE or name in _PRODUCTS or name in _COMPOSITES:
         return True
     packet = getattr(aten, name, None)
     if not isinstance(packet, torch._ops.OpOverloadPacket):
