@@ -167,3 +167,21 @@ def test_batch_norm_of_a_strided_input_has_eagers_layout(norm, make, train):
     actual = compiler.compile(twin)(x)
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("training", [False, True])
+def test_a_branch_on_the_layout_of_a_batch_norm_of_a_transposed_input(backend, training):
+    # Eager's CPU kernel returns a contiguous result for a transposed input; the fake kernel kept the input's
+    # strides, so the traced program took the other branch and raised where eager computes.
+    norm = nn.BatchNorm1d(3).train(training)
+
+    def fn(x):
+        y = norm(x)
+        return y.prod(2, keepdim=True) - x if y.is_contiguous() else y.view(-1)
+
+    compiler.reset()
+    x = torch.linspace(-1, 1, 6).view(1, 2, 3).mT
+    expected, actual = fn(x), compiler.compile(fn, backend=backend)(x)
+    torch.testing.assert_close(actual, expected)
+    assert actual.stride() == expected.stride()

@@ -27,6 +27,25 @@ from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_valu
 __all__ = ["GraphBuilder", "map_nodes"]
 
 _MISSING: Any = object()
+
+# Ops whose eager CPU kernel lays its result out in the input's suggested memory format (contiguous, or
+# channels-last for a channels-last input), where the fake kernel keeps the input's strides: a transposed
+# input's batch norm is contiguous in eager, and code may branch on ``is_contiguous()``.
+_SUGGESTED_LAYOUT: set[Any] = {torch.batch_norm, torch.nn.functional.batch_norm, torch.native_batch_norm}
+
+
+def _in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
+    """``result`` (a tensor, or a tuple whose first item is the output) with the output in eager's layout."""
+    from torch._prims_common import suggest_memory_format
+
+    def laid_out(output: Any) -> Any:
+        if not isinstance(output, torch.Tensor) or output.shape != input.shape:
+            return output
+        return output.contiguous(memory_format=suggest_memory_format(input))
+
+    if isinstance(result, tuple) and result:
+        return (laid_out(result[0]), *result[1:])
+    return laid_out(result)
 _NON_IDENTIFIER = re.compile(r"\W|^(?=\d)")
 
 
@@ -153,7 +172,10 @@ class GraphBuilder:
     def _run_fake(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         fake_args, fake_kwargs = self._fake_args((args, kwargs))
         with self._mode():
-            return fn(*fake_args, **fake_kwargs)
+            result = fn(*fake_args, **fake_kwargs)
+            if fn in _SUGGESTED_LAYOUT and fake_args and isinstance(fake_args[0], torch.Tensor):
+                result = _in_suggested_layout(result, fake_args[0])
+        return result
 
     # ----------------------------------------------------------------- nodes
 
