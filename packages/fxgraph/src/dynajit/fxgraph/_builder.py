@@ -46,6 +46,8 @@ def _in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
     if isinstance(result, tuple) and result:
         return (laid_out(result[0]), *result[1:])
     return laid_out(result)
+
+
 _NON_IDENTIFIER = re.compile(r"\W|^(?=\d)")
 
 
