@@ -27,6 +27,7 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from dynajit.capture import _cache, _dispatch, _marks, _observe, _stance
+from dynajit.capture._gc_deferral import full_collections_deferred
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
@@ -599,15 +600,8 @@ class CompiledFunction:
             traced_sizes=self.cache.traced_sizes if automatic else None,
         )
 
+    @full_collections_deferred()
     def _convert(self, values: Sequence[Any], reasons: tuple[str, ...]) -> tuple[_cache.CacheEntry, _Instance]:
-        from dynajit.capture._gc_deferral import full_collections_deferred
-
-        with full_collections_deferred():
-            return self._convert_deferring_collections(values, reasons)
-
-    def _convert_deferring_collections(
-        self, values: Sequence[Any], reasons: tuple[str, ...]
-    ) -> tuple[_cache.CacheEntry, _Instance]:
         from dynajit.capture import _convert
         from dynajit.capture._frame import GraphBreak, SkipFrame, Unsupported
         from dynajit.capture._symbolic.shapes import DynamicShapeError
