@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
 
-__all__ = ["GraphBuilder", "map_nodes"]
+__all__ = ["GraphBuilder", "in_suggested_layout", "map_nodes"]
 
 _MISSING: Any = object()
 
@@ -34,8 +34,9 @@ _MISSING: Any = object()
 _SUGGESTED_LAYOUT: set[Any] = {torch.batch_norm, torch.nn.functional.batch_norm, torch.native_batch_norm}
 
 
-def _in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
-    """``result`` (a tensor, or a tuple whose first item is the output) with the output in eager's layout."""
+def in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
+    """``result`` (a tensor, or a tuple whose first item is the output) with the output laid out as eager's CPU
+    batch norm lays it: in ``input``'s suggested memory format."""
     from torch._prims_common import suggest_memory_format
 
     def laid_out(output: Any) -> Any:
@@ -176,7 +177,7 @@ class GraphBuilder:
         with self._mode():
             result = fn(*fake_args, **fake_kwargs)
             if fn in _SUGGESTED_LAYOUT and fake_args and isinstance(fake_args[0], torch.Tensor):
-                result = _in_suggested_layout(result, fake_args[0])
+                result = in_suggested_layout(result, fake_args[0])
         return result
 
     # ----------------------------------------------------------------- nodes

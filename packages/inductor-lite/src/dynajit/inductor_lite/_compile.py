@@ -31,13 +31,13 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch._decomp import core_aten_decompositions, get_decompositions
-from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from dynajit.fxgraph import (
     artifact_enabled,
     artifact_logger,
     checking_saved_versions,
+    in_suggested_layout,
     is_symbolic,
     keep_written_strides,
     matching_eager_backward_formulas,
@@ -151,8 +151,7 @@ def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(decompose)
     def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        first, *rest = decompose(input, *args, **kwargs)
-        return (first.contiguous(memory_format=suggest_memory_format(input)), *rest)
+        return in_suggested_layout(tuple(decompose(input, *args, **kwargs)), input)
 
     return run
 
