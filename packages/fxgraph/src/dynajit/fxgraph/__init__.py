@@ -33,7 +33,7 @@ from dynajit.fxgraph._reached_saves import (
     recording_saved_versions,
     stashing_conditional_saves,
 )
-from dynajit.fxgraph._real_layouts import view_or_copy, viewing_real_layouts
+from dynajit.fxgraph._real_layouts import input_view_chain, view_or_copy, viewing_real_layouts
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
 from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
@@ -68,6 +68,7 @@ __all__ = [
     "is_random",
     "is_symbolic",
     "in_suggested_layout",
+    "input_view_chain",
     "keep_written_strides",
     "reads_data",
     "line_node_map",

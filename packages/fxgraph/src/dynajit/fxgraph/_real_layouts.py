@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["view_or_copy", "viewing_real_layouts"]
+__all__ = ["input_view_chain", "view_or_copy", "viewing_real_layouts"]
 
 aten = torch.ops.aten
 _RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default)
@@ -56,9 +56,19 @@ def viewing_real_layouts(compiler: Callable[..., Any], *, inputs_are_callers: bo
 
 def _of_input(node: Any) -> bool:
     """Whether ``node`` is a graph input or a chain of views of one."""
+    return input_view_chain(node) is not None
+
+
+def input_view_chain(node: Any) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
+    """The graph input ``node`` views and the aten view nodes that make it from that input, the input's first
+    (none for the input itself), or None when ``node`` is not a chain of views of an input."""
+    chain = []
     while isinstance(node, torch.fx.Node) and node.op == "call_function":
         target = node.target
         if not (isinstance(target, torch._ops.OpOverload) and target.is_view) or not node.args:
-            return False
+            return None
+        chain.append(node)
         node = node.args[0]
-    return isinstance(node, torch.fx.Node) and node.op == "placeholder"
+    if not (isinstance(node, torch.fx.Node) and node.op == "placeholder"):
+        return None
+    return node, chain[::-1]

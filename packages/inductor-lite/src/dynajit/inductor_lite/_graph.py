@@ -27,6 +27,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
+from dynajit.fxgraph import input_view_chain
 from dynajit.inductor_lite import (
     _lower_masked,  # noqa: F401  (registers concatenation, padding and slice scatters)
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
@@ -480,21 +481,17 @@ class GraphLowering:
         buffer = self.buffers.get(arg.buffer)
         if not self.dynamic or not isinstance(buffer, InputBuffer) or 1 not in buffer.size:
             return ()
+        found = input_view_chain(node)
+        if found is None or getattr(self.env.get(found[0]), "buffer", None) is not buffer:
+            return ()
         chain = []
-        while isinstance(node, torch.fx.Node) and node.op == "call_function":
-            if not getattr(node.target, "is_view", False) or not node.args:
-                return ()
-            rest = [self._arg(a) for a in node.args[1:]]
-            kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+        for view in found[1]:
+            rest = [self._arg(a) for a in view.args[1:]]
+            kwargs = {k: self._arg(v) for k, v in view.kwargs.items()}
             if any(isinstance(v, TensorValue) for v in flat([rest, list(kwargs.values())])):
                 return ()
-            chain.append((node.target, tuple(rest), kwargs))
-            node = node.args[0]
-        if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or self.env.get(node) is None:
-            return ()
-        if getattr(self.env[node], "buffer", None) is not buffer:
-            return ()
-        return tuple(reversed(chain))
+            chain.append((view.target, tuple(rest), kwargs))
+        return tuple(chain)
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
         """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).
