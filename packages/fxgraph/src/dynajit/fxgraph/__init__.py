@@ -6,7 +6,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 
 from dynajit.fxgraph._builder import GraphBuilder, in_suggested_layout
 from dynajit.fxgraph._config import Config, ConfigError, option
-from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas
+from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
 from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
@@ -73,6 +73,7 @@ __all__ = [
     "reads_data",
     "line_node_map",
     "matching_eager_backward_formulas",
+    "rewrite_spread_gradients",
     "option",
     "passes_inplace",
     "prune_zero_tangents",

@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 import torch
 import torch.fx
 
-__all__ = ["matching_eager_backward_formulas"]
+__all__ = ["matching_eager_backward_formulas", "rewrite_spread_gradients"]
 
 aten = torch.ops.aten
 
@@ -49,7 +49,11 @@ def _spread_gradient(node: torch.fx.Node) -> bool:
 
 
 def rewrite_spread_gradients(gm: torch.fx.GraphModule) -> bool:
-    """Rewrite each ``mask * share`` of a spread gradient into ``where(mask, share, 0)``; True if any was."""
+    """Rewrite each ``mask * share`` of a spread gradient into ``where(mask, share, 0)``; True if any was.
+
+    Works on a backward graph, or on a joint graph before it is split (a partitioner may move the mask into
+    the forward, where the backward no longer shows it).
+    """
     changed = False
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and _spread_gradient(node):

@@ -30,7 +30,7 @@ from functorch.compile import min_cut_rematerialization_partition
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils.checkpoint import CheckpointPolicy
 
-from dynajit.fxgraph import has_side_effects
+from dynajit.fxgraph import has_side_effects, rewrite_spread_gradients
 
 __all__ = ["eager_saved_values", "partition", "written_primals"]
 
@@ -114,6 +114,33 @@ def _save_what_eager_saves_after_outputs(
                 user.meta["recompute"] = CheckpointPolicy.MUST_SAVE
 
 
+# Backward ops that test forward values for exact (in)equality: the gradients of max/min-like reductions
+# spread over the elements equal to the result.
+_EXACT_COMPARISONS = frozenset({aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar})
+
+
+def _save_exactly_compared_values(joint: torch.fx.GraphModule) -> None:
+    """Mark as saved (``MUST_SAVE``) the forward values the backward compares for exact equality.
+
+    ``amin``'s gradient goes to the elements equal to the result, found by comparing the reduced values with
+    it. Recomputed in the backward, those values come out of another kernel, whose vector and scalar loops
+    may round a transcendental function differently from the forward's: no element then equals the result,
+    and the gradient is lost (NaN, from dividing by a count of zero). Saved, they are the values the forward
+    reduced.
+    """
+    for node in joint.graph.nodes:
+        if node.target not in _EXACT_COMPARISONS or node.meta.get("partitioner_tag") != "is_backward":
+            continue
+        pending = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        while pending:
+            value = pending.pop()
+            if value.meta.get("partitioner_tag") == "is_backward":
+                if getattr(value.target, "is_view", False) or value.target is aten.expand.default:
+                    pending.extend(a for a in value.args if isinstance(a, torch.fx.Node))
+            elif value.op == "call_function":
+                value.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+
+
 def partition(
     joint: torch.fx.GraphModule,
     joint_inputs: Any,
@@ -125,8 +152,10 @@ def partition(
     """The min-cut split of ``joint``, with each saved input that the graph writes into (``written()``, asked
     only when an input is saved) or that the backward only clones, and each saved input or output that eager
     would not have saved, replaced by a copy made in the forward."""
+    rewrite_spread_gradients(joint)  # while the backward computes its masks: saving compared values moves them
     eager_saved = eager_saved_values(joint)  # read before splitting: the partitioner may retag nodes
     _save_what_eager_saves_after_outputs(joint, num_fwd_outputs, eager_saved)
+    _save_exactly_compared_values(joint)
     forward, backward = min_cut_rematerialization_partition(
         joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
     )
