@@ -120,41 +120,46 @@ def _valid_entry(lib: Path, meta: Path) -> bool:
         return False
 
 
-def load_library(source: str, cxx: str, flags: str, directory: str = "") -> tuple[ctypes.CDLL, str]:
+def load_library(
+    source: str, cxx: str, flags: str, directory: str = "", tally: CacheStats | None = None
+) -> tuple[ctypes.CDLL, str]:
     """The loaded library built from ``source`` (from memory, disk, or a fresh build) and its key."""
-    future, key = start_library(source, cxx, flags, directory)
+    future, key = start_library(source, cxx, flags, directory, tally)
     return future.result(), key
 
 
-def start_library(source: str, cxx: str, flags: str, directory: str = "") -> tuple[Future[ctypes.CDLL], str]:
+def start_library(
+    source: str, cxx: str, flags: str, directory: str = "", tally: CacheStats | None = None
+) -> tuple[Future[ctypes.CDLL], str]:
     """A future of the library built from ``source``, and its key; only the compiler runs on a thread.
 
     A library loaded before, or found valid on disk, is returned done, and every cache outcome is
-    counted before this returns. The same source requested while it is being built shares that
+    counted (in ``tally``, by default the kernel cache's :func:`cache_stats`) before this returns. The same source requested while it is being built shares that
     build. A compiler error is the future's exception (:class:`BuildError`).
     """
     key = hashlib.sha256("\0".join((source, cxx, flags, _compiler_identity(cxx))).encode()).hexdigest()[:40]
+    tally = stats if tally is None else tally
     memory_key = f"{directory}:{key}"
     future: Future[ctypes.CDLL] = Future()
     with _lock:
         pending = _pending.get(memory_key)
         if pending is not None:
-            stats.memory_hits += 1
+            tally.memory_hits += 1
             return pending, key
         lib = _loaded.get(memory_key)
         if lib is not None:
-            stats.memory_hits += 1
+            tally.memory_hits += 1
             future.set_result(lib)
             return future, key
         folder = cache_dir(directory) / key[:2]
         folder.mkdir(parents=True, exist_ok=True)
         so_path, meta_path = folder / f"{key}.so", folder / f"{key}.json"
-        lib = _load_cached(so_path, meta_path)
+        lib = _load_cached(so_path, meta_path, tally)
         if lib is not None:
             _loaded[memory_key] = lib
             future.set_result(lib)
             return future, key
-        stats.builds += 1
+        tally.builds += 1
         _pending[memory_key] = future
     # Not a daemon: a build still running at exit finishes, so no temporary directory is left in the cache.
     worker = threading.Thread(
@@ -164,6 +169,13 @@ def start_library(source: str, cxx: str, flags: str, directory: str = "") -> tup
     )
     worker.start()
     return future, key
+
+
+def failed_build(error: BuildError) -> Future[ctypes.CDLL]:
+    """A library future that holds ``error``: a build that cannot start fails where a build is waited on."""
+    future: Future[ctypes.CDLL] = Future()
+    future.set_exception(error)
+    return future
 
 
 def _finish_pending() -> None:
@@ -178,20 +190,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_finish_pending)
 
 
-def _load_cached(so_path: Path, meta_path: Path) -> ctypes.CDLL | None:
+def _load_cached(so_path: Path, meta_path: Path, tally: CacheStats) -> ctypes.CDLL | None:
     """The library of a valid disk entry, or None (absent, or corrupt: then counted and logged)."""
     if not so_path.exists():
         return None
     if _valid_entry(so_path, meta_path):
         try:
             lib = ctypes.CDLL(str(so_path))
-            stats.disk_hits += 1
+            tally.disk_hits += 1
             return lib
         except OSError as err:
             log.warning("inductor-lite: cached kernel library %s failed to load (%s); rebuilding", so_path, err)
     else:
         log.warning("inductor-lite: cached kernel library %s is corrupt; rebuilding", so_path)
-    stats.rebuilt_corrupt += 1
+    tally.rebuilt_corrupt += 1
     return None
 
 

@@ -49,7 +49,7 @@ from dynajit.fxgraph import (
 )
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
-from dynajit.inductor_lite._build import BuildError, start_library, stats
+from dynajit.inductor_lite._build import BuildError, failed_build, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._eager_checks import EagerError, checkable, run_on_ones
@@ -58,6 +58,7 @@ from dynajit.inductor_lite._graph import example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._scheduler import Kernel, schedule
+from dynajit.inductor_lite._uniform_math import load_uniform_math
 from dynajit.inductor_lite._wrapper import WrapperBuilder
 from dynajit.inductor_lite.codegen_triton import LIBDEVICE_ONLY
 
@@ -378,7 +379,13 @@ def _build_cpp(
     """
     if not kernels:
         return {}, "", None
-    header = "\n\n".join([math_declarations(vectorised=_has_libmvec()), PRELUDE])  # the prelude calls expf
+    vectorised, runtime_error = _has_libmvec(), None
+    try:  # before any kernel library is loaded: they call its functions
+        if vectorised:
+            load_uniform_math(settings["cxx"], settings["cxx_flags"], settings["cache_dir"])
+    except BuildError as err:  # the kernels' builds fail with it, where a failed build is reported
+        runtime_error = err
+    header = "\n\n".join([math_declarations(vectorised), PRELUDE])  # the prelude calls dj_m_erf
     params: dict[str, list[str]] = {}
     symbols: dict[str, list[str]] = {}
     texts: list[str] = []
@@ -394,6 +401,8 @@ def _build_cpp(
             settings["cxx_flags"],
             settings["cache_dir"],
         )[0]
+        if runtime_error is None
+        else failed_build(runtime_error)
         for group in groups
     ]
     part_of = {kernels[i].name: p for p, group in enumerate(groups) for i in group}
@@ -408,7 +417,7 @@ def _build_cpp(
             fns[kernel.name] = fn
         return fns
 
-    if settings["background_build"] and not all(f.done() for f in futures):
+    if settings["background_build"] and not all(f.done() and f.exception() is None for f in futures):
         fns: dict[str, Callable[..., Any]] = {k.name: _Unbuilt(k.name) for k in kernels}
         ready: Callable[[], dict] | None = load
     else:

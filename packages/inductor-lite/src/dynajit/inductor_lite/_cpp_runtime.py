@@ -8,6 +8,8 @@ to its C++ template.
 
 from __future__ import annotations
 
+from dynajit.inductor_lite._uniform_math import UNIFORM_MATH, UNIFORM_MATH2, uniform_math_declarations
+
 __all__ = ["OPS", "PRELUDE", "SMALL_POWERS", "VECTOR_MATH", "math_declarations"]
 
 # <cmath> would triple a small kernel's build time (about 0.1 s of header parsing): the math the
@@ -108,14 +110,14 @@ DJ_INLINE float dj_erf(float x) {
   s = s * z - 0.02686617065f; s = s * z + 0.1128379167f; s = s * z - 0.376126389f; s = s * z + 1.128379167f;
   return a < 1.0f ? x * s : __builtin_copysignf(dj_erf_as(a, z), x);
 }
-DJ_INLINE double dj_erf(double x) { return erf(x); }
+DJ_INLINE double dj_erf(double x) { return dj_m_erf(x); }
 // Exact GELU with A&S for erf everywhere, the approximation eager's vectorised CPU kernel also uses: GELU adds erf
 // to 1, which absorbs the relative accuracy the series buys near 0, so the loop skips it (about 1.2x faster).
 DJ_INLINE float dj_gelu(float x) {
   float y = x * 0.70710678118654752f;
   return 0.5f * x * (1.0f + __builtin_copysignf(dj_erf_as(__builtin_fabsf(y), y * y), y));
 }
-DJ_INLINE double dj_gelu(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
+DJ_INLINE double dj_gelu(double x) { return 0.5 * x * (1.0 + dj_m_erf(x * 0.70710678118654752)); }
 """
 
 # op -> C++ template over arguments {0}, {1}, {2} and the compute type {T}.
@@ -138,7 +140,7 @@ OPS = {
     "abs": "dj_abs<{T}>({0})",
     "reciprocal": "({T}(1) / {0})",
     "rsqrt": "({T}(1) / djm_sqrt({0}))",
-    "sigmoid": "({T}(1) / ({T}(1) + exp{F}(-{0})))",
+    "sigmoid": "({T}(1) / ({T}(1) + dj_m_exp{F}(-{0})))",
     "relu": "({0} < {T}(0) ? {T}(0) : {0})",
     "sign": "dj_sign<{T}>({0})",
     "round": "djm_nearbyint({0})",
@@ -166,33 +168,37 @@ OPS = {
 }
 for _fn in "sqrt floor ceil trunc lgamma".split():
     OPS[_fn] = f"djm_{_fn}({{0}})"
-# Math with vector variants in glibc's libmvec: called by their C names so g++ can vectorise the loop.
-VECTOR_MATH = (
-    "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc".split()
-)
-VECTOR_MATH2 = ["pow", "atan2", "hypot"]
+# Math with vector variants in glibc's libmvec: called as dj_m_<name> (see _uniform_math) so g++ can vectorise the
+# loop, and every loop computes one value per input.
+VECTOR_MATH, VECTOR_MATH2 = UNIFORM_MATH, UNIFORM_MATH2
 SMALL_POWERS = {1.0: "({0})", 2.0: "({0} * {0})", 3.0: "({0} * {0} * {0})"}
 for _fn in VECTOR_MATH:
-    OPS[_fn] = f"{_fn}{{F}}({{0}})"
-OPS["atan2"] = "atan2{F}({0}, {1})"
-OPS["hypot"] = "hypot{F}({0}, {1})"
+    OPS[_fn] = f"dj_m_{_fn}{{F}}({{0}})"
+OPS["atan2"] = "dj_m_atan2{F}({0}, {1})"
+OPS["hypot"] = "dj_m_hypot{F}({0}, {1})"
 OPS["erf"] = "dj_erf({0})"
 OPS["gelu"] = "dj_gelu({0})"
 
 
 def math_declarations(vectorised: bool) -> str:
-    """Declare the C math functions the kernels call, with libmvec's SIMD variants when ``vectorised``.
+    """Declare the ``dj_m_`` math functions the kernels call.
 
-    The SIMD attribute is what glibc's own header declares under fast-math; without it (no libmvec)
-    the loops call the scalar functions.
+    Vectorised, they are the uniform functions of :mod:`._uniform_math` (declared with SIMD variants, as glibc's
+    own header declares libm's under fast-math, and loaded before the kernels); without libmvec they are the
+    scalar C functions, which every loop then calls.
     """
-    simd = '__attribute__((simd("notinbranch"))) ' if vectorised else ""
+    if vectorised:
+        return uniform_math_declarations()
     lines = ['extern "C" {']
     for fn in VECTOR_MATH:
+        lines += [f"float {fn}f(float);", f"double {fn}(double);"]
+    for fn in VECTOR_MATH2:
+        lines += [f"float {fn}f(float, float);", f"double {fn}(double, double);"]
+    lines.append("}")
+    for fn in VECTOR_MATH:
         for suffix, t in (("f", "float"), ("", "double")):
-            lines.append(f"{simd}{t} {fn}{suffix}({t});")
+            lines.append(f"static inline {t} dj_m_{fn}{suffix}({t} a) {{ return {fn}{suffix}(a); }}")
     for fn in VECTOR_MATH2:
         for suffix, t in (("f", "float"), ("", "double")):
-            lines.append(f"{simd}{t} {fn}{suffix}({t}, {t});")
-    lines.append("}")
+            lines.append(f"static inline {t} dj_m_{fn}{suffix}({t} a, {t} b) {{ return {fn}{suffix}(a, b); }}")
     return "\n".join(lines)

@@ -1,0 +1,47 @@
+"""The math functions the C++ kernels call give one result per input in vector loops, their remainders and
+scalar code alike (glibc's scalar libm and its libmvec variants round about half of all ``expf`` results
+differently)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+import torch
+from ilite_helpers import compiled
+
+from dynajit.inductor_lite._compile import _has_libmvec
+from dynajit.inductor_lite._config import config
+from dynajit.inductor_lite._uniform_math import load_uniform_math, uniform_math_source
+
+pytestmark = pytest.mark.skipif(not _has_libmvec(), reason="no libmvec: every loop calls the scalar libm")
+
+_CASES = {  # torch function, its C name, inputs in its domain
+    "exp": (torch.exp, "exp", lambda x: x * 10),
+    "log1p": (torch.log1p, "log1p", lambda x: x.abs() * 5),
+    "sin": (torch.sin, "sin", lambda x: x * 20),
+    "tanh": (torch.tanh, "tanh", lambda x: x * 3),
+    "acosh": (torch.acosh, "acosh", lambda x: x.abs() + 1),
+}
+
+
+@pytest.mark.parametrize("name", list(_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_vectorised_kernel_and_the_scalar_function_agree_bit_for_bit(name, dtype):
+    fn, c_name, domain = _CASES[name]
+    x = domain(torch.randn(1003, generator=torch.Generator().manual_seed(0), dtype=dtype))
+    (vectorised,) = compiled(lambda t: (fn(t),), x)(x)
+    lib = load_uniform_math(config.cxx, config.cxx_flags, config.cache_dir)
+    scalar = getattr(lib, f"dj_m_{c_name}{'f' if dtype == torch.float32 else ''}")
+    ctype = ctypes.c_float if dtype == torch.float32 else ctypes.c_double
+    scalar.argtypes, scalar.restype = [ctype], ctype
+    one_by_one = torch.tensor([scalar(v) for v in x.tolist()], dtype=dtype)
+    assert torch.equal(vectorised, one_by_one)
+    torch.testing.assert_close(vectorised, fn(x))  # and eager's values, up to rounding
+
+
+def test_every_simd_variant_is_defined_for_every_function():
+    source = uniform_math_source()
+    for isa, lanes in (("b", 4), ("c", 8), ("d", 8), ("e", 16)):
+        assert f"_ZGV{isa}N{lanes}v_dj_m_expf(" in source
+        assert f"_ZGV{isa}N{lanes // 2}vv_dj_m_pow(" in source
