@@ -209,6 +209,8 @@ class OutputGraph:
         return meta
 
     def to_proxy(self, vt: VT) -> Any:
+        if isinstance(vt, TensorVar):
+            _ = vt.example  # a graph break for a tensor whose .data this trace assigned (it reads another storage)
         if isinstance(vt, (TensorVar, SymIntVar)):
             return lifted_proxy(self, vt.node)
         if isinstance(vt, (TupleVar, ListVar)):
@@ -349,7 +351,7 @@ class OutputGraph:
             return None
         fake_key = eager_checks.storage_key(example)
         for path, value, tv in self.inputs:
-            if isinstance(value, torch.Tensor) and eager_checks.storage_key(tv.example) == fake_key:
+            if isinstance(value, torch.Tensor) and eager_checks.storage_key(tv.node.meta["example_value"]) == fake_key:
                 return path, value
         return None
 

@@ -58,6 +58,7 @@ from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupp
 from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
 from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
 from dynajit.capture._symbolic.variables.iterators import LazyIteratorVar
+from dynajit.capture._symbolic.variables.tensor import end_data_replacements
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
 
@@ -127,6 +128,7 @@ class _FrameEmitter:
         bc = decoded(self.code)[0]
         self.cg.insts.extend(_copy(i) for i in prefix_of(bc))
         cells = self._own_cells()
+        end_data_replacements(self.output)  # replayed after the graph: the outputs may describe those tensors
         needed = collect_tensors([*values, *self.output.side_effects.values(), *(c.contents for c in cells.values())])
         compiled = self.output.compile(needed)
         if compiled is not None:

@@ -124,11 +124,23 @@ class TensorVar(VT):
 
     def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Any = None) -> None:
         self.node = node
-        self.example = example
+        self._example = example
         self.source = source
 
+    @property
+    def example(self) -> torch.Tensor:
+        """The fake tensor of the value. Once ``tensor.data = ...`` gave the tensor another storage in this
+        trace, it describes the old one: any later read of the tensor is a graph break, read by Python."""
+        if _DATA_REPLACED in self.node.meta:
+            unsupported(f"a tensor is used after its Tensor.data was assigned in the same graph ({self.node.name})")
+        return self._example
+
+    @example.setter
+    def example(self, value: torch.Tensor) -> None:
+        self._example = value
+
     def python_type(self) -> type:
-        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+        return torch.nn.Parameter if isinstance(self._example, torch.nn.Parameter) else torch.Tensor
 
     def truth(self, tx: Tracer) -> bool:
         unsupported("the truth value of a tensor depends on its data (data-dependent control flow)")
@@ -160,7 +172,7 @@ class TensorVar(VT):
             return tx.output.call_function(getattr, [self, ConstVar(name)], {})
         if name == "data":
             # A detached alias of the same storage, whose in-place changes autograd does not see (eager's .data).
-            return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})  # type: ignore[attr-defined]
+            return tx.output.call_function(_get_data_attr, [self], {})
         if name == "grad":
             return self.grad_attr(tx)
         if name in ("_version", "grad_fn", "_base", "untyped_storage"):
@@ -248,14 +260,17 @@ class TensorVar(VT):
         attribute_missing(tx, self.source, name, f"tensor has no attribute {name!r}")
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
-        """``tensor.grad = ...`` and Python attributes of the tensor object, replayed on it after the graph.
+        """``tensor.grad = ...``, ``tensor.data = ...`` and Python attributes of the tensor object, replayed on
+        it after the graph.
 
-        ``tensor.data = ...`` swaps the tensor's storage (every later use of the tensor in the graph would
-        read another storage), which the graph cannot express: a break, run by Python.
+        ``tensor.data = other`` gives the tensor ``other``'s storage, sizes and dtype, keeping its autograd
+        identity; the graph computes ``other``, the assignment runs on the real objects after it, and a later
+        use of the tensor in the same trace is a graph break (see :attr:`example`).
         """
         if name == "data":
-            unsupported("assigning Tensor.data swaps the tensor's storage, which a graph cannot express")
-        if name == "grad":
+            _check_data_value(tx, self, value)
+            self.node.meta[_DATA_REPLACED] = True
+        elif name == "grad":
             _check_grad_value(tx, self, value)
         elif inspect.getattr_static(torch.Tensor, name, None) is not None or name.startswith("__"):
             unsupported(f"setting Tensor.{name}")
@@ -407,6 +422,35 @@ _PENDING: weakref.WeakKeyDictionary[Any, dict[tuple[torch.fx.Node, str], _AttrWr
 def pending_attrs(tx: Tracer) -> dict[tuple[torch.fx.Node, str], _AttrWrite]:
     """The tensor attribute writes the trace of ``tx`` made so far (read back before the real tensor)."""
     return _PENDING.setdefault(tx.output, {})
+
+
+_DATA_REPLACED = "dynajit_data_replaced"  # node meta: the tensor's .data was assigned in this trace
+
+
+def end_data_replacements(output: Any) -> None:
+    """The trace of ``output`` ends: its tensors whose ``.data`` it assigned may be described again (the
+    assignments are replayed after the graph, before anything reads them)."""
+    for node, name in _PENDING.get(output, {}):
+        if name == "data":
+            node.meta.pop(_DATA_REPLACED, None)
+
+
+def _check_data_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
+    """What eager checks of ``tensor.data = value``, and what the replay after the graph needs: a strided
+    tensor (a floating one when the tensor requires grad), assigned to a tensor autograd cannot have saved."""
+    if not isinstance(value, TensorVar):
+        unsupported(f"assigning {value} to Tensor.data raises TypeError: Python raises it")
+    mine, new = tensor.metadata(tx), value.metadata(tx)
+    if mine.layout != torch.strided or new.layout != torch.strided:
+        unsupported("Tensor.data of a tensor that is not strided")
+    if mine.requires_grad and not (new.dtype.is_floating_point or new.dtype.is_complex):
+        unsupported("assigning a tensor of integers to the Tensor.data of a tensor requiring grad raises")
+    if mine.requires_grad and any(user.target is not _get_data_attr for user in tensor.node.users):
+        # Eager's backward reads a saved leaf's new data after the assignment; the graph saved the old.
+        unsupported("assigning Tensor.data of a tensor requiring grad that the graph has already used")
+
+
+_get_data_attr = torch._C._autograd._get_data_attr  # type: ignore[attr-defined]
 
 
 def _check_grad_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
