@@ -8,6 +8,7 @@ mutated arguments compared) and is captured in one graph.
 import collections
 
 import pytest
+import torch
 
 import dynajit.capture as capture
 
@@ -150,3 +151,66 @@ def test_counter_counts_while_tracing(check, t):
     with capture.observe() as seen:
         check(counters, t(3), graphs=1, calls=2)
     assert not [b.reason for f in seen.frames for b in f.graph_breaks]
+
+
+def deque_argument(d, x):
+    d.append(x * 2)  # full at maxlen 3: the leftmost drops
+    d.rotate(1)
+    left = d.popleft()
+    d.appendleft(x - d[0])
+    d[1] = d[1] + 1
+    return left, len(d), d.maxlen, sum(d)
+
+
+def default_dict_argument(groups, x):
+    groups["seen"].append(x)
+    groups["new"].append(x * 2)
+    return len(groups), groups["seen"][0] + 1
+
+
+def _deque_args(maxlen, count=3):
+    values = torch.arange(float(count + 1)).view(count + 1, 1).expand(count + 1, 4) * 1.5
+    return collections.deque(list(values[:count]), maxlen=maxlen), values[count]
+
+
+@pytest.mark.parametrize("maxlen", [3, None])
+def test_a_deque_argument_is_traced_and_written_back_in_one_graph(maxlen):
+    from dynajit.capture.testing import CompileCounter
+
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, fullgraph=True)(deque_argument)
+    for _ in range(2):
+        eager_d, x = _deque_args(maxlen)
+        expected = deque_argument(eager_d, x)
+        got_d, x = _deque_args(maxlen)
+        actual = compiled(got_d, x)
+        for a, e in zip([*actual, *got_d], [*expected, *eager_d]):
+            assert type(a) is type(e) and (a == e if not hasattr(a, "shape") else bool((a == e).all()))
+        assert type(got_d) is collections.deque and got_d.maxlen == maxlen and len(got_d) == len(eager_d)
+    assert counter.frame_count == 1
+    compiled(*_deque_args(maxlen, count=2))  # another length, guarded
+    compiled(_deque_args(5)[0], _deque_args(5)[1])  # another maxlen, guarded
+    assert counter.frame_count == 3
+
+
+def test_a_defaultdict_argument_calls_its_factory_for_a_missing_key_and_is_written_back():
+    from dynajit.capture.testing import CompileCounter
+
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, fullgraph=True)(default_dict_argument)
+
+    def args():
+        groups = collections.defaultdict(list)
+        groups["seen"].append(torch.ones(4))
+        return groups, torch.full((4,), 2.0)
+
+    eager_groups, x = args()
+    expected = default_dict_argument(eager_groups, x)
+    groups, x = args()
+    actual = compiled(groups, x)
+    assert actual[0] == expected[0] and bool((actual[1] == expected[1]).all())
+    assert type(groups) is collections.defaultdict and groups.default_factory is list
+    assert list(groups) == list(eager_groups) and [len(v) for v in groups.values()] == [2, 1]
+    assert counter.frame_count == 1

@@ -5,7 +5,12 @@ exactly once. Differential, one graph each (fullgraph)."""
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
+
+import dynajit.capture as capture
 
 
 class Cache:
@@ -210,4 +215,47 @@ class SubFactory(Factory):
 
 def test_super_in_a_class_method(check):
     counter = check(lambda x: SubFactory.make(x), torch.randn(3), fullgraph=True)
+    assert counter.frame_count == 1
+
+
+class Lazy:
+    def __init__(self):
+        self.calls = 0
+
+    @functools.cached_property
+    def scale(self):
+        self.calls += 1
+        return 3 + self.calls
+
+
+def _cached_property_reads(x, obj):
+    return x * obj.scale + obj.scale, obj.calls
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_cached_property_runs_its_function_once_and_stores_its_value(cached):
+    # (Python 3.11's cached_property holds a lock while it computes, which guards threads, not the value.)
+    from dynajit.capture.testing import CompileCounter
+
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, fullgraph=True)(_cached_property_reads)
+    states = []
+    for f in (_cached_property_reads, compiled):
+        obj, x = Lazy(), torch.arange(3.0)
+        if cached:
+            obj.scale
+        result = f(x, obj)
+        states.append((result[0], result[1], dict(vars(obj))))
+    torch.testing.assert_close(states[1][0], states[0][0])
+    assert states[1][1:] == states[0][1:]
+    assert counter.frame_count == 1
+
+
+def test_a_cached_property_of_a_new_object(check):
+    def fn(x):
+        obj = Lazy()
+        return x + obj.scale * 10 + obj.scale, obj.calls
+
+    counter = check(fn, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1

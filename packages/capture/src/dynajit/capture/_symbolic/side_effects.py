@@ -8,6 +8,7 @@ cells), in the order the effects were first made.
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ class SideEffects:
         (``kwargs["cache"] = kwargs.pop("past")`` then an attribute write on that cache object).
         """
         from dynajit.capture._symbolic.variables import DictVar, ListVar
+        from dynajit.capture._symbolic.variables.collections_ import DequeVar
 
         def saved(emit: Callable[[], None]) -> str:
             emit()
@@ -118,7 +120,11 @@ class SideEffects:
             if effect.kind == "contents":
                 container = effect.target
                 assert container.source is not None  # only containers from the frame are recorded
-                if isinstance(container, ListVar):
+                if isinstance(container, DequeVar):  # no slice assignment: cleared and extended, keeping maxlen
+                    items = saved(functools.partial(_build_list, cg, container))
+                    real = saved(functools.partial(container.source.emit, cg))
+                    appliers.append(functools.partial(_call_and_pop, cg, _replace_deque, load, real, items))
+                elif isinstance(container, ListVar):
                     items = saved(functools.partial(_build_list, cg, container))
                     real = saved(functools.partial(container.source.emit, cg))
                     appliers.append(functools.partial(_store_list, cg, items, real))
@@ -206,6 +212,11 @@ def _plain_setattr(cg: CodeGen, value: str, real: str, name: str) -> None:
 
     cg.call_helper(object.__setattr__, emit_args)
     cg.emit("POP_TOP")
+
+
+def _replace_deque(real: collections.deque[Any], new: list[Any]) -> None:
+    real.clear()
+    real.extend(new)
 
 
 def _replace_dict(real: dict[Any, Any], new: dict[Any, Any]) -> None:

@@ -54,10 +54,11 @@ def _fromkeys(kind: type) -> Handler:
 
 
 class DefaultDictVar(DictVar):
-    """A ``defaultdict`` made while tracing: ``d[missing]`` stores and returns ``factory()``."""
+    """A ``defaultdict`` made while tracing, or one from the frame: ``d[missing]`` stores and returns
+    ``factory()``."""
 
-    def __init__(self, factory: VT, items: dict[Any, VT]) -> None:
-        super().__init__(items, kind=collections.defaultdict)
+    def __init__(self, factory: VT, items: dict[Any, VT], source: Any = None) -> None:
+        super().__init__(items, source, kind=collections.defaultdict)
         self.factory = factory
 
     def getitem(self, tx: Tracer, key: VT) -> VT:
@@ -65,6 +66,7 @@ class DefaultDictVar(DictVar):
         if k not in self.items:
             if self.factory.is_const() and self.factory.const() is None:
                 raises_in_python(f"dict lookup raises KeyError: {k!r}", KeyError(k))
+            self.mutated(tx)
             self.items[k] = self.factory.call(tx, [], {})
         return self.items[k]
 
@@ -103,13 +105,19 @@ def _defaultdict(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return dict_of(tx, args[1:], kwargs, DefaultDictVar(factory, {}))
 
 
+_MUTATING_DEQUE_METHODS = frozenset(
+    "append extend appendleft extendleft pop popleft rotate insert clear reverse remove".split()
+)
+
+
 class DequeVar(ListVar):
-    """A ``collections.deque`` made while tracing (``maxlen`` None or a constant)."""
+    """A ``collections.deque`` made while tracing, or one from the frame (``maxlen`` None or a constant)."""
 
     kind = collections.deque  # type: ignore[assignment]  # a list-like class other than list
 
-    def __init__(self, items: list[VT], maxlen: int | None = None) -> None:
-        super().__init__(items[len(items) - maxlen :] if maxlen is not None and len(items) > maxlen else items)
+    def __init__(self, items: list[VT], maxlen: int | None = None, source: Any = None) -> None:
+        trimmed = items[len(items) - maxlen :] if maxlen is not None and len(items) > maxlen else items
+        super().__init__(trimmed, source)
         self.maxlen = maxlen
 
     def _trim(self, from_left: bool) -> None:
@@ -118,9 +126,21 @@ class DequeVar(ListVar):
                 self.items.pop(0 if from_left else -1)
 
     def getitem(self, tx: Tracer, key: VT) -> VT:
+        self._no_slice(key)
+        return super().getitem(tx, key)
+
+    def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
+        self._no_slice(key)
+        super().setitem(tx, key, value)
+
+    def delitem(self, tx: Tracer, key: VT) -> None:
+        self._no_slice(key)
+        super().delitem(tx, key)
+
+    @staticmethod
+    def _no_slice(key: VT) -> None:
         if isinstance(key, SliceVar) or isinstance(as_index(key), slice):
             raises_in_python("sequence index must be integer, not 'slice' (TypeError)")
-        return super().getitem(tx, key)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         if name == "maxlen":
@@ -131,6 +151,8 @@ class DequeVar(ListVar):
         if kwargs:
             unsupported(f"deque.{name} with keyword arguments")
         items = self.items
+        if name in _MUTATING_DEQUE_METHODS:
+            self.mutated(tx)  # a deque from the frame gets the trace's contents back after the graph
         if name in ("append", "extend"):
             items.extend([args[0]] if name == "append" else iterator_of(tx, args[0]).unpack(tx))
             self._trim(from_left=True)
@@ -164,6 +186,10 @@ class DequeVar(ListVar):
         return ConstVar(None)
 
     def reconstruct(self, cg: CodeGen) -> None:
+        if self.source is not None:
+            self.source.emit(cg)
+            return
+
         def build() -> None:
             def load_arguments() -> int:
                 ListVar(self.items).reconstruct(cg)

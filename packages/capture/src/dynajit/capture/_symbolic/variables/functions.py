@@ -434,11 +434,24 @@ def class_member(
         return BoundMethodVar(tx.wrap(static.__func__, func_path), tx.wrap(cls, class_path), bound_path)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
         return tx.wrap(static.fget, member_path and Attr(member_path, "fget")).call(tx, [obj], {})
+    if type(static) is functools.cached_property and isinstance(static.func, types.FunctionType) and static.attrname:
+        return _cached_property(tx, obj, static, member_path)
     getter = python_dunder(static, "__get__")
     if getter is not None:  # a descriptor written in Python: type(static).__get__(static, obj, cls)
         descriptor = tx.wrap(static, member_path)
         return call_dunder(tx, descriptor, "__get__", [obj, tx.wrap(cls, class_path)])
     return None
+
+
+def _cached_property(tx: Tracer, obj: VT, static: functools.cached_property, member_path: Path | None) -> VT:
+    """``cached_property.__get__`` (found absent from the instance dict): the function's value, stored in the
+    instance dict, as Python 3.12 does; 3.11 also holds a lock around it, which guards threads, not the value."""
+    value = tx.wrap(static.func, member_path and Attr(member_path, "func")).call(tx, [obj], {})
+    store = getattr(obj, "store", None)
+    if store is None:
+        unsupported(f"cached_property {static.attrname!r} of {obj}, which has no instance dict to store it in")
+    store(tx, static.attrname, value)
+    return value
 
 
 def python_dunder(value: Any, name: str) -> types.FunctionType | None:
