@@ -180,12 +180,16 @@ class ExpressionMixin:
         keep = rng.choice(["True", "False"])
         ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
         if t.is_floating_point():
-            ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean"]
+            ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean", "is_max", "is_min"]
         if t.dtype != torch.bool:
             ops += ["cumsum"]
         op = rng.choice(ops)
-        if op in ("argmax", "argmin", "max", "min") and near_ties(t):
+        if op in ("argmax", "argmin", "max", "min", "is_max", "is_min") and near_ties(t):
             op = "sum"  # which of two values equal up to rounding is the largest is rounding's choice
+        if op in ("is_max", "is_min"):
+            # The elements equal to their own maximum: exact only if every loop computing them rounds alike.
+            extreme = "amax" if op == "is_max" else "amin"
+            return f"{a} == {a}.{extreme}()" if d is None else f"{a} == {a}.{extreme}({d}, keepdim=True)"
         whole = ("logsumexp", "softmax", "log_softmax", "cumsum")
         if d is None or op in ("norm",) or (rng.random() < 0.2 and op not in whole):
             return f"{a}.{op}()" if op not in ("logsumexp", "softmax", "log_softmax", "cumsum") else f"{a}.sum()"
