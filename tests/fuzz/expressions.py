@@ -118,13 +118,17 @@ class ExpressionMixin:
             ops += ["sin", "cos", "exp", "tanh", "sigmoid", "floor", "ceil", "round", "erf", "log1p", "sqrt"]
             ops += ["reciprocal", "nn.functional.gelu", "nn.functional.silu", "nn.functional.softplus"]
         op = rng.choice(ops)
-        if op == "reciprocal" and near_zero(t):
-            op = "abs"  # the reciprocal of a value zero up to rounding is rounding's choice
+        # The reciprocal of a value zero up to rounding is rounding's choice, and so is the gradient of its square
+        # root (+-inf or NaN: a LayerNorm over one element is 0 in one backward formula and -1e-9 in another).
+        singular = near_zero(t)
+        if op in ("reciprocal", "sqrt") and singular:
+            op = "abs"
         forms = [f"torch.{op}({a})"]
         if "." not in op:
             forms.append(f"{a}.{op}()")
         forms += [f"{a}.clamp(min={rng.choice(['-0.5', '0', '1'])})", f"torch.clamp({a}, -1, 2)", f"-{a}"]
-        forms += [f"{a} ** 2", f"torch.nan_to_num({a}.sqrt())" if t.is_floating_point() else f"{a} * {a}"]
+        root = f"torch.nan_to_num({a}.sqrt())" if not singular else f"{a} * 0.5"
+        forms += [f"{a} ** 2", root if t.is_floating_point() else f"{a} * {a}"]
         return rng.choice(forms)
 
     def _broadcast_partner(self, a: str) -> str:
