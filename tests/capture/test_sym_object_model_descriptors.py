@@ -259,3 +259,30 @@ def test_a_cached_property_of_a_new_object(check):
 
     counter = check(fn, torch.randn(3), fullgraph=True)
     assert counter.frame_count == 1
+
+
+class Slotted:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = 1
+
+    @functools.cached_property
+    def scale(self):
+        return 5
+
+
+def _slotted_scale(x, obj):
+    return x + obj.scale
+
+
+def test_a_cached_property_without_an_instance_dict_raises_as_in_eager():
+    from dynajit.capture.testing import CompileCounter
+
+    capture.reset()
+    compiled = capture.optimize(CompileCounter())(_slotted_scale)
+    with pytest.raises(TypeError) as eager:
+        _slotted_scale(torch.ones(1), Slotted())
+    with pytest.raises(TypeError) as traced:
+        compiled(torch.ones(1), Slotted())
+    assert str(traced.value) == str(eager.value)

@@ -446,10 +446,11 @@ def class_member(
 def _cached_property(tx: Tracer, obj: VT, static: functools.cached_property, member_path: Path | None) -> VT:
     """``cached_property.__get__`` (found absent from the instance dict): the function's value, stored in the
     instance dict, as Python 3.12 does; 3.11 also holds a lock around it, which guards threads, not the value."""
-    value = tx.wrap(static.func, member_path and Attr(member_path, "func")).call(tx, [obj], {})
     store = getattr(obj, "store", None)
-    if store is None:
+    if store is None or not obj.python_type().__dictoffset__:
+        # (Python raises TypeError there, before calling the function: so does the frame, run by Python)
         unsupported(f"cached_property {static.attrname!r} of {obj}, which has no instance dict to store it in")
+    value = tx.wrap(static.func, member_path and Attr(member_path, "func")).call(tx, [obj], {})
     store(tx, static.attrname, value)
     return value
 
