@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dynajit.inductor_lite._uniform_math import UNIFORM_MATH, UNIFORM_MATH2, uniform_math_declarations
 
-__all__ = ["OPS", "PRELUDE", "SMALL_POWERS", "VECTOR_MATH", "math_declarations"]
+__all__ = ["OPS", "PRELUDE", "SMALL_POWERS", "math_declarations"]
 
 # <cmath> would triple a small kernel's build time (about 0.1 s of header parsing): the math the
 # kernels need is spelt with g++ builtins instead, overloaded like std:: (an integer argument is
@@ -170,9 +170,8 @@ for _fn in "sqrt floor ceil trunc lgamma".split():
     OPS[_fn] = f"djm_{_fn}({{0}})"
 # Math with vector variants in glibc's libmvec: called as dj_m_<name> (see _uniform_math) so g++ can vectorise the
 # loop, and every loop computes one value per input.
-VECTOR_MATH, VECTOR_MATH2 = UNIFORM_MATH, UNIFORM_MATH2
 SMALL_POWERS = {1.0: "({0})", 2.0: "({0} * {0})", 3.0: "({0} * {0} * {0})"}
-for _fn in VECTOR_MATH:
+for _fn in UNIFORM_MATH:
     OPS[_fn] = f"dj_m_{_fn}{{F}}({{0}})"
 OPS["atan2"] = "dj_m_atan2{F}({0}, {1})"
 OPS["hypot"] = "dj_m_hypot{F}({0}, {1})"
@@ -190,15 +189,15 @@ def math_declarations(vectorised: bool) -> str:
     if vectorised:
         return uniform_math_declarations()
     lines = ['extern "C" {']
-    for fn in VECTOR_MATH:
+    for fn in UNIFORM_MATH:
         lines += [f"float {fn}f(float);", f"double {fn}(double);"]
-    for fn in VECTOR_MATH2:
+    for fn in UNIFORM_MATH2:
         lines += [f"float {fn}f(float, float);", f"double {fn}(double, double);"]
     lines.append("}")
-    for fn in VECTOR_MATH:
+    for fn in UNIFORM_MATH:
         for suffix, t in (("f", "float"), ("", "double")):
             lines.append(f"static inline {t} dj_m_{fn}{suffix}({t} a) {{ return {fn}{suffix}(a); }}")
-    for fn in VECTOR_MATH2:
+    for fn in UNIFORM_MATH2:
         for suffix, t in (("f", "float"), ("", "double")):
             lines.append(f"static inline {t} dj_m_{fn}{suffix}({t} a, {t} b) {{ return {fn}{suffix}(a, b); }}")
     return "\n".join(lines)
