@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from dynajit.fxgraph import conditionally_saved, prune_zero_tangents, skipping_zero_tangents
+from dynajit.fxgraph import (
+    conditionally_saved,
+    prune_zero_tangents,
+    reporting_reached_outputs,
+    skipping_zero_tangents,
+)
 
 aten = torch.ops.aten
 
@@ -107,3 +113,36 @@ def test_a_spread_gradient_is_eagers_masked_fill_not_a_product():
         gm(x, torch.tensor(float("nan"))), torch.tensor([float("nan"), 0.0, float("nan")]), equal_nan=True
     )
     torch.testing.assert_close(gm(torch.tensor([2.0, 1.0, 2.0]), torch.tensor(4.0)), torch.tensor([2.0, 0.0, 2.0]))
+
+
+def _aot(fn):
+    from functorch.compile import aot_function, make_boxed_func
+
+    def run_as_is(gm, _inputs):
+        return make_boxed_func(gm.forward)
+
+    return reporting_reached_outputs(aot_function(fn, run_as_is, skipping_zero_tangents(run_as_is)))
+
+
+def _three_roots(x, w):
+    w.mul_(2)  # a written input: its tangent comes first among the backward's
+    root = torch.nan_to_num(x.sqrt())  # infinite derivative at 0, NaN below it
+    return root * w, root.t(), (x - 1).sqrt().sum()
+
+
+@pytest.mark.parametrize("weights", [(1, 0, None), (0, None, None), (None, 2, 0), (0, 0, 0), (None, None, 3)])
+def test_only_the_outputs_the_loss_never_reached_are_skipped(weights):
+    # An output weighted by 0 is reached: eager multiplies its zeros by the infinite derivatives behind it.
+    # An output left out of the loss is not, and eager gives the inputs behind it no gradient at all.
+    compiled = _aot(_three_roots)
+
+    def run(f):
+        x = torch.tensor([[0.0, -1.0], [4.0, 1.0]]).requires_grad_()
+        w = torch.ones(2, 2).requires_grad_()
+        w_clone = w.clone()
+        outs = f(x, w_clone)
+        reached = [(o * k).sum() for o, k in zip(outs, weights) if k is not None]
+        sum(reached).backward()
+        return [o.detach() for o in outs], w_clone.detach(), x.grad, w.grad
+
+    torch.testing.assert_close(run(compiled), run(_three_roots), equal_nan=True)

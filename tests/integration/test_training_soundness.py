@@ -8,6 +8,7 @@ leaves, runs a backward, and compares outputs, inputs after the call, gradients 
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -376,6 +377,42 @@ def test_a_gradient_that_is_truly_zero_stays_a_zero_gradient(backend):
     actual = run(compiler.compile(_weighted_by_zero, backend=backend))
     assert actual is not None
     torch.testing.assert_close(actual, expected)
+
+
+def _variance_selected_by_a_mask(x):
+    v = x.var(1)  # over one element: NaN, and so is its derivative
+    return v[v > 0] * 1  # the mask selects nothing (a break): the loss reaches v through an empty selection
+
+
+def _empty_slice_of_a_nan_root(x):
+    return torch.nan_to_num(x.sqrt())[2:2], x * 2  # the loss reaches the root through an empty output
+
+
+def _reached_and_unreached_zeros(x):
+    # The caller's loss leaves out the middle output, whose derivative is infinite at x == 4.
+    return torch.nan_to_num(x.sqrt())[:0], torch.nan_to_num((x - 4).sqrt()), x + 1
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_variance_selected_by_a_mask, _empty_slice_of_a_nan_root, _reached_and_unreached_zeros])
+def test_a_zero_gradient_the_loss_reaches_meets_the_infinite_derivative_as_in_eager(backend, fn):
+    # A gradient the loss reached can be all zeros: eager multiplies it by the derivatives behind it, and 0 * inf
+    # is NaN there. Only the outputs the loss never reached are skipped, as autograd skips them.
+    def run(f):
+        leaf = torch.tensor([[-1.0], [4.0], [9.0]]).requires_grad_()
+        outs = f(leaf.clone())
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        reached = [o for i, o in enumerate(outs) if i != 1 or len(outs) < 3]
+        sum(o.sum() * (i + 2) for i, o in enumerate(reached)).backward()
+        return [o.detach() for o in outs], leaf.grad
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var() over one element warns about its degrees of freedom
+        expected, actual = run(fn), run(compiler.compile(fn, backend=backend))
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert torch.isnan(expected[1][0])  # the case the test is about: eager's own 0 * inf
+    if fn is _reached_and_unreached_zeros:
+        assert not torch.isnan(expected[1][1])  # (x - 4).sqrt()'s infinite derivative is never reached
 
 
 def _piece_of_a_written_input(x):

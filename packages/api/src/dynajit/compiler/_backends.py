@@ -28,6 +28,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         keep_written_strides,
         matching_eager_backward_formulas,
         recording_saved_versions,
+        reporting_reached_outputs,
         returning_no_views,
         skipping_zero_tangents,
         stashing_conditional_saves,
@@ -40,7 +41,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     run_forward = viewing_real_layouts(run_graph_as_is)
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
-    return aot_module_simplified(
+    forward = aot_module_simplified(
         keep_written_strides(gm),
         inputs,
         fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
@@ -52,6 +53,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         inference_compiler=run_forward,
         partition_fn=stashing_conditional_saves(default_partition),
     )
+    return reporting_reached_outputs(forward)
 
 
 def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:

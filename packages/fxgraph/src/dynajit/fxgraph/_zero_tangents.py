@@ -4,22 +4,30 @@ A compiled graph is one autograd node: its backward runs for every output, and a
 outputs the loss did not reach (a value read only by ``.item()``, a statistic kept across a graph break). Eager
 never differentiates through those, but the compiled backward multiplies their zeros by derivatives that may be
 infinite (``sqrt`` at 0, ``nan_to_num`` of a NaN), and ``0 * inf`` puts NaN into gradients eager computes
-cleanly. :func:`skipping_zero_tangents` wraps a backward compiler: a call whose tangents include all-zero ones
-runs a version of the backward graph where those tangents are structural zeros, propagated through the ops that
-are linear in them (products, views, reductions, ``*_backward`` ops in their incoming gradient) and dropped from
-sums, so nothing is multiplied by them.
+cleanly. :func:`skipping_zero_tangents` wraps a backward compiler: a call whose tangents include ones the loss
+never reached runs a version of the backward graph where those tangents are structural zeros, propagated through
+the ops that are linear in them (products, views, reductions, ``*_backward`` ops in their incoming gradient) and
+dropped from sums, so nothing is multiplied by them.
+
+A gradient the loss did reach may be all zeros too (through an empty selection, an empty output, a zero weight),
+and eager multiplies that one by its infinite derivatives. The zeros alone cannot tell the two apart, so
+:func:`reporting_reached_outputs` wraps the compiled forward: each call registers a pre-hook on the graph's
+autograd node, which sees the incoming gradients before autograd fills the missing ones with zeros, and
+reports which tangents those are to the backward the node runs next, on the same thread.
 """
 
 from __future__ import annotations
 
 import operator
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.fx
 
-__all__ = ["copy_graph", "prune_zero_tangents", "skipping_zero_tangents"]
+__all__ = ["copy_graph", "prune_zero_tangents", "reporting_reached_outputs", "skipping_zero_tangents"]
 
 aten = torch.ops.aten
 
@@ -119,9 +127,14 @@ def _static_value(node: Any) -> torch.Tensor | None:
     return value
 
 
-def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: frozenset[str]) -> torch.fx.GraphModule:
+def prune_zero_tangents(
+    graph_module: torch.fx.GraphModule, zero_tangents: frozenset[str], *, unreached: bool = False
+) -> torch.fx.GraphModule:
     """A copy of the backward ``graph_module`` in which the placeholders named in ``zero_tangents`` are structural
-    zeros: what is linear in them is zero, sums drop them, and any other use reads ``zeros_like`` of them."""
+    zeros: what is linear in them is zero, sums drop them, and any other use reads ``zeros_like`` of them.
+
+    With ``unreached`` (the loss never reached those outputs), an input's gradient that is a structural zero is
+    None, so autograd goes no further from it, as eager's never reaches what lies behind those outputs."""
     gm = torch.fx.GraphModule(graph_module, copy_graph(graph_module.graph))
     graph = gm.graph
     zero: set[torch.fx.Node] = {n for n in graph.nodes if n.op == "placeholder" and n.name in zero_tangents}
@@ -147,7 +160,7 @@ def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: froze
         return materialized[node]
 
     for node in list(graph.nodes):
-        if node.op == "placeholder" or node in zero:
+        if node.op in ("placeholder", "output") or node in zero:
             continue
         zero_args = [a for a in node.all_input_nodes if a in zero]
         if not zero_args:
@@ -164,6 +177,8 @@ def prune_zero_tangents(graph_module: torch.fx.GraphModule, zero_tangents: froze
         for arg in zero_args:
             node.replace_input_with(arg, zeros_for(arg))
     output = graph.output_node()
+    if unreached:
+        output.args = torch.fx.node.map_arg(output.args, lambda arg: None if arg in zero else arg)
     for arg in [a for a in output.all_input_nodes if a in zero]:
         output.replace_input_with(arg, zeros_for(arg))
     graph.eliminate_dead_code()
@@ -184,7 +199,11 @@ def skipping_zero_tangents(
     compile_backward: Callable[[torch.fx.GraphModule, Sequence[Any]], Any],
 ) -> Callable[..., Any]:
     """Wrap ``compile_backward`` (a boxed backward compiler: the compiled function takes a list of arguments) so
-    each call whose tangents include all-zero ones runs the backward compiled for those tangents as zeros."""
+    each call whose tangents include ones the loss never reached runs the backward compiled for those as zeros.
+
+    Which tangents were unreached comes from :func:`reporting_reached_outputs`; without its report (a backward
+    another caller runs), every all-zero tangent counts as unreached.
+    """
 
     def compile_with_variants(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         names = [n.name for n in graph_module.graph.nodes if n.op == "placeholder"]
@@ -193,19 +212,98 @@ def skipping_zero_tangents(
             return compile_backward(graph_module, example_inputs)
         # Each variant is compiled at its first call: a model returning its loss and its logits, whose
         # backward always starts from the loss, never compiles the backward for the logits.
-        variants: dict[frozenset[int], Any] = {}
+        variants: dict[tuple[frozenset[int], bool], Any] = {}
 
         def run(args: list[Any]) -> Any:
+            report = _incoming.__dict__.pop("report", None)
+            reported = report is not None and report[0] == len(tangents)
             zeros = frozenset(
-                i for i in tangents if isinstance(t := args[i], torch.Tensor) and t.device.type == "cpu" and not t.any()
+                i
+                for i in ([tangents[j] for j in report[1]] if reported else tangents)
+                if isinstance(t := args[i], torch.Tensor) and t.device.type == "cpu" and not t.any()
             )
-            fn = variants.get(zeros)
+            key = (zeros, reported and bool(zeros))
+            fn = variants.get(key)
             if fn is None:
-                graph = prune_zero_tangents(graph_module, frozenset(names[i] for i in zeros)) if zeros else graph_module
-                fn = variants[zeros] = compile_backward(graph, example_inputs)
+                names_of_zeros = frozenset(names[i] for i in zeros)
+                graph = prune_zero_tangents(graph_module, names_of_zeros, unreached=key[1]) if zeros else graph_module
+                fn = variants[key] = compile_backward(graph, example_inputs)
             return fn(args)
 
         run._boxed_call = True  # type: ignore[attr-defined]
         return run
 
     return compile_with_variants
+
+
+# What the pre-hook of a compiled graph's node saw, for the backward the node runs next on this thread:
+# ``report`` is (how many tangents, the positions among them of those the loss never reached).
+_incoming = threading.local()
+_HOOKS: weakref.WeakKeyDictionary[type, Callable[[tuple[Any, ...]], None]] = weakref.WeakKeyDictionary()
+
+
+def reporting_reached_outputs(forward: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``forward`` (what AOT autograd returns for a graph) so the backward wrapped by
+    :func:`skipping_zero_tangents` takes for structural zeros only the outputs the loss never reached."""
+
+    def call(*args: Any) -> Any:
+        outputs = forward(*args)
+        hooked = None
+        for output in outputs if torch.is_grad_enabled() else ():
+            node = _graph_node(output.grad_fn) if isinstance(output, torch.Tensor) else None
+            if node is not None and node is not hooked:
+                hook = _HOOKS.get(type(node))
+                if hook is None:
+                    hook = _HOOKS[type(node)] = _reporting_hook(node._forward_cls)
+                node.register_prehook(hook)
+                hooked = node
+        return outputs
+
+    call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
+    return call
+
+
+def _graph_node(node: Any, depth: int = 3) -> Any:
+    """AOT autograd's node for a graph output: its ``grad_fn``, or a few views above it (an output AOT
+    autograd regenerates as a view of another)."""
+    while node is not None and not hasattr(getattr(node, "_forward_cls", None), "_aot_id"):
+        node = next((n for n, _ in node.next_functions if n is not None), None) if depth else None
+        depth -= 1
+    return node
+
+
+def _reporting_hook(function: type) -> Callable[[tuple[Any, ...]], None]:
+    """The pre-hook for the nodes of one AOT autograd function: autograd brings it a gradient per output,
+    None for those the loss never reached (it makes their zeros after the pre-hooks)."""
+    positions = _tangent_positions(function)
+
+    def report(gradients: tuple[Any, ...]) -> None:
+        if positions is not None and len(gradients) == positions[1]:
+            _incoming.report = (len(positions[0]), [j for j, i in enumerate(positions[0]) if gradients[i] is None])
+
+    return report
+
+
+def _tangent_positions(function: type) -> tuple[list[int], int] | None:
+    """Which of the gradients autograd brings an AOT autograd function become its backward's tangents (the
+    written inputs and the outputs that need a gradient, then the views' bases), and how many it brings;
+    None for a function whose metadata reads otherwise."""
+    try:
+        meta = function.metadata  # type: ignore[attr-defined]
+        written = [
+            i
+            for i, info in enumerate(meta.mutated_inp_runtime_indices)
+            if meta.input_info[info].mutates_data and meta.input_info[info].requires_grad
+        ]
+        offset = len(meta.mutated_inp_runtime_indices)
+        outputs = [
+            offset + i
+            for i, info in enumerate(meta.output_info)
+            if info.output_type.name in ("non_alias", "unsafe_view_alias", "custom_function_view")
+            and issubclass(info.raw_type, torch.Tensor)
+            and info.requires_grad_for_backward
+        ]
+        total = offset + meta.num_outputs + meta.num_intermediate_bases
+        return [*written, *outputs, *range(offset + meta.num_outputs, total)], total
+    except (AttributeError, TypeError):
+        return None

@@ -43,6 +43,7 @@ from dynajit.fxgraph import (
     matching_eager_backward_formulas,
     reads_data,
     recording_saved_versions,
+    reporting_reached_outputs,
     returning_no_views,
     skipping_zero_tangents,
     stashing_conditional_saves,
@@ -639,7 +640,7 @@ class _Specialized:
         try:
             graph_module = self.gm if symbolic is None else self.dynamic_gm
             aot_inputs = list(example_inputs if symbolic is None else symbolic)
-            fn = aot_module_simplified(
+            fn = reporting_reached_outputs(aot_module_simplified(
                 graph_module, aot_inputs,
                 fw_compiler=recording_saved_versions(returning_no_views(compiler)),
                 bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(compiler))),
@@ -651,7 +652,7 @@ class _Specialized:
                     partition, written=functools.partial(written_primals, graph_module, aot_inputs)
                 )),
                 keep_inference_input_mutations=False,
-            )  # fmt: skip
+            ))  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes
             fn = _raiser(err.error)
         if symbolic is not None:
