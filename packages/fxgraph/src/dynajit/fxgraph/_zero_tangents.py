@@ -216,7 +216,8 @@ def skipping_zero_tangents(
 
         def run(args: list[Any]) -> Any:
             report = _incoming.__dict__.pop("report", None)
-            reported = report is not None and report[0] == len(tangents)
+            # (the report of another function, left by a backward that failed, has other tangents)
+            reported = report is not None and _matches(report[0], [args[i] for i in tangents])
             zeros = frozenset(
                 i
                 for i in ([tangents[j] for j in report[1]] if reported else tangents)
@@ -237,7 +238,7 @@ def skipping_zero_tangents(
 
 
 # What the pre-hook of a compiled graph's node saw, for the backward the node runs next on this thread:
-# ``report`` is (how many tangents, the positions among them of those the loss never reached).
+# ``report`` is (per tangent, the shape of its gradient or None, the positions of those the loss never reached).
 _incoming = threading.local()
 _HOOKS: weakref.WeakKeyDictionary[type, Callable[[tuple[Any, ...]], None]] = weakref.WeakKeyDictionary()
 
@@ -250,7 +251,7 @@ def reporting_reached_outputs(forward: Callable[..., Any]) -> Callable[..., Any]
         outputs = forward(*args)
         hooked = None
         for output in outputs if torch.is_grad_enabled() else ():
-            node = _graph_node(output.grad_fn) if isinstance(output, torch.Tensor) else None
+            node = _graph_node(output, args) if isinstance(output, torch.Tensor) else None
             if node is not None and node is not hooked:
                 hook = _HOOKS.get(type(node))
                 if hook is None:
@@ -263,13 +264,23 @@ def reporting_reached_outputs(forward: Callable[..., Any]) -> Callable[..., Any]
     return call
 
 
-def _graph_node(node: Any, depth: int = 3) -> Any:
-    """AOT autograd's node for a graph output: its ``grad_fn``, or a few views above it (an output AOT
-    autograd regenerates as a view of another)."""
-    while node is not None and not hasattr(getattr(node, "_forward_cls", None), "_aot_id"):
-        node = next((n for n, _ in node.next_functions if n is not None), None) if depth else None
-        depth -= 1
-    return node
+def _graph_node(output: torch.Tensor, args: tuple[Any, ...]) -> Any:
+    """AOT autograd's node for a graph output: its ``grad_fn``, or its base's for a view AOT autograd
+    regenerates from an intermediate (not for a view of an input, whose history is the caller's)."""
+    node, base = output.grad_fn, output._base
+    if node is None or hasattr(getattr(node, "_forward_cls", None), "_aot_id"):
+        return node
+    if base is None or any(a is base or getattr(a, "_base", None) is base for a in args):
+        return None
+    node = base.grad_fn
+    return node if hasattr(getattr(node, "_forward_cls", None), "_aot_id") else None
+
+
+def _matches(shapes: list[Any], tangents: list[Any]) -> bool:
+    """Whether the gradients a report saw (their shapes, None where unreached) are these tangents."""
+    return len(shapes) == len(tangents) and all(
+        s is None or (isinstance(t, torch.Tensor) and t.shape == s) for s, t in zip(shapes, tangents)
+    )
 
 
 def _reporting_hook(function: type) -> Callable[[tuple[Any, ...]], None]:
@@ -279,7 +290,8 @@ def _reporting_hook(function: type) -> Callable[[tuple[Any, ...]], None]:
 
     def report(gradients: tuple[Any, ...]) -> None:
         if positions is not None and len(gradients) == positions[1]:
-            _incoming.report = (len(positions[0]), [j for j, i in enumerate(positions[0]) if gradients[i] is None])
+            seen = [None if (g := gradients[i]) is None else g.shape for i in positions[0]]
+            _incoming.report = (seen, [j for j, shape in enumerate(seen) if shape is None])
 
     return report
 
