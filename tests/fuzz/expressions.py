@@ -94,6 +94,7 @@ class ExpressionMixin:
             ("create", 1, feat.creation),
             ("index", 1, feat.indexing),
             ("cast", 1, feat.dtypes),
+            ("model", 3, feat.model_ops),
         ):
             if on:
                 kinds.append((name, weight))
@@ -330,6 +331,53 @@ class ExpressionMixin:
             forms += [f"torch.gather({a}, 0, torch.zeros_like({a}, dtype=torch.long))"]
         if t.dim() >= 2 and t.shape[0] > 1 and t.shape[1] > 0:
             forms.append(f"{a}[[0, 1], [0, -1]]")
+        return rng.choice(forms)
+
+    def _e_model(self, a: str) -> str | None:
+        """The ops transformer and CNN code adds to the basics: masks, padding, attention, sorting, scatters."""
+        rng, t = self.rng, self.value(a)
+        if t.dtype == torch.bool:
+            return None
+        nd, floating = t.dim(), t.is_floating_point()
+        fill = "-1e4" if floating else "-1"
+        forms = [f"{a}.masked_fill({a} > 0, {fill})", f"torch.nn.functional.pad({a}, (1, 2))" if nd else f"{a} + 1"]
+        if nd:
+            d = self.dim(a)
+            forms += [f"{a}.flip({d})", f"{a}.roll(1, {d})", f"{a}.roll(-2)", f"torch.diff({a}, dim={d})"]
+            forms += [f"{a}.repeat({', '.join(['2'] + ['1'] * (nd - 1))})", f"{a}.cumsum({d}).flip({d})"]
+            forms += [
+                f"torch.zeros_like({a}).index_add(0, torch.zeros({a}.shape[0], dtype=torch.long), {a})",
+                f"torch.zeros_like({a}).scatter_add({d}, torch.zeros_like({a}, dtype=torch.long), {a})",
+            ]
+        if nd >= 2:
+            forms += [
+                f"{a}.tril()",
+                f"{a}.triu(1)",
+                f"torch.tril({a}, -1)",
+                f"torch.nn.functional.pad({a}, (0, 1, 1, 0))",
+            ]
+        if not floating:
+            return rng.choice(forms)
+        forms += [f"torch.softmax({a}.masked_fill({a} < 0, float('-inf')), -1)" if nd else f"{a}.exp()"]
+        b = self._broadcast_partner(a)
+        if b != a and self.value(b).is_floating_point():
+            forms.append(f"torch.lerp({a}, {b}, 0.3)")
+        if nd:
+            d = self.dim(a)
+            forms += [f"torch.nn.functional.normalize({a}, dim={d})", f"{a}.cumprod({d})"]
+            if t.shape[-1] > 1 and not near_zero(t.double().var(-1, correction=0)):
+                # (a row of equal values normalises to zero up to rounding, as a one-element row does)
+                forms.append(f"torch.nn.functional.layer_norm({a}, {a}.shape[-1:])")
+            if t.shape[d] and not near_ties(t):
+                # (of two values equal up to rounding, which one sorts first is rounding's choice)
+                forms += [f"{a}.topk(1, {d}).values", f"{a}.sort({d}).values", f"{a}.sort({d}, descending=True)[0]"]
+        if nd == 2:
+            forms += [f"torch.einsum('ij,kj->ik', {a}, {a})", f"torch.addmm({a}[:, :1], {a}, {a}.mT)"]
+        if nd == 3:
+            forms += [f"torch.einsum('bij,bkj->bik', {a}, {a})", f"torch.baddbmm({a}[..., :1], {a}, {a}.mT)"]
+        if nd >= 3:
+            sdpa = "torch.nn.functional.scaled_dot_product_attention"
+            forms += [f"{sdpa}({a}, {a}, {a})", f"{sdpa}({a}, {a} * 0.5, {a}, is_causal=True)"]
         return rng.choice(forms)
 
     def _e_cast(self, a: str) -> str:
