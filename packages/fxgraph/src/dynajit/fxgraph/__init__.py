@@ -4,7 +4,7 @@ It also hosts the two small utilities every layer shares: typed configuration
 objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 """
 
-from dynajit.fxgraph._builder import GraphBuilder, in_suggested_layout
+from dynajit.fxgraph._builder import GraphBuilder, in_canonical_layout, in_suggested_layout
 from dynajit.fxgraph._config import Config, ConfigError, option
 from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
 from dynajit.fxgraph._forward_views import returning_no_views
@@ -67,6 +67,7 @@ __all__ = [
     "is_generated_forward",
     "is_random",
     "is_symbolic",
+    "in_canonical_layout",
     "in_suggested_layout",
     "input_view_chain",
     "keep_written_strides",

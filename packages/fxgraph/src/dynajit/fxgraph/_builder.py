@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
 
-__all__ = ["GraphBuilder", "in_suggested_layout", "map_nodes"]
+__all__ = ["GraphBuilder", "in_canonical_layout", "in_suggested_layout", "map_nodes"]
 
 _MISSING: Any = object()
 
@@ -47,6 +47,26 @@ def in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
     if isinstance(result, tuple) and result:
         return (laid_out(result[0]), *result[1:])
     return laid_out(result)
+
+
+def in_canonical_layout(result: Any) -> Any:
+    """``result`` (a tensor, or a tuple whose first item is the output) with a contiguous output given the strides
+    ``torch.empty`` gives its shape, as eager's kernels that allocate a contiguous result do.
+
+    Only a size-1 dim lets a contiguous tensor have other strides (its stride addresses nothing), and only then
+    is the layout looked at, so a graph without one gains no guard on its sizes.
+    """
+    from torch._prims_common import is_contiguous, make_contiguous_strides_for
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    output = result[0] if isinstance(result, tuple) and result else result
+    if not isinstance(output, torch.Tensor) or not any(statically_known_true(size == 1) for size in output.shape):
+        return result
+    canonical = make_contiguous_strides_for(output.shape)
+    if all(statically_known_true(a == b) for a, b in zip(output.stride(), canonical)) or not is_contiguous(output):
+        return result
+    output = output.clone(memory_format=torch.contiguous_format)
+    return (output, *result[1:]) if isinstance(result, tuple) else output
 
 
 _NON_IDENTIFIER = re.compile(r"\W|^(?=\d)")

@@ -37,6 +37,7 @@ from dynajit.fxgraph import (
     artifact_enabled,
     artifact_logger,
     checking_saved_versions,
+    in_canonical_layout,
     in_suggested_layout,
     is_symbolic,
     keep_written_strides,
@@ -125,6 +126,9 @@ _SUGGESTED_LAYOUT = {
     aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
     aten._native_batch_norm_legit,
 }  # fmt: skip
+# Ops whose eager kernel gives a contiguous result the strides ``empty`` gives, where the decomposition keeps an
+# input's stride on a size-1 dim: a convolution reading the result would choose another output layout from it.
+_CANONICAL_LAYOUT = {aten.native_layer_norm, aten.native_group_norm, aten._log_softmax}
 
 
 # Ops whose eager checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones as
@@ -143,6 +147,8 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
         packet = getattr(op, "overloadpacket", None)
         if packet in _SUGGESTED_LAYOUT:
             table[op] = decompose = _in_suggested_layout(decompose)
+        if packet in _CANONICAL_LAYOUT:
+            table[op] = decompose = _in_canonical_layout(decompose)
         if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
             table[op] = _checked(op, decompose)
     return table
@@ -154,6 +160,16 @@ def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(decompose)
     def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         return in_suggested_layout(tuple(decompose(input, *args, **kwargs)), input)
+
+    return run
+
+
+def _in_canonical_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose``, its first result laid out as eager's kernel lays it when contiguous (see ``in_canonical_layout``)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return in_canonical_layout(decompose(*args, **kwargs))
 
     return run
 

@@ -1,0 +1,58 @@
+"""A size-1 dim's stride, which addresses nothing, still chooses a convolution's output layout: the ops whose
+eager kernels lay a contiguous result out as ``torch.empty`` does must give their readers the same strides.
+
+Each case runs eagerly and compiled with the default backend on the same input, whose size-1 dim has a
+stride other than the one ``torch.empty`` gives, and compares values and every stride.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    compiler.reset()
+    yield
+    compiler.reset()
+
+
+torch.manual_seed(0)
+_CONV = torch.nn.Conv1d(1, 3, 3, padding=1).requires_grad_(False)
+_NORMS = {
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
+    "group_norm": lambda x: torch.nn.functional.group_norm(x, 1),
+    "log_softmax": lambda x: x.log_softmax(-1),
+}
+
+
+@pytest.mark.parametrize("norm", list(_NORMS))
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_a_convolution_of_a_normalised_size_one_channel_has_eagers_layout(norm, dynamic):
+    # The input's channel dim has one element and stride 1; eager's kernel returns the strides empty() gives,
+    # and the convolution reading that result lays its own output out as contiguous (not channels-last).
+    def fn(x):
+        return _CONV(_NORMS[norm](x))
+
+    compiled = compiler.compile(fn, dynamic=dynamic)
+    for batch, width in ((2, 2), (3, 5), (4, 5)):
+        x = torch.randn(batch, width, 1).mT
+        expected, actual = fn(x), compiled(x)
+        assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
+        torch.testing.assert_close(actual, expected)
+
+
+def test_a_result_without_a_size_one_dim_keeps_its_layout_and_its_graph():
+    # The layout is looked at only where a size-1 dim makes it ambiguous: a transposed input's normalisation
+    # is left as the decomposition lays it out, which is eager's.
+    def fn(x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:]) * 2
+
+    compiled = compiler.compile(fn)
+    x = torch.randn(5, 4).t()
+    expected, actual = fn(x), compiled(x)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected)
