@@ -26,6 +26,7 @@ import torch.fx
 from dynajit.fxgraph._zero_tangents import prune_zero_tangents
 
 __all__ = [
+    "FORWARD_RETURNS",
     "checking_saved_versions",
     "conditionally_saved",
     "recording_saved_versions",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 _UNCHECKED = "saved_tensor_with_no_vc_check"  # AOT autograd's meta key: stashed on ctx, not save_for_backward
+FORWARD_RETURNS = "dynajit_forward_returns"  # forward.meta: how many outputs precede the saved tensors
 _POSITIONS = "dynajit_unchecked_saves"  # forward.meta: where those tensors sit among the forward's outputs
 _VERSION = "_dynajit_saved_version"
 _PACKED = "_dynajit_packed"
@@ -86,6 +88,7 @@ def stashing_conditional_saves(partition_fn: Callable[..., Any]) -> Callable[...
 
     def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **options: Any) -> Any:
         forward, backward = partition_fn(joint, joint_inputs, **options)
+        forward.meta[FORWARD_RETURNS] = options["num_fwd_outputs"]
         marked = conditionally_saved(backward)
         if marked:
             _stash_last(forward, backward, options["num_fwd_outputs"], marked)

@@ -26,11 +26,17 @@ __all__ = [
 _COMPILE_QUERIES = ("is_compiling", "is_dynamo_compiling", "is_exporting")
 
 
+_found: list[Any] = []  # the registry module, once imported (an interpreter asks it at every call it traces)
+
+
 def _registry() -> Any:
+    if _found:
+        return _found[0]
     try:
-        return importlib.import_module("dynajit.capture._marks")
+        _found.append(importlib.import_module("dynajit.capture._marks"))
     except ImportError:
         return None
+    return _found[0]
 
 
 def _ask(name: str, fn: Any, default: Any = False) -> Any:
