@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
 from dyn_helpers import check_sizes, compare, symbolic_graph
 
 from dynajit.fxgraph import set_logs
@@ -397,3 +398,24 @@ def test_a_float_computed_from_sizes_is_evaluated_per_call(backend) -> None:
         return x * (n / (n - 1.0)) + x.shape[0] / 4, x.var(0)
 
     check_sizes(fn, lambda n: [_x(n + 1, 6)], [{0: None}], atol=1e-5, rtol=1e-5, options={"cpu_backend": backend})
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.full_like(x, 2)[:, 1:],
+        lambda x: (x * 2).chunk(2, 1)[-1],
+        lambda x: ((x * 2).chunk(2, 1)[-1], x.sum()),
+    ],
+    ids=["slice_of_fill", "chunk_of_product", "chunk_and_sum"],
+)
+def test_a_slice_of_a_dynamic_intermediate_is_a_view_of_it_as_in_eager(fn) -> None:
+    # Eager returns a view of the whole intermediate, with its row stride; its symbolic gaps once made the output a
+    # dense buffer of its own (strides (2, 1) where eager's are (4, 1)).
+    gm, _ = symbolic_graph(fn, [_x(3, 4)], [{0: None, 1: None}])
+    compiled = compile_fx(gm, [_x(3, 4)])
+    for shape in ((3, 4), (5, 7), (2, 2)):
+        x = _x(*shape)
+        for actual, expected in zip(pytree.tree_leaves(compiled(x.clone())), pytree.tree_leaves(fn(x.clone()))):
+            assert actual.stride() == expected.stride(), (shape, actual.stride(), expected.stride())
+            torch.testing.assert_close(actual, expected)

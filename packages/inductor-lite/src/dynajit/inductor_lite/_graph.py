@@ -454,10 +454,13 @@ class GraphLowering:
         if view_of_input is not None:
             value = view_of_input
         elif view is None:
+            strides = _dense_strides(val) or _gapped_strides(val)
+            if strides is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
+                return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
             fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
             # forward's saved output is read by the backward through the strides its value has.
-            value = self.realize(fresh, _dense_strides(val) or _gapped_strides(val))
+            value = self.realize(fresh, strides)
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = _with_eager_strides(self.extern_arg(value), val)
@@ -518,7 +521,7 @@ class GraphLowering:
             if storage is not None:
                 self.output_storages[storage] = self.output_storages.get(storage, 0) + 1
 
-    def _shared_output(self, node: Any, val: Any, storage: Any) -> OutputRef | None:
+    def _shared_output(self, node: Any, val: Any, storage: Any, alone: bool = False) -> OutputRef | None:
         """An output eager returns in the storage of another output, or whose elements share memory (an
         ``expand`` of an intermediate): a view of their common base's buffer.
 
@@ -526,9 +529,10 @@ class GraphLowering:
         twice, or both view one intermediate; the caller sees writes to one in the other. An expanded output
         as a dense buffer would have other strides (``is_contiguous()`` true where eager's is false). The base (the
         first value up the chain of views that shares their storage) gets one buffer in its eager
-        layout, and each such output is the view of it eager's strides and storage offset describe.
+        layout, and each such output is the view of it eager's strides and storage offset describe. With
+        ``alone``, an output that shares its storage with no other is based so too.
         """
-        if storage is None or (self.output_storages.get(storage, 0) < 2 and not _overlapping(val)):
+        if storage is None or (not alone and self.output_storages.get(storage, 0) < 2 and not _overlapping(val)):
             return None
         root = _alias_root(node, storage)
         base_val = root.meta.get("val")
