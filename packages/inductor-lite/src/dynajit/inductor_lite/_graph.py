@@ -454,13 +454,13 @@ class GraphLowering:
         if view_of_input is not None:
             value = view_of_input
         elif view is None:
-            strides = _dense_strides(val) or _gapped_strides(val)
-            if strides is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
+            laid_out = _dense_strides(val) or _gapped_strides(val)
+            if laid_out is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
                 return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
             fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
             # forward's saved output is read by the backward through the strides its value has.
-            value = self.realize(fresh, strides)
+            value = self.realize(fresh, laid_out)
             assert value.buffer is not None
             self.storages[value.buffer.name] = storage
         arg = _with_eager_strides(self.extern_arg(value), val)
