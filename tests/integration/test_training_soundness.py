@@ -765,3 +765,21 @@ def test_an_unused_softmax_of_bools_raises_as_in_eager(backend):
         fn(x)
     with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
         compiler.compile(fn, backend=backend)(x)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_an_attention_whose_result_is_unused_is_left_out_of_a_training_graph(backend, causal):
+    # AOT autograd keeps the unused attention (its schema has a dropout), and the default partitioner took its
+    # tuple of results for a tensor: the compile failed and the frame ran eagerly.
+    def fn(x):
+        torch.nn.functional.scaled_dot_product_attention(x, x * 0.5, x, is_causal=causal)
+        return x * 2
+
+    def run(f):
+        leaf = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        out = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)

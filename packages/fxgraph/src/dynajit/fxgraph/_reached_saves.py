@@ -17,6 +17,7 @@ reads.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,6 +88,7 @@ def stashing_conditional_saves(partition_fn: Callable[..., Any]) -> Callable[...
     their positions among the forward's outputs in ``forward.meta``."""
 
     def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **options: Any) -> Any:
+        _unpack_unused_results(joint)
         forward, backward = partition_fn(joint, joint_inputs, **options)
         forward.meta[FORWARD_RETURNS] = options["num_fwd_outputs"]
         marked = conditionally_saved(backward)
@@ -95,6 +97,21 @@ def stashing_conditional_saves(partition_fn: Callable[..., Any]) -> Callable[...
         return forward, backward
 
     return partition
+
+
+def _unpack_unused_results(joint: torch.fx.GraphModule) -> None:
+    """Give an op whose results nothing reads, and which returns several, a read of its first.
+
+    AOT autograd keeps such an op in the joint graph when its schema may draw random numbers (attention's
+    dropout), and its default partitioner then takes it for a tensor, which it is not: the read makes it the
+    multi-output op the partitioner knows, which it leaves out of the forward as it does any unused value.
+    """
+    for node in list(joint.graph.nodes):
+        value = node.meta.get("val")
+        if node.op == "call_function" and not node.users and isinstance(value, (tuple, list)) and value:
+            with joint.graph.inserting_after(node):
+                first = joint.graph.call_function(operator.getitem, (node, 0))
+            first.meta["val"] = value[0]
 
 
 def _stash_last(
