@@ -1,11 +1,13 @@
 """Pointwise graphs: unary and binary ops, broadcasting, comparisons, where/clamp, scalars, fused chains."""
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 from ilite_helpers import check, check_cases, compiled
 
-from dynajit.inductor_lite import compiled_graphs
+from dynajit.inductor_lite import compiled_graphs, config
 
 UNARY = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
@@ -166,3 +168,25 @@ def test_gelu_is_one_kernel_op_within_its_erf_bound_of_float64_in_every_dtype():
     torch.testing.assert_close(gelu_tanh[finite], F.gelu(x[finite], approximate="tanh"), atol=1e-6, rtol=1e-6)
     for dtype in (torch.float64, torch.bfloat16, torch.float16):
         check(lambda x: (F.gelu(x), F.gelu(x, approximate="tanh")), torch.randn(64, 33).to(dtype))
+
+
+_FLOOR_CASES = {
+    "floordiv": lambda a, b: a // b, "floor_divide_scalar": lambda a, b: torch.floor_divide(a, 2.5),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"), "remainder": lambda a, b: a % b,
+    "remainder_scalar": lambda a, b: torch.remainder(a, 0.1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy on inf and 0 divisors
+def test_float_floor_division_is_eagers_not_the_floor_of_the_quotient(backend, dtype):
+    # floor(a / b) rounds 1 // 0.1 to 10 and gives inf // 2.5 = inf; eager (as Python) computes from the exact
+    # fmod: 9 and NaN.
+    if backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the Triton path runs on CPU under TRITON_INTERPRET=1")
+    inf = float("inf")
+    a = torch.tensor([inf, -inf, 1.0, -1.0, 0.3, -0.3, 0.0, -0.0, 7.0, 1e30, 5.0, -7.5], dtype=dtype)
+    b = torch.tensor([2.5, 2.5, 0.1, 0.1, 0.1, 0.1, 3.0, 3.0, -2.0, 3.0, 0.0, 2.5], dtype=dtype)
+    with config.patch(cpu_backend=backend):
+        check_cases(_FLOOR_CASES, a, b, atol=0, rtol=0)

@@ -46,8 +46,16 @@ DJ_INLINE int64_t dj_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_floordiv(T a, T b) {
-  if constexpr (dj_is_fp<T>::value) { return djm_floor(a / b); }
-  else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+  if constexpr (dj_is_fp<T>::value) {
+    // eager's (and Python's) floor division: from the exact fmod, not floor(a / b), which rounds 1 // 0.1 to
+    // 10 and inf // 2.5 to inf (eager: 9 and NaN)
+    if (b == 0) { return a / b; }
+    T mod = djm_fmod(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) { div -= T(1); }
+    if (div == 0) { return djm_copysign(T(0), a / b); }
+    T floored = djm_floor(div);
+    return div - floored > T(0.5) ? floored + T(1) : floored;
+  } else { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 }
 template <typename T> DJ_INLINE T dj_truncdiv(T a, T b) {
   if constexpr (dj_is_fp<T>::value) { return djm_trunc(a / b); } else { return a / b; }

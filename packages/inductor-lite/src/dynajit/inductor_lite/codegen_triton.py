@@ -109,7 +109,21 @@ def dj_iremainder(a, b):
 
 @triton.jit
 def dj_fremainder(a, b):
-    return a - tl.floor(a / b) * b
+    r = a % b  # fmod for floats, as eager's remainder starts
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def dj_ffloordiv(a, b):
+    # eager's floor division from the exact fmod (floor(a / b) rounds 1 // 0.1 to 10, inf // 2.5 to inf)
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
+    floored = tl.floor(div)
+    floored = tl.where(div - floored > 0.5, floored + 1.0, floored)
+    q = a / b
+    zero = tl.where((q < 0) | ((q == 0) & (1.0 / q < 0)), -0.0, 0.0)
+    return tl.where(b == 0, q, tl.where(div == 0, zero, floored))
 
 
 @triton.jit
@@ -142,7 +156,7 @@ _OPS: dict[str, str] = {
 LIBDEVICE_ONLY = frozenset({"asin", "acos", "atan", "atan2", "lgamma", "copysign"})
 _FLOAT_OR_INT = {
     "pow": ("dj_pow({0}, {1})", None),
-    "floordiv": ("tl.floor({0} / {1})", "dj_ifloordiv({0}, {1})"),
+    "floordiv": ("dj_ffloordiv({0}, {1})", "dj_ifloordiv({0}, {1})"),
     "truncdiv": ("dj_trunc({0} / {1})", "({0} // {1})"),
     "remainder": ("dj_fremainder({0}, {1})", "dj_iremainder({0}, {1})"),
     "fmod": ("({0} - dj_trunc({0} / {1}) * {1})", "({0} % {1})"),
