@@ -56,3 +56,21 @@ def test_a_result_without_a_size_one_dim_keeps_its_layout_and_its_graph():
     expected, actual = fn(x), compiled(x)
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [lambda x: x // 2.5, lambda x: torch.div(x, 2.5, rounding_mode="floor"), lambda x: x * 2.5],
+    ids=["floordiv", "div_floor", "mul"],
+)
+def test_an_expand_of_a_floor_division_is_a_view_of_it_with_eagers_strides(op):
+    # A floor division's fake result is laid out again as eager's kernel lays it, in a new fake storage; the
+    # expand reading it kept a view of the old one, so the output became a dense copy (stride 1 where eager's
+    # expand has 0), and the size-1 dims took the input's strides where eager's are empty()'s.
+    def fn(x, like):
+        return op(x).expand_as(like)
+
+    x, like = torch.randn(2, 1, 1)[::2], torch.randn(1, 2, 1)
+    expected, actual = fn(x, like), compiler.compile(fn)(x, like)
+    assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
+    torch.testing.assert_close(actual, expected)

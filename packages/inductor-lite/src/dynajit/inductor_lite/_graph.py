@@ -22,7 +22,7 @@ import sympy
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
-from torch._prims_common import compute_elementwise_output_strides
+from torch._prims_common import compute_elementwise_output_strides, make_contiguous_strides_for
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
@@ -363,7 +363,10 @@ class GraphLowering:
                 self.storages[name] = None  # returned only as a copy, as eager's constants are fresh
                 self.env[node] = self.storage_value(constant)
             elif node.op == "call_function":
-                if _eager_layout(node) or (relaid & set(node.all_input_nodes) and _refake(node)):
+                # Faked again first from inputs laid out again (a view then views their new value, not the old
+                # one's storage), then laid out as eager's kernel lays it.
+                refaked = bool(relaid & set(node.all_input_nodes)) and _refake(node)
+                if _eager_layout(node) or refaked:
                     relaid.add(node)
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
@@ -581,6 +584,9 @@ def _eager_layout(node: torch.fx.Node) -> bool:
         return False
     with val.fake_mode:  # type: ignore[attr-defined]
         strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+        canonical = make_contiguous_strides_for(val.shape)
+        if _same_strides(strides, canonical, val.shape):
+            strides = canonical  # TensorIterator gives a contiguous result empty()'s strides on size-1 dims too
         if tuple(strides) == val.stride():
             return False
         node.meta["val"] = torch.empty_strided(val.shape, strides, dtype=val.dtype, device=val.device)
