@@ -192,3 +192,16 @@ def test_float_floor_division_is_eagers_not_the_floor_of_the_quotient(backend, d
     b = torch.tensor([2.5, 2.5, 0.1, 0.1, 0.1, 0.1, 3.0, 3.0, -2.0, 3.0, 0.0, 2.5], dtype=dtype)
     with config.patch(cpu_backend=backend):
         check_cases(_FLOOR_CASES, a, b, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_fused_product_and_sum_round_twice_as_eagers_two_kernels_do(dtype):
+    # Built with contraction, g++ made x * y + z one fused multiply-add, rounded once.
+    g = torch.Generator().manual_seed(0)
+    x, y, z = (torch.randn(4099, generator=g, dtype=dtype) for _ in range(3))
+    cases = {
+        "mul_add": lambda x, y, z: x * y + z,
+        "mul_sub": lambda x, y, z: z - x * y,
+        "quotient_gradient": lambda x, y, z: x / y + (-x) * ((y / y) / y),
+    }
+    check_cases(cases, x, y, z, atol=0, rtol=0)

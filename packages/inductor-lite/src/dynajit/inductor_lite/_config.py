@@ -32,8 +32,9 @@ class InductorConfig(Config):
     )  # fmt: skip
     cxx: str = option("g++", "the C++ compiler used to build CPU kernels")
     cxx_flags: str = option(
-        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math",
-        "flags for the C++ compiler (no fast-math: results must match eager)",
+        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off",
+        "flags for the C++ compiler (no fast-math, and no contraction of a * b + c into one rounding: results must "
+        "round as eager's op-by-op kernels do)",
     )
     cache_dir: str = option(
         "", "kernel cache directory; empty means $DYNAJIT_CACHE_DIR or ~/.cache/dynajit/inductor_lite"
