@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from ilite_helpers import check, check_cases
+from ilite_helpers import check, check_cases, compiled
 from torch.fx.experimental.proxy_tensor import make_fx
 
 CASES = {
@@ -98,3 +98,18 @@ def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_
     assert "as_strided" not in source, source
     assert source.count("empty_strided((16, 32), (32, 1)") == 1, source
     assert torch._C._nn.linear in compiled_graphs(c)[0].call.__globals__.values()
+
+
+@pytest.mark.parametrize("beta", [1, 0.5])
+def test_baddbmm_of_a_transposed_input_is_laid_out_as_eagers_kernel_lays_it(beta):
+    # eager's kernel returns a contiguous result; the decomposition's final add followed the transposed input's
+    # strides: (3, 9, 1) where eager's are (9, 3, 1).
+
+    def fn(x, b1, b2):
+        return torch.baddbmm(x[..., :1], b1, b2, beta=beta)
+
+    g = torch.Generator().manual_seed(0)
+    x, b1, b2 = torch.randn(3, 3, 3, generator=g).transpose(0, 1), torch.randn(3, 3, 4), torch.randn(3, 4, 3)
+    actual, expected = compiled(make_fx(fn)(x, b1, b2), x, b1, b2)(x, b1, b2), fn(x, b1, b2)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected)

@@ -100,10 +100,13 @@ _EXTRA_DECOMPOSITIONS = [
     aten.tanh_backward,
 ]
 # Ops kept whole: the lowering table (or an aten extern call) handles them better than their decomposition.
+# ``baddbmm`` also for its layout: eager's kernel returns a contiguous result, its decomposition's final add
+# follows a transposed ``input``'s strides.
 _KEEP = {
     aten.addmm.default,
     aten.mm.default,
     aten.bmm.default,
+    aten.baddbmm.default,
     aten.gelu.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
