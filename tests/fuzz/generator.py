@@ -350,7 +350,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
                 cond
                 for cond, read, threshold in [
                     (f"{a}.sum() > 0", lambda: t.sum(), 0.0),
-                    (f"({a} > 0).any()", lambda: 1.0, 0.0),
+                    (f"({a} > 0).any()", lambda: t.max() if t.numel() else -1.0, 0.0),  # decided by the largest
                     (f"{a}.float().mean() < 0.5", lambda: t.float().mean(), 0.5),
                     (f"{a}.max() > 1" if t.numel() else "False", lambda: t.max() if t.numel() else 2.0, 1.0),
                     (f"{a}.numel() > 0 and {a}.flatten()[0] > 0", lambda: t.flatten()[0] if t.numel() else 1.0, 0.0),
@@ -387,7 +387,8 @@ class Generator(ExpressionMixin, ObjectsMixin):
                 f"{a}.max().item()",
                 f"int({a}.argmax())" if not near_ties(t) else f"{a}.max().item()",
                 f"{a}.flatten()[0].item()",
-                f"bool({a}.any())",
+                # Every element zero up to rounding (the variance of equal values): rounding decides any().
+                f"bool({a}.any())" if not t.is_floating_point() or t.abs().max() > 1e-3 else f"{a}.max().item()",
             ]
         )
         return self._try(Stmt([f"{name} = {code}"]))
