@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(message, flush=True)
 
     settings = Settings.quick() if args.quick else Settings()
+    settings.cold_cache_root = cache_root  # each workload's cold compiles start from empty caches
     suite, notes = select_workloads(args.only, args.quick, args.generate)
     torch.set_num_threads(int(machine_facts()["env"]["OMP_NUM_THREADS"]))
     machine = machine_facts()  # now, before anything run later can change the thread count

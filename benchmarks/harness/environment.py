@@ -85,6 +85,11 @@ def point_dynajit_cache_at(root: str) -> list[str]:
     return changed
 
 
+def fresh_cache_folder(root: str, label: str) -> str:
+    """A new, empty folder under ``root`` for one workload's cold compiles (``label`` names it for inspection)."""
+    return tempfile.mkdtemp(prefix=f"{''.join(c if c.isalnum() else '_' for c in label)}-", dir=root)
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as cpuinfo:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +59,10 @@ class Implementation:
     def reset(self) -> None:
         """Forget every compiled entry held in memory (on-disk caches stay)."""
 
+    def start_cold(self, folder: str) -> None:
+        """Make the next compile as cold as a new process's: compile caches empty, on disk in ``folder`` and in
+        memory. What a machine builds once for every model (dynajit's uniform-math library) is kept."""
+
     def counts(self) -> Counts:
         return Counts()
 
@@ -82,6 +88,14 @@ class TorchCompileImpl(Implementation):
 
         torch._dynamo.reset()
         counters.clear()
+
+    def start_cold(self, folder: str) -> None:
+        import torch._inductor.utils
+
+        # As torch's own fresh_cache(): both directories are read from the environment at each use.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(folder, "torchinductor")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+        torch._inductor.utils.clear_caches()
 
     def counts(self) -> Counts:
         from torch._dynamo.utils import counters
@@ -188,6 +202,16 @@ class DynajitImpl(Implementation):
         dynajit_reset()
         self.logs.clear()
         self.counter = None
+
+    def start_cold(self, folder: str) -> None:
+        from dynajit.inductor_lite import config, forget_loaded_libraries
+        from harness.environment import point_dynajit_cache_at
+
+        runtime = os.path.join(config.cache_dir, "runtime") if config.cache_dir else ""
+        point_dynajit_cache_at(folder)
+        if runtime and os.path.isdir(runtime):  # built once per machine, as the start-up probe built it
+            shutil.copytree(runtime, os.path.join(config.cache_dir, "runtime"), dirs_exist_ok=True)
+        forget_loaded_libraries()
 
     def counts(self) -> Counts:
         breaks = self.logs.messages["graph_breaks"]

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from harness.environment import fresh_cache_folder
 from harness.implementations import Implementation
 from harness.noise import noise_floor, workload_verdict
 from harness.timing import Stats, calls_per_sample, interleaved, paired_ratio, peak_bytes, time_limit, timed_call
@@ -58,6 +59,8 @@ class Settings:
     model_budget_seconds: float = 2.0
     model_min_rounds: int = 6
     model_max_rounds: int = 40
+    # Where each workload's cold compiles get fresh, empty caches (None: caches shared with earlier workloads).
+    cold_cache_root: str | None = None
 
     @classmethod
     def quick(cls) -> Settings:
@@ -162,15 +165,23 @@ def startup_seconds(impl: Implementation) -> float:
 
 
 def _compile_and_check(
-    impl: Implementation, case: Case, reference: Any, limit: float, warm: bool = True
+    impl: Implementation,
+    case: Case,
+    reference: Any,
+    limit: float,
+    warm: bool = True,
+    cold_cache_folder: str | None = None,
 ) -> tuple[dict, Callable | None]:
-    """Cold compile, correctness, counts, then (``warm``) warm compile; returns the record and the callable to time."""
+    """Cold compile (with empty caches in ``cold_cache_folder`` when given), correctness, counts, then (``warm``)
+    warm compile from the caches the cold one filled; returns the record and the callable to time."""
     record: dict[str, Any] = {}
     stage = "cold compile"
     try:
         with time_limit(limit, f"{impl.name} {stage}"), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             impl.reset()
+            if cold_cache_folder is not None:
+                impl.start_cold(cold_cache_folder)
             cold_fn = impl.wrap(case.target)
             record["cold_compile_s"], out = timed_call(lambda: case.run(cold_fn))
         record["warnings"] = list(dict.fromkeys(_first_line(str(w.message)) for w in caught if _is_ours(w)))
@@ -222,8 +233,11 @@ def bench_workload(
     callables: dict[str, Callable[..., Any]] = {EAGER: case.target, EAGER_AGAIN: case.target}
     for impl in impls:
         started = time.perf_counter()
+        folder = None
+        if settings.cold_cache_root is not None:
+            folder = fresh_cache_folder(settings.cold_cache_root, f"{workload.name}-{impl.name}")
         records[impl.name], fn = _compile_and_check(
-            impl, case, reference, settings.compile_limit_seconds, warm=not workload.group
+            impl, case, reference, settings.compile_limit_seconds, warm=not workload.group, cold_cache_folder=folder
         )
         if fn is not None:
             callables[impl.name] = fn

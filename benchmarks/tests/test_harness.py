@@ -321,3 +321,26 @@ def test_workload_selection_by_mode_and_name():
     assert [w.name for w in run.select_workloads("softmax, tiny_call", quick=True)[0]] == ["softmax", "tiny_call"]
     with pytest.raises(SystemExit, match=r"unknown workload\(s\) \['softmaxx'\]"):
         run.select_workloads("softmaxx", quick=False)
+
+
+def test_each_workloads_cold_compile_starts_from_empty_caches(tmp_path):
+    # Without it, a workload compiled after another of the same code found its kernels built: the second
+    # "cold" compile was a warm one.
+    pytest.importorskip("dynajit.inductor_lite")
+    from dynajit.inductor_lite import cache_stats, config
+
+    from harness.implementations import DynajitImpl, LogCollector
+
+    def scaled_tanh(x):
+        return torch.tanh(x) * 3 + 1
+
+    x = torch.randn(64)
+    workload = Workload("scaled_tanh", "tanh, mul, add", lambda: Case(scaled_tanh, lambda f: f(x), inputs=(x,)))
+    settings = Settings(**{**vars(TINY), "cold_cache_root": str(tmp_path)})
+    with config.patch(cache_dir=str(tmp_path / "first")):
+        impl = DynajitImpl("inductor", LogCollector())
+        bench_workload(workload, [impl], settings, log=lambda _: None)
+        built = cache_stats()["builds"]
+        bench_workload(workload, [impl], settings, log=lambda _: None)
+        assert cache_stats()["builds"] > built, cache_stats()  # built again, in a new empty folder
+        assert str(tmp_path) in config.cache_dir
