@@ -328,7 +328,6 @@ def test_each_workloads_cold_compile_starts_from_empty_caches(tmp_path):
     # "cold" compile was a warm one.
     pytest.importorskip("dynajit.inductor_lite")
     from dynajit.inductor_lite import cache_stats, config
-
     from harness.implementations import DynajitImpl, LogCollector
 
     def scaled_tanh(x):
