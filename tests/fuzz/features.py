@@ -54,6 +54,10 @@ class Features:
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
+    changed_facts: bool = (
+        True  # a global int and a module-level object's attributes, dict keys and modules' train mode,
+    )
+    # read by the program and changed between calls: guards must see every fact a trace read
     modules: bool = True  # calls of nn modules (Linear, LayerNorm, BatchNorm, Conv1d, Embedding) held in a global
 
     @classmethod

@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .expressions import ExpressionMixin, near_ties
+from .facts import FactsMixin, draw_facts
 from .features import Features
 from .objects import ObjectsMixin
 from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
@@ -44,7 +45,7 @@ class _Frame:
         self.parent = parent
 
 
-class Generator(ExpressionMixin, ObjectsMixin):
+class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
     """Builds one :class:`Program` from a seed and a :class:`Features`."""
 
     def __init__(self, seed: str, features: Features, max_statements: int = 12):
@@ -100,6 +101,8 @@ class Generator(ExpressionMixin, ObjectsMixin):
         if feat.int_arg and rng.random() < 0.3:
             values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
             self.program.args.append(ArgSpec("n", "int", int_values=values))
+        if feat.changed_facts and rng.random() < 0.3:
+            self.program.facts = draw_facts(rng, len(calls))
         if feat.objects and rng.random() < 0.3:
             dims = [rng.choice(SYMBOLS[:2]) for _ in range(rng.randint(1, 2))]
             self.program.args.append(ArgSpec("st", "state", dims=dims))
@@ -130,6 +133,8 @@ class Generator(ExpressionMixin, ObjectsMixin):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for call, sizes in enumerate(self.program.calls):
+                if "set_facts" in module:  # rebinds K in the module's namespace: before the copy
+                    module["set_facts"](call)
                 ns = dict(module)
                 ns.update(zip([a.name for a in self.program.args], maker["make_args"](sizes, call), strict=True))
                 for i, (frame, code) in enumerate(zip(chain, codes, strict=True)):
@@ -546,6 +551,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
             ("break", 1, feat.graph_breaks),
             ("module", 2, feat.modules),
             ("state", 3, feat.objects and self.program.takes_state),
+            ("fact", 2, feat.changed_facts and bool(self.program.facts)),
         ]
         names = [n for n, _, on in choices if on]
         weights = [w for _, w, on in choices if on]
@@ -565,6 +571,7 @@ class Generator(ExpressionMixin, ObjectsMixin):
             "break": self.graph_break,
             "module": self.module_call,
             "state": self.state_statement,
+            "fact": self.fact_statement,
         }[kind]()
 
     def _returns(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 HEADER = "import torch\nimport dynajit.capture\nimport dynajit.compiler\n"
 
@@ -47,6 +48,33 @@ class State:
 
         return {k: snap(v) for k, v in sorted(vars(self).items())}
 '''
+
+
+# The module-level state a program with the ``changed_facts`` feature reads (see facts.py).
+FACTS_SOURCE = """
+class Facts:
+    def __init__(self):
+        self.table = {}
+
+
+FACTS = Facts()
+K = 0
+
+
+def set_facts(call):
+    global K
+    f = FACT_CALLS[call]
+    K = f["K"]
+    FACTS.flag, FACTS.scale = f["flag"], f["scale"]
+    FACTS.table.clear()
+    FACTS.table.update(dict.fromkeys(f["keys"], 1))
+    if f["extra"] is None:
+        FACTS.__dict__.pop("extra", None)
+    else:
+        FACTS.extra = f["extra"]
+    if f["training"] is not None and "MODS" in globals():
+        MODS.train(f["training"])
+"""
 
 
 @dataclass
@@ -141,6 +169,7 @@ class Program:
     dynamic: bool | None = None  # compile(..., dynamic=): None is automatic dynamic shapes
     modules: list[str] = field(default_factory=list)  # constructors of the modules in ``MODS`` (``fn`` calls them)
     module_grads: bool = True  # whether the modules' parameters require grad
+    facts: list[dict[str, Any]] = field(default_factory=list)  # per call, what ``set_facts`` sets (none: no facts)
 
     def copy(self) -> Program:
         """A deep copy (the shrinker edits copies)."""
@@ -152,6 +181,7 @@ class Program:
             body=_copy_body(self.body),
             returns=list(self.returns),
             modules=list(self.modules),
+            facts=[dict(f) for f in self.facts],
         )
 
     def return_line(self) -> str:
@@ -168,13 +198,16 @@ class Program:
         return "return (" + "".join(f"{item}, " for item in items) + ")"
 
     def module_lines(self) -> list[str]:
-        """The definition of ``MODS``, the modules ``fn`` calls (none: no lines), built from a fixed seed."""
-        if not self.modules:
-            return []
-        lines = ["torch.manual_seed(0)", "MODS = torch.nn.ModuleList(["]
-        lines += [f"    {constructor}," for constructor in self.modules]
-        lines.append("])" if self.module_grads else "]).requires_grad_(False)")
-        return [*lines, ""]
+        """The definition of ``MODS``, the modules ``fn`` calls, built from a fixed seed, and of the facts
+        ``fn`` reads (none of either: no lines)."""
+        lines = []
+        if self.modules:
+            lines += ["torch.manual_seed(0)", "MODS = torch.nn.ModuleList(["]
+            lines += [f"    {constructor}," for constructor in self.modules]
+            lines += ["])" if self.module_grads else "]).requires_grad_(False)", ""]
+        if self.facts:
+            lines += [*FACTS_SOURCE.strip("\n").splitlines(), "", f"FACT_CALLS = {self.facts!r}", ""]
+        return lines
 
     @property
     def takes_state(self) -> bool:
@@ -211,6 +244,8 @@ class Program:
         lines.append("def make_args(s, call):")
         lines.append("    g = torch.Generator().manual_seed(call)")
         lines.append("    LEAVES.clear()")
+        if self.facts:
+            lines.append("    set_facts(call)")
         lines.extend(f"    {a.name} = {a.construction('call')}" for a in self.args)
         lines.append(f"    return [{params}]")
         return "\n".join(lines) + "\n"

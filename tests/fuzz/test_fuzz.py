@@ -14,7 +14,7 @@ import torch
 from .cli import fuzz
 from .features import CI_EXCLUDED, Features
 from .generator import generate
-from .program import repro_script
+from .program import ArgSpec, Program, Stmt, repro_script
 from .runner import Failure, _compare_grads, check, compare_outputs
 from .shrink import shrink
 
@@ -178,3 +178,34 @@ def test_a_repro_script_can_compare_state_snapshots() -> None:
     compiled.boxes.reverse()
     with pytest.raises(AssertionError):
         torch.testing.assert_close(compiled.snapshot(), eager.snapshot())
+
+
+def _facts_program() -> Program:
+    body = [
+        Stmt(["v1 = x0 * K"]),
+        Stmt(clauses=[("if FACTS.flag:", [Stmt(["v2 = v1 + 1"])]), ("else:", [Stmt(["v2 = v1 - 1"])])]),
+        Stmt(['v3 = v2 * getattr(FACTS, "extra", 1)']),
+        Stmt(clauses=[('if "a" in FACTS.table:', [Stmt(["v4 = v3 * 2"])]), ("else:", [Stmt(["v4 = v3"])])]),
+        Stmt(["v5 = v4 * len(FACTS.table) + FACTS.scale", "v5 = MODS[0](v5)"]),
+    ]
+    fact = {"K": 1, "flag": True, "scale": 0.5, "keys": ("a",), "extra": None, "training": True}
+    changes = [{}, {"K": 2}, {"flag": False, "extra": 3}, {"keys": ("b", "c"), "training": False}]
+    facts = []
+    for change in changes:
+        fact = {**fact, **change}
+        facts.append(fact)
+    program = Program(seed="facts", args=[ArgSpec("x0", "tensor", dims=[2, 3])], calls=[{"s0": 2}] * 4, body=body)
+    program.modules, program.facts, program.returns = ["torch.nn.BatchNorm1d(3)"], facts, ["v5"]
+    return program
+
+
+def test_every_changed_fact_is_guarded() -> None:
+    # Each call changes facts the trace read (a rebound global, an attribute, a dict's keys, an attribute
+    # added, the module's train mode): an entry answering for the old facts fails the comparison with eager.
+    program = _facts_program()
+    source = program.source()
+    namespace: dict = {}
+    exec(source, namespace)
+    answers = {str(namespace["fn"](*namespace["make_args"](call, i))) for i, call in enumerate(namespace["CALLS"])}
+    assert len(answers) == 4  # every change changes eager's answer
+    assert check(program) == []
