@@ -23,6 +23,7 @@ class ExpressionMixin:
 
     rng: random.Random
     features: Features
+    half: bool
     spaces: list[dict[str, Any]]
     _globals: set[str]
     counter: int
@@ -158,7 +159,7 @@ class ExpressionMixin:
             # A float at a multiple of the divisor up to rounding (the mean of a LayerNorm's output) jumps there.
             if ta.is_floating_point() and ta.numel():
                 quotient = ta.double() / float(divisor)
-                if bool(((quotient - quotient.round()).abs() < 1e-4).any()):
+                if bool(((quotient - quotient.round()).abs() < rounding(ta) * (1 + quotient.abs())).any()):
                     return f"{a} + {b}"
             return f"{a} {op} {divisor}"
         if op == "max":
@@ -365,8 +366,11 @@ class ExpressionMixin:
         if nd:
             d = self.dim(a)
             forms += [f"torch.nn.functional.normalize({a}, dim={d})", f"{a}.cumprod({d})"]
-            if t.shape[-1] > 1 and not near_zero(t.double().var(-1, correction=0)):
-                # (a row of equal values normalises to zero up to rounding, as a one-element row does)
+            if all(
+                v.dim() > 0 and v.shape[-1] > 1 and not near_zero(v.double().var(-1, correction=0).to(v.dtype))
+                for v in (ns[a] for ns in self.spaces)
+            ):
+                # (a row of equal values normalises to zero up to rounding, as a one-element row does, on any call)
                 forms.append(f"torch.nn.functional.layer_norm({a}, {a}.shape[-1:])")
             if t.shape[d] and not near_ties(t):
                 # (of two values equal up to rounding, which one sorts first is rounding's choice)
@@ -381,17 +385,29 @@ class ExpressionMixin:
         return rng.choice(forms)
 
     def _e_cast(self, a: str) -> str:
-        dtype = self.rng.choice(["float32", "float64", "int64", "bool"])
+        half = ["bfloat16", "float16"] if self.half else []
+        dtype = self.rng.choice(["float32", "float64", "int64", "bool", *half])
         return self.rng.choice(
             [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.long()", f"{a}.double()", f"{a}.bool()"]
+            + ([f"{a}.bfloat16()", f"{a}.half()"] if half else [])
         )
+
+
+# How far from a value rounding may put it, relative to 1, by dtype: a few of its ulps, and for float32 and float64
+# the rounding of a float32 intermediate summed over a few dims. A half-precision program rounds after every op.
+_ROUNDING = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
+
+
+def rounding(t: Any) -> float:
+    """How far rounding may move a value of ``t``'s dtype near 1 (see ``_ROUNDING``)."""
+    return _ROUNDING.get(t.dtype, 1e-4) if isinstance(t, torch.Tensor) else 1e-4
 
 
 def near_zero(t: Any) -> bool:
     """Whether a float tensor has an element that is zero up to rounding (a computed 0 may come out as 1e-9)."""
     if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.numel():
         return False
-    return bool((t.detach().double().abs() < 1e-4).any())
+    return bool((t.detach().double().abs() < rounding(t)).any())
 
 
 def near_ties(t: torch.Tensor) -> bool:
@@ -400,4 +416,4 @@ def near_ties(t: torch.Tensor) -> bool:
         return False
     values = t.detach().double().flatten().sort().values
     gaps = values[1:] - values[:-1]
-    return bool((gaps <= 1e-4 * (1 + values[1:].abs())).any())
+    return bool((gaps <= rounding(t) * (1 + values[1:].abs())).any())

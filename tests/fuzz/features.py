@@ -26,6 +26,7 @@ class Features:
     creation: bool = True  # zeros_like/ones/arange/full sized from other tensors' shapes
     indexing: bool = True  # advanced indexing: boolean masks, index tensors, gather, index_select
     dtypes: bool = True  # int64/bool/float64 arguments and casts (dtype promotion)
+    half_dtypes: bool = True  # bfloat16/float16 arguments and casts, compared within their own precision
     model_ops: bool = True  # what models add: masked_fill, tril, flip/roll/repeat/pad, einsum/addmm, sdpa, topk, ...
     inplace_input: bool = True  # add_/mul_/copy_/index assignment on the arguments themselves
     inplace_view: bool = True  # in-place ops on views of arguments (mutating the argument through the view)

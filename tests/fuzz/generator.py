@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .expressions import ExpressionMixin, near_ties
+from .expressions import ExpressionMixin, near_ties, rounding
 from .facts import FactsMixin, draw_facts
 from .features import Features
 from .objects import ObjectsMixin
@@ -28,6 +28,11 @@ from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
 MAX_NUMEL = 4096
 SYMBOLS = ("s0", "s1", "s2")
 ALLOWED_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
+
+
+def _margin(t: torch.Tensor, value: float) -> float:
+    """How near a threshold a value of ``t`` read by a condition may be before rounding could decide it."""
+    return 1e-3 if t.dtype in (torch.float32, torch.float64) else rounding(t) * (1 + abs(value))
 
 
 def _no_internal_overlap(t: torch.Tensor) -> bool:
@@ -57,6 +62,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         self.frame = _Frame(self.program.body, [], False, None)
         self.main = self.frame
         self.finished = False  # a raising statement was kept: nothing may follow it
+        self.half = False  # whether the program computes in bfloat16 or float16 (arguments, casts)
 
     # ------------------------------------------------------------------ arguments and calls
 
@@ -77,6 +83,8 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         self.program.calls = calls
         nargs = rng.choice([1, 2, 2, 3, 3])
         dtypes = ["float32"] * 6 + (["float64", "int64", "int64", "bool"] if feat.dtypes else [])
+        self.half = feat.half_dtypes and rng.random() < 0.2  # a looser tolerance: only in some programs
+        dtypes += ["bfloat16", "float16"] * 3 if self.half else []
         for i in range(nargs):
             ndim = rng.choice([0, 1, 2, 2, 2, 3, 3, 4]) if i else rng.choice([1, 2, 2, 3])
             if ndim == 0 and not feat.zero_dim:
@@ -360,7 +368,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
                     (f"{a}.max() > 1" if t.numel() else "False", lambda: t.max() if t.numel() else 2.0, 1.0),
                     (f"{a}.numel() > 0 and {a}.flatten()[0] > 0", lambda: t.flatten()[0] if t.numel() else 1.0, 0.0),
                 ]
-                if not t.is_floating_point() or abs(float(read()) - threshold) > 1e-3
+                if not t.is_floating_point() or abs(float(read()) - threshold) > _margin(t, float(read()))
             ] or ["True"]
         else:
             d = rng.randrange(t.dim()) if t.dim() else None
@@ -393,7 +401,9 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
                 f"int({a}.argmax())" if not near_ties(t) else f"{a}.max().item()",
                 f"{a}.flatten()[0].item()",
                 # Every element zero up to rounding (the variance of equal values): rounding decides any().
-                f"bool({a}.any())" if not t.is_floating_point() or t.abs().max() > 1e-3 else f"{a}.max().item()",
+                f"bool({a}.any())"
+                if not t.is_floating_point() or t.abs().max() > _margin(t, 0.0)
+                else f"{a}.max().item()",
             ]
         )
         return self._try(Stmt([f"{name} = {code}"]))

@@ -142,6 +142,8 @@ class ArgSpec:
         shape = "(" + "".join(f"{d}, " for d in dims) + ")"
         if self.dtype in ("float32", "float64"):
             expr = f"torch.randn({shape}, generator=g, dtype=torch.{self.dtype})"
+        elif self.dtype in ("bfloat16", "float16"):
+            expr = f"torch.randn({shape}, generator=g).to(torch.{self.dtype})"
         elif self.dtype == "int64":
             expr = f"torch.randint(-4, 5, {shape}, generator=g)"
         else:
