@@ -50,6 +50,7 @@ class Features:
     helpers: bool = True  # calls of module-level helper functions
     nested_helpers: bool = True  # nested defs (closures over locals) and their calls
     graph_breaks: bool = True  # print(end="") and dynajit.capture.graph_break()
+    contexts: bool = True  # no_grad/enable_grad/inference_mode/autocast(bfloat16) blocks, a break inside some
     aliasing: bool = True  # r = x; x = f(x): locals aliasing arguments and rebinding
     objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after
     return_views: bool = True  # returning arguments, views of arguments and containers

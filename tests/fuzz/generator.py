@@ -28,6 +28,14 @@ from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
 MAX_NUMEL = 4096
 SYMBOLS = ("s0", "s1", "s2")
 ALLOWED_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
+CONTEXTS = (
+    "torch.no_grad()",
+    "torch.enable_grad()",
+    "torch.set_grad_enabled(False)",
+    "torch.inference_mode()",
+    'torch.autocast("cpu", dtype=torch.bfloat16)',
+    'torch.autocast("cpu", enabled=False)',
+)
 
 
 def _margin(t: torch.Tensor, value: float) -> float:
@@ -408,6 +416,23 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         )
         return self._try(Stmt([f"{name} = {code}"]))
 
+    def context(self) -> bool:
+        """Statements under a grad mode or autocast context manager, sometimes with a graph break inside."""
+        rng = self.rng
+        first, second = self.expr(), self.expr()
+        if first is None:
+            return False
+        target = self.fresh()
+        manager = rng.choice(CONTEXTS)
+        body = [Stmt([f"{target} = {first[0]}"])]
+        if second is not None and rng.random() < 0.5:
+            body.append(Stmt([f"{self.fresh()} = {second[0]}"]))
+        if self.features.graph_breaks and rng.random() < 0.3:
+            body.insert(
+                rng.randint(0, len(body)), Stmt([rng.choice(['print(end="")', "dynajit.capture.graph_break()"])])
+            )
+        return self._try(Stmt(clauses=[(f"with {manager}:", body)], alts=[body]))
+
     def loop(self) -> bool:
         rng = self.rng
         a = self.tensor()
@@ -562,6 +587,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             ("module", 2, feat.modules),
             ("state", 3, feat.objects and self.program.takes_state),
             ("fact", 2, feat.changed_facts and bool(self.program.facts)),
+            ("context", 1, feat.contexts),
         ]
         names = [n for n, _, on in choices if on]
         weights = [w for _, w, on in choices if on]
@@ -582,6 +608,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             "module": self.module_call,
             "state": self.state_statement,
             "fact": self.fact_statement,
+            "context": self.context,
         }[kind]()
 
     def _returns(self) -> None:
