@@ -101,6 +101,8 @@ class OutputGraph:
         self._cells: dict[int, Any] = {}
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
+        self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
+        self._made_no_grad_views = False  # see _check_no_grad_views
         self.n_ops = 0
         # Real context managers (autocast) tracing entered and has not left yet; see leave_entered.
         self.entered: list[Any] = []
@@ -370,10 +372,47 @@ class OutputGraph:
             unsupported(reason)
         self.n_ops += 1
         example = node.meta.get("example_value")
+        self._check_no_grad_views(node, example, what)
         if isinstance(example, torch.Tensor):
             self._recorded_layouts[node] = _layout_of(example)
         bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
+
+    def _check_no_grad_views(self, node: torch.fx.Node, example: Any, what: Any) -> None:
+        """Leave to Python (a graph break) what eager does with a view made under no_grad of a tensor that
+        requires grad: that view is a leaf of its own, requiring grad, with no history, so a gradient reaching
+        it stays in it. The graph would differentiate through it into its base, or (functionalized) not at all.
+
+        Made while the frame records gradients (a ``no_grad`` block inside it), the view breaks the graph: Python
+        makes it. Made in a frame that started without gradients, it is kept: the graph's outputs, views among
+        them, are made in the mode the graph ends in, so the graph ends before it records gradients again (the
+        end of a ``no_grad`` block a resume function started in, an ``enable_grad`` block), and an op recording
+        gradients on such a view breaks the graph there.
+        """
+        name = getattr(what, "__name__", what)
+        if what is torch._C._set_grad_enabled and node.args[:1] == (True,) and self._made_no_grad_views:
+            unsupported(
+                "gradients are recorded again after a view made under no_grad of a tensor that requires grad: the "
+                "graph's outputs would be made recording gradients, where eager's view is a leaf of its own"
+            )
+        if torch.is_grad_enabled():
+            # (an input is a leaf of the graph already: its gradient stays in it, as in eager)
+            if any(
+                arg.op != "placeholder" and _no_grad_leaf_view(arg.meta.get("example_value"))
+                for arg in node.all_input_nodes
+            ):
+                unsupported(
+                    f"{name} records gradients of a view made under no_grad of a tensor that requires grad: in eager "
+                    "that view is a leaf of its own, and its gradient stays in it"
+                )
+            return
+        if any(_no_grad_leaf_view(t) for t in _tensors_of(example)):
+            if self.grad_at_start:
+                unsupported(
+                    f"{name} makes a view of a tensor that requires grad under no_grad: in eager that view is a leaf "
+                    "of its own that requires grad, and gradients reaching it stay in it, not in the tensor it views"
+                )
+            self._made_no_grad_views = True
 
     def wrap_result(self, node: torch.fx.Node) -> VT:
         example = node.meta.get("example_value")
@@ -582,3 +621,13 @@ _FAKE_LIMITS = (
 def _is_user_error(exc: Exception) -> bool:
     """True when an operation failed on fake tensors because its inputs are wrong (a shape mismatch, ...)."""
     return isinstance(exc, (RuntimeError, ValueError, IndexError, TypeError)) and not isinstance(exc, _FAKE_LIMITS)
+
+
+def _tensors_of(example: Any) -> list[torch.Tensor]:
+    items = example if isinstance(example, (tuple, list)) else [example]
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def _no_grad_leaf_view(value: Any) -> bool:
+    """Whether ``value`` is a view made under no_grad of a tensor that requires grad (eager: a leaf requiring grad)."""
+    return isinstance(value, torch.Tensor) and value._is_view() and value.requires_grad and value.grad_fn is None

@@ -1,0 +1,117 @@
+"""Views made under no_grad of a tensor that requires grad: in eager each is a leaf of its own that requires grad.
+
+Such a view has no history (``grad_fn`` is None), so a gradient reaching it stays in it (its ``.grad``) and
+never reaches the tensor it views; an op recording gradients on it gives a result that requires grad. Each
+case runs eagerly and compiled on clones of the same leaf, runs a backward where the outputs allow one, and
+compares the outputs' values and autograd state, the leaf's gradient and the returned views' gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+BACKENDS = ["inductor", "aot_eager", "eager"]
+
+
+def returned_view(x):
+    with torch.no_grad():
+        v = x.reshape(-1)
+    return v
+
+
+def view_used_after_the_block(x):
+    with torch.no_grad():
+        v = x.reshape(-1)
+    return v * 2, v
+
+
+def views_of_a_split(x):
+    with torch.no_grad():
+        a, b = x.split(1, 0)
+    return a + 1, b
+
+
+def two_views_in_one_block(x):
+    # The first view breaks the graph; the resume function starts inside the block, without gradients, and
+    # its graph must end before the block does.
+    with torch.no_grad():
+        v = x.reshape(-1)
+        w = x.unbind(0)[0]
+    return w, v
+
+
+def product_under_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+    return y + x, y
+
+
+def _autograd_state(t: Any) -> Any:
+    return (t.requires_grad, t.grad_fn is None, t.is_leaf) if isinstance(t, torch.Tensor) else t
+
+
+def _run(fn: Any) -> tuple[Any, ...]:
+    leaf = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    outs = fn(leaf.clone())
+    states = [_autograd_state(o) for o in outs] if isinstance(outs, tuple) else [_autograd_state(outs)]
+    tensors = list(outs) if isinstance(outs, tuple) else [outs]
+    weighted = [(t * (i + 2)).sum() for i, t in enumerate(tensors) if t.requires_grad]
+    if weighted:
+        sum(weighted).backward()
+    return (
+        [t.detach() for t in tensors],
+        states,
+        leaf.grad,
+        [t.grad if t.is_leaf and t.requires_grad else None for t in tensors],
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn", [returned_view, view_used_after_the_block, views_of_a_split, two_views_in_one_block, product_under_no_grad]
+)
+def test_a_no_grad_view_is_a_leaf_of_its_own_as_in_eager(fn, backend):
+    # AOT autograd differentiated through the view into its base (a returned view), or functionalized it into a
+    # value that requires no grad (``v * 2`` after the block).
+    compiler.reset()
+    torch.testing.assert_close(_run(compiler.compile(fn, backend=backend)), _run(fn))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_without_gradients_the_frame_keeps_its_views_in_one_graph(backend):
+    # A frame entered under no_grad (inference) makes its outputs in that mode: the views stay in the graph.
+    compiler.reset()
+    linear = torch.nn.Linear(3, 4)
+
+    def forward(x):
+        return linear(x), linear.weight.t()
+
+    compiled = compiler.compile(forward, backend=backend, fullgraph=True)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        expected, actual = forward(x), compiled(x)
+    assert [_autograd_state(t) for t in actual] == [_autograd_state(t) for t in expected]
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recording_gradients_of_a_view_made_without_them_is_left_to_python(backend):
+    # enable_grad inside a frame entered under no_grad: the view, made in the graph, is used by Python.
+    compiler.reset()
+
+    def fn(x):
+        v = x.t()
+        with torch.enable_grad():
+            return v * 2
+
+    compiled = compiler.compile(fn, backend=backend)
+    x = torch.randn(2, 3, requires_grad=True)
+    with torch.no_grad():
+        expected, actual = fn(x), compiled(x)
+    assert _autograd_state(actual) == _autograd_state(expected)
+    torch.testing.assert_close(actual, expected)
