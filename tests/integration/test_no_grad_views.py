@@ -1,4 +1,6 @@
-"""Views made under no_grad of a tensor that requires grad: in eager each is a leaf of its own that requires grad.
+"""Views and grad mode: a view made under no_grad of a tensor that requires grad is, in eager, a leaf of its own
+that requires grad; a view made with gradients keeps its history, even when a graph break falls inside a
+``no_grad`` block after it.
 
 Such a view has no history (``grad_fn`` is None), so a gradient reaching it stays in it (its ``.grad``) and
 never reaches the tensor it views; an op recording gradients on it gives a result that requires grad. Each
@@ -45,6 +47,25 @@ def two_views_in_one_block(x):
     return w, v
 
 
+def break_first_in_the_block(x):
+    # The graph is cut just inside the block: its outputs, a view of an intermediate among them, were made
+    # under no_grad after it ran, and the gradient stopped at the view.
+    doubled = x * 2  # alive across the break: the graph returns it and its view
+    v = doubled[0]
+    with torch.no_grad():
+        print(end="")
+    return v * 1
+
+
+def break_after_ops_in_the_block(x):
+    doubled = x * 2
+    v = doubled[0]
+    with torch.no_grad():
+        y = x + 1
+        print(end="")
+    return v * 1, y
+
+
 def product_under_no_grad(x):
     with torch.no_grad():
         y = x * 2
@@ -73,9 +94,18 @@ def _run(fn: Any) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
-    "fn", [returned_view, view_used_after_the_block, views_of_a_split, two_views_in_one_block, product_under_no_grad]
+    "fn",
+    [
+        returned_view,
+        view_used_after_the_block,
+        views_of_a_split,
+        two_views_in_one_block,
+        break_first_in_the_block,
+        break_after_ops_in_the_block,
+        product_under_no_grad,
+    ],
 )
-def test_a_no_grad_view_is_a_leaf_of_its_own_as_in_eager(fn, backend):
+def test_views_keep_eagers_autograd_state_around_no_grad_blocks(fn, backend):
     # AOT autograd differentiated through the view into its base (a returned view), or functionalized it into a
     # value that requires no grad (``v * 2`` after the block).
     compiler.reset()

@@ -454,6 +454,7 @@ class OutputGraph:
 
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
+        self._end_in_the_starting_grad_mode()
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
@@ -479,6 +480,29 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+    def _end_in_the_starting_grad_mode(self) -> None:
+        """Make the graph end in the grad mode it starts in: drop the mode changes it ends with and, when ops
+        ran in another mode before the end, set the starting mode back last.
+
+        A break inside a ``no_grad`` block cuts the graph inside the block. AOT autograd makes the outputs that
+        view intermediates after the graph has run, in the mode it ended in: under no_grad each would be a leaf
+        of its own, and the gradient would stop there. The transformed code sets the mode the trace stopped in
+        after the graph (see transform.py); views made in another mode than the start's break the graph
+        (see _check_no_grad_views)."""
+        graph = self.builder.graph
+        for node in reversed(list(graph.nodes)):
+            if node.op in ("placeholder", "get_attr"):
+                continue
+            if node.op != "call_function" or node.target is not torch._C._set_grad_enabled or node.users:
+                break
+            graph.erase_node(node)
+        mode = self.grad_at_start
+        for node in graph.nodes:
+            if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+                mode = bool(node.args[0])
+        if mode != self.grad_at_start:
+            self.effect_node(torch._C._set_grad_enabled, (self.grad_at_start,))
 
     def _restore_recorded_layouts(self) -> None:
         """Give each node whose tensor an in-place metadata op changed later the layout it was recorded with.
