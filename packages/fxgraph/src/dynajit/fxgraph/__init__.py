@@ -8,6 +8,7 @@ from dynajit.fxgraph._builder import GraphBuilder, in_canonical_layout, in_sugge
 from dynajit.fxgraph._config import Config, ConfigError, option
 from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
 from dynajit.fxgraph._forward_views import returning_no_views
+from dynajit.fxgraph._inference import compiling_outside_inference_mode
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
@@ -55,6 +56,7 @@ __all__ = [
     "artifact_enabled",
     "artifact_logger",
     "checking_saved_versions",
+    "compiling_outside_inference_mode",
     "conditionally_saved",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",

@@ -111,10 +111,12 @@ def symbolic_fake(
     for dim in order:  # innermost first
         strides[dim] = running
         running = running * sizes[dim]
-    with fake_mode:
+    # An inference tensor stays one and a normal tensor stays normal, whatever mode the caller is in (a
+    # tensor made under inference_mode is an inference tensor; views of it follow, and lose requires_grad).
+    with fake_mode, torch.inference_mode(value.is_inference()):
         fake = torch.empty_strided(sizes, strides, dtype=value.dtype, device=value.device)
-    if value.requires_grad:
-        fake.requires_grad_(True)
+        if value.requires_grad:
+            fake.requires_grad_(True)
     return fake
 
 

@@ -22,6 +22,9 @@ __all__ = [
 # (the public wrappers add a Python frame on every guard evaluation).
 GLOBAL_STATE_READERS: dict[str, Callable[[], Any]] = {
     "grad mode": torch._C.is_grad_enabled,
+    # A graph traced under inference_mode answers is_inference() (its new tensors are inference tensors) and
+    # torch.is_inference_mode_enabled() for that mode; under plain no_grad both differ.
+    "inference mode": torch.is_inference_mode_enabled,
     "default dtype": torch.get_default_dtype,
     "deterministic algorithms": torch._C._get_deterministic_algorithms,
     "deterministic algorithms warn_only": torch._C._get_deterministic_algorithms_warn_only,
@@ -102,7 +105,7 @@ def _default_dtype_checks(devices: Iterable[str], checks: list[Check]) -> tuple[
 
 
 def global_state(autocast_dtype_devices: Iterable[str] = ()) -> Guard:
-    """GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
+    """GLOBAL_STATE: grad mode, inference mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
     transforms and torch-function modes are as they are now.
 
     Autocast's per-device state is read only while some autocast is on. ``autocast_dtype_devices`` names

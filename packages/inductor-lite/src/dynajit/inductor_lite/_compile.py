@@ -37,6 +37,7 @@ from dynajit.fxgraph import (
     artifact_enabled,
     artifact_logger,
     checking_saved_versions,
+    compiling_outside_inference_mode,
     in_canonical_layout,
     in_suggested_layout,
     is_symbolic,
@@ -656,22 +657,24 @@ class _Specialized:
 
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
+        graph_module = self.gm if symbolic is None else self.dynamic_gm
         try:
-            graph_module = self.gm if symbolic is None else self.dynamic_gm
-            aot_inputs = list(example_inputs if symbolic is None else symbolic)
-            fn = reporting_reached_outputs(aot_module_simplified(
-                graph_module, aot_inputs,
-                fw_compiler=recording_saved_versions(returning_no_views(compiler)),
-                bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(compiler))),
-                decompositions=decomposition_table(),
-                inference_compiler=functools.partial(compiler, inference=True),
-                # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
-                # inside its own fused kernels, which costs less than writing them out and reading them back.
-                partition_fn=stashing_conditional_saves(functools.partial(
-                    partition, written=functools.partial(written_primals, graph_module, aot_inputs)
-                )),
-                keep_inference_input_mutations=False,
-            ))  # fmt: skip
+            # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
+            with compiling_outside_inference_mode():
+                aot_inputs = list(example_inputs if symbolic is None else symbolic)
+                fn = reporting_reached_outputs(aot_module_simplified(
+                    graph_module, aot_inputs,
+                    fw_compiler=recording_saved_versions(returning_no_views(compiler)),
+                    bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(compiler))),
+                    decompositions=decomposition_table(),
+                    inference_compiler=functools.partial(compiler, inference=True),
+                    # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
+                    # inside its own fused kernels, which costs less than writing them out and reading them back.
+                    partition_fn=stashing_conditional_saves(functools.partial(
+                        partition, written=functools.partial(written_primals, graph_module, aot_inputs)
+                    )),
+                    keep_inference_input_mutations=False,
+                ))  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes
             fn = _raiser(err.error)
         if symbolic is not None:

@@ -38,7 +38,13 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.containers import StructSeqVar
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
-from dynajit.fxgraph import GraphBuilder, artifact_enabled, artifact_logger, format_stack_trace
+from dynajit.fxgraph import (
+    GraphBuilder,
+    artifact_enabled,
+    artifact_logger,
+    compiling_outside_inference_mode,
+    format_stack_trace,
+)
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
@@ -465,7 +471,8 @@ class OutputGraph:
         if artifact_enabled("graph_code"):
             artifact_logger("graph_code").info("TRACED GRAPH %s\n%s", name, gm.print_readable(print_output=False))
         start = time.perf_counter()
-        compiled = self.ctx.backend(gm, example_inputs)
+        with compiling_outside_inference_mode(gm):
+            compiled = self.ctx.backend(gm, example_inputs)
         if not callable(compiled):  # fail here, naming the backend, not at the graph's first call
             backend = self.ctx.backend
             name = getattr(backend, "__name__", None) or type(backend).__name__

@@ -47,7 +47,7 @@ class Subgraph:
     def _placeholder(self, name: str, example: torch.Tensor) -> torch.fx.Node:
         """A placeholder with ``example``'s metadata in a fake storage of its own (a branch must not write
         into its operands')."""
-        with self.output.fake_mode:
+        with self.output.fake_mode, torch.inference_mode(example.is_inference()):  # as symbolic_fake
             fresh = torch.empty_strided(
                 example.shape, example.stride(), dtype=example.dtype, device=example.device,
                 requires_grad=example.requires_grad,

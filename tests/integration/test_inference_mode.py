@@ -1,0 +1,132 @@
+"""Frames run under ``torch.inference_mode``: compiled, they give eager's values and eager's tensors.
+
+Eager makes new tensors in inference mode inference tensors, and a view of a normal tensor that requires grad a
+normal view that still requires it. A graph traced there is reused only there (GLOBAL_STATE reads the mode:
+``torch.is_inference_mode_enabled()`` and ``is_inference()`` were answered for it), and backends compile it as
+under ``no_grad`` (AOT autograd traced under inference mode returned such views not requiring grad). Each case
+runs eagerly and compiled on the same inputs, sizes that go dynamic included, and compares values and each
+output's ``requires_grad``, ``is_inference()`` and whether it is a view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+BACKENDS = ["inductor", "aot_eager", "eager"]
+SIZES = [(0, 0), (2, 1), (3, 1), (1, 3)]  # 0 and 1 are static, then the first dim goes dynamic
+
+
+def view_in_an_inference_block(x):
+    # (the block is a graph break: the view is made in a resume function entered under inference mode)
+    with torch.inference_mode():
+        v = x.squeeze()
+    return v
+
+
+def view_then_clone_in_an_inference_block(x):
+    with torch.inference_mode():
+        v = x.squeeze()
+    return v.clone()
+
+
+def break_inside_an_inference_block(x):
+    with torch.inference_mode():
+        print(end="")
+        v = x.squeeze()
+        w = x * 2
+    return v, w
+
+
+def view_of_a_transposed_input(x):
+    return x.mT.squeeze()
+
+
+def _kind(t: Any) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    return (t.requires_grad, t.is_inference(), t._is_view(), t.dtype, tuple(t.shape))
+
+
+def _outputs(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _compare(expected: Any, actual: Any) -> None:
+    expected, actual = _outputs(expected), _outputs(actual)
+    assert [_kind(t) for t in actual] == [_kind(t) for t in expected]
+    torch.testing.assert_close([t.detach() for t in actual], [t.detach() for t in expected])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn", [view_in_an_inference_block, view_then_clone_in_an_inference_block, break_inside_an_inference_block]
+)
+def test_views_made_in_an_inference_block_keep_eagers_autograd_state(fn, backend):
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend)
+    for call, size in enumerate(SIZES):
+        leaf = torch.randn(size, generator=torch.Generator().manual_seed(call)).requires_grad_()
+        x = leaf.clone()
+        _compare(fn(x), compiled(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_frame_entered_under_inference_mode_returns_eagers_tensors(backend):
+    compiler.reset()
+    compiled = compiler.compile(view_of_a_transposed_input, backend=backend)
+    for call, size in enumerate(SIZES):
+        x = torch.randn(size, generator=torch.Generator().manual_seed(call)).requires_grad_().clone()
+        with torch.inference_mode():
+            _compare(view_of_a_transposed_input(x), compiled(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_model_under_inference_mode_with_inference_inputs_that_go_dynamic(backend):
+    # The inputs are inference tensors (made in the mode) and written in place: allowed under inference mode.
+    compiler.reset()
+    linear = torch.nn.Linear(3, 4)
+
+    def forward(x, buffer):
+        buffer.add_(1)
+        return torch.relu(linear(x)) + buffer.sum(), linear.weight.t()
+
+    compiled = compiler.compile(forward, backend=backend)
+    for rows in (2, 3, 5):
+        with torch.inference_mode():
+            x = torch.randn(rows, 3)
+            expected_buffer, actual_buffer = torch.zeros(rows, 1), torch.zeros(rows, 1)
+            expected, actual = forward(x, expected_buffer), compiled(x, actual_buffer)
+        _compare(expected, actual)
+        torch.testing.assert_close(actual_buffer, expected_buffer)
+
+
+def reads_the_mode(x):
+    if torch.is_inference_mode_enabled():
+        return x + 1
+    return x - 1
+
+
+def reads_inference_of_an_intermediate(x):
+    y = x * 2
+    if y.is_inference():
+        return y + 1
+    return y - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [reads_the_mode, reads_inference_of_an_intermediate])
+def test_a_graph_traced_under_inference_mode_is_not_reused_under_no_grad(fn, backend):
+    # Both read facts that differ between the two modes; without the guard the second call reused the first's
+    # graph and answered for inference mode.
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend)
+    x = torch.ones(2)
+    for mode in (torch.inference_mode, torch.no_grad, torch.inference_mode, contextlib.nullcontext):
+        with mode():
+            _compare(fn(x), compiled(x))
