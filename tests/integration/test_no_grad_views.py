@@ -145,3 +145,81 @@ def test_recording_gradients_of_a_view_made_without_them_is_left_to_python(backe
         expected, actual = fn(x), compiled(x)
     assert _autograd_state(actual) == _autograd_state(expected)
     torch.testing.assert_close(actual, expected)
+
+
+def writes_its_input_with_gradients(x):
+    with torch.enable_grad():
+        x.mul_(0.5)
+        y = x * 1
+    return y
+
+
+def writes_a_view_of_its_input_with_gradients(x):
+    # The write breaks the graph: the view it writes into, made with gradients, must come back as one.
+    with torch.enable_grad():
+        row = x[0]
+        row.mul_(0.5)
+        y = x * 1
+    return y
+
+
+def writes_its_input_and_returns_something_else(x):
+    with torch.enable_grad():
+        x.mul_(0.5)
+    return x.detach() * 0
+
+
+def write_after_a_break_in_a_no_grad_block(x):
+    # (a training frame) the resume function starts inside the block, without gradients, and records them after
+    gathered = torch.gather(x, 0, torch.zeros_like(x, dtype=torch.long))
+    with torch.no_grad():
+        x.broadcast_to(gathered.shape)  # a view made under no_grad: a graph break
+    gathered.mul_(0.5)
+    return torch.cat([gathered, gathered], 0)
+
+
+def writes_its_input_without_gradients_then_breaks(x):
+    # Eager keeps x's history (the write bumps only its version); AOT autograd's inference graph copied the new
+    # value in after the graph with gradients recorded, and x's gradient became 0.
+    with torch.no_grad():
+        x.mul_(0.5)
+        print(end="")
+    return x * 2
+
+
+def breaks_then_writes_its_input_without_gradients(x):
+    with torch.no_grad():
+        print(end="")
+        x.add_(1)
+    return x.sin()
+
+
+def _run_writing(fn: Any, mode: Any) -> tuple[Any, ...]:
+    leaf = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    x = leaf * 1  # its history is what the write changes
+    with mode():
+        out = fn(x)
+    state = (_autograd_state(out), _autograd_state(x))
+    if out.requires_grad:
+        (out * 2).sum().backward(retain_graph=True)
+    (x * 3).sum().backward()
+    return out.detach(), state, leaf.grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("fn", "mode"),
+    [
+        (writes_its_input_with_gradients, torch.no_grad),
+        (writes_a_view_of_its_input_with_gradients, torch.no_grad),
+        (writes_its_input_and_returns_something_else, torch.no_grad),
+        (write_after_a_break_in_a_no_grad_block, torch.enable_grad),
+        (writes_its_input_without_gradients_then_breaks, torch.enable_grad),
+        (breaks_then_writes_its_input_without_gradients, torch.enable_grad),
+    ],
+)
+def test_writes_into_an_input_with_history_keep_it_whatever_the_grad_mode(fn, mode, backend):
+    # AOT autograd made an inference graph of these: the written input kept its old history (a gradient of 3
+    # where eager's is 1.5) and what read it after the write required no grad.
+    compiler.reset()
+    torch.testing.assert_close(_run_writing(compiler.compile(fn, backend=backend), mode), _run_writing(fn, mode))

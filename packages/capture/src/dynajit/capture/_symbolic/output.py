@@ -302,7 +302,12 @@ class OutputGraph:
         gradients are recorded, which AOT autograd applies after the forward, bumping the version of a tensor
         the backward may have saved (autograd then refuses the backward); a write into an input some of whose
         elements share memory (an expanded tensor), which AOT autograd copies back element by element; and a
-        change of an input's memory (``resize_``).
+        change of an input's memory (``resize_``). A write into an input that requires grad, with gradients
+        recorded, in a graph that started without them (an ``enable_grad`` block in a frame called under
+        ``no_grad``, a resume function entered inside a ``no_grad`` block) is also left to Python: AOT autograd
+        then traces an inference graph, and the write's history is lost. So is a write without gradients into
+        an input that requires grad and is not a leaf: eager keeps its history, where AOT autograd's inference
+        graph copies the new value into it after the graph, with gradients recorded, and cuts it.
         """
         name = getattr(target, "__name__", target)
         change = eager_checks.metadata_change(target, args)
@@ -329,6 +334,18 @@ class OutputGraph:
                     f"{name} changes the layout of the graph input {path.name()} while gradients are recorded: AOT "
                     "autograd applies the change after the forward, and autograd then sees it as a write into a "
                     "tensor the backward saved"
+                )
+            if effect == "data" and value.requires_grad and torch.is_grad_enabled() and not self.grad_at_start:
+                unsupported(
+                    f"{name} writes into the graph input {path.name()}, which requires grad, while gradients are "
+                    "recorded in a graph that started without them: AOT autograd would make an inference graph, and "
+                    "the write and what reads it after would lose their gradients"
+                )
+            if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
+                unsupported(
+                    f"{name} writes into the graph input {path.name()}, which requires grad and has a history, without "
+                    "gradients recorded: eager keeps its history, and AOT autograd's inference graph copies the new "
+                    "value into it with gradients recorded, cutting it"
                 )
             if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
                 unsupported(
@@ -460,7 +477,7 @@ class OutputGraph:
 
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
-        self._end_in_the_starting_grad_mode()
+        self._end_in_the_grad_mode_of_its_views(outputs)
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
@@ -488,15 +505,26 @@ class OutputGraph:
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
 
-    def _end_in_the_starting_grad_mode(self) -> None:
-        """Make the graph end in the grad mode it starts in: drop the mode changes it ends with and, when ops
-        ran in another mode before the end, set the starting mode back last.
+    def _end_in_the_grad_mode_of_its_views(self, outputs: list[TensorVar]) -> None:
+        """Make the graph end in the grad mode its outputs that view tensors requiring grad were made in, else
+        in the mode it starts in: drop the mode changes it ends with, and set that mode last where it differs
+        from the mode the ops ended in.
 
-        A break inside a ``no_grad`` block cuts the graph inside the block. AOT autograd makes the outputs that
-        view intermediates after the graph has run, in the mode it ended in: under no_grad each would be a leaf
-        of its own, and the gradient would stop there. The transformed code sets the mode the trace stopped in
-        after the graph (see transform.py); views made in another mode than the start's break the graph
-        (see _check_no_grad_views)."""
+        AOT autograd makes the outputs that view inputs or intermediates after the graph has run, in the mode
+        it ended in. A break inside a ``no_grad`` block cuts the graph inside the block: a view made before the
+        block, remade under no_grad, would be a leaf of its own and the gradient would stop there. A break
+        inside an ``enable_grad`` block of a frame called under no_grad: a view made in the block, remade
+        under no_grad, would refuse the in-place op Python applies to it next. The transformed code sets the
+        mode the trace stopped in after the graph (see transform.py). Views made under no_grad are kept only
+        by graphs that start without gradients (see _check_no_grad_views); outputs made in both modes cannot
+        share one ending mode, and the frame runs in Python.
+        """
+        made = [tv.example for tv in outputs if tv.node.op != "placeholder"]  # (an input is returned as it is)
+        views = [t for t in made if isinstance(t, torch.Tensor) and t._is_view() and t.requires_grad]
+        modes = {view.grad_fn is not None for view in views}  # a view made under no_grad has no history
+        if len(modes) > 1:
+            unsupported("the graph returns views of tensors requiring grad made both with and without gradients")
+        wanted = modes.pop() if modes else self.grad_at_start
         graph = self.builder.graph
         for node in reversed(list(graph.nodes)):
             if node.op in ("placeholder", "get_attr"):
@@ -508,8 +536,8 @@ class OutputGraph:
         for node in graph.nodes:
             if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
                 mode = bool(node.args[0])
-        if mode != self.grad_at_start:
-            self.effect_node(torch._C._set_grad_enabled, (self.grad_at_start,))
+        if mode != wanted:
+            self.effect_node(torch._C._set_grad_enabled, (wanted,))
 
     def _restore_recorded_layouts(self) -> None:
         """Give each node whose tensor an in-place metadata op changed later the layout it was recorded with.
