@@ -156,3 +156,17 @@ def test_global_module_hooks():
         handle.remove()
     assert compiled.check()
     assert str(GuardSet([guard])) == "- global '' GLOBAL_MODULE_HOOKS"
+
+
+def test_global_state_made_under_no_grad_misses_under_inference_mode():
+    # Both disable gradients; a trace answered is_inference() and is_inference_mode_enabled() for one of them.
+    with torch.no_grad():
+        c = compiled(global_state())
+        assert c.check()
+    with torch.inference_mode():
+        assert not c.check()
+        assert c.failure_reason() == "global state inference mode: expected False, got True"
+        made_inside = compiled(global_state())
+    with torch.no_grad():
+        assert not made_inside.check()
+        assert made_inside.failure_reason() == "global state inference mode: expected True, got False"
