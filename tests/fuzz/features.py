@@ -56,6 +56,7 @@ class Features:
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
+    ambient_modes: bool = True  # calls made under no_grad or inference_mode, per call; outputs' autograd state compared
     changed_facts: bool = (
         True  # a global int and a module-level object's attributes, dict keys and modules' train mode,
     )

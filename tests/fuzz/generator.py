@@ -119,6 +119,8 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             self.program.args.append(ArgSpec("n", "int", int_values=values))
         if feat.changed_facts and rng.random() < 0.3:
             self.program.facts = draw_facts(rng, len(calls))
+        if feat.ambient_modes and rng.random() < 0.25:
+            self.program.modes = [rng.choice(["grad", "no_grad", "inference"]) for _ in calls]
         if feat.objects and rng.random() < 0.3:
             dims = [rng.choice(SYMBOLS[:2]) for _ in range(rng.randint(1, 2))]
             self.program.args.append(ArgSpec("st", "state", dims=dims))

@@ -50,6 +50,15 @@ class State:
 '''
 
 
+# The grad mode each call of a program with the ``ambient_modes`` feature is made in: ``ambient(call)``.
+AMBIENT_SOURCE = """
+AMBIENT = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference": torch.inference_mode}
+
+
+def ambient(call):
+    return AMBIENT[MODE_CALLS[call]]()
+"""
+
 # The module-level state a program with the ``changed_facts`` feature reads (see facts.py).
 FACTS_SOURCE = """
 class Facts:
@@ -172,6 +181,7 @@ class Program:
     modules: list[str] = field(default_factory=list)  # constructors of the modules in ``MODS`` (``fn`` calls them)
     module_grads: bool = True  # whether the modules' parameters require grad
     facts: list[dict[str, Any]] = field(default_factory=list)  # per call, what ``set_facts`` sets (none: no facts)
+    modes: list[str] = field(default_factory=list)  # per call, the grad mode it is made in (none: as the caller's)
 
     def copy(self) -> Program:
         """A deep copy (the shrinker edits copies)."""
@@ -184,6 +194,7 @@ class Program:
             returns=list(self.returns),
             modules=list(self.modules),
             facts=[dict(f) for f in self.facts],
+            modes=list(self.modes),
         )
 
     def return_line(self) -> str:
@@ -233,6 +244,8 @@ class Program:
         lines.append(f"CALLS = {self.calls!r}")
         ints = {a.name: a.int_values for a in self.args if a.kind == "int"}
         lines.append(f"INTS = {ints!r}")
+        if self.modes:
+            lines += ["", f"MODE_CALLS = {self.modes!r}", *AMBIENT_SOURCE.strip("\n").splitlines()]
         lines.append("")
         lines.append("")
         lines.append("LEAVES = []  # the tensors requiring grad that make_args built last")
@@ -298,13 +311,19 @@ def grads(out, leaves):
     return [leaf.grad for leaf in leaves]
 
 
+def autograd_states(out):
+    leaves = torch.utils._pytree.tree_leaves(out)
+    return [(t.requires_grad, t.is_inference()) for t in leaves if isinstance(t, torch.Tensor)]
+
+
 def _run(f, call):
     args = make_args(CALLS[call], call)
     leaves = list(LEAVES) + list(MODS.parameters() if "MODS" in globals() else [])
     for leaf in leaves:
         leaf.grad = None
     try:
-        return args, f(*args), leaves
+        with ambient(call) if "ambient" in globals() else torch.enable_grad():
+            return args, f(*args), leaves
     except Exception as e:  # the comparison is of the exception type
         return args, e, leaves
 
@@ -329,6 +348,7 @@ if __name__ == "__main__":
             assert type(expected) is type(actual), (type(expected), type(actual))
             continue
         torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
+        assert autograd_states(actual) == autograd_states(expected), (autograd_states(actual), autograd_states(expected))
         torch.testing.assert_close(snapshots(compiled_args), snapshots(eager_args), equal_nan=True, rtol=1e-3, atol=1e-3)
         {extra}
         if before is not None:

@@ -177,6 +177,9 @@ def compare_outputs(expected: Any, actual: Any, e_args: list[Any], a_args: list[
     for i, (e, a) in enumerate(zip(e_leaves, a_leaves, strict=True)):
         if not isinstance(e, torch.Tensor):
             continue
+        e_state, a_state = (e.requires_grad, e.is_inference()), (a.requires_grad, a.is_inference())
+        if e_state != a_state:
+            return "autograd", f"output[{i}] (requires_grad, is_inference): eager {e_state}, compiled {a_state}"
         e_alias, a_alias = _input_index(e, e_args), _input_index(a, a_args)
         if e_alias != a_alias:
             return "alias", f"output[{i}]: eager aliases input {e_alias}, compiled aliases input {a_alias}"
@@ -261,9 +264,11 @@ def _strict_patch():
     return contextlib.nullcontext()
 
 
-def _call(fn: Any, args: list[Any]) -> tuple[Any, BaseException | None]:
+def _call(fn: Any, args: list[Any], ns: dict[str, Any], call: int) -> tuple[Any, BaseException | None]:
+    """``fn(*args)`` in the grad mode the program makes ``call`` in (``ambient_modes``), and the error it raised."""
     try:
-        return fn(*args), None
+        with ns["ambient"](call) if "ambient" in ns else torch.enable_grad():
+            return fn(*args), None
     except _Timeout:
         raise
     except Exception as error:
@@ -364,7 +369,7 @@ def eager_grads_in_float64(source: str, call: int, tag: str, expected: Any) -> l
             args = ns["make_args"](ns["CALLS"][i], i)
             leaves = _leaves(ns)
             wide = [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
-            out, error = _call(ns["fn"], wide)
+            out, error = _call(ns["fn"], wide, ns, i)
             if error is not None:
                 return None
             grads, error = backward(out, leaves, weights)
@@ -394,7 +399,7 @@ def run_backend(
             warnings.simplefilter("always")
             try:
                 with _deadline(TIMEOUT_SECONDS):
-                    actual, error = _call(compiled, args)
+                    actual, error = _call(compiled, args, ns, call)
                     grads = backward(actual, leaves) if error is None else (None, None)
             except _Timeout:
                 return Failure(backend, call, "timeout", "", f"call {call} took over {TIMEOUT_SECONDS}s")
@@ -484,7 +489,7 @@ def run_eager(
         for call in range(calls):
             args = ns["make_args"](ns["CALLS"][call], call)
             leaves = _leaves(ns)
-            out, error = _call(ns["fn"], args)
+            out, error = _call(ns["fn"], args, ns, call)
             grads = backward(out, leaves) if error is None else (None, None)
             results.append((args, out, error, grads, _module_state(ns)))
     return results

@@ -210,3 +210,33 @@ def test_every_changed_fact_is_guarded() -> None:
     answers = {str(namespace["fn"](*namespace["make_args"](call, i))) for i, call in enumerate(namespace["CALLS"])}
     assert len(answers) == 4  # every change changes eager's answer
     assert check(program) == []
+
+
+def test_each_call_is_made_in_its_ambient_mode() -> None:
+    # The modes reach the program (the answers differ by mode) and an entry reused across them is caught: with
+    # GLOBAL_STATE blind to inference mode, the fourth call reused the first's graph.
+    body = [
+        Stmt(
+            clauses=[
+                ("if torch.is_inference_mode_enabled():", [Stmt(["v1 = x0 + 1"])]),
+                ("else:", [Stmt(["v1 = x0 - 1"])]),
+            ]
+        ),
+        Stmt(["v2 = v1 * 1"]),
+    ]
+    program = Program(
+        seed="modes", args=[ArgSpec("x0", "tensor", dims=[2, 3], grad=True)], calls=[{"s0": 2}] * 4, body=body
+    )
+    program.modes, program.returns = ["inference", "grad", "no_grad", "inference"], ["v2", "x0[0]"]
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    answers = []
+    for call in range(4):
+        with namespace["ambient"](call):
+            args = namespace["make_args"](namespace["CALLS"][call], call)
+            out = namespace["fn"](*args)
+        answers.append((round(float((out[0] - args[0]).mean())), out[0].requires_grad, out[0].is_inference()))
+    assert len(set(answers)) == 3 and answers[0] == answers[3]
+    assert check(program) == []
+    state = compare_outputs((torch.ones(1, requires_grad=True),), (torch.ones(1),), [], [])
+    assert state is not None and state[0] == "autograd"

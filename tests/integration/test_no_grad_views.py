@@ -223,3 +223,36 @@ def test_writes_into_an_input_with_history_keep_it_whatever_the_grad_mode(fn, mo
     # where eager's is 1.5) and what read it after the write required no grad.
     compiler.reset()
     torch.testing.assert_close(_run_writing(compiler.compile(fn, backend=backend), mode), _run_writing(fn, mode))
+
+
+def writes_a_view_it_returns(x):
+    v = x[:, 1::2]
+    v[..., 0] = 1
+    return v
+
+
+def writes_a_view_then_breaks(x):
+    v = x[:, 1::2]
+    v[..., 0] = 1
+    print(end="")
+    return v * 1, v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+@pytest.mark.parametrize("fn", [writes_a_view_it_returns, writes_a_view_then_breaks])
+def test_views_made_without_gradients_and_written_compile_or_run_in_python(fn, mode, leaf, backend):
+    # AOT autograd refused such a graph (it reads the written view's history with gradients on), and a resume
+    # function could not fake a view autograd refuses to read: each compile fell back to eager.
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend)
+    results = []
+    for run in (fn, compiled):
+        x = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        x = x if leaf else x * 1
+        with mode():
+            out = run(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        results.append(([t.detach() for t in outs], [(t.requires_grad, t.is_inference()) for t in outs], x.detach()))
+    torch.testing.assert_close(results[1], results[0])

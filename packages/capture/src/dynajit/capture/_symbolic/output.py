@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._C._autograd import CreationMeta
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -20,7 +21,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from dynajit.capture._frame import CompiledGraph, FrameContext, Unsupported
+from dynajit.capture._frame import CompiledGraph, FrameContext, SkipFrame, Unsupported
 from dynajit.capture._symbolic import eager_checks, shapes
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
@@ -139,6 +140,12 @@ class OutputGraph:
             return TensorVar(known.node, known.example, path)
         if "data" in self._input_effects.get(eager_checks.storage_key(value), ()):
             unsupported(f"{path.name()} shares memory with an input this graph has written into")
+        if _history_refused(value):
+            raise SkipFrame(
+                f"{path.name()} is a view made under no_grad or inference_mode whose base was written in place "
+                "after: autograd refuses to read its history, so it cannot be faked; the frame runs in Python, where "
+                "using it for gradients raises as in eager"
+            )
         example: torch.Tensor
         dynamic_dims: tuple[int, ...]
         if static:
@@ -341,7 +348,18 @@ class OutputGraph:
                     "recorded in a graph that started without them: AOT autograd would make an inference graph, and "
                     "the write and what reads it after would lose their gradients"
                 )
-            if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
+            if effect == "data" and _made_in_inference_mode(value):
+                unsupported(
+                    f"{name} writes into the graph input {path.name()}, a view made under inference_mode of a normal "
+                    "tensor: graphs are compiled outside inference mode, where autograd refuses that write"
+                )
+            if (
+                effect == "data"
+                and value.requires_grad
+                and not value.is_leaf
+                and not torch.is_grad_enabled()
+                and not torch.is_inference_mode_enabled()  # (where nothing is recorded, the copy cuts nothing)
+            ):
                 unsupported(
                     f"{name} writes into the graph input {path.name()}, which requires grad and has a history, without "
                     "gradients recorded: eager keeps its history, and AOT autograd's inference graph copies the new "
@@ -477,6 +495,7 @@ class OutputGraph:
 
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
+        _check_written_views_without_history(outputs)
         self._end_in_the_grad_mode_of_its_views(outputs)
         if not self.has_ops():
             return None
@@ -521,7 +540,9 @@ class OutputGraph:
         """
         made = [tv.example for tv in outputs if tv.node.op != "placeholder"]  # (an input is returned as it is)
         views = [t for t in made if isinstance(t, torch.Tensor) and t._is_view() and t.requires_grad]
-        modes = {view.grad_fn is not None for view in views}  # a view made under no_grad has no history
+        # A view made under no_grad has no history. (Under inference_mode nothing is recorded, and autograd
+        # refuses to read the history of a view made there whose base was written.)
+        modes = set() if torch.is_inference_mode_enabled() else {view.grad_fn is not None for view in views}
         if len(modes) > 1:
             unsupported("the graph returns views of tensors requiring grad made both with and without gradients")
         wanted = modes.pop() if modes else self.grad_at_start
@@ -685,6 +706,41 @@ def _is_user_error(exc: Exception) -> bool:
 def _tensors_of(example: Any) -> list[torch.Tensor]:
     items = example if isinstance(example, (tuple, list)) else [example]
     return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph returning a view made without gradients (under no_grad or inference_mode) of a
+    tensor that requires grad, when the graph wrote into its memory: AOT autograd reads that view's history
+    with gradients on, which autograd refuses, and the compile would fail."""
+    for tv in outputs:
+        view = tv.example
+        if tv.node.op == "placeholder" or not (view._is_view() and view.requires_grad):
+            continue
+        made_without = torch._C._autograd._get_creation_meta(view) in (
+            CreationMeta.NO_GRAD_MODE,
+            CreationMeta.INFERENCE_MODE,
+        )
+        if made_without and view._version > 0:
+            unsupported(
+                "the graph returns a view made without gradients of a tensor that requires grad, after writing into "
+                "its memory: AOT autograd cannot trace it"
+            )
+
+
+def _history_refused(value: torch.Tensor) -> bool:
+    """Whether autograd raises on reading ``value``'s history (its ``grad_fn``)."""
+    if not value._is_view():
+        return False
+    try:
+        value.grad_fn  # noqa: B018 (autograd checks the view when its history is read)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _made_in_inference_mode(value: torch.Tensor) -> bool:
+    """Whether ``value`` is a view made under inference_mode of a normal tensor."""
+    return value._is_view() and torch._C._autograd._get_creation_meta(value) == CreationMeta.INFERENCE_MODE
 
 
 def _no_grad_leaf_view(value: Any) -> bool:
