@@ -130,3 +130,23 @@ def test_a_graph_traced_under_inference_mode_is_not_reused_under_no_grad(fn, bac
     for mode in (torch.inference_mode, torch.no_grad, torch.inference_mode, contextlib.nullcontext):
         with mode():
             _compare(fn(x), compiled(x))
+
+
+def adds_its_input_to_itself(x):
+    x += x
+    return None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("size", [(0, 1), (2, 3)])
+def test_a_write_under_inference_mode_into_a_view_that_requires_grad(size, backend):
+    # Compiled as under no_grad, AOT autograd failed an internal assert on this write (the compile fell back).
+    compiler.reset()
+    compiled = compiler.compile(adds_its_input_to_itself, backend=backend)
+    results = []
+    for run in (adds_its_input_to_itself, compiled):
+        x = torch.randn(size, generator=torch.Generator().manual_seed(0)).requires_grad_().clone().mT
+        with torch.inference_mode():
+            run(x)
+        results.append((x.detach(), x.requires_grad, x._version))
+    torch.testing.assert_close(results[1], results[0])

@@ -353,17 +353,11 @@ class OutputGraph:
                     f"{name} writes into the graph input {path.name()}, a view made under inference_mode of a normal "
                     "tensor: graphs are compiled outside inference mode, where autograd refuses that write"
                 )
-            if (
-                effect == "data"
-                and value.requires_grad
-                and not value.is_leaf
-                and not torch.is_grad_enabled()
-                and not torch.is_inference_mode_enabled()  # (where nothing is recorded, the copy cuts nothing)
-            ):
+            if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
                 unsupported(
                     f"{name} writes into the graph input {path.name()}, which requires grad and has a history, without "
                     "gradients recorded: eager keeps its history, and AOT autograd's inference graph copies the new "
-                    "value into it with gradients recorded, cutting it"
+                    "value into it with gradients recorded, cutting it (or fails on a view)"
                 )
             if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
                 unsupported(
