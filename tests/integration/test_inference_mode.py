@@ -150,3 +150,24 @@ def test_a_write_under_inference_mode_into_a_view_that_requires_grad(size, backe
             run(x)
         results.append((x.detach(), x.requires_grad, x._version))
     torch.testing.assert_close(results[1], results[0])
+
+
+def records_under_enable_grad(x):
+    with torch.enable_grad():  # under inference mode it records nothing
+        y = torch.zeros_like(x).index_add(0, torch.zeros(x.shape[0], dtype=torch.long), x)
+        z = x * 2
+    return y + 1, z, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_enable_grad_under_inference_mode_records_nothing(backend):
+    # The graph kept the block's grad-mode change: compiled as under no_grad, AOT autograd then recorded the
+    # ops and saved inference tensors for a backward, which autograd refused (a RuntimeError eager never raises).
+    compiler.reset()
+    compiled = compiler.compile(records_under_enable_grad, backend=backend)
+    for rows in (2, 3, 4):
+        x = torch.randn(rows, 3, generator=torch.Generator().manual_seed(rows)).requires_grad_().clone()
+        with torch.inference_mode():
+            expected, actual = records_under_enable_grad(x), compiled(x)
+        assert expected[2] is actual[2] is False
+        _compare(expected[:2], actual[:2])

@@ -490,7 +490,10 @@ class OutputGraph:
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
         _check_written_views_without_history(outputs)
-        self._end_in_the_grad_mode_of_its_views(outputs)
+        if torch.is_inference_mode_enabled():
+            self._drop_grad_mode_changes()
+        else:
+            self._end_in_the_grad_mode_of_its_views(outputs)
         if not self.has_ops():
             return None
         self.builder.output(tuple(tv.node for tv in outputs))
@@ -518,6 +521,18 @@ class OutputGraph:
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
 
+    def _drop_grad_mode_changes(self) -> None:
+        """Drop the grad-mode changes of a graph traced under inference mode.
+
+        There ``enable_grad`` records nothing: inference mode keeps autograd off. The graph is compiled as under
+        no_grad (see ``compiling_outside_inference_mode``), where a grad-mode change would make AOT autograd
+        record, and save inference tensors for a backward, which autograd refuses. The transformed code sets
+        the mode the trace stopped in after the graph (see transform.py).
+        """
+        for node in list(self.builder.graph.nodes):
+            if node.op == "call_function" and node.target is torch._C._set_grad_enabled and not node.users:
+                self.builder.graph.erase_node(node)
+
     def _end_in_the_grad_mode_of_its_views(self, outputs: list[TensorVar]) -> None:
         """Make the graph end in the grad mode its outputs that view tensors requiring grad were made in, else
         in the mode it starts in: drop the mode changes it ends with, and set that mode last where it differs
@@ -534,9 +549,7 @@ class OutputGraph:
         """
         made = [tv.example for tv in outputs if tv.node.op != "placeholder"]  # (an input is returned as it is)
         views = [t for t in made if isinstance(t, torch.Tensor) and t._is_view() and t.requires_grad]
-        # A view made under no_grad has no history. (Under inference_mode nothing is recorded, and autograd
-        # refuses to read the history of a view made there whose base was written.)
-        modes = set() if torch.is_inference_mode_enabled() else {view.grad_fn is not None for view in views}
+        modes = {view.grad_fn is not None for view in views}  # a view made under no_grad has no history
         if len(modes) > 1:
             unsupported("the graph returns views of tensors requiring grad made both with and without gradients")
         wanted = modes.pop() if modes else self.grad_at_start
