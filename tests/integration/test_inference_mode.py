@@ -171,3 +171,25 @@ def test_enable_grad_under_inference_mode_records_nothing(backend):
             expected, actual = records_under_enable_grad(x), compiled(x)
         assert expected[2] is actual[2] is False
         _compare(expected[:2], actual[:2])
+
+
+def unsqueezes_its_input(x):
+    x.unsqueeze_(0)
+    return None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("leaf", [True, False], ids=["of_a_leaf", "of_an_activation"])
+def test_a_layout_change_under_inference_mode_of_a_view_that_requires_grad(leaf, backend):
+    # Compiled as under no_grad, AOT autograd failed an internal assert replaying the change (the compile fell back).
+    compiler.reset()
+    compiled = compiler.compile(unsqueezes_its_input, backend=backend)
+    results = []
+    for run in (unsqueezes_its_input, compiled):
+        base = torch.randn(4, 1, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        x = (base if leaf else base.clone())[::2]
+        with torch.inference_mode():
+            run(x)
+        results.append((tuple(x.shape), x.stride(), x.requires_grad, x.detach()))
+    assert results[1][:3] == results[0][:3]
+    torch.testing.assert_close(results[1][3], results[0][3])

@@ -336,6 +336,11 @@ class OutputGraph:
                 unsupported(f"{name} changes the memory of the graph input {path.name()}")
             if effect == "data" and eager_checks.shares_elements(value):
                 unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
+            if effect == "view" and torch.is_inference_mode_enabled() and value.requires_grad and value._is_view():
+                unsupported(
+                    f"{name} changes the layout of the graph input {path.name()}, a view that requires grad, under "
+                    "inference_mode: compiled as under no_grad, AOT autograd fails to replay the change on it"
+                )
             if effect == "view" and torch.is_grad_enabled():
                 unsupported(
                     f"{name} changes the layout of the graph input {path.name()} while gradients are recorded: AOT "
