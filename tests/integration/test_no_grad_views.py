@@ -225,6 +225,22 @@ def test_writes_into_an_input_with_history_keep_it_whatever_the_grad_mode(fn, mo
     torch.testing.assert_close(_run_writing(compiler.compile(fn, backend=backend), mode), _run_writing(fn, mode))
 
 
+def _compare_under_mode(fn: Any, mode: Any, leaf: bool, backend: str, shape: tuple[int, ...]) -> None:
+    """Run ``fn`` eagerly and compiled under ``mode`` on a tensor requiring grad (a leaf or not) and compare the
+    outputs' values and autograd state and the input's value after the call."""
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend)
+    results = []
+    for run in (fn, compiled):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        x = x if leaf else x * 1
+        with mode():
+            out = run(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        results.append(([t.detach() for t in outs], [(t.requires_grad, t.is_inference()) for t in outs], x.detach()))
+    torch.testing.assert_close(results[1], results[0])
+
+
 def writes_a_view_it_returns(x):
     v = x[:, 1::2]
     v[..., 0] = 1
@@ -245,14 +261,62 @@ def writes_a_view_then_breaks(x):
 def test_views_made_without_gradients_and_written_compile_or_run_in_python(fn, mode, leaf, backend):
     # AOT autograd refused such a graph (it reads the written view's history with gradients on), and a resume
     # function could not fake a view autograd refuses to read: each compile fell back to eager.
-    compiler.reset()
-    compiled = compiler.compile(fn, backend=backend)
-    results = []
-    for run in (fn, compiled):
-        x = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
-        x = x if leaf else x * 1
-        with mode():
-            out = run(x)
-        outs = out if isinstance(out, tuple) else (out,)
-        results.append(([t.detach() for t in outs], [(t.requires_grad, t.is_inference()) for t in outs], x.detach()))
-    torch.testing.assert_close(results[1], results[0])
+    _compare_under_mode(fn, mode, leaf, backend, (2, 4, 3))
+
+
+def transposes_a_view_in_place(x):
+    v = x.reshape(x.shape[0], -1)
+    v.transpose_(0, 1)
+    return x * 1
+
+
+def scales_a_view_in_place(x):
+    v = x.reshape(x.shape[0], -1)
+    v.mul_(2)
+    return v * 1
+
+
+def zeroes_a_view_after_a_break(x):
+    v = x[0]
+    print(end="")
+    v.zero_()
+    return x * 1
+
+
+def adds_into_a_view_after_a_break(x):
+    v = x[0]
+    print(end="")
+    return v.add_(1) * 2
+
+
+def unsqueezes_a_view_in_place(x):
+    v = x[0]
+    v.unsqueeze_(0)
+    return x + 1, v * 1
+
+
+def writes_the_base_of_a_view(x):
+    v = x[0]
+    x.mul_(2)
+    print(end="")
+    return v + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        transposes_a_view_in_place,
+        scales_a_view_in_place,
+        zeroes_a_view_after_a_break,
+        adds_into_a_view_after_a_break,
+        unsqueezes_a_view_in_place,
+        writes_the_base_of_a_view,
+    ],
+)
+def test_in_place_ops_on_views_made_without_gradients_compile_or_run_in_python(fn, mode, leaf, backend):
+    # AOT autograd replays an in-place op on such a view with gradients recorded, which autograd refuses
+    # ("a view was created in no_grad mode and ... modified inplace"): each compile fell back to eager.
+    _compare_under_mode(fn, mode, leaf, backend, (2, 3))

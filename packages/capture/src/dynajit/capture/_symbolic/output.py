@@ -314,7 +314,9 @@ class OutputGraph:
         ``no_grad``, a resume function entered inside a ``no_grad`` block) is also left to Python: AOT autograd
         then traces an inference graph, and the write's history is lost. So is a write without gradients into
         an input that requires grad and is not a leaf: eager keeps its history, where AOT autograd's inference
-        graph copies the new value into it after the graph, with gradients recorded, and cuts it.
+        graph copies the new value into it after the graph, with gradients recorded, and cuts it. Any in-place
+        op on a view made without gradients of a tensor that requires grad, an input or not, is left to Python
+        too: AOT autograd replays it with gradients recorded, where autograd refuses it.
         """
         name = getattr(target, "__name__", target)
         change = eager_checks.metadata_change(target, args)
@@ -327,6 +329,11 @@ class OutputGraph:
         effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
         effects += [(args[0], change)] if change is not None else []
         for node, effect in effects:
+            if _made_without_gradients(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None):
+                unsupported(
+                    f"{name} changes in place a view made under no_grad or inference_mode of a tensor that requires "
+                    "grad: AOT autograd replays the change with gradients recorded, where autograd refuses it"
+                )
             found = self._input_viewed_by(node)
             if found is None:
                 continue
@@ -726,13 +733,9 @@ def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
     with gradients on, which autograd refuses, and the compile would fail."""
     for tv in outputs:
         view = tv.example
-        if tv.node.op == "placeholder" or not (view._is_view() and view.requires_grad):
+        if tv.node.op == "placeholder":
             continue
-        made_without = torch._C._autograd._get_creation_meta(view) in (
-            CreationMeta.NO_GRAD_MODE,
-            CreationMeta.INFERENCE_MODE,
-        )
-        if made_without and view._version > 0:
+        if _made_without_gradients(view) and view._version > 0:
             unsupported(
                 "the graph returns a view made without gradients of a tensor that requires grad, after writing into "
                 "its memory: AOT autograd cannot trace it"
@@ -748,6 +751,16 @@ def _history_refused(value: torch.Tensor) -> bool:
     except RuntimeError:
         return True
     return False
+
+
+def _made_without_gradients(value: Any) -> bool:
+    """Whether ``value`` is a view made under no_grad or inference_mode of a tensor that requires grad."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value._is_view()
+        and value.requires_grad
+        and torch._C._autograd._get_creation_meta(value) in (CreationMeta.NO_GRAD_MODE, CreationMeta.INFERENCE_MODE)
+    )
 
 
 def _made_in_inference_mode(value: torch.Tensor) -> bool:
