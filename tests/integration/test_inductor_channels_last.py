@@ -138,9 +138,9 @@ def test_the_copies_channels_last_adds_count_against_it(monkeypatch):
     runs = []
     real_run = layout._run_convolutions
 
-    def recording(calls, copies=()):
+    def recording(calls, copies=(), matmuls=frozenset()):
         runs.append([(tuple(source.shape), memory_format) for source, memory_format in copies])
-        return real_run(calls, copies)
+        return real_run(calls, copies, matmuls)
 
     monkeypatch.setattr(layout, "_run_convolutions", recording)
     torch.manual_seed(0)
@@ -168,3 +168,89 @@ def test_a_saving_within_timing_jitter_keeps_the_layout(monkeypatch, caplog):
         )
     decisions = [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
     assert decisions and decisions[0].startswith("inductor-lite: convolutions stay in their layout")
+
+
+class Pointwise(nn.Module):
+    """Pointwise convolutions (with and without bias) between others: a 3x3 stem, a strided 1x1 (not a
+    matrix product of the input's rows), and a wide last 1x1 whose weight is the largest tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.expand = nn.Conv2d(16, 64, 1, bias=False)
+        self.down = nn.Conv2d(64, 64, 1, stride=2)
+        self.wide = nn.Conv2d(64, 1024, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.expand(torch.relu(self.stem(x))))
+        return self.wide(torch.relu(self.down(y))).mean((2, 3)), y
+
+
+def _as_chosen(monkeypatch, matmul_faster: bool) -> None:
+    times = {torch.contiguous_format: 2.0, torch.channels_last: 1.0}
+    monkeypatch.setattr(layout, "_conv_seconds", lambda timing, memory_format: _prepared(timing, memory_format, times))
+    real_seconds = layout._seconds
+    monkeypatch.setattr(
+        layout,
+        "_seconds",
+        lambda fn, args: (
+            (1.0 if matmul_faster else 3.0) if fn is layout._matmul_form else 2.0 + 0 * real_seconds(fn, args)
+        ),
+    )
+
+
+def _prepared(timing, memory_format, times):
+    timing.prepared(memory_format)  # (decides the matrix products in channels-last)
+    return times[memory_format]
+
+
+def _ops_run(compiled, x):
+    with torch.no_grad():
+        compiled(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = compiled(x)
+    return out, [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("matmul_faster", [True, False], ids=["matmuls", "convolutions"])
+def test_pointwise_convolutions_timed_faster_as_matrix_products_run_as_those(matmul_faster, monkeypatch, caplog):
+    _as_chosen(monkeypatch, matmul_faster)
+    torch.manual_seed(0)
+    model, x = Pointwise().eval(), torch.randn(2, 3, 8, 8)
+    with caplog.at_level(logging.INFO, logger="dynajit.inductor_lite"):
+        actual, names = _ops_run(compiler.compile(model, options={"layout_optimization": True}), x)
+    with torch.no_grad():
+        expected = model(x)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+        assert a.stride() == e.stride()
+    convolutions = names.count("aten::convolution")
+    # the stem and the strided 1x1 stay convolutions; the other two become a mm and an addmm
+    assert convolutions == (2 if matmul_faster else 4)
+    assert ("aten::mm" in names and "aten::addmm" in names) is matmul_faster
+    messages = [r.getMessage() for r in caplog.records]
+    assert ("inductor-lite: 2 pointwise convolutions run as matrix products" in messages) is matmul_faster
+
+
+def _peak_bytes(fn, x) -> int:
+    with torch.no_grad():
+        fn(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn(x)
+    live = peak = 0
+    for event in sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns()):
+        if event.name() == "[memory]":
+            live += event.nbytes()
+            peak = max(peak, live)
+    return peak
+
+
+def test_pointwise_convolutions_as_matrix_products_copy_no_weight(monkeypatch):
+    """oneDNN copies a convolution's weight into its own layout at every call; the wide last 1x1 weight is the
+    largest tensor of the graph, so that copy was its peak. As a matrix product nothing is copied."""
+    _as_chosen(monkeypatch, True)
+    torch.manual_seed(0)
+    model, x = Pointwise().eval(), torch.randn(2, 3, 8, 8)
+    compiled = compiler.compile(model, options={"layout_optimization": True})
+    weight_bytes = model.wide.weight.numel() * 4
+    assert _peak_bytes(compiled, x) < weight_bytes <= _peak_bytes(model, x)

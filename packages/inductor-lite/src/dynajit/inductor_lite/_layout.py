@@ -9,13 +9,19 @@ are recomputed op by op on fake tensors. What the pass cannot redo exactly leave
 was: a view eager's strides allow but channels-last does not (``view`` of a channel shuffle; a copy
 there costs what channels-last saves), an in-place op, an output eager returns as a view of another,
 symbolic sizes. The pass is all or nothing, and never changes what the graph computes.
+
+In channels-last, a pointwise convolution (1x1, stride 1, no padding, dilation or groups) is a matrix
+product of the input's ``(N*H*W, C_in)`` rows, a view, with the ``(C_in, C_out)`` weight, and its result
+viewed back is the convolution's channels-last result. Each one timed at least 10% faster so runs as an
+``mm``/``addmm``: on small inputs oneDNN spends most of the call reordering the weight, a copy that was also
+the peak memory of small networks' last layers.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -63,12 +69,14 @@ _MIN_SAVING_SECONDS = 20e-6
 class _ConvTiming:
     """The graph's convolutions on random inputs, prepared once per layout and run once before any timing
     (oneDNN builds its primitives at the first call). Channels-last also runs the copies the rewrite adds
-    (a convolution's input into channels-last, an output back into eager's layout): they are its cost."""
+    (a convolution's input into channels-last, an output back into eager's layout): they are its cost. In
+    channels-last, the pointwise convolutions timed faster as matrix products (``matmuls``) run as those."""
 
     def __init__(self, convs: list[torch.fx.Node], copies: list[torch.fx.Node] | None = None) -> None:
         self.convs = convs
         self.calls: dict[torch.memory_format, list[list[Any]]] = {}
         self.copies: list[tuple[torch.Tensor, torch.memory_format]] = []
+        self.matmuls: frozenset[int] = frozenset()
         with unset_fake_temporarily():
             for node in copies or []:
                 memory_format = node.kwargs["memory_format"]
@@ -85,23 +93,84 @@ class _ConvTiming:
                     calls.append(args)
             _run_convolutions(calls)
             self.calls[memory_format] = calls
+            if memory_format == torch.channels_last:
+                self.matmuls = _faster_as_matmuls(self.convs, calls)
         return self.calls[memory_format]
 
 
-def _run_convolutions(calls: list[list[Any]], copies: Sequence[tuple[torch.Tensor, torch.memory_format]] = ()) -> None:
+def _run_convolutions(
+    calls: list[list[Any]],
+    copies: Sequence[tuple[torch.Tensor, torch.memory_format]] = (),
+    matmuls: frozenset[int] = frozenset(),
+) -> None:
     with unset_fake_temporarily(), torch.no_grad():
         for source, memory_format in copies:
             source.clone(memory_format=memory_format)
-        for args in calls:
-            aten.convolution.default(*args)
+        for i, args in enumerate(calls):
+            if i in matmuls:
+                _matmul_form(_run_op, args[0], args[1], args[2], args[0].shape, args[1].shape[0])
+            else:
+                aten.convolution.default(*args)
 
 
 def _conv_seconds(timing: _ConvTiming, memory_format: torch.memory_format) -> float:
-    """One timed run of the graph's convolutions in ``memory_format`` (channels-last with the rewrite's copies)."""
+    """One timed run of the graph's convolutions in ``memory_format`` (channels-last with the rewrite's copies,
+    its pointwise convolutions in their faster form)."""
     calls = timing.prepared(memory_format)
-    copies = timing.copies if memory_format == torch.channels_last else []
+    last = memory_format == torch.channels_last
     start = time.perf_counter()
-    _run_convolutions(calls, copies)
+    _run_convolutions(calls, timing.copies if last else [], timing.matmuls if last else frozenset())
+    return time.perf_counter() - start
+
+
+def _is_pointwise_conv(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a 1x1 convolution of stride 1 without padding, dilation or groups (float32/64): on
+    a channels-last input, a product of its ``(N*H*W, C_in)`` rows with the ``(C_in, C_out)`` weight."""
+    args: Any = node.args
+    weight, (stride, padding, dilation, _, _, groups) = _val(args[1]), args[3:9]
+    return (
+        _is_conv2d(node)
+        and isinstance(weight, torch.Tensor)
+        and weight.dtype in (torch.float32, torch.float64)
+        and weight.is_contiguous()
+        and tuple(weight.shape[2:]) == (1, 1)
+        and (list(stride), list(padding), list(dilation), groups) == ([1, 1], [0, 0], [1, 1], 1)
+    )
+
+
+def _matmul_form(call: Callable[..., Any], x: Any, weight: Any, bias: Any, shape: Sequence[int], out: int) -> Any:
+    """A pointwise convolution of channels-last ``x`` (of ``shape``, into ``out`` channels) as a matrix product,
+    channels-last; ``call(op, *args)`` runs each op, or adds it to a graph."""
+    n, c, h, w = shape
+    rows = call(aten.view.default, call(aten.permute.default, x, [0, 2, 3, 1]), [n * h * w, c])
+    weight_t = call(aten.permute.default, call(aten.view.default, weight, [out, c]), [1, 0])
+    product = call(aten.mm.default, rows, weight_t) if bias is None else call(aten.addmm.default, bias, rows, weight_t)
+    return call(aten.permute.default, call(aten.view.default, product, [n, h, w, out]), [0, 3, 1, 2])
+
+
+def _run_op(op: Any, *args: Any) -> Any:
+    return op(*args)
+
+
+def _faster_as_matmuls(convs: list[torch.fx.Node], calls: list[list[Any]]) -> frozenset[int]:
+    """The pointwise convolutions among ``convs`` that run at least 10% faster as matrix products on their
+    channels-last ``calls`` (interleaved rounds, the fastest of each): oneDNN reorders the weight at every call
+    of a small convolution, and that copy is the peak memory of a small network's last layers."""
+    faster = set()
+    with unset_fake_temporarily(), torch.no_grad():
+        for i, (node, args) in enumerate(zip(convs, calls)):
+            if not _is_pointwise_conv(node):
+                continue
+            as_matmul = [_run_op, *args[:3], args[0].shape, args[1].shape[0]]
+            rounds = [(_seconds(aten.convolution.default, args), _seconds(_matmul_form, as_matmul)) for _ in range(4)]
+            if min(r[1] for r in rounds[1:]) <= 0.9 * min(r[0] for r in rounds[1:]):  # (the first warms up)
+                faster.add(i)
+    return frozenset(faster)
+
+
+def _seconds(fn: Any, args: list[Any]) -> float:
+    start = time.perf_counter()
+    fn(*args)
     return time.perf_counter() - start
 
 
@@ -147,9 +216,34 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
             nchw * 1e3,
         )
         return None
-    graph.output(new_outputs)
     log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
+    replaced = _rewrite_as_matmuls(graph, [env[c] for c in convs], timing)
+    try:
+        _refake(graph) if replaced else None
+    except _Abort as why:
+        log.info("inductor-lite: convolutions stay in their layout (%s)", why)
+        return None
+    graph.output(tuple(replaced.get(o, o) if isinstance(o, torch.fx.Node) else o for o in new_outputs))
     return torch.fx.GraphModule(gm, graph)
+
+
+def _rewrite_as_matmuls(graph: torch.fx.Graph, convs: list[torch.fx.Node], timing: _ConvTiming) -> dict[Any, Any]:
+    """Replace the convolutions ``timing`` found faster as matrix products by those; returns the replacements."""
+    replaced = {}
+    for i in sorted(timing.matmuls):
+        node = convs[i]
+        if not _val(node.args[0]).is_contiguous(memory_format=torch.channels_last):
+            continue  # (its rows would not be a view)
+        shape, out = _val(node.args[0]).shape, _val(node.args[1]).shape[0]
+        with graph.inserting_before(node):
+            x, weight, bias = node.args[:3]
+            replacement = _matmul_form(lambda op, *a: graph.call_function(op, a), x, weight, bias, shape, out)
+        node.replace_all_uses_with(replacement)
+        graph.erase_node(node)
+        replaced[node] = replacement
+    if replaced:
+        log.info("inductor-lite: %d pointwise convolutions run as matrix products", len(replaced))
+    return replaced
 
 
 class _Abort(Exception):
