@@ -61,7 +61,8 @@ class Features:
         True  # a global int and a module-level object's attributes, dict keys and modules' train mode,
     )
     # read by the program and changed between calls: guards must see every fact a trace read
-    modules: bool = True  # calls of nn modules (Linear, LayerNorm, BatchNorm, Conv1d, Embedding) held in a global
+    modules: bool = True  # calls of nn modules (Linear, LayerNorm, BatchNorm, Conv1d/2d, Embedding) held in a global
+    layouts: bool = True  # inductor-lite's channels-last and matrix-product decisions forced per program (LAYOUT)
 
     @classmethod
     def names(cls) -> list[str]:

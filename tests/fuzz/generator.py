@@ -93,7 +93,12 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         dtypes = ["float32"] * 6 + (["float64", "int64", "int64", "bool"] if feat.dtypes else [])
         self.half = feat.half_dtypes and rng.random() < 0.2  # a looser tolerance: only in some programs
         dtypes += ["bfloat16", "float16"] * 3 if self.half else []
-        for i in range(nargs):
+        if feat.layouts and feat.modules and rng.random() < 0.25:
+            # (an image batch first, with fixed channels: a module call on it may be a 2-D convolution)
+            self.program.layout = {"channels_last": rng.random() < 0.7, "matmuls": rng.random() < 0.5}
+            dims = [rng.choice(SYMBOLS[:2]), rng.choice([2, 3, 4]), rng.choice(SYMBOLS[:2]), rng.choice(SYMBOLS[:2])]
+            self.program.args.append(ArgSpec("x0", "tensor", "float32", dims, "contiguous"))
+        for i in range(len(self.program.args), nargs):
             ndim = rng.choice([0, 1, 2, 2, 2, 3, 3, 4]) if i else rng.choice([1, 2, 2, 3])
             if ndim == 0 and not feat.zero_dim:
                 ndim = 1
@@ -554,6 +559,13 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             if values[0].dim() == 3:
                 kinds.append(f"torch.nn.BatchNorm1d({channels}){mode}")
             kinds.append(f"torch.nn.Conv1d({channels}, {out}, 3, padding=1)")
+        if values[0].dtype == torch.float32 and values[0].dim() == 4 and -3 in fixed:
+            channels, mode = values[0].shape[-3], rng.choice(["", ".eval()"])
+            shape = rng.choice(
+                ["1", "1", "1, bias=False", "1, stride=2", "3, padding=1", "3, padding=1, groups=" + str(channels)]
+            )
+            kinds += [f"torch.nn.Conv2d({channels}, {out if 'groups' not in shape else channels}, {shape})"]
+            kinds += [f"torch.nn.BatchNorm2d({channels}){mode}"]
         if values[0].dtype == torch.int64:
             kinds.append(f"torch.nn.Embedding(10, {out})")
         if not kinds:

@@ -59,6 +59,25 @@ def ambient(call):
     return AMBIENT[MODE_CALLS[call]]()
 """
 
+# A program with the ``layouts`` feature fixes what inductor-lite's channels-last pass decides by timing (whether
+# an inference graph's 2-D convolutions run channels-last, and its pointwise ones as matrix products), so both
+# sides of each decision are fuzzed and a repro decides as its run did. The runner restores the timings after.
+LAYOUT_SOURCE = """
+import dynajit.inductor_lite._layout as _layout_pass
+
+
+def _forced_conv_seconds(timing, memory_format):
+    timing.prepared(memory_format)  # (decides the matrix products in channels-last)
+    return 1.0 if (memory_format == torch.channels_last) == LAYOUT["channels_last"] else 2.0
+
+
+def _forced_seconds(fn, args):
+    return (1.0 if LAYOUT["matmuls"] else 3.0) if fn is _layout_pass._matmul_form else 2.0
+
+
+_layout_pass._conv_seconds, _layout_pass._seconds = _forced_conv_seconds, _forced_seconds
+"""
+
 # The module-level state a program with the ``changed_facts`` feature reads (see facts.py).
 FACTS_SOURCE = """
 class Facts:
@@ -182,6 +201,7 @@ class Program:
     module_grads: bool = True  # whether the modules' parameters require grad
     facts: list[dict[str, Any]] = field(default_factory=list)  # per call, what ``set_facts`` sets (none: no facts)
     modes: list[str] = field(default_factory=list)  # per call, the grad mode it is made in (none: as the caller's)
+    layout: dict[str, bool] = field(default_factory=dict)  # the layout decisions forced (none: timed as usual)
 
     def copy(self) -> Program:
         """A deep copy (the shrinker edits copies)."""
@@ -195,6 +215,7 @@ class Program:
             modules=list(self.modules),
             facts=[dict(f) for f in self.facts],
             modes=list(self.modes),
+            layout=dict(self.layout),
         )
 
     def return_line(self) -> str:
@@ -220,6 +241,8 @@ class Program:
             lines += ["])" if self.module_grads else "]).requires_grad_(False)", ""]
         if self.facts:
             lines += [*FACTS_SOURCE.strip("\n").splitlines(), "", f"FACT_CALLS = {self.facts!r}", ""]
+        if self.layout:
+            lines += [f"LAYOUT = {self.layout!r}", *LAYOUT_SOURCE.strip("\n").splitlines(), "", ""]
         return lines
 
     @property

@@ -501,6 +501,23 @@ def check(
     program: Program, backends: tuple[str, ...] = BACKENDS, calls: int | None = None, tag: str = "p"
 ) -> list[Failure]:
     """Every backend's first failure on ``program`` (an empty list: all backends agree with eager)."""
+    with _layout_timings_restored():
+        return _check(program, backends, calls, tag)
+
+
+@contextlib.contextmanager
+def _layout_timings_restored() -> Iterator[None]:
+    """Undo what a program forcing the layout decisions (``layouts``) did to inductor-lite's timings."""
+    from dynajit.inductor_lite import _layout
+
+    saved = _layout._conv_seconds, _layout._seconds
+    try:
+        yield
+    finally:
+        _layout._conv_seconds, _layout._seconds = saved
+
+
+def _check(program: Program, backends: tuple[str, ...], calls: int | None, tag: str) -> list[Failure]:
     source = program.source()
     ncalls = len(program.calls) if calls is None else calls
     eager = run_eager(source, ncalls, tag)

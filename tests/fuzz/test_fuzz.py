@@ -8,6 +8,8 @@ standalone repro. Longer runs: ``python -m tests.fuzz --minutes 30`` or
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -240,3 +242,27 @@ def test_each_call_is_made_in_its_ambient_mode() -> None:
     assert check(program) == []
     state = compare_outputs((torch.ones(1, requires_grad=True),), (torch.ones(1),), [], [])
     assert state is not None and state[0] == "autograd"
+
+
+@pytest.mark.parametrize("matmuls", [True, False])
+def test_a_forced_layout_reaches_the_channels_last_pass_and_is_undone_after(matmuls, caplog) -> None:
+    # Timed on a 2-core machine, channels-last almost never pays on the fuzzer's tiny images: forced, the pass
+    # and its pointwise convolutions as matrix products are fuzzed, and the next program times as usual.
+    from dynajit.inductor_lite import _layout
+
+    timings = (_layout._conv_seconds, _layout._seconds)
+    program = Program(
+        seed="layout",
+        args=[ArgSpec("x0", "tensor", dims=["s0", 3, 4, 4])],
+        calls=[{"s0": 2}, {"s0": 2}],
+        body=[Stmt(["v1 = MODS[0](x0)"]), Stmt(["v2 = MODS[1](v1.relu())"])],
+    )
+    program.modules = ["torch.nn.Conv2d(3, 8, 3, padding=1)", "torch.nn.Conv2d(8, 5, 1)"]
+    program.module_grads, program.returns = False, ["v2"]
+    program.layout = {"channels_last": True, "matmuls": matmuls}
+    with caplog.at_level(logging.INFO, logger="dynajit.inductor_lite"):
+        assert check(program) == []
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("inductor-lite: convolutions run channels-last") for m in messages)
+    assert ("inductor-lite: 1 pointwise convolutions run as matrix products" in messages) is matmuls
+    assert (_layout._conv_seconds, _layout._seconds) == timings
