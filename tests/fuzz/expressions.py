@@ -368,7 +368,7 @@ class ExpressionMixin:
             forms += [f"torch.nn.functional.normalize({a}, dim={d})", f"{a}.cumprod({d})"]
             if all(
                 v.dim() > 0 and v.shape[-1] > 1 and not near_zero(v.double().var(-1, correction=0).to(v.dtype))
-                for v in (ns[a] for ns in self.spaces)
+                for v in (ns[a] for ns in self.spaces if a in ns)  # (unbound on a call whose loop ran no turn)
             ):
                 # (a row of equal values normalises to zero up to rounding, as a one-element row does, on any call)
                 forms.append(f"torch.nn.functional.layer_norm({a}, {a}.shape[-1:])")
