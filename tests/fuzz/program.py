@@ -72,7 +72,7 @@ def _forced_conv_seconds(timing, memory_format):
 
 
 def _forced_seconds(fn, args):
-    return (1.0 if LAYOUT["matmuls"] else 3.0) if fn is _layout_pass._matmul_form else 2.0
+    return (1.0 if LAYOUT["matmuls"] else 3.0) if fn is _layout_pass._run_as_matmul else 2.0
 
 
 _layout_pass._conv_seconds, _layout_pass._seconds = _forced_conv_seconds, _forced_seconds

@@ -189,14 +189,8 @@ class Pointwise(nn.Module):
 def _as_chosen(monkeypatch, matmul_faster: bool) -> None:
     times = {torch.contiguous_format: 2.0, torch.channels_last: 1.0}
     monkeypatch.setattr(layout, "_conv_seconds", lambda timing, memory_format: _prepared(timing, memory_format, times))
-    real_seconds = layout._seconds
-    monkeypatch.setattr(
-        layout,
-        "_seconds",
-        lambda fn, args: (
-            (1.0 if matmul_faster else 3.0) if fn is layout._matmul_form else 2.0 + 0 * real_seconds(fn, args)
-        ),
-    )
+    matmul_seconds = 1.0 if matmul_faster else 3.0
+    monkeypatch.setattr(layout, "_seconds", lambda fn, args: matmul_seconds if fn is layout._run_as_matmul else 2.0)
 
 
 def _prepared(timing, memory_format, times):

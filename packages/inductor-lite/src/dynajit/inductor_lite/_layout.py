@@ -109,7 +109,7 @@ def _run_convolutions(
             source.clone(memory_format=memory_format)
         for i, args in enumerate(calls):
             if i in matmuls:
-                _matmul_form(_run_op, args[0], args[1], args[2], args[0].shape, args[1].shape[0])
+                _run_as_matmul(args)
             else:
                 aten.convolution.default(*args)
 
@@ -153,6 +153,11 @@ def _run_op(op: Any, *args: Any) -> Any:
     return op(*args)
 
 
+def _run_as_matmul(args: list[Any]) -> Any:
+    """Run the pointwise convolution of ``args`` (``aten.convolution``'s, on real tensors) as a matrix product."""
+    return _matmul_form(_run_op, args[0], args[1], args[2], args[0].shape, args[1].shape[0])
+
+
 def _faster_as_matmuls(convs: list[torch.fx.Node], calls: list[list[Any]]) -> frozenset[int]:
     """The pointwise convolutions among ``convs`` that run at least 10% faster as matrix products on their
     channels-last ``calls`` (interleaved rounds, the fastest of each): oneDNN reorders the weight at every call
@@ -162,8 +167,7 @@ def _faster_as_matmuls(convs: list[torch.fx.Node], calls: list[list[Any]]) -> fr
         for i, (node, args) in enumerate(zip(convs, calls)):
             if not _is_pointwise_conv(node):
                 continue
-            as_matmul = [_run_op, *args[:3], args[0].shape, args[1].shape[0]]
-            rounds = [(_seconds(aten.convolution.default, args), _seconds(_matmul_form, as_matmul)) for _ in range(4)]
+            rounds = [(_seconds(aten.convolution.default, args), _seconds(_run_as_matmul, [args])) for _ in range(4)]
             if min(r[1] for r in rounds[1:]) <= 0.9 * min(r[0] for r in rounds[1:]):  # (the first warms up)
                 faster.add(i)
     return frozenset(faster)
@@ -218,13 +222,13 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
         )
         return None
     log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
-    replaced = _rewrite_as_matmuls(graph, [env[c] for c in convs], timing)
-    graph.output(tuple(replaced.get(o, o) if isinstance(o, torch.fx.Node) else o for o in new_outputs))
+    graph.output(new_outputs)  # (before the rewrite, which then replaces a convolution returned as it is)
+    _rewrite_as_matmuls(graph, [env[c] for c in convs], timing)
     return torch.fx.GraphModule(gm, graph)
 
 
-def _rewrite_as_matmuls(graph: torch.fx.Graph, convs: list[torch.fx.Node], timing: _ConvTiming) -> dict[Any, Any]:
-    """Replace the convolutions ``timing`` found faster as matrix products by those; returns the replacements."""
+def _rewrite_as_matmuls(graph: torch.fx.Graph, convs: list[torch.fx.Node], timing: _ConvTiming) -> None:
+    """Replace the convolutions ``timing`` found faster as matrix products by those."""
     mode = _fake_mode(graph)
     made: list[torch.fx.Node] = []
 
@@ -235,7 +239,7 @@ def _rewrite_as_matmuls(graph: torch.fx.Graph, convs: list[torch.fx.Node], timin
         made.append(node)
         return node
 
-    replaced = {}
+    replaced = 0
     for i in sorted(timing.matmuls):
         node = convs[i]
         if not _val(node.args[0]).is_contiguous(memory_format=torch.channels_last):
@@ -257,10 +261,9 @@ def _rewrite_as_matmuls(graph: torch.fx.Graph, convs: list[torch.fx.Node], timin
             continue
         node.replace_all_uses_with(replacement)
         graph.erase_node(node)
-        replaced[node] = replacement
+        replaced += 1
     if replaced:
-        log.info("inductor-lite: %d pointwise convolutions run as matrix products", len(replaced))
-    return replaced
+        log.info("inductor-lite: %d pointwise convolutions run as matrix products", replaced)
 
 
 class _Abort(Exception):
