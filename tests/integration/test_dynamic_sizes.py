@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 from dynajit import compiler
 
@@ -183,3 +184,52 @@ def test_a_bool_row_of_a_dynamic_backward_kernel_builds() -> None:
         fn(x_eager).backward()
         compiled(x_compiled).backward()
         torch.testing.assert_close(x_compiled.grad, x_eager.grad)
+
+
+def _broadcast_then_scaled(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    view = x.broadcast_to(like.shape)
+    x *= 2
+    return view
+
+
+def _expanded_row_then_scaled(x: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    view = x.unsqueeze(0).expand(like.shape[0], -1)
+    x.add_(1)
+    return view, view.sum(0)
+
+
+_STRIDED_VECTORS = {
+    "gaps": lambda n: torch.linspace(-1, 1, 2 * n)[::2],
+    "gaps at an offset": lambda n: torch.linspace(-1, 1, 2 * n + 1)[1::2],
+    "offset": lambda n: torch.linspace(-1, 1, n + 1)[1:],
+    "contiguous": lambda n: torch.linspace(-1, 1, n),
+}
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("vector", list(_STRIDED_VECTORS))
+@pytest.mark.parametrize("fn", [_broadcast_then_scaled, _expanded_row_then_scaled])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_returned_broadcast_of_a_strided_input_written_after_is_the_view_eager_returns(
+    backend: str, fn: Callable[..., Any], vector: str
+) -> None:
+    # AOT autograd rebuilds an output aliasing a written input from the input, with the strides the compiled
+    # graph returned: a broadcast materialised densely, `(n, 1)` for eager's `(0, 2)`, read other elements of
+    # the input (at n = 2, silently) or past its storage.
+    make = _STRIDED_VECTORS[vector]
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend, dynamic=True)
+    for n in (2, 3, 4):
+        expected_x, actual_x = make(n), make(n)
+        like = torch.zeros(n, n)
+        expected, actual = fn(expected_x, like), compiled(actual_x, like)
+        for got, want in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True):
+            torch.testing.assert_close(got, want, msg=lambda m, n=n: f"size {n}: {m}")
+            shares_input = got.untyped_storage().data_ptr() == actual_x.untyped_storage().data_ptr()
+            shared_in_eager = want.untyped_storage().data_ptr() == expected_x.untyped_storage().data_ptr()
+            assert (got.stride(), got.storage_offset(), shares_input) == (
+                want.stride(),
+                want.storage_offset(),
+                shared_in_eager,
+            ), n
+        torch.testing.assert_close(actual_x, expected_x)

@@ -457,15 +457,23 @@ class GraphLowering:
         if view_of_input is not None:
             value = view_of_input
         elif view is None:
-            laid_out = _dense_strides(val) or _gapped_strides(val)
-            if laid_out is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
+            own: tuple[tuple[Any, ...] | None, tuple[Any, ...] | None] = (_dense_strides(val), None)
+            if own[0] is None:
+                own = _own_layout(val) or own
+            if own[0] is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
                 return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
-            fresh = TensorValue(value.size, value.dtype, value.loader, value.device, cost=value.cost)
+            own_strides, base_size = own
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
-            # forward's saved output is read by the backward through the strides its value has.
-            value = self.realize(fresh, laid_out)
-            assert value.buffer is not None
-            self.storages[value.buffer.name] = storage
+            # forward's saved output is read by the backward through the strides its value has. A broadcast
+            # (stride 0) is computed once and returned as the view eager's is: AOT autograd rebuilds an output
+            # aliasing an input (`x.expand(...)` then `x.mul_(2)`) from the input with the strides returned here.
+            fresh = TensorValue(base_size or value.size, value.dtype, value.loader, value.device, cost=value.cost)
+            realized = self.realize(fresh, own_strides)
+            assert realized.buffer is not None
+            self.storages[realized.buffer.name] = storage
+            if base_size is not None:
+                realized = self.storage_value(realized.buffer, own_strides, 0, value.size)
+            value = realized
         arg = _with_eager_strides(self.extern_arg(value), val)
         if (
             arg.natural
@@ -720,17 +728,27 @@ def _overlapping(val: Any) -> bool:
     )
 
 
-def _gapped_strides(val: Any) -> tuple[int, ...] | None:
-    """The strides of a static ``val`` whose elements have memory of their own with gaps between (``x[::2]``)."""
-    if not isinstance(val, torch.Tensor) or _is_dynamic(val) or val.numel() == 0:
+def _own_layout(val: Any) -> tuple[tuple[Any, ...], tuple[Any, ...] | None] | None:
+    """Eager's strides for a new buffer holding ``val`` (``x[::2]``'s gaps, ``expand``'s zeros), and the size of
+    that buffer when ``val`` broadcasts it (stride-0 dims hold one element), else None for ``val``'s own size.
+
+    None when the strides do not provably address each of the buffer's elements once (dims interleave).
+    """
+    if not isinstance(val, torch.Tensor) or _sym.prod(_sym.shape_of(val)) == 0:
         return None
-    dims = sorted((stride, size) for size, stride in zip(val.shape, val.stride()) if size > 1)
-    extent = 1
+    sizes, strides = _sym.shape_of(val), _sym.strides_of(val)
+    broadcast = [_sym.norm(stride) == 0 and _sym.norm(size) != 1 for size, stride in zip(sizes, strides)]
+    dims = sorted(
+        ((stride, size) for size, stride, b in zip(sizes, strides, broadcast) if not b and _sym.norm(size) != 1),
+        key=lambda dim: _sym.hint(dim[0]),
+    )
+    extent: Any = 1
     for stride, size in dims:
-        if stride < extent:
-            return None  # two elements share memory (an expanded dim) or interleave
-        extent = stride * size
-    return tuple(val.stride())
+        if not _sym.provably_le(extent, stride):
+            return None  # two elements may share memory or interleave
+        extent = _sym.norm(stride * size)
+    base = tuple(1 if b else size for size, b in zip(sizes, broadcast)) if any(broadcast) else None
+    return strides, base
 
 
 def _is_dynamic(value: Any) -> bool:

@@ -502,6 +502,8 @@ class OutputGraph:
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
         _check_written_views_without_history(outputs)
+        if _ALIASES_REBUILT_FROM_STORAGE_START:
+            self._check_symbolic_views_of_written_inputs(outputs)
         if torch.is_inference_mode_enabled():
             self._drop_grad_mode_changes()
         else:
@@ -532,6 +534,20 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+    def _check_symbolic_views_of_written_inputs(self, outputs: list[TensorVar]) -> None:
+        """Leave to Python a graph returning a view with symbolic sizes of an input it writes into (torch before
+        2.14): AOT autograd rebuilds that view from the input at the offset the backend returned counted from the
+        start of the input's storage, not the input's own, so a written ``x[1:]`` returned other elements."""
+        for tv in outputs:
+            if tv.node.op == "placeholder" or not _is_symbolic(tv.example):
+                continue
+            found = self._input_viewed_by(tv.node)
+            if found is not None and self.wrote_into(found[1]):
+                unsupported(
+                    f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
+                    "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
+                )
 
     def _drop_grad_mode_changes(self) -> None:
         """Drop the grad-mode changes of a graph traced under inference mode.
@@ -725,6 +741,17 @@ def _is_user_error(exc: Exception) -> bool:
 def _tensors_of(example: Any) -> list[torch.Tensor]:
     items = example if isinstance(example, (tuple, list)) else [example]
     return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+# torch before 2.14 rebuilds an output aliasing a written input, when its view ops take symbolic sizes, at the
+# returned offset counted from the input's storage start (2.14 counts it from the input's own offset).
+_ALIASES_REBUILT_FROM_STORAGE_START = torch.torch_version.TorchVersion(torch.__version__) < "2.14"
+
+
+def _is_symbolic(example: Any) -> bool:
+    return isinstance(example, torch.Tensor) and any(
+        isinstance(n, torch.SymInt) for n in (*example.shape, *example.stride(), example.storage_offset())
+    )
 
 
 def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
