@@ -555,12 +555,13 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             kinds += [f"torch.nn.Linear({width}, {out})", f"torch.nn.LayerNorm({width})"]
         if values[0].dtype == torch.float32 and values[0].dim() in (2, 3) and -2 in fixed:
             channels = values[0].shape[-2]
-            mode = rng.choice(["", ".eval()"])
+            mode = rng.choice(["", ".eval()"]) if _batch_statistics_conditioned(values, 1) else ".eval()"
             if values[0].dim() == 3:
                 kinds.append(f"torch.nn.BatchNorm1d({channels}){mode}")
             kinds.append(f"torch.nn.Conv1d({channels}, {out}, 3, padding=1)")
         if values[0].dtype == torch.float32 and values[0].dim() == 4 and -3 in fixed:
-            channels, mode = values[0].shape[-3], rng.choice(["", ".eval()"])
+            channels = values[0].shape[-3]
+            mode = rng.choice(["", ".eval()"]) if _batch_statistics_conditioned(values, 1) else ".eval()"
             shape = rng.choice(
                 ["1", "1", "1, bias=False", "1, stride=2", "3, padding=1", "3, padding=1, groups=" + str(channels)]
             )
@@ -683,3 +684,17 @@ def generate(seed: str, features: Features | None = None, max_statements: int = 
     """The program named by ``seed`` (the same seed and features always give the same program)."""
     torch.manual_seed(0)
     return Generator(seed, features or Features(), max_statements).generate()
+
+
+def _batch_statistics_conditioned(values: list[torch.Tensor], channel_dim: int) -> bool:
+    """Whether a training-mode BatchNorm over ``values`` (on every call) normalises by a spread its rounding cannot
+    swamp: a channel of equal values (or nearly) divides a mean's last-ulp error by ``sqrt(eps)``, 316 times it,
+    and eager's and a compiled mean may round differently (``x.copy_(12)`` then a BatchNorm)."""
+    for v in values:
+        if v.numel() == 0:
+            continue
+        rows = v.detach().double().transpose(0, channel_dim).reshape(v.shape[channel_dim], -1)
+        spread = (rows.var(1, correction=0) + 1e-5).sqrt()
+        if bool((spread < 1e-3 * rows.abs().amax(1).clamp(min=1.0)).any()):
+            return False
+    return True

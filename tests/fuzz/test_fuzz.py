@@ -169,6 +169,18 @@ def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
     assert not near_zero(torch.tensor([0.5, -2.0])) and not near_zero(torch.tensor([1, 0]))
 
 
+def test_no_training_batch_norm_over_a_channel_of_equal_values():
+    # (a31-1:704) `x[:, :, ::2].copy_(12)` and sums of it make every element 120: a training BatchNorm's output
+    # is then a mean's last-ulp error over sqrt(eps), -0.0034 in eager and 0.0 compiled.
+    from .generator import _batch_statistics_conditioned
+
+    assert not _batch_statistics_conditioned([torch.randn(4, 3, 2), torch.full((4, 3, 2), 120.0)], 1)
+    one_flat_channel = torch.randn(2, 3, 5, 5)
+    one_flat_channel[:, 1] = 7.0
+    assert not _batch_statistics_conditioned([one_flat_channel], 1)
+    assert _batch_statistics_conditioned([torch.randn(4, 3, 2), torch.randn(2, 3, 5, 5)], 1)
+
+
 def test_a_repro_script_can_compare_state_snapshots() -> None:
     # The standalone repro compares a State argument's snapshot with torch.testing.assert_close: its leaves
     # must be numbers and tensors (a box's origin was once labelled with a string, which assert_close refuses).
