@@ -71,6 +71,9 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         self.main = self.frame
         self.finished = False  # a raising statement was kept: nothing may follow it
         self.half = False  # whether the program computes in bfloat16 or float16 (arguments, casts)
+        # Outputs of convolutions with a bias: a training-mode BatchNorm of one cancels the bias, whose gradient
+        # is then zero up to rounding (eager's 1e-3 is noise, as is any other value).
+        self.channel_shifted: set[str] = set()
 
     # ------------------------------------------------------------------ arguments and calls
 
@@ -555,13 +558,15 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             kinds += [f"torch.nn.Linear({width}, {out})", f"torch.nn.LayerNorm({width})"]
         if values[0].dtype == torch.float32 and values[0].dim() in (2, 3) and -2 in fixed:
             channels = values[0].shape[-2]
-            mode = rng.choice(["", ".eval()"]) if _batch_statistics_conditioned(values, 1) else ".eval()"
+            training = _batch_statistics_conditioned(values, 1) and a not in self.channel_shifted
+            mode = rng.choice(["", ".eval()"]) if training else ".eval()"
             if values[0].dim() == 3:
                 kinds.append(f"torch.nn.BatchNorm1d({channels}){mode}")
             kinds.append(f"torch.nn.Conv1d({channels}, {out}, 3, padding=1)")
         if values[0].dtype == torch.float32 and values[0].dim() == 4 and -3 in fixed:
             channels = values[0].shape[-3]
-            mode = rng.choice(["", ".eval()"]) if _batch_statistics_conditioned(values, 1) else ".eval()"
+            training = _batch_statistics_conditioned(values, 1) and a not in self.channel_shifted
+            mode = rng.choice(["", ".eval()"]) if training else ".eval()"
             shape = rng.choice(
                 ["1", "1", "1, bias=False", "1, stride=2", "3, padding=1", "3, padding=1, groups=" + str(channels)]
             )
@@ -576,6 +581,8 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         self.program.modules.append(kind)
         target = self.fresh()
         if self._try(Stmt([f"{target} = MODS[{len(self.program.modules) - 1}]({operand})"])):
+            if kind.startswith("torch.nn.Conv") and "bias=False" not in kind:
+                self.channel_shifted.add(target)
             return True
         self.program.modules.pop()
         return False

@@ -181,6 +181,31 @@ def test_no_training_batch_norm_over_a_channel_of_equal_values():
     assert _batch_statistics_conditioned([torch.randn(4, 3, 2), torch.randn(2, 3, 5, 5)], 1)
 
 
+def test_no_training_batch_norm_of_a_convolution_with_a_bias():
+    # (a31-0:2645) A training-mode BatchNorm subtracts each channel's mean, and with it the bias of the convolution
+    # before it: that bias's gradient is zero up to rounding (1e-13 in float64, 1e-3 in eager's float32).
+    import re
+
+    from .generator import Generator
+
+    pairs = 0
+    for k in range(40):
+        generator = Generator(f"bn-after-conv:{k}", Features(layouts=True))
+        generator._make_signature()
+        generator.spaces = generator.namespaces()
+        for _ in range(8):
+            generator.module_call()
+        modules = generator.program.modules
+        made = re.findall(r"(\w+) = MODS\[(\d+)\]\((\w+)\)", generator.program.source())
+        producer = {target: modules[int(j)] for target, j, _ in made}
+        for _, j, operand in made:
+            before = producer.get(operand, "")
+            if "BatchNorm" in modules[int(j)] and before.startswith("torch.nn.Conv") and "bias=False" not in before:
+                pairs += 1
+                assert modules[int(j)].endswith(".eval()"), generator.program.source()
+    assert pairs, "no BatchNorm of a convolution was generated: the check checked nothing"
+
+
 def test_a_repro_script_can_compare_state_snapshots() -> None:
     # The standalone repro compares a State argument's snapshot with torch.testing.assert_close: its leaves
     # must be numbers and tensors (a box's origin was once labelled with a string, which assert_close refuses).
