@@ -72,6 +72,20 @@ def product_under_no_grad(x):
     return y + x, y
 
 
+def view_of_the_view_after_the_block(x):
+    # (a31-1:2663) the resumed graph takes the view and its base; AOT autograd rebuilt the returned view of the
+    # view from the base, so the gradient reached the base past eager's leaf view
+    with torch.no_grad():
+        v = x.view(x.shape[0], -1)
+    return v.unbind(1)[0]
+
+
+def view_of_the_view_beside_its_base(x):
+    with torch.no_grad():
+        v = x.view(x.shape[0], -1)
+    return v[:, 0], x * 2
+
+
 def _autograd_state(t: Any) -> Any:
     return (t.requires_grad, t.grad_fn is None, t.is_leaf) if isinstance(t, torch.Tensor) else t
 
@@ -103,6 +117,8 @@ def _run(fn: Any) -> tuple[Any, ...]:
         break_first_in_the_block,
         break_after_ops_in_the_block,
         product_under_no_grad,
+        view_of_the_view_after_the_block,
+        view_of_the_view_beside_its_base,
     ],
 )
 def test_views_keep_eagers_autograd_state_around_no_grad_blocks(fn, backend):

@@ -502,6 +502,7 @@ class OutputGraph:
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
         _check_written_views_without_history(outputs)
+        self._check_views_of_no_grad_leaf_inputs(outputs)
         if _ALIASES_REBUILT_FROM_STORAGE_START:
             self._check_symbolic_views_of_written_inputs(outputs)
         if torch.is_inference_mode_enabled():
@@ -534,6 +535,27 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
+
+    def _check_views_of_no_grad_leaf_inputs(self, outputs: list[TensorVar]) -> None:
+        """Leave to Python a graph returning a view of an input that is a view made under no_grad of a tensor that
+        requires grad (a leaf of its own in eager) when another input shares its memory (its base, say): AOT
+        autograd may rebuild the output from that other input, and gradients would flow into it past the leaf."""
+        for tv in outputs:
+            if tv.node.op == "placeholder" or not isinstance(tv.example, torch.Tensor):
+                continue
+            found = self._input_viewed_by(tv.node)
+            if found is None or not _no_grad_leaf_view(found[1]):
+                continue
+            key = eager_checks.storage_key(found[1])
+            if any(
+                isinstance(other, torch.Tensor) and other is not found[1] and eager_checks.storage_key(other) == key
+                for _, other, _ in self.inputs
+            ):
+                unsupported(
+                    f"the graph returns a view of {found[0].name()}, a view made under no_grad of a tensor that "
+                    "requires grad, whose memory another input shares: AOT autograd may rebuild it from that input, "
+                    "and gradients would reach what eager's leaf view keeps them from"
+                )
 
     def _check_symbolic_views_of_written_inputs(self, outputs: list[TensorVar]) -> None:
         """Leave to Python a graph returning a view with symbolic sizes of an input it writes into (torch before
