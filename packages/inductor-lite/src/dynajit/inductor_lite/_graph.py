@@ -457,12 +457,10 @@ class GraphLowering:
         if view_of_input is not None:
             value = view_of_input
         elif view is None:
-            own: tuple[tuple[Any, ...] | None, tuple[Any, ...] | None] = (_dense_strides(val), None)
-            if own[0] is None:
-                own = _own_layout(val) or own
-            if own[0] is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
+            dense = _dense_strides(val)
+            own_strides, base_size = (dense, None) if dense is not None else _own_layout(val) or (None, None)
+            if own_strides is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
                 return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
-            own_strides, base_size = own
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
             # forward's saved output is read by the backward through the strides its value has. A broadcast
             # (stride 0) is computed once and returned as the view eager's is: AOT autograd rebuilds an output
