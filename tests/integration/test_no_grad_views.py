@@ -318,6 +318,26 @@ def writes_the_base_of_a_view(x):
     return v + 1
 
 
+def unsqueezes_itself_then_records_gradients(x):
+    x.unsqueeze_(0)
+    with torch.enable_grad():
+        v = x.clone()
+    return v * 2, x + 1
+
+
+def unsqueezes_itself_then_records_gradients_after_a_call(x):
+    x.unsqueeze_(0)
+    with torch.enable_grad():
+        v = x.clone()
+
+    def inner(p):
+        w = x.narrow(2, 0, 1)
+        w.zero_()
+
+    inner(v)
+    return v
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non_leaf"])
 @pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
@@ -325,6 +345,8 @@ def writes_the_base_of_a_view(x):
     "fn",
     [
         transposes_a_view_in_place,
+        unsqueezes_itself_then_records_gradients,
+        unsqueezes_itself_then_records_gradients_after_a_call,
         scales_a_view_in_place,
         zeroes_a_view_after_a_break,
         adds_into_a_view_after_a_break,

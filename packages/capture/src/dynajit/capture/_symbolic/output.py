@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch._C._autograd import CreationMeta
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -23,6 +22,12 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from dynajit.capture._frame import CompiledGraph, FrameContext, SkipFrame, Unsupported
 from dynajit.capture._symbolic import eager_checks, shapes
+from dynajit.capture._symbolic.autograd_replay import (
+    check_input_effects,
+    check_no_grad_view,
+    check_returned_views,
+    history_refused,
+)
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.subgraphs import Subgraph, lifted_proxy
@@ -100,7 +105,7 @@ class OutputGraph:
         self._recorded_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
-        self._input_effects: dict[int, set[str]] = {}
+        self.input_effects: dict[int, set[str]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -109,7 +114,7 @@ class OutputGraph:
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
         self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
-        self._made_no_grad_views = False  # see _check_no_grad_views
+        self.made_no_grad_views = False  # see autograd_replay.check_no_grad_view
         self.n_ops = 0
         # Real context managers (autocast) tracing entered and has not left yet; see leave_entered.
         self.entered: list[Any] = []
@@ -138,9 +143,9 @@ class OutputGraph:
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path)
-        if "data" in self._input_effects.get(eager_checks.storage_key(value), ()):
+        if "data" in self.input_effects.get(eager_checks.storage_key(value), ()):
             unsupported(f"{path.name()} shares memory with an input this graph has written into")
-        if _history_refused(value):
+        if history_refused(value):
             raise SkipFrame(
                 f"{path.name()} is a view made under no_grad or inference_mode whose base was written in place "
                 "after: autograd refuses to read its history, so it cannot be faked; the frame runs in Python, where "
@@ -252,7 +257,7 @@ class OutputGraph:
         if eager_checks.is_no_op(fn, proxies, kw):
             return args[0]
         eager_checks.check_write(fn, proxies, kw)
-        self.check_input_effects(fn, proxies, kw)
+        check_input_effects(self, fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
         result = self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
         _check_derivative(fn, result)
@@ -288,112 +293,17 @@ class OutputGraph:
         if eager_checks.is_no_op(name, proxies, kw):
             return args[0]
         eager_checks.check_write(name, proxies, kw)
-        self.check_input_effects(name, proxies, kw)
+        check_input_effects(self, name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
         result = self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
         _check_derivative(name, result)
         return _argument_returned(name, args, result)
 
-    def check_input_effects(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Leave to Python (a graph break) an in-place op on an input's memory that backends cannot replay.
-
-        That is a write into an input whose memory another input shares: graph inputs are faked one by
-        one (with symbolic sizes, each in a fake storage of its own) and guards say nothing of which
-        inputs share memory, so a backend would read the other input (a view of an argument that crossed
-        a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
-        tensors. It is also a write into an input that requires grad and is not dense (a strided view of
-        an activation): AOT autograd writes into a contiguous copy of such an input, so a later
-        ``contiguous`` or ``reshape`` would view the copy where eager copies; a write into an input whose
-        layout the graph changes in place (``x.t_()``, either order): AOT autograd then gives the input the
-        layout of the graph's new value of it, not the one eager keeps; a layout change of an input while
-        gradients are recorded, which AOT autograd applies after the forward, bumping the version of a tensor
-        the backward may have saved (autograd then refuses the backward); a write into an input some of whose
-        elements share memory (an expanded tensor), which AOT autograd copies back element by element; and a
-        change of an input's memory (``resize_``). A write into an input that requires grad, with gradients
-        recorded, in a graph that started without them (an ``enable_grad`` block in a frame called under
-        ``no_grad``, a resume function entered inside a ``no_grad`` block) is also left to Python: AOT autograd
-        then traces an inference graph, and the write's history is lost. So is a write without gradients into
-        an input that requires grad and is not a leaf: eager keeps its history, where AOT autograd's inference
-        graph copies the new value into it after the graph, with gradients recorded, and cuts it. Any in-place
-        op on a view made without gradients of a tensor that requires grad, an input or not, is left to Python
-        too: AOT autograd replays it with gradients recorded, where autograd refuses it.
-        """
-        name = getattr(target, "__name__", target)
-        change = eager_checks.metadata_change(target, args)
-        if change == "view" and torch.is_grad_enabled() and _requires_grad(args[0]):
-            unsupported(
-                f"{name} changes the layout of a tensor that requires grad while gradients are recorded: AOT "
-                "autograd gives views of it taken before the change wrong gradients, and rebuilds views taken after "
-                "it from its old layout"
-            )
-        effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
-        effects += [(args[0], change)] if change is not None else []
-        for node, effect in effects:
-            if _made_without_gradients(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None):
-                unsupported(
-                    f"{name} changes in place a view made under no_grad or inference_mode of a tensor that requires "
-                    "grad: AOT autograd replays the change with gradients recorded, where autograd refuses it"
-                )
-            found = self._input_viewed_by(node)
-            if found is None:
-                continue
-            path, value = found
-            key = eager_checks.storage_key(value)
-            if effect == "storage":
-                unsupported(f"{name} changes the memory of the graph input {path.name()}")
-            if effect == "data" and eager_checks.shares_elements(value):
-                unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
-            if effect == "view" and torch.is_inference_mode_enabled() and value.requires_grad and value._is_view():
-                unsupported(
-                    f"{name} changes the layout of the graph input {path.name()}, a view that requires grad, under "
-                    "inference_mode: compiled as under no_grad, AOT autograd fails to replay the change on it"
-                )
-            if effect == "view" and torch.is_grad_enabled():
-                unsupported(
-                    f"{name} changes the layout of the graph input {path.name()} while gradients are recorded: AOT "
-                    "autograd applies the change after the forward, and autograd then sees it as a write into a "
-                    "tensor the backward saved"
-                )
-            if effect == "data" and value.requires_grad and torch.is_grad_enabled() and not self.grad_at_start:
-                unsupported(
-                    f"{name} writes into the graph input {path.name()}, which requires grad, while gradients are "
-                    "recorded in a graph that started without them: AOT autograd would make an inference graph, and "
-                    "the write and what reads it after would lose their gradients"
-                )
-            if effect == "data" and _made_in_inference_mode(value):
-                unsupported(
-                    f"{name} writes into the graph input {path.name()}, a view made under inference_mode of a normal "
-                    "tensor: graphs are compiled outside inference mode, where autograd refuses that write"
-                )
-            if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
-                unsupported(
-                    f"{name} writes into the graph input {path.name()}, which requires grad and has a history, without "
-                    "gradients recorded: eager keeps its history, and AOT autograd's inference graph copies the new "
-                    "value into it with gradients recorded, cutting it (or fails on a view)"
-                )
-            if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
-                unsupported(
-                    f"{name} writes into the graph input {path.name()}, which requires grad and is not dense: AOT "
-                    "autograd would write into a dense copy of it, and later ops would choose by the copy's strides"
-                )
-            if effect == "data":
-                for other_path, other, _ in self.inputs:
-                    if (
-                        isinstance(other, torch.Tensor)
-                        and other is not value
-                        and eager_checks.storage_key(other) == key
-                    ):
-                        unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
-            done = self._input_effects.setdefault(key, set())
-            done.add(effect)
-            if done == {"data", "view"}:
-                unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
-
     def wrote_into(self, value: torch.Tensor) -> bool:
         """Whether the graph writes into the memory of ``value``, a real tensor the frame passed in."""
-        return "data" in self._input_effects.get(eager_checks.storage_key(value), ())
+        return "data" in self.input_effects.get(eager_checks.storage_key(value), ())
 
-    def _input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
+    def input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
         """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
         example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
         if not isinstance(example, torch.Tensor):
@@ -419,47 +329,11 @@ class OutputGraph:
             unsupported(reason)
         self.n_ops += 1
         example = node.meta.get("example_value")
-        self._check_no_grad_views(node, example, what)
+        check_no_grad_view(self, node, example, what)
         if isinstance(example, torch.Tensor):
             self._recorded_layouts[node] = _layout_of(example)
         bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
-
-    def _check_no_grad_views(self, node: torch.fx.Node, example: Any, what: Any) -> None:
-        """Leave to Python (a graph break) what eager does with a view made under no_grad of a tensor that
-        requires grad: that view is a leaf of its own, requiring grad, with no history, so a gradient reaching
-        it stays in it. The graph would differentiate through it into its base, or (functionalized) not at all.
-
-        Made while the frame records gradients (a ``no_grad`` block inside it), the view breaks the graph: Python
-        makes it. Made in a frame that started without gradients, it is kept: the graph's outputs, views among
-        them, are made in the mode the graph ends in, so the graph ends before it records gradients again (the
-        end of a ``no_grad`` block a resume function started in, an ``enable_grad`` block), and an op recording
-        gradients on such a view breaks the graph there.
-        """
-        name = getattr(what, "__name__", what)
-        if what is torch._C._set_grad_enabled and node.args[:1] == (True,) and self._made_no_grad_views:
-            unsupported(
-                "gradients are recorded again after a view made under no_grad of a tensor that requires grad: the "
-                "graph's outputs would be made recording gradients, where eager's view is a leaf of its own"
-            )
-        if torch.is_grad_enabled():
-            # (an input is a leaf of the graph already: its gradient stays in it, as in eager)
-            if any(
-                arg.op != "placeholder" and _no_grad_leaf_view(arg.meta.get("example_value"))
-                for arg in node.all_input_nodes
-            ):
-                unsupported(
-                    f"{name} records gradients of a view made under no_grad of a tensor that requires grad: in eager "
-                    "that view is a leaf of its own, and its gradient stays in it"
-                )
-            return
-        if any(_no_grad_leaf_view(t) for t in _tensors_of(example)):
-            if self.grad_at_start:
-                unsupported(
-                    f"{name} makes a view of a tensor that requires grad under no_grad: in eager that view is a leaf "
-                    "of its own that requires grad, and gradients reaching it stay in it, not in the tensor it views"
-                )
-            self._made_no_grad_views = True
 
     def wrap_result(self, node: torch.fx.Node) -> VT:
         example = node.meta.get("example_value")
@@ -501,10 +375,7 @@ class OutputGraph:
 
     def compile(self, outputs: list[TensorVar]) -> tuple[str, CompiledGraph] | None:
         """Finish the graph with ``outputs``, hand it to the backend, and name its compiled callable."""
-        _check_written_views_without_history(outputs)
-        self._check_views_of_no_grad_leaf_inputs(outputs)
-        if _ALIASES_REBUILT_FROM_STORAGE_START:
-            self._check_symbolic_views_of_written_inputs(outputs)
+        check_returned_views(self, outputs)
         if torch.is_inference_mode_enabled():
             self._drop_grad_mode_changes()
         else:
@@ -535,41 +406,6 @@ class OutputGraph:
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
         return name, CompiledGraph(name, gm, compiled, described, seconds)
-
-    def _check_views_of_no_grad_leaf_inputs(self, outputs: list[TensorVar]) -> None:
-        """Leave to Python a graph returning a view of an input that is a view made under no_grad of a tensor that
-        requires grad (a leaf of its own in eager) when another input shares its memory (its base, say): AOT
-        autograd may rebuild the output from that other input, and gradients would flow into it past the leaf."""
-        for tv in outputs:
-            if tv.node.op == "placeholder" or not isinstance(tv.example, torch.Tensor):
-                continue
-            found = self._input_viewed_by(tv.node)
-            if found is None or not _no_grad_leaf_view(found[1]):
-                continue
-            key = eager_checks.storage_key(found[1])
-            if any(
-                isinstance(other, torch.Tensor) and other is not found[1] and eager_checks.storage_key(other) == key
-                for _, other, _ in self.inputs
-            ):
-                unsupported(
-                    f"the graph returns a view of {found[0].name()}, a view made under no_grad of a tensor that "
-                    "requires grad, whose memory another input shares: AOT autograd may rebuild it from that input, "
-                    "and gradients would reach what eager's leaf view keeps them from"
-                )
-
-    def _check_symbolic_views_of_written_inputs(self, outputs: list[TensorVar]) -> None:
-        """Leave to Python a graph returning a view with symbolic sizes of an input it writes into (torch before
-        2.14): AOT autograd rebuilds that view from the input at the offset the backend returned counted from the
-        start of the input's storage, not the input's own, so a written ``x[1:]`` returned other elements."""
-        for tv in outputs:
-            if tv.node.op == "placeholder" or not _is_symbolic(tv.example):
-                continue
-            found = self._input_viewed_by(tv.node)
-            if found is not None and self.wrote_into(found[1]):
-                unsupported(
-                    f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
-                    "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
-                )
 
     def _drop_grad_mode_changes(self) -> None:
         """Drop the grad-mode changes of a graph traced under inference mode.
@@ -653,12 +489,6 @@ def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
     if not isinstance(result, TensorVar) or str(getattr(target, "__name__", target)).endswith("_"):
         return result
     return next((a for a in args if isinstance(a, TensorVar) and a.example is result.example), result)
-
-
-def _requires_grad(node: Any) -> bool:
-    """Whether the FX node ``node``'s tensor requires grad."""
-    value = eager_checks.example_tensor(node)
-    return value is not None and value.requires_grad
 
 
 def _view_kind(example: Any) -> Any:
@@ -758,65 +588,3 @@ _FAKE_LIMITS = (
 def _is_user_error(exc: Exception) -> bool:
     """True when an operation failed on fake tensors because its inputs are wrong (a shape mismatch, ...)."""
     return isinstance(exc, (RuntimeError, ValueError, IndexError, TypeError)) and not isinstance(exc, _FAKE_LIMITS)
-
-
-def _tensors_of(example: Any) -> list[torch.Tensor]:
-    items = example if isinstance(example, (tuple, list)) else [example]
-    return [t for t in items if isinstance(t, torch.Tensor)]
-
-
-# torch before 2.14 rebuilds an output aliasing a written input, when its view ops take symbolic sizes, at the
-# returned offset counted from the input's storage start (2.14 counts it from the input's own offset).
-_ALIASES_REBUILT_FROM_STORAGE_START = torch.torch_version.TorchVersion(torch.__version__) < "2.14"
-
-
-def _is_symbolic(example: Any) -> bool:
-    return isinstance(example, torch.Tensor) and any(
-        isinstance(n, torch.SymInt) for n in (*example.shape, *example.stride(), example.storage_offset())
-    )
-
-
-def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
-    """Leave to Python a graph returning a view made without gradients (under no_grad or inference_mode) of a
-    tensor that requires grad, when the graph wrote into its memory: AOT autograd reads that view's history
-    with gradients on, which autograd refuses, and the compile would fail."""
-    for tv in outputs:
-        view = tv.example
-        if tv.node.op == "placeholder":
-            continue
-        if _made_without_gradients(view) and view._version > 0:
-            unsupported(
-                "the graph returns a view made without gradients of a tensor that requires grad, after writing into "
-                "its memory: AOT autograd cannot trace it"
-            )
-
-
-def _history_refused(value: torch.Tensor) -> bool:
-    """Whether autograd raises on reading ``value``'s history (its ``grad_fn``)."""
-    if not value._is_view():
-        return False
-    try:
-        value.grad_fn  # noqa: B018 (autograd checks the view when its history is read)
-    except RuntimeError:
-        return True
-    return False
-
-
-def _made_without_gradients(value: Any) -> bool:
-    """Whether ``value`` is a view made under no_grad or inference_mode of a tensor that requires grad."""
-    return (
-        isinstance(value, torch.Tensor)
-        and value._is_view()
-        and value.requires_grad
-        and torch._C._autograd._get_creation_meta(value) in (CreationMeta.NO_GRAD_MODE, CreationMeta.INFERENCE_MODE)
-    )
-
-
-def _made_in_inference_mode(value: torch.Tensor) -> bool:
-    """Whether ``value`` is a view made under inference_mode of a normal tensor."""
-    return value._is_view() and torch._C._autograd._get_creation_meta(value) == CreationMeta.INFERENCE_MODE
-
-
-def _no_grad_leaf_view(value: Any) -> bool:
-    """Whether ``value`` is a view made under no_grad of a tensor that requires grad (eager: a leaf requiring grad)."""
-    return isinstance(value, torch.Tensor) and value._is_view() and value.requires_grad and value.grad_fn is None

@@ -1,0 +1,273 @@
+"""What AOT autograd cannot replay as eager runs it, found while tracing and left to Python (a graph break).
+
+Autograd's rules for in-place ops and views depend on how a tensor was made: a view made under ``no_grad`` of a
+tensor that requires grad is a leaf of its own; an in-place op on it, or a layout change of an input, is refused
+or tracked by grad mode. AOT autograd traces inputs as fresh views, replays mutations after the forward with
+gradients recorded, and rebuilds returned views from the inputs they alias, so each of these rules holds for a
+compiled graph only where it is checked here: at each op (``check_input_effects``, ``check_no_grad_view``) and
+for the views a graph returns (``check_returned_views``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch._C._autograd import CreationMeta
+
+from dynajit.capture._symbolic import eager_checks
+from dynajit.capture._symbolic.variables import TensorVar, unsupported
+
+if TYPE_CHECKING:
+    from dynajit.capture._symbolic.output import OutputGraph
+
+__all__ = ["check_input_effects", "check_no_grad_view", "check_returned_views", "history_refused"]
+
+
+# torch before 2.14 rebuilds an output aliasing a written input, when its view ops take symbolic sizes, at the
+# returned offset counted from the input's storage start (2.14 counts it from the input's own offset).
+_ALIASES_REBUILT_FROM_STORAGE_START = torch.torch_version.TorchVersion(torch.__version__) < "2.14"
+
+
+def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Leave to Python (a graph break) an in-place op on an input's memory that backends cannot replay.
+
+    That is a write into an input whose memory another input shares: graph inputs are faked one by
+    one (with symbolic sizes, each in a fake storage of its own) and guards say nothing of which
+    inputs share memory, so a backend would read the other input (a view of an argument that crossed
+    a graph break, say) as unchanged by the write, or as aliased on later calls that pass separate
+    tensors. It is also a write into an input that requires grad and is not dense (a strided view of
+    an activation): AOT autograd writes into a contiguous copy of such an input, so a later
+    ``contiguous`` or ``reshape`` would view the copy where eager copies; a write into an input whose
+    layout the graph changes in place (``x.t_()``, either order): AOT autograd then gives the input the
+    layout of the graph's new value of it, not the one eager keeps; a layout change of an input while
+    gradients are recorded, which AOT autograd applies after the forward, bumping the version of a tensor
+    the backward may have saved (autograd then refuses the backward), or of an input that requires grad
+    while they are not (an ``enable_grad`` block after it would fail to trace); a write into an input some of whose
+    elements share memory (an expanded tensor), which AOT autograd copies back element by element; and a
+    change of an input's memory (``resize_``). A write into an input that requires grad, with gradients
+    recorded, in a graph that started without them (an ``enable_grad`` block in a frame called under
+    ``no_grad``, a resume function entered inside a ``no_grad`` block) is also left to Python: AOT autograd
+    then traces an inference graph, and the write's history is lost. So is a write without gradients into
+    an input that requires grad and is not a leaf: eager keeps its history, where AOT autograd's inference
+    graph copies the new value into it after the graph, with gradients recorded, and cuts it. Any in-place
+    op on a view made without gradients of a tensor that requires grad, an input or not, is left to Python
+    too: AOT autograd replays it with gradients recorded, where autograd refuses it.
+    """
+    name = getattr(target, "__name__", target)
+    change = eager_checks.metadata_change(target, args)
+    if change == "view" and torch.is_grad_enabled() and _requires_grad(args[0]):
+        unsupported(
+            f"{name} changes the layout of a tensor that requires grad while gradients are recorded: AOT "
+            "autograd gives views of it taken before the change wrong gradients, and rebuilds views taken after "
+            "it from its old layout"
+        )
+    effects = [(node, "data") for node in eager_checks.written(target, args, kwargs)]
+    effects += [(args[0], change)] if change is not None else []
+    for node, effect in effects:
+        if _made_without_gradients(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None):
+            unsupported(
+                f"{name} changes in place a view made under no_grad or inference_mode of a tensor that requires "
+                "grad: AOT autograd replays the change with gradients recorded, where autograd refuses it"
+            )
+        found = graph.input_viewed_by(node)
+        if found is None:
+            continue
+        path, value = found
+        key = eager_checks.storage_key(value)
+        if effect == "storage":
+            unsupported(f"{name} changes the memory of the graph input {path.name()}")
+        if effect == "data" and eager_checks.shares_elements(value):
+            unsupported(f"{name} writes into the graph input {path.name()}, whose elements share memory")
+        if effect == "view" and torch.is_inference_mode_enabled() and value.requires_grad and value._is_view():
+            unsupported(
+                f"{name} changes the layout of the graph input {path.name()}, a view that requires grad, under "
+                "inference_mode: compiled as under no_grad, AOT autograd fails to replay the change on it"
+            )
+        if effect == "view" and value.requires_grad and not torch.is_grad_enabled():
+            unsupported(
+                f"{name} changes the layout of the graph input {path.name()}, which requires grad, without "
+                "gradients recorded: AOT autograd traces the input as a view, which the change marks as made "
+                "without gradients, and autograd then refuses any later use of it that records gradients"
+            )
+        if effect == "view" and torch.is_grad_enabled():
+            unsupported(
+                f"{name} changes the layout of the graph input {path.name()} while gradients are recorded: AOT "
+                "autograd applies the change after the forward, and autograd then sees it as a write into a "
+                "tensor the backward saved"
+            )
+        if effect == "data" and value.requires_grad and torch.is_grad_enabled() and not graph.grad_at_start:
+            unsupported(
+                f"{name} writes into the graph input {path.name()}, which requires grad, while gradients are "
+                "recorded in a graph that started without them: AOT autograd would make an inference graph, and "
+                "the write and what reads it after would lose their gradients"
+            )
+        if effect == "data" and _made_in_inference_mode(value):
+            unsupported(
+                f"{name} writes into the graph input {path.name()}, a view made under inference_mode of a normal "
+                "tensor: graphs are compiled outside inference mode, where autograd refuses that write"
+            )
+        if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
+            unsupported(
+                f"{name} writes into the graph input {path.name()}, which requires grad and has a history, without "
+                "gradients recorded: eager keeps its history, and AOT autograd's inference graph copies the new "
+                "value into it with gradients recorded, cutting it (or fails on a view)"
+            )
+        if effect == "data" and value.requires_grad and not eager_checks.is_dense(value):
+            unsupported(
+                f"{name} writes into the graph input {path.name()}, which requires grad and is not dense: AOT "
+                "autograd would write into a dense copy of it, and later ops would choose by the copy's strides"
+            )
+        if effect == "data":
+            for other_path, other, _ in graph.inputs:
+                if isinstance(other, torch.Tensor) and other is not value and eager_checks.storage_key(other) == key:
+                    unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
+        done = graph.input_effects.setdefault(key, set())
+        done.add(effect)
+        if done == {"data", "view"}:
+            unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+
+def check_no_grad_view(graph: OutputGraph, node: torch.fx.Node, example: Any, what: Any) -> None:
+    """Leave to Python (a graph break) what eager does with a view made under no_grad of a tensor that
+    requires grad: that view is a leaf of its own, requiring grad, with no history, so a gradient reaching
+    it stays in it. The graph would differentiate through it into its base, or (functionalized) not at all.
+
+    Made while the frame records gradients (a ``no_grad`` block inside it), the view breaks the graph: Python
+    makes it. Made in a frame that started without gradients, it is kept: the graph's outputs, views among
+    them, are made in the mode the graph ends in, so the graph ends before it records gradients again (the
+    end of a ``no_grad`` block a resume function started in, an ``enable_grad`` block), and an op recording
+    gradients on such a view breaks the graph there.
+    """
+    name = getattr(what, "__name__", what)
+    if what is torch._C._set_grad_enabled and node.args[:1] == (True,) and graph.made_no_grad_views:
+        unsupported(
+            "gradients are recorded again after a view made under no_grad of a tensor that requires grad: the "
+            "graph's outputs would be made recording gradients, where eager's view is a leaf of its own"
+        )
+    if torch.is_grad_enabled():
+        # (an input is a leaf of the graph already: its gradient stays in it, as in eager)
+        if any(
+            arg.op != "placeholder" and _no_grad_leaf_view(arg.meta.get("example_value"))
+            for arg in node.all_input_nodes
+        ):
+            unsupported(
+                f"{name} records gradients of a view made under no_grad of a tensor that requires grad: in eager "
+                "that view is a leaf of its own, and its gradient stays in it"
+            )
+        return
+    if any(_no_grad_leaf_view(t) for t in _tensors_of(example)):
+        if graph.grad_at_start:
+            unsupported(
+                f"{name} makes a view of a tensor that requires grad under no_grad: in eager that view is a leaf "
+                "of its own that requires grad, and gradients reaching it stay in it, not in the tensor it views"
+            )
+        graph.made_no_grad_views = True
+
+
+def check_returned_views(graph: OutputGraph, outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph whose returned views AOT autograd would rebuild other than eager made them."""
+    _check_written_views_without_history(outputs)
+    _check_views_of_no_grad_leaf_inputs(graph, outputs)
+    if _ALIASES_REBUILT_FROM_STORAGE_START:
+        _check_symbolic_views_of_written_inputs(graph, outputs)
+
+
+def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph returning a view made without gradients (under no_grad or inference_mode) of a
+    tensor that requires grad, when the graph wrote into its memory: AOT autograd reads that view's history
+    with gradients on, which autograd refuses, and the compile would fail."""
+    for tv in outputs:
+        view = tv.example
+        if tv.node.op == "placeholder":
+            continue
+        if _made_without_gradients(view) and view._version > 0:
+            unsupported(
+                "the graph returns a view made without gradients of a tensor that requires grad, after writing into "
+                "its memory: AOT autograd cannot trace it"
+            )
+
+
+def _check_views_of_no_grad_leaf_inputs(graph: OutputGraph, outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph returning a view of an input that is a view made under no_grad of a tensor that
+    requires grad (a leaf of its own in eager) when another input shares its memory (its base, say): AOT
+    autograd may rebuild the output from that other input, and gradients would flow into it past the leaf."""
+    for tv in outputs:
+        if tv.node.op == "placeholder" or not isinstance(tv.example, torch.Tensor):
+            continue
+        found = graph.input_viewed_by(tv.node)
+        if found is None or not _no_grad_leaf_view(found[1]):
+            continue
+        key = eager_checks.storage_key(found[1])
+        if any(
+            isinstance(other, torch.Tensor) and other is not found[1] and eager_checks.storage_key(other) == key
+            for _, other, _ in graph.inputs
+        ):
+            unsupported(
+                f"the graph returns a view of {found[0].name()}, a view made under no_grad of a tensor that "
+                "requires grad, whose memory another input shares: AOT autograd may rebuild it from that input, "
+                "and gradients would reach what eager's leaf view keeps them from"
+            )
+
+
+def _check_symbolic_views_of_written_inputs(graph: OutputGraph, outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph returning a view with symbolic sizes of an input it writes into (torch before
+    2.14): AOT autograd rebuilds that view from the input at the offset the backend returned counted from the
+    start of the input's storage, not the input's own, so a written ``x[1:]`` returned other elements."""
+    for tv in outputs:
+        if tv.node.op == "placeholder" or not _is_symbolic(tv.example):
+            continue
+        found = graph.input_viewed_by(tv.node)
+        if found is not None and graph.wrote_into(found[1]):
+            unsupported(
+                f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
+                "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
+            )
+
+
+def history_refused(value: torch.Tensor) -> bool:
+    """Whether autograd raises on reading ``value``'s history (its ``grad_fn``)."""
+    if not value._is_view():
+        return False
+    try:
+        value.grad_fn  # noqa: B018 (autograd checks the view when its history is read)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _made_without_gradients(value: Any) -> bool:
+    """Whether ``value`` is a view made under no_grad or inference_mode of a tensor that requires grad."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value._is_view()
+        and value.requires_grad
+        and torch._C._autograd._get_creation_meta(value) in (CreationMeta.NO_GRAD_MODE, CreationMeta.INFERENCE_MODE)
+    )
+
+
+def _made_in_inference_mode(value: torch.Tensor) -> bool:
+    """Whether ``value`` is a view made under inference_mode of a normal tensor."""
+    return value._is_view() and torch._C._autograd._get_creation_meta(value) == CreationMeta.INFERENCE_MODE
+
+
+def _no_grad_leaf_view(value: Any) -> bool:
+    """Whether ``value`` is a view made under no_grad of a tensor that requires grad (eager: a leaf requiring grad)."""
+    return isinstance(value, torch.Tensor) and value._is_view() and value.requires_grad and value.grad_fn is None
+
+
+def _requires_grad(node: Any) -> bool:
+    """Whether the FX node ``node``'s tensor requires grad."""
+    value = eager_checks.example_tensor(node)
+    return value is not None and value.requires_grad
+
+
+def _is_symbolic(example: Any) -> bool:
+    return isinstance(example, torch.Tensor) and any(
+        isinstance(n, torch.SymInt) for n in (*example.shape, *example.stride(), example.storage_offset())
+    )
+
+
+def _tensors_of(example: Any) -> list[torch.Tensor]:
+    items = example if isinstance(example, (tuple, list)) else [example]
+    return [t for t in items if isinstance(t, torch.Tensor)]
