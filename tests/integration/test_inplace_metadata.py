@@ -377,3 +377,30 @@ def test_an_op_returning_its_own_argument_shares_its_later_layout_changes(backen
     # `contiguous` of a contiguous tensor and `to` its own dtype return the argument itself: the trace gave
     # the result a node of its own, which kept the old layout after the argument's unsqueeze_.
     calls_agree(fn, [[torch.arange(6.0).view(2, 3)], [torch.zeros(0, 2)]], backend=backend)
+
+
+def transposed_then_counted(x0, x1):
+    v1 = x0.view(x0.shape[0], -1)
+    v1[0] = 1
+    v2 = x1.view(x1.shape[0], -1)
+    v1.unsqueeze_(0)  # a break: the graph would both write x0 and change its layout
+    v1.transpose_(0, 1)
+    x1 += v1.numel()  # a break: x1's memory is shared with v2, so this runs in Python
+    return v2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_size_needed_after_a_graph_that_transposes_its_input_is_not_read_from_the_moved_dim(backend):
+    # The resume function's graph transposed its input in place, and the Python after it rebuilt numel's symbol
+    # from the input's size()[1], read after the transpose: x1 got 1 added where eager adds 2, without a warning.
+    compiler.reset()
+    compiled = compiler.compile(transposed_then_counted, backend=backend)
+    for call, (s0, s1) in enumerate([(1, 0), (2, 1), (3, 2)]):
+        g = torch.Generator().manual_seed(call)
+        x0, x1 = torch.randn(s0, 1, s1, s1, generator=g), torch.randn(s0, 1, s0, 1, generator=g)
+        eager_args, compiled_args = (x0.clone(), x1.clone()), (x0.clone(), x1.clone())
+        with torch.no_grad():
+            expected, actual = transposed_then_counted(*eager_args), compiled(*compiled_args)
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(compiled_args, eager_args)
+        assert _layout(compiled_args[0]) == _layout(eager_args[0])

@@ -38,6 +38,9 @@ class CodeGen:
         self._stashed: dict[int, str] = {}
         self._temps = itertools.count()
         self.cell_names: dict[int, str] = {}  # id of a frame cell's tracker -> its variable name
+        # Inputs whose layout the graph changes in place (``x.transpose_(0, 1)``): their sizes read after the
+        # graph are not the ones the trace's symbols stand for.
+        self.layout_changed: frozenset[Any] = frozenset()
 
     # ----------------------------------------------------------------- raw
 

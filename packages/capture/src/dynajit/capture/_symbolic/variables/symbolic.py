@@ -77,6 +77,11 @@ class SymIntVar(VT):
     def reconstruct(self, cg: CodeGen) -> None:
         if self.origin is not None:
             path, dim = self.origin
+            if path in cg.layout_changed:
+                unsupported(
+                    f"a size of {path.name()} is needed after the graph, which changes that input's layout in place: "
+                    "read after it, the size would be another dimension's"
+                )
             if dim is None:
                 path.emit(cg)
                 return
