@@ -303,6 +303,10 @@ class OutputGraph:
         """Whether the graph writes into the memory of ``value``, a real tensor the frame passed in."""
         return "data" in self.input_effects.get(eager_checks.storage_key(value), ())
 
+    def changed_layout_of(self, value: torch.Tensor) -> bool:
+        """Whether the graph changes in place the layout of ``value``, a real tensor the frame passed in."""
+        return "view" in self.input_effects.get(eager_checks.storage_key(value), ())
+
     def input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
         """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
         example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None

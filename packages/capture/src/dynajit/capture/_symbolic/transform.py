@@ -31,7 +31,7 @@ import torch
 
 from dynajit.capture._frame import CompiledGraph, Unsupported
 from dynajit.capture._skipfiles import RESUME_MARK
-from dynajit.capture._symbolic import eager_checks, marks
+from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, GRAD_EXITS, Region, region_of
 from dynajit.capture._symbolic.call_sites import INTERCEPT, frame_only_function
 from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors, prefix_of
@@ -124,8 +124,7 @@ class _FrameEmitter:
         self.cg.layout_changed = frozenset(
             path
             for path, value, _ in output.inputs
-            if isinstance(value, torch.Tensor)
-            and "view" in output.input_effects.get(eager_checks.storage_key(value), ())
+            if isinstance(value, torch.Tensor) and output.changed_layout_of(value)
         )
         self.after_replay: list[tuple[str, VT]] = []
 
