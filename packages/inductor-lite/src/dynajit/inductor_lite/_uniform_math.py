@@ -99,7 +99,9 @@ def uniform_math_source() -> str:
 
 def uniform_math_declarations() -> str:
     """What a kernel translation unit declares: every ``dj_m_`` function, with its SIMD variants."""
-    simd = '__attribute__((simd("notinbranch"))) '
+    # ``const`` (a function of its arguments only, as libmvec's are: they never set errno) lets g++ vectorise a
+    # loop that also holds a select (``relu``): without it if-conversion keeps the branch around the call.
+    simd = '__attribute__((simd("notinbranch"), const)) '
     lines = ['extern "C" {']
     for suffix, ctype, _ in _TYPES:
         lines += [f"{simd}{ctype} dj_m_{fn}{suffix}({ctype});" for fn in UNIFORM_MATH]
