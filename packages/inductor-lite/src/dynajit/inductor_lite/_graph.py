@@ -18,14 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import sympy
 import torch
 import torch.fx
-import torch.utils._pytree as pytree
-from torch._prims_common import compute_elementwise_output_strides, make_contiguous_strides_for
-from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.fxgraph import input_view_chain
 from dynajit.inductor_lite import (
@@ -49,6 +43,19 @@ from dynajit.inductor_lite._ir import (
     op,
 )
 from dynajit.inductor_lite._lowering import LOWERINGS
+from dynajit.inductor_lite._strides import (
+    alias_root,
+    dense_strides,
+    eager_layout,
+    is_dynamic,
+    overlapping,
+    own_layout,
+    refake,
+    same_storage,
+    same_strides,
+    storage_of,
+    whole_storage,
+)
 
 __all__ = [
     "ExternArg",
@@ -136,7 +143,7 @@ class GraphLowering:
         self.current_node: Any = None  # the FX node being lowered
         self.device = example_device(example_inputs)
         self.fallbacks: list[str] = []
-        self.dynamic = any(_is_dynamic(x) for x in self.example_inputs)
+        self.dynamic = any(is_dynamic(x) for x in self.example_inputs)
         self.scalars: dict[int, Any] = {}
         # Buffer name -> the storage its eager tensor has (inputs, aten results): an output may be a view
         # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
@@ -236,13 +243,13 @@ class GraphLowering:
         """
         view = self.strided_view(value)
         if view is not None and isinstance(example, torch.Tensor):
-            if not _same_strides(view[1], _sym.strides_of(example), value.size):
+            if not same_strides(view[1], _sym.strides_of(example), value.size):
                 view = None
-                value = self.realize(value, _dense_strides(example))
+                value = self.realize(value, dense_strides(example))
         if view is None:
             # In eager's layout: the aten op then returns its result in the layout the graph expects (a
             # convolution follows its input's), not one a copy must turn into it.
-            value = self.realize(value, _dense_strides(example))
+            value = self.realize(value, dense_strides(example))
             assert value.buffer is not None
             view = (value.buffer, value.buffer.stride, 0)
         buf, stride, offset = view
@@ -306,7 +313,7 @@ class GraphLowering:
         buffer found to hold the result's memory (an intermediate no other buffer claims) is recorded as
         its owner.
         """
-        storage = _storage(val)
+        storage = storage_of(val)
         pairs = [(fx_args, extern_args)]
         while pairs and storage is not None:
             fx, ext = pairs.pop()
@@ -314,9 +321,9 @@ class GraphLowering:
                 pairs.extend(zip(fx, ext))
             elif isinstance(fx, dict) and isinstance(ext, dict):
                 pairs.extend((fx[k], ext[k]) for k in fx)
-            elif isinstance(ext, ExternArg) and _same_storage(_storage(getattr(fx, "meta", {}).get("val")), storage):
+            elif isinstance(ext, ExternArg) and same_storage(storage_of(getattr(fx, "meta", {}).get("val")), storage):
                 owner = self.storages.get(ext.buffer)
-                if owner is None and any(_same_storage(other, storage) for other in self.storages.values()):
+                if owner is None and any(same_storage(other, storage) for other in self.storages.values()):
                     return None  # a copy of memory another buffer holds
                 if owner is not None and owner != storage:
                     return None
@@ -340,7 +347,7 @@ class GraphLowering:
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
-                    self.storages[buf.name] = _storage(node.meta.get("val"))
+                    self.storages[buf.name] = storage_of(node.meta.get("val"))
                     if isinstance(node.meta.get("val"), torch.Tensor):
                         self.input_vals[buf.name] = node.meta["val"]
                     inputs.append(buf)
@@ -365,8 +372,8 @@ class GraphLowering:
             elif node.op == "call_function":
                 # Faked again first from inputs laid out again (a view then views their new value, not the old
                 # one's storage), then laid out as eager's kernel lays it.
-                refaked = bool(relaid & set(node.all_input_nodes)) and _refake(node)
-                if _eager_layout(node) or refaked:
+                refaked = bool(relaid & set(node.all_input_nodes)) and refake(node)
+                if eager_layout(node) or refaked:
                     relaid.add(node)
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
@@ -415,7 +422,7 @@ class GraphLowering:
             if result.buffer is not None and any(b is result.buffer for b in self.order[created:]):
                 # A buffer made for this node's result holds eager's tensor of this node: an output reading it
                 # through another node's value (a sum over a size-1 dim is its input's elements) is not it.
-                self.storages.setdefault(result.buffer.name, _storage(val))
+                self.storages.setdefault(result.buffer.name, storage_of(val))
         return result
 
     def _arg(self, a: Any) -> Any:
@@ -429,7 +436,7 @@ class GraphLowering:
         if value.buffer is not None:
             return value
         if value.cost > MAX_INLINE_COST or (value.cost > 0 and len(node.users) > 1):
-            return self.realize(value, _dense_strides(node.meta["val"]))
+            return self.realize(value, dense_strides(node.meta["val"]))
         return value
 
     def _output(self, value: Any, node: Any) -> OutputRef:
@@ -442,7 +449,7 @@ class GraphLowering:
         if not isinstance(value, TensorValue):
             return OutputRef(None, value)
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        storage = _storage(val)
+        storage = storage_of(val)
         shared = self._shared_output(node, val, storage)
         if shared is not None:
             return shared
@@ -450,15 +457,15 @@ class GraphLowering:
         if view is not None:
             buf, strides, _ = view
             owner = self.storages.setdefault(buf.name, storage)
-            same_layout = not isinstance(val, torch.Tensor) or _same_strides(strides, _sym.strides_of(val), value.size)
+            same_layout = not isinstance(val, torch.Tensor) or same_strides(strides, _sym.strides_of(val), value.size)
             if storage is None or owner is None or owner != storage or not same_layout:
                 view = None
         view_of_input = self._input_view(val, storage) if view is None else None
         if view_of_input is not None:
             value = view_of_input
         elif view is None:
-            dense = _dense_strides(val)
-            own_strides, base_size = (dense, None) if dense is not None else _own_layout(val) or (None, None)
+            dense = dense_strides(val)
+            own_strides, base_size = (dense, None) if dense is not None else own_layout(val) or (None, None)
             if own_strides is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
                 return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
@@ -526,7 +533,7 @@ class GraphLowering:
         self.output_claims: dict[str, Any] = {}  # buffer name -> the output node returned as the buffer itself
         self.output_nodes = {a for a in results if isinstance(a, torch.fx.Node)}
         for a in results:
-            storage = _storage(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
+            storage = storage_of(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
             if storage is not None:
                 self.output_storages[storage] = self.output_storages.get(storage, 0) + 1
 
@@ -541,15 +548,15 @@ class GraphLowering:
         layout, and each such output is the view of it eager's strides and storage offset describe. With
         ``alone``, an output that shares its storage with no other is based so too.
         """
-        if storage is None or (not alone and self.output_storages.get(storage, 0) < 2 and not _overlapping(val)):
+        if storage is None or (not alone and self.output_storages.get(storage, 0) < 2 and not overlapping(val)):
             return None
-        root = _alias_root(node, storage)
+        root = alias_root(node, storage)
         base_val = root.meta.get("val")
-        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or not _whole_storage(base_val):
+        if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or not whole_storage(base_val):
             return None  # a view of an input or a constant, or no node holds the whole storage to base views on
         buf = self.output_bases.get(root)
         if buf is None:
-            strides = _dense_strides(base_val)
+            strides = dense_strides(base_val)
             if strides is None and _sym.prod(_sym.shape_of(base_val)) != 0:
                 return None
             base = self.realize(self.env[root], strides)
@@ -563,106 +570,6 @@ class GraphLowering:
         if arg.natural and self.output_claims.setdefault(buf.name, claimant) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
-
-
-# Pointwise ops whose fake kernels are Python references built of several prims: their results' strides
-# follow the last prim's operands, not TensorIterator's rule eager's kernel follows (``a // b`` with ``a``
-# transposed is laid out as ``a`` in eager, as ``b`` in the fake value).
-_REFERENCE_LAYOUTS = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default, aten.floor_divide.Scalar,
-    aten.copysign.Tensor, aten.copysign.Scalar}  # fmt: skip
-
-
-def _eager_layout(node: torch.fx.Node) -> bool:
-    """Give ``node``'s value the strides eager's kernel gives its result, when its fake kernel lays it out otherwise."""
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or _is_dynamic(val):
-        return False
-    if getattr(node.target, "is_view", False):
-        return _eager_view_layout(node, val)
-    if node.target not in _REFERENCE_LAYOUTS:
-        return False
-    values = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
-    tensors = [t for t in values if isinstance(t, torch.Tensor) and not _is_dynamic(t)]
-    if not tensors or len(tensors) != len(values):
-        return False
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    if tuple(val.shape) != tuple(shape):
-        return False
-    with val.fake_mode:  # type: ignore[attr-defined]
-        strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
-        canonical = make_contiguous_strides_for(val.shape)
-        if _same_strides(strides, canonical, val.shape):
-            strides = canonical  # TensorIterator gives a contiguous result empty()'s strides on size-1 dims too
-        if tuple(strides) == val.stride():
-            return False
-        node.meta["val"] = torch.empty_strided(val.shape, strides, dtype=val.dtype, device=val.device)
-    return True
-
-
-def _eager_view_layout(node: torch.fx.Node, val: torch.Tensor) -> bool:
-    """A view's strides as eager's view kernel gives them (functionalized tracing may give a size-1 dim another
-    stride: `expand` adds a leading dim with stride 1 where eager's has 0), since an op copying the view in
-    eager's order of strides (`.long()`, `x + 1`) lays its result out by them. Recomputed on meta tensors."""
-    tensors = [a.meta.get("val") for a in node.all_input_nodes]
-    if not all(isinstance(t, torch.Tensor) and not _is_dynamic(t) for t in tensors):
-        return False
-
-    def meta(a: Any) -> Any:
-        t = a.meta.get("val") if isinstance(a, torch.fx.Node) else a
-        if not isinstance(t, torch.Tensor):
-            return t
-        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-
-    target: Any = node.target
-    try:
-        with _disable_current_modes():
-            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), meta)
-            out = target(*args, **kwargs)
-    except Exception:  # a view meta tensors cannot express (an offset past their storage): keep the fake value
-        return False
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(val.shape) or out.stride() == val.stride():
-        return False
-    with val.fake_mode:  # type: ignore[attr-defined]
-        node.meta["val"] = val.as_strided(val.shape, out.stride(), val.storage_offset())  # still a view of its base
-    return True
-
-
-def _refake(node: torch.fx.Node) -> bool:
-    """Recompute ``node``'s fake value from its inputs' (one of which :func:`_eager_layout` laid out again)."""
-    val = node.meta.get("val")
-    mode = next((v.fake_mode for v in pytree.tree_leaves(val) if hasattr(v, "fake_mode")), None)
-    if mode is None or not (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem):
-        return False
-    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
-    target: Any = node.target
-    with mode:
-        node.meta["val"] = target(*args, **kwargs)
-    return True
-
-
-def _whole_storage(val: torch.Tensor) -> bool:
-    """Whether ``val`` is its storage's whole content, each element once (views of it are addressed within it)."""
-    if val.storage_offset() != 0 or (_sym.prod(_sym.shape_of(val)) != 0 and not is_non_overlapping_and_dense(val)):
-        return False
-    return _sym.eq(_sym.norm(val.numel() * val.element_size()), _sym.norm(val.untyped_storage().nbytes()))
-
-
-def _alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:
-    """The first node up ``node``'s chain of views (first arguments, through ``getitem`` of split results) whose
-    value still has ``storage``."""
-    while node.op == "call_function" and node.args:
-        source = node.args[0]
-        if node.target is operator.getitem and isinstance(source, torch.fx.Node):
-            if not isinstance(source.meta.get("val"), (tuple, list)) or not source.args:
-                return node  # an item of a multi-output op (max.dim): a tensor of its own
-            source = source.args[0]
-        if not isinstance(source, torch.fx.Node):
-            return node
-        source_storage = _storage(source.meta.get("val"))  # None for a SymInt argument (`n - x`)
-        if source_storage is None or source_storage != storage:
-            return node
-        node = source
-    return node
 
 
 def _eager_check(node: torch.fx.Node) -> None:
@@ -687,72 +594,9 @@ def _with_eager_strides(arg: ExternArg, val: Any) -> ExternArg:
     copy between two views of one memory is a partial overlap unless their strides are equal).
     """
     eager_strides = _sym.strides_of(val) if isinstance(val, torch.Tensor) else arg.stride
-    if arg.stride != eager_strides and _same_strides(arg.stride, eager_strides, arg.size):
+    if arg.stride != eager_strides and same_strides(arg.stride, eager_strides, arg.size):
         return replace(arg, stride=eager_strides, natural=False)
     return arg
-
-
-def _same_strides(strides: Sequence[Any], expected: Sequence[Any], size: Sequence[Any]) -> bool:
-    """Whether two layouts of ``size`` address the same elements (strides of length-1 dims do not matter)."""
-    if any(n == 0 for n in size):
-        return True
-    return all(n == 1 or _sym.norm(a) == _sym.norm(b) for a, b, n in zip(strides, expected, size, strict=True))
-
-
-def _storage(val: Any) -> Any:
-    """The identity of ``val``'s storage (a fake tensor's too), or None when it is not a tensor."""
-    if not isinstance(val, torch.Tensor):
-        return None
-    return StorageWeakRef(val.untyped_storage())
-
-
-def _same_storage(a: Any, b: Any) -> bool:
-    """Whether two storage identities (None for a value that is not a tensor) are the same storage."""
-    return a is not None and b is not None and a == b
-
-
-def _dense_strides(val: Any) -> tuple[Any, ...] | None:
-    if isinstance(val, torch.Tensor) and _sym.prod(_sym.shape_of(val)) != 0 and is_non_overlapping_and_dense(val):
-        return _sym.strides_of(val)
-    return None
-
-
-def _overlapping(val: Any) -> bool:
-    """Whether two of ``val``'s elements share memory: a stride of 0 on a dim of more than one element."""
-    return (
-        isinstance(val, torch.Tensor)
-        and any(_sym.norm(stride) == 0 and _sym.norm(size) != 1 for size, stride in zip(val.shape, val.stride()))
-        and _sym.prod(_sym.shape_of(val)) != 0
-    )
-
-
-def _own_layout(val: Any) -> tuple[tuple[Any, ...], tuple[Any, ...] | None] | None:
-    """Eager's strides for a new buffer holding ``val`` (``x[::2]``'s gaps, ``expand``'s zeros), and the size of
-    that buffer when ``val`` broadcasts it (stride-0 dims hold one element), else None for ``val``'s own size.
-
-    None when the strides do not provably address each of the buffer's elements once (dims interleave).
-    """
-    if not isinstance(val, torch.Tensor) or _sym.prod(_sym.shape_of(val)) == 0:
-        return None
-    sizes, strides = _sym.shape_of(val), _sym.strides_of(val)
-    broadcast = [_sym.norm(stride) == 0 and _sym.norm(size) != 1 for size, stride in zip(sizes, strides)]
-    dims = sorted(
-        ((stride, size) for size, stride, b in zip(sizes, strides, broadcast) if not b and _sym.norm(size) != 1),
-        key=lambda dim: _sym.hint(dim[0]),
-    )
-    extent: Any = 1
-    for stride, size in dims:
-        if not _sym.provably_le(extent, stride):
-            return None  # two elements may share memory or interleave
-        extent = _sym.norm(stride * size)
-    base = tuple(1 if b else size for size, b in zip(sizes, broadcast)) if any(broadcast) else None
-    return strides, base
-
-
-def _is_dynamic(value: Any) -> bool:
-    if isinstance(value, torch.SymInt):
-        return not isinstance(value.node.expr, sympy.Integer)
-    return isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))
 
 
 # Lowerings that read symbolic scalar arguments correctly (sizes of views and fills, slice bounds, indices).

@@ -30,7 +30,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
 from dynajit.inductor_lite._autotune import example_tensor
-from dynajit.inductor_lite._graph import _same_strides, _storage
+from dynajit.inductor_lite._strides import same_strides, storage_of
 
 __all__ = ["channels_last"]
 
@@ -271,7 +271,7 @@ class _Abort(Exception):
 
 
 def _outputs_alias(outputs: Any) -> bool:
-    storages = [_storage(_val(o)) for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()]
+    storages = [storage_of(_val(o)) for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()]
     return len(storages) != len(set(storages))
 
 
@@ -320,7 +320,7 @@ def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> tor
     value = _val(node)
     if not isinstance(eager, torch.Tensor) or not isinstance(value, torch.Tensor):
         return node
-    if _same_strides(value.stride(), eager.stride(), eager.shape):
+    if same_strides(value.stride(), eager.stride(), eager.shape):
         return node
     if not eager.is_contiguous() or _views_an_input(graph, value):
         return None
@@ -333,6 +333,8 @@ def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> tor
 def _views_an_input(graph: torch.fx.Graph, value: torch.Tensor) -> bool:
     """Whether ``value`` views a graph input's memory (such an output must stay that view, not a copy)."""
     return any(
-        node.op == "placeholder" and isinstance(_val(node), torch.Tensor) and _storage(_val(node)) == _storage(value)
+        node.op == "placeholder"
+        and isinstance(_val(node), torch.Tensor)
+        and storage_of(_val(node)) == storage_of(value)
         for node in graph.nodes
     )
