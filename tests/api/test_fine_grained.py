@@ -193,6 +193,26 @@ def test_is_compiling_is_true_under_tracing_and_false_eagerly():
     torch.testing.assert_close(compiler.compile(branches_on_is_compiling, backend="eager")(x), x + 1)
 
 
+def builds_its_mask_only_eagerly(x, mask=None):
+    # transformers' encoder stacks: "if attention_mask is None and not is_torchdynamo_compiling()"
+    y = x * 2
+    if mask is None and not compiler.is_compiling():
+        mask = torch.ones(x.shape[0])
+    return y + mask[:, None]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_trace_that_raises_after_asking_whether_it_is_compiling_runs_in_python(backend):
+    # The trace skipped the mask and raised on None[:, None]: the compiled call raised TypeError where eager
+    # returns (switch_transformers, longt5). TorchDynamo runs such a frame eagerly, where the answer is False.
+    x = torch.randn(3, 2)
+    compiled = compiler.compile(builds_its_mask_only_eagerly, backend=backend)
+    torch.testing.assert_close(compiled(x), builds_its_mask_only_eagerly(x))
+    torch.testing.assert_close(compiled(x, torch.zeros(3)), builds_its_mask_only_eagerly(x, torch.zeros(3)))
+    with pytest.raises(TypeError, match="not subscriptable"):  # fullgraph cannot run it in Python: eager's error
+        compiler.compile(builds_its_mask_only_eagerly, backend=backend, fullgraph=True)(x)
+
+
 def test_is_dynamo_compiling_under_capture_and_is_exporting_only_under_export():
     x = torch.zeros(2)
     torch.testing.assert_close(compiler.compile(reports_tracer, backend="eager")(x), x + 1)

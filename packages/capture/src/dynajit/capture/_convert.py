@@ -100,6 +100,11 @@ def _trace_and_transform(
             raises = isinstance(exc, RaisesInPython)
             if ctx.export or (ctx.fullgraph and not raises):
                 raise Unsupported(exc.reason, user_stack=stack) from None
+            if raises and output.compile_only_answers and not ctx.fullgraph:
+                # The raise may follow from `is_compiling()` being True (a mask built only in eager is None):
+                # the frame runs in Python, where it is False, as a frame whose trace raises runs in TorchDynamo.
+                reason = f"the trace raises after asking whether it is compiling ({exc.reason})"
+                return _calls_intercepted(fn, ctx, GraphBreak(reason, tuple(stack)))
             if break_at is not None:
                 reason = f"tracing is not repeatable up to the graph break ({exc.reason})"
                 return _calls_intercepted(fn, ctx, GraphBreak(reason, tuple(stack)))

@@ -116,6 +116,8 @@ class OutputGraph:
         self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
         self.made_no_grad_views = False  # see autograd_replay.check_no_grad_view
         self.n_ops = 0
+        # Whether the trace took an answer only tracing gives (``torch.compiler.is_compiling()`` is True).
+        self.compile_only_answers = False
         # Real context managers (autocast) tracing entered and has not left yet; see leave_entered.
         self.entered: list[Any] = []
         # Devices whose default autocast dtype the trace took (it is baked into the graph; GLOBAL_STATE checks it).

@@ -176,7 +176,9 @@ class Tracer:
                 unsupported("graph_break() was called")
             query = marks.is_compile_query(target)
             if query is not None:
-                return ConstVar(self.output.ctx.export if query == "is_exporting" else True)
+                answer = self.output.ctx.export if query == "is_exporting" else True
+                self.output.compile_only_answers |= answer  # see _convert: a trace that then raises
+                return ConstVar(answer)
             if marks.is_disabled(target):
                 unsupported(f"{getattr(target, '__qualname__', target)} is marked disable(): it runs in Python")
             if marks.is_disabled_frame_only(target):
