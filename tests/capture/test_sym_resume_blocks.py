@@ -6,6 +6,9 @@ reached; a try region whose handler reaches the code's own ``except`` /
 block, exception table included.
 """
 
+import contextlib
+import warnings
+
 import pytest
 import torch
 
@@ -259,3 +262,52 @@ def test_closures_and_cells_in_try(check, t, fn):
         check(fn, t(3), w, [], calls=2)
     reasons = [brk.reason for frame in seen.frames for brk in frame.graph_breaks]
     assert not [r for r in reasons if "cannot be resumed" in r], reasons
+
+
+def null_context_block(x, w, log):
+    with contextlib.nullcontext(w) as scale:
+        y = x * scale
+    return y + 1
+
+
+def user_context_manager_whole(x, w, log):
+    with Recorder(log) as rec:
+        y = x * w + len(rec.log)
+    return y
+
+
+def user_context_manager_exited_by_an_exception(x, w, log):
+    try:
+        with Recorder(log):
+            y = x * w
+            raise KeyError("inside")
+    except KeyError:
+        y = x - w
+    return y
+
+
+def warnings_silenced(x, w, log):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x * w
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn,graphs,breaks",
+    [
+        (null_context_block, 1, 0),
+        (user_context_manager_whole, 1, 0),
+        (user_context_manager_exited_by_an_exception, 1, 0),
+        (warnings_silenced, 1, 3),  # (its __enter__ sets a module attribute and calls a C function)
+    ],
+    ids=lambda c: getattr(c, "__name__", str(c)),
+)
+def test_with_blocks_over_context_managers_written_in_python_are_traced(check, t, fn, graphs, breaks):
+    # Their __enter__ and __exit__ are traced calls. A with statement over one was a graph break, and
+    # warnings.catch_warnings failed to compile (a traced list.remove of an absent item raised in the tracer).
+    filters = list(warnings.filters)
+    with capture.observe() as seen:
+        check(fn, t(3), t(3), [], graphs=graphs, calls=2)
+    assert len([b for frame in seen.frames for b in frame.graph_breaks]) == breaks
+    assert warnings.filters == filters

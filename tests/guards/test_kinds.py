@@ -285,3 +285,31 @@ def test_equals_match_on_an_uncopyable_value_is_a_clear_error():
 
     with pytest.raises(TypeError, match="id_match"):
         equals_match(X, Uncopyable())
+
+
+def test_describing_a_guarded_object_runs_none_of_its_code():
+    # Guards describe what they hold when built: a class's own __repr__ (a metaclass's, a bound method's
+    # object's) ran at every compile, and one that raises made the compile fail.
+    calls = []
+
+    class Loud(type):
+        def __repr__(cls):
+            calls.append(cls)
+            raise RuntimeError("repr")
+
+    class Config(metaclass=Loud):
+        scale = 2
+
+        def method(self):
+            return self
+
+        def __repr__(self):
+            calls.append(self)
+            raise RuntimeError("repr")
+
+    config = Config()
+    for obj in (Config, config, config.method, [config], {"k": (config,)}):
+        assert id_match(GlobalSource("obj"), obj).detail.startswith(("is <", "is [", "is {"))
+    assert calls == []
+    compiled = GuardSet([id_match(GlobalSource("obj"), Config)]).compile((), {"obj": Config})
+    assert compiled.check()

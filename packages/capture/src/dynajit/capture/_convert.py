@@ -92,7 +92,6 @@ def _trace_and_transform(
         tracer = RootTracer(fn, args, output, break_at)
         try:
             tracer.run()
-            break
         except Unsupported as exc:
             innermost = output.current_tx or tracer
             stack = innermost.user_stack()
@@ -112,27 +111,39 @@ def _trace_and_transform(
             at_branch = isinstance(exc, TensorBranch) and innermost is tracer
             bad_call = isinstance(exc, BadCall) and innermost is tracer
             graph_break = GraphBreak(exc.reason, tuple(stack))
+            entered = [
+                step for exit_method, step in tracer.python_with_exits if any(v is exit_method for v in tracer.stack)
+            ]
+            if entered:
+                # Inside a with-block over a context manager written in Python, whose __exit__ resumed code
+                # cannot hold: the with statement runs in Python, and the code after it resumes inside the block.
+                break_at, at_branch, bad_call = entered[-1], False, False
+                reason = f"a with-block over a context manager written in Python holds a graph break ({exc.reason})"
+                graph_break = GraphBreak(reason, tuple(stack))
             _log_break(graph_break)
+            continue
         finally:
             output.leave_entered()  # an autocast block tracing stopped inside
             torch._C._set_grad_enabled(grad_mode)  # a grad-mode block entered while tracing
-    if graph_break is None and not output.has_ops():
-        guards = build_guards(output, ctx) if ctx.export else None
-        if not ctx.export:
-            raise SkipFrame(f"{code.co_name} has no tensor operations", guards)
-    try:
-        if graph_break is None:
-            transformed = transform_return(tracer, output)
-        elif at_branch:
-            transformed = transform_branch(tracer, output)
-        else:
-            transformed = transform_break(tracer, output, intercept_call=not bad_call)
-    except Unsupported as exc:
-        if graph_break is None:  # the value returned cannot be rebuilt in Python: the frame runs there instead
-            if ctx.export or ctx.fullgraph:
-                raise Unsupported(exc.reason) from None
-            return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()))
-        return _calls_intercepted(fn, ctx, GraphBreak(f"{exc.reason} ({graph_break.reason})", graph_break.user_stack))
+        if graph_break is None and not output.has_ops():
+            guards = build_guards(output, ctx) if ctx.export else None
+            if not ctx.export:
+                raise SkipFrame(f"{code.co_name} has no tensor operations", guards)
+        try:
+            if graph_break is None:
+                transformed = transform_return(tracer, output)
+            elif at_branch:
+                transformed = transform_branch(tracer, output)
+            else:
+                transformed = transform_break(tracer, output, intercept_call=not bad_call)
+            break
+        except Unsupported as exc:
+            if graph_break is None:  # the value returned cannot be rebuilt in Python: the frame runs there instead
+                if ctx.export or ctx.fullgraph:
+                    raise Unsupported(exc.reason) from None
+                return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()))
+            reason = f"{exc.reason} ({graph_break.reason})"
+            return _calls_intercepted(fn, ctx, GraphBreak(reason, graph_break.user_stack))
     # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
     converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)
     if ctx.export:

@@ -9,6 +9,7 @@ fast check function and the failure explanation, so the two cannot disagree.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,19 +31,46 @@ class Cost:
     EXPRESSION = 4  # arbitrary expressions (symbolic shapes)
 
 
-def short_repr(value: Any, limit: int = 60) -> str:
-    """``repr`` cut to ``limit`` characters, for messages.
+# Values whose repr runs no code of the program's and costs little.
+_PLAIN = (int, float, complex, bool, str, bytes, type(None), type(...), range, torch.dtype, torch.device)
+# Their own reprs name them without calling anything else (a class's only when its metaclass keeps type's).
+_NAMED = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
 
-    A tensor is described by its class, size and dtype, and a module by its class: their reprs format every
-    element or submodule (a model's parameters took a second to describe), only to be cut here.
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """A description of ``value`` cut to ``limit`` characters, for messages; no ``__repr__`` of the program's runs.
+
+    Guards describe what they hold when they are built, so describing must have no effect the program could
+    see: a class's own ``__repr__`` may raise, print or count its calls, and a module without a spec is
+    described through its loader (a DeprecationWarning). Such values are described by their class and
+    address, as ``object.__repr__`` does. A tensor is described by its class, size and dtype, and a module
+    by its class: their reprs format every element or submodule (a model's parameters took a second).
     """
-    if isinstance(value, torch.Tensor):
-        text = f"{type(value).__name__}(size={list(value.shape)}, dtype={value.dtype})"
-    elif isinstance(value, torch.nn.Module):
-        text = f"{type(value).__name__} module"
-    else:
-        text = repr(value)
+    text = _describe(value, limit)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(value: Any, limit: int) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{type(value).__name__}(size={list(value.shape)}, dtype={value.dtype})"
+    if isinstance(value, torch.nn.Module):
+        return f"{type(value).__name__} module"
+    if type(value) in _PLAIN:
+        return repr(value)
+    if isinstance(value, types.ModuleType):
+        return f"<module {value.__name__!r}>"
+    if isinstance(value, _NAMED) or (isinstance(value, type) and type(value).__repr__ is type.__repr__):
+        return repr(value)
+    if isinstance(value, (type, types.MethodType)):
+        return f"<{type(value).__name__} {value.__qualname__}>"
+    if type(value) in (tuple, list, set, frozenset) and len(value) <= limit:
+        items = ", ".join(_describe(item, limit) for item in value)
+        if type(value) is tuple:
+            return f"({items}{',' if len(value) == 1 else ''})"
+        return f"[{items}]" if type(value) is list else f"{{{items}}}"
+    if type(value) is dict and len(value) <= limit:
+        return "{" + ", ".join(f"{_describe(k, limit)}: {_describe(v, limit)}" for k, v in value.items()) + "}"
+    return f"<{type(value).__qualname__} object at {id(value):#x}>"
 
 
 @dataclass(frozen=True, eq=False)

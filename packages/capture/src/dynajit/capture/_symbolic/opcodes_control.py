@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING
 
 from dynajit.capture._frame import Unsupported
@@ -89,14 +90,31 @@ def _to_bool(tx: Tracer, inst: Inst) -> None:
 
 @handler("BEFORE_WITH")
 def _before_with(tx: Tracer, inst: Inst) -> None:
+    from dynajit.capture._symbolic.tracer import RootTracer
     from dynajit.capture._symbolic.variables.contexts import ContextManagerVar
 
     manager = tx.pop()
-    if not isinstance(manager, ContextManagerVar):
-        unsupported(f"with-blocks over {manager} are not traced (only grad-mode and autocast blocks are)")
-    exit_method, entered = manager.enter(tx)
+    if isinstance(manager, ContextManagerVar):
+        exit_method, entered = manager.enter(tx)
+    elif _written_in_python(manager.python_type()):
+        # (``contextlib.nullcontext``, a class of the program's): both methods are traced like any other call
+        exit_method = manager.getattr(tx, "__exit__")
+        if isinstance(tx, RootTracer):
+            tx.python_with_exits.append((exit_method, tx.steps - 1))  # where a break inside the block goes
+        entered = tx.call(manager.getattr(tx, "__enter__"), [], {})
+    else:
+        unsupported(
+            f"with-blocks over {manager} are not traced (grad-mode and autocast blocks are, and context managers "
+            "whose __enter__ and __exit__ are written in Python)"
+        )
     tx.push(exit_method)
     tx.push(entered)
+
+
+def _written_in_python(cls: type) -> bool:
+    """Whether instances of ``cls`` enter and leave a with-block through Python functions of their class."""
+    methods = [getattr(cls, name, None) for name in ("__enter__", "__exit__")]
+    return all(isinstance(m, types.FunctionType) for m in methods)
 
 
 _MAX_YIELDS = 10_000

@@ -333,6 +333,9 @@ class RootTracer(Tracer):
         self.break_at = break_at
         self.steps = 0
         self.stopped_at: Inst | None = None
+        # The __exit__ of each with-block over a context manager written in Python, and the step entering it:
+        # while the exit is on the stack, a graph break moves to that step (see _convert).
+        self.python_with_exits: list[tuple[VT, int]] = []
         # Grad mode when the frame starts (guarded) and where tracing stopped: the transformed code sets
         # the latter after the graph runs (a break inside a grad-mode block, a resumed block left).
         self.grad_at_entry = torch.is_grad_enabled()

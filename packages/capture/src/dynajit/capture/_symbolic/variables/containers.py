@@ -80,13 +80,21 @@ class _Sequence(VT):
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         if name == "index" and not kwargs:
-            consts = [item.const() for item in self.items]
-            return ConstVar(consts.index(*[a.const() for a in args]))
+            return ConstVar(self.position(args, f"{self.kind.__name__}.index"))
         if name == "count" and not kwargs:
             return ConstVar([item.const() for item in self.items].count(args[0].const()))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         unsupported(f"{self.kind.__name__}.{name} is not traced")
+
+    def position(self, args: list[VT], what: str) -> int:
+        """Where the constant ``args[0]`` first is among the items (``index``'s arguments), or the ValueError
+        Python raises when it is not there (``try: filters.remove(item) except ValueError`` is traced)."""
+        consts = [item.const() for item in self.items]
+        try:
+            return consts.index(*[a.const() for a in args])
+        except ValueError as exc:
+            raises_in_python(f"{what} raises ValueError: {exc}", exc)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
         from dynajit.capture._symbolic.variables.functions import MethodOf
@@ -262,13 +270,15 @@ class ListVar(_Sequence):
             "pop": lambda i=None: self.items.pop(i.const() if i is not None else -1),
             "clear": lambda: self.items.clear(),
             "reverse": lambda: self.items.reverse(),
-            "remove": lambda x: self.items.pop([item.const() for item in self.items].index(x.const())),
+            "remove": lambda x: self.items.pop(self.position([x], "list.remove")),
             "copy": lambda: ListVar(self.items),
         }
         if name in table and not kwargs:
             if name != "copy":
                 if name == "pop" and not self.items:
                     unsupported("pop from an empty list raises IndexError")
+                if name == "remove" and len(args) == 1:
+                    self.position(args, "list.remove")  # (a failed remove changes nothing)
                 self.mutated(tx)
             result = table[name](*args)
             return result if isinstance(result, VT) else ConstVar(None)
