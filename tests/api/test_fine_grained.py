@@ -10,9 +10,13 @@ show as XPASS and the mark should go).
 
 from __future__ import annotations
 
+import functools
+import types
+
 import pytest
 import torch
 
+import dynajit.capture as capture
 from dynajit import _dynamo, compiler
 from dynajit.capture.testing import CompileCounter
 
@@ -279,6 +283,39 @@ def test_assume_constant_result_is_called_once_and_baked_in():
     SCALE["value"] = 5
     torch.testing.assert_close(compiled(x), x * 3)  # the baked constant, no re-read, no recompile
     assert SCALE_CALLS == [1] and counter.frame_count == 1
+
+
+PROBES = []
+
+
+def _marked_by_hand(fn):
+    # transformers' own spelling of assume_constant_result (it must not import torch): TorchDynamo's attribute
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@functools.lru_cache
+@_marked_by_hand
+def install_probe():
+    PROBES.append(vars(types.SimpleNamespace(found=True)))  # (vars() is not traced: a break if inlined)
+    return 2
+
+
+def probes_an_install(x):
+    return x * install_probe()
+
+
+def test_a_function_carrying_torchdynamos_constant_mark_under_a_cache_is_called_once_and_baked_in():
+    # transformers' is_torch_distributed_available (lru_cache over the mark) was inlined: it read package
+    # metadata at every trace, and its vars() call broke nllb-moe's graph eleven times.
+    x = torch.ones(2)
+    install_probe.cache_clear()
+    PROBES.clear()
+    counter = CompileCounter()
+    with capture.observe() as seen:
+        torch.testing.assert_close(compiler.compile(probes_an_install, backend=counter)(x), x * 2)
+    assert not [b for frame in seen.frames for b in frame.graph_breaks]
+    assert len(PROBES) == 1 and counter.frame_count == 1
 
 
 def branches_on_private_is_compiling(x):

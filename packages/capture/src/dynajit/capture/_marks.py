@@ -217,8 +217,13 @@ def assume_constant_result(fn: _F) -> _F:
 
 
 def has_constant_result(fn: Any) -> bool:
-    """True when ``assume_constant_result(fn)`` was called."""
-    return _target(fn) in _constant_result
+    """True when ``assume_constant_result(fn)`` was called, or ``fn`` carries TorchDynamo's mark of it.
+
+    Libraries that must not import torch set that attribute themselves (transformers' install probes, such
+    as ``is_torch_distributed_available``, which read package metadata at every call they trace).
+    """
+    marked = inspect.getattr_static(fn, "_dynamo_marked_constant", False) is True
+    return marked or _target(fn) in _constant_result
 
 
 def _signature(fn: Any) -> inspect.Signature | None:

@@ -132,8 +132,9 @@ class UserObjectVar(ObjectVar):
         cls = type(self.value)
         if cls is _LRU_CACHE_WRAPPER:
             # ``functools.lru_cache``/``cache``: the wrapped function is traced, so its value is computed, never a
-            # stale cached one (the cache is neither read nor filled, as TorchDynamo does).
-            return self.getattr(tx, "__wrapped__").call(tx, args, kwargs)
+            # stale cached one (the cache is neither read nor filled, as TorchDynamo does). Called as a call site,
+            # so the wrapped function's marks apply (``assume_constant_result`` under the cache).
+            return tx.call(self.getattr(tx, "__wrapped__"), args, kwargs)
         method = inspect.getattr_static(cls, "__call__", None)
         if not isinstance(method, types.FunctionType):
             unsupported(
