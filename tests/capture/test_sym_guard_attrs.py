@@ -156,3 +156,33 @@ def test_module_forward_replaced_on_the_instance_is_called(compile_counted):
     g(x)
     lin.forward = lambda v: v * 100
     assert torch.equal(g(x), f(x))
+
+
+def test_vars_of_an_object_is_its_guarded_dict(compile_counted):
+    # vars() was a graph break (transformers' code reaches importlib.metadata's `vars(self).update(kwargs)`).
+    class Cfg:
+        def __init__(self):
+            self.scale = 2
+
+    cfg = Cfg()
+
+    def f(x):
+        fields = vars(cfg)
+        return x * fields["scale"] + len(fields)
+
+    def g(x):
+        try:
+            vars(3)
+        except TypeError as exc:
+            return x - len(str(exc))
+
+    with capture.observe() as seen:
+        compiled, _ = compile_counted(f)
+        x = torch.ones(2)
+        assert torch.equal(compiled(x), f(x))
+        cfg.scale = 5
+        assert torch.equal(compiled(x), f(x))
+        cfg.extra = 1
+        assert torch.equal(compiled(x), f(x))
+        assert torch.equal(compile_counted(g)[0](x), g(x))
+    assert not [b for frame in seen.frames for b in frame.graph_breaks]

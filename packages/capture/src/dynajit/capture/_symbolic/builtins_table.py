@@ -414,6 +414,19 @@ BUILTINS[all] = _all_any(all)
 BUILTINS[any] = _all_any(any)
 
 
+@builtin(vars)
+def _vars(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 1:
+        if not args and not kwargs:
+            unsupported("vars() without an argument reads the frame's locals")
+        raises_in_python("vars() takes at most 1 argument (TypeError)")
+    found = read_or_missing(tx, args[0], "__dict__")
+    if found is None:
+        message = "vars() argument must have __dict__ attribute"
+        raises_in_python(f"{message} (TypeError)", TypeError(message))
+    return found
+
+
 @builtin(getattr)
 def _getattr(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if kwargs or not 2 <= len(args) <= 3:
