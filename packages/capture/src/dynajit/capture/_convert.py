@@ -92,6 +92,7 @@ def _trace_and_transform(
         tracer = RootTracer(fn, args, output, break_at)
         try:
             tracer.run()
+            break
         except Unsupported as exc:
             innermost = output.current_tx or tracer
             stack = innermost.user_stack()
@@ -121,29 +122,26 @@ def _trace_and_transform(
                 reason = f"a with-block over a context manager written in Python holds a graph break ({exc.reason})"
                 graph_break = GraphBreak(reason, tuple(stack))
             _log_break(graph_break)
-            continue
         finally:
             output.leave_entered()  # an autocast block tracing stopped inside
             torch._C._set_grad_enabled(grad_mode)  # a grad-mode block entered while tracing
-        if graph_break is None and not output.has_ops():
-            guards = build_guards(output, ctx) if ctx.export else None
-            if not ctx.export:
-                raise SkipFrame(f"{code.co_name} has no tensor operations", guards)
-        try:
-            if graph_break is None:
-                transformed = transform_return(tracer, output)
-            elif at_branch:
-                transformed = transform_branch(tracer, output)
-            else:
-                transformed = transform_break(tracer, output, intercept_call=not bad_call)
-            break
-        except Unsupported as exc:
-            if graph_break is None:  # the value returned cannot be rebuilt in Python: the frame runs there instead
-                if ctx.export or ctx.fullgraph:
-                    raise Unsupported(exc.reason) from None
-                return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()))
-            reason = f"{exc.reason} ({graph_break.reason})"
-            return _calls_intercepted(fn, ctx, GraphBreak(reason, graph_break.user_stack))
+    if graph_break is None and not output.has_ops():
+        guards = build_guards(output, ctx) if ctx.export else None
+        if not ctx.export:
+            raise SkipFrame(f"{code.co_name} has no tensor operations", guards)
+    try:
+        if graph_break is None:
+            transformed = transform_return(tracer, output)
+        elif at_branch:
+            transformed = transform_branch(tracer, output)
+        else:
+            transformed = transform_break(tracer, output, intercept_call=not bad_call)
+    except Unsupported as exc:
+        if graph_break is None:  # the value returned cannot be rebuilt in Python: the frame runs there instead
+            if ctx.export or ctx.fullgraph:
+                raise Unsupported(exc.reason) from None
+            return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()))
+        return _calls_intercepted(fn, ctx, GraphBreak(f"{exc.reason} ({graph_break.reason})", graph_break.user_stack))
     # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
     converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)
     if ctx.export:
