@@ -198,6 +198,28 @@ def _expanded_row_then_scaled(x: torch.Tensor, like: torch.Tensor) -> tuple[torc
     return view, view.sum(0)
 
 
+def _second_half_then_halves_scaled(x: torch.Tensor) -> torch.Tensor:
+    half = x.chunk(2, 0)[-1]
+    halves = x.unflatten(-1, (2, -1))
+    halves *= 2
+    return half
+
+
+def _second_half_zeroed_then_rows_scaled(x: torch.Tensor) -> torch.Tensor:
+    # the fuzzer's program (c32-1:2756)
+    half = x.chunk(2, 0)[-1]
+    half.zero_()
+    rows = x.unflatten(-1, (2, -1))
+    rows *= 2
+
+    def helper(kept: torch.Tensor, unsqueezed: torch.Tensor) -> torch.Tensor:
+        x.zero_()
+        unsqueezed.unsqueeze_(0)
+        return kept
+
+    return helper(half, rows)
+
+
 _STRIDED_VECTORS = {
     "gaps": lambda n: torch.linspace(-1, 1, 2 * n)[::2],
     "gaps at an offset": lambda n: torch.linspace(-1, 1, 2 * n + 1)[1::2],
@@ -232,4 +254,24 @@ def test_a_returned_broadcast_of_a_strided_input_written_after_is_the_view_eager
                 want.storage_offset(),
                 shared_in_eager,
             ), n
+        torch.testing.assert_close(actual_x, expected_x)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("fn", [_second_half_then_halves_scaled, _second_half_zeroed_then_rows_scaled])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_returned_view_at_a_symbolic_offset_of_a_written_input_starts_where_eager_s_does(
+    backend: str, fn: Callable[..., Any]
+) -> None:
+    # The returned view is computed from the written input's new value, a buffer of `(2, n // 2)`; as a new
+    # buffer of its own it started at offset 0, and AOT autograd rebuilt the alias of the input at that
+    # offset: the first half, silently, for eager's second.
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend, dynamic=True)
+    for n in (2, 4, 6):
+        expected_x, actual_x = torch.linspace(-1, 1, n), torch.linspace(-1, 1, n)
+        expected, actual = fn(expected_x), compiled(actual_x)
+        torch.testing.assert_close(actual, expected, msg=lambda m, n=n: f"size {n}: {m}")
+        assert actual.untyped_storage().data_ptr() == actual_x.untyped_storage().data_ptr()
+        assert (actual.stride(), actual.storage_offset()) == (expected.stride(), expected.storage_offset()), n
         torch.testing.assert_close(actual_x, expected_x)

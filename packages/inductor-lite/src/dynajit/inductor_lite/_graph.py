@@ -466,8 +466,12 @@ class GraphLowering:
         elif view is None:
             dense = dense_strides(val)
             own_strides, base_size = (dense, None) if dense is not None else own_layout(val) or (None, None)
-            if own_strides is None and (based := self._shared_output(node, val, storage, alone=True)) is not None:
-                return based  # a view with symbolic gaps (a slice of a dynamic intermediate): of its base, as eager's
+            # A view with symbolic gaps (a slice of a dynamic intermediate), or at a symbolic offset: of its
+            # base, as eager's. AOT autograd rebuilds an output aliasing an input it writes at the offset the
+            # graph's output has when the view's ops take symbolic sizes (`x.chunk(2)[-1]` of a dynamic `x`).
+            offset_set = self.dynamic and isinstance(val, torch.Tensor) and _sym.norm(val.storage_offset()) != 0
+            if (own_strides is None or offset_set) and (based := self._shared_output(node, val, storage, alone=True)):
+                return based
             # Eager's strides even with gaps (the new value of a strided input the graph writes): a training
             # forward's saved output is read by the backward through the strides its value has. A broadcast
             # (stride 0) is computed once and returned as the view eager's is: AOT autograd rebuilds an output

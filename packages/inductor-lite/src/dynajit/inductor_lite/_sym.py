@@ -164,10 +164,22 @@ def prod(values: Iterable[Size]) -> Size:
 
 
 def eq(a: Size, b: Size) -> bool:
-    """Structurally equal sizes (True only when equal for every value of the symbols)."""
+    """Equal sizes for every allowed value of the symbols (their value ranges settle a ``Max``/``Min``)."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    return norm(sympy.sympify(a) - b) == 0
+    difference = norm(sympy.sympify(a) - b)
+    return difference == 0 or norm(_settled(difference)) == 0
+
+
+def _settled(expr: Any) -> Any:
+    """``expr`` with each two-way ``Max``/``Min`` its symbols' ranges decide replaced by the argument it is
+    (a fake's storage of ``(2, n // 2)`` has ``4 * (n // 2) + 4 * Max(1, n // 2)`` bytes, ``n >= 2``)."""
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    return expr.replace(
+        lambda e: isinstance(e, (Max, Min)) and len(e.args) == 2,
+        lambda e: _extreme(_settled(e.args[0]), _settled(e.args[1]), isinstance(e, Max)),
+    )
 
 
 def hint(value: Size) -> int:
