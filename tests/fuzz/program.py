@@ -59,8 +59,8 @@ def ambient(call):
     return AMBIENT[MODE_CALLS[call]]()
 """
 
-# A program with the ``layouts`` feature fixes what inductor-lite's channels-last pass decides by timing (whether
-# an inference graph's 2-D convolutions run channels-last, and its pointwise ones as matrix products), so both
+# A program with the ``layouts`` feature fixes what inductor-lite's channels-last pass decides by timing and peak
+# memory (whether an inference graph's 2-D convolutions run channels-last, and its pointwise ones as matrix products), so both
 # sides of each decision are fuzzed and a repro decides as its run did. The runner restores the timings after.
 LAYOUT_SOURCE = """
 import dynajit.inductor_lite._layout as _layout_pass
@@ -75,7 +75,12 @@ def _forced_seconds(fn, args):
     return (1.0 if LAYOUT["matmuls"] else 3.0) if fn is _layout_pass._run_as_matmul else 2.0
 
 
+def _forced_peak_bytes(graph, outputs, held_while_running):
+    return 0  # (the peak-memory rule would keep the fuzzer's tiny images in their layout)
+
+
 _layout_pass._conv_seconds, _layout_pass._seconds = _forced_conv_seconds, _forced_seconds
+_layout_pass._peak_bytes = _forced_peak_bytes
 """
 
 # The module-level state a program with the ``changed_facts`` feature reads (see facts.py).

@@ -507,14 +507,14 @@ def check(
 
 @contextlib.contextmanager
 def _layout_timings_restored() -> Iterator[None]:
-    """Undo what a program forcing the layout decisions (``layouts``) did to inductor-lite's timings."""
+    """Undo what a program forcing the layout decisions (``layouts``) did to inductor-lite's timings and memory rule."""
     from dynajit.inductor_lite import _layout
 
-    saved = _layout._conv_seconds, _layout._seconds
+    saved = _layout._conv_seconds, _layout._seconds, _layout._peak_bytes
     try:
         yield
     finally:
-        _layout._conv_seconds, _layout._seconds = saved
+        _layout._conv_seconds, _layout._seconds, _layout._peak_bytes = saved
 
 
 def _check(program: Program, backends: tuple[str, ...], calls: int | None, tag: str) -> list[Failure]:

@@ -287,7 +287,7 @@ def test_a_forced_layout_reaches_the_channels_last_pass_and_is_undone_after(matm
     # and its pointwise convolutions as matrix products are fuzzed, and the next program times as usual.
     from dynajit.inductor_lite import _layout
 
-    timings = (_layout._conv_seconds, _layout._seconds)
+    timings = (_layout._conv_seconds, _layout._seconds, _layout._peak_bytes)
     program = Program(
         seed="layout",
         args=[ArgSpec("x0", "tensor", dims=["s0", 3, 4, 4])],
@@ -302,4 +302,4 @@ def test_a_forced_layout_reaches_the_channels_last_pass_and_is_undone_after(matm
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("inductor-lite: convolutions run channels-last") for m in messages)
     assert ("inductor-lite: 1 pointwise convolutions run as matrix products" in messages) is matmuls
-    assert (_layout._conv_seconds, _layout._seconds) == timings
+    assert (_layout._conv_seconds, _layout._seconds, _layout._peak_bytes) == timings

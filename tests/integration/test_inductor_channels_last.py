@@ -262,3 +262,25 @@ def test_channels_last_must_win_every_round(monkeypatch, caplog):
             torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
     decisions = [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
     assert decisions and decisions[0].startswith("inductor-lite: convolutions stay in their layout")
+
+
+class PatchEmbedding(nn.Module):
+    """A vision transformer's stem: one convolution cutting the image into patches, then tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patches = nn.Conv2d(3, 32, 8, stride=8)
+        self.mix = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.mix(self.patches(x).flatten(2).transpose(1, 2)).relu()
+
+
+def test_channels_last_that_would_raise_the_peak_memory_keeps_the_layout(monkeypatch, caplog):
+    """In channels-last, the input's copy and oneDNN's second copy of the weight are held at the patch
+    convolution, the graph's largest moment: however fast the timing says it is, the layout stays."""
+    torch.manual_seed(0)
+    model, x = PatchEmbedding().eval(), torch.randn(2, 3, 32, 32)
+    decisions = _run(model, x, True, monkeypatch, caplog)
+    assert decisions == ["inductor-lite: convolutions stay in their layout (channels-last would raise the peak memory)"]
+    assert _peak_bytes(compiler.compile(model, options={"layout_optimization": True}), x) <= _peak_bytes(model, x)

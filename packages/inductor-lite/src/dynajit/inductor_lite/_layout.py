@@ -221,6 +221,11 @@ def channels_last(gm: torch.fx.GraphModule, device: torch.device) -> torch.fx.Gr
             nchw * 1e3,
         )
         return None
+    as_matmuls = {env[convs[i]] for i in timing.matmuls}
+    as_is_peak = _peak_bytes(gm.graph, outputs, lambda node: _held_by_onednn(node, channels_last=False))
+    if _peak_bytes(graph, new_outputs, lambda node: 0 if node in as_matmuls else _held_by_onednn(node)) > as_is_peak:
+        log.info("inductor-lite: convolutions stay in their layout (channels-last would raise the peak memory)")
+        return None
     log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
     graph.output(new_outputs)  # (before the rewrite, which then replaces a convolution returned as it is)
     _rewrite_as_matmuls(graph, [env[c] for c in convs], timing)
@@ -270,13 +275,69 @@ class _Abort(Exception):
     pass
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    values = value if isinstance(value, (tuple, list)) else [value]
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def _held_by_onednn(node: torch.fx.Node, channels_last: bool = True) -> int:
+    """The bytes oneDNN allocates for itself while it runs a 2-D convolution (torch 2.14, as profiled): a copy
+    of the weight in its own layout at every call, and a second one for a channels-last input, or a second
+    output for an NCHW one (written in its layout, then reordered). Nothing for another op."""
+    if not _is_conv2d(node):
+        return 0
+    weight = _val(node.args[1]).untyped_storage().nbytes()
+    return 2 * weight if channels_last else weight + _val(node).untyped_storage().nbytes()
+
+
+def _peak_bytes(graph: torch.fx.Graph, outputs: Sequence[Any], held_while_running: Callable[[Any], int]) -> int:
+    """The most bytes the graph's own tensors hold at once, its ops run one by one in order.
+
+    A storage an op makes lives from that op to the last op reading any view of it (an output's to the end);
+    the inputs and constants are the caller's either way and not counted. ``held_while_running(node)`` is
+    what an op allocates for itself (:func:`_held_by_onednn`). Channels-last raises the peak of a graph whose
+    largest moment is a convolution with a large weight and a small output (a vision transformer's one patch
+    convolution: its input's copy and the second weight copy doubled that model's peak), not of a network
+    whose activations dwarf its weights.
+    """
+    nodes = [n for n in graph.nodes if n.op != "output"]
+    end = len(nodes)
+    positions = {node: i for i, node in enumerate(nodes)}
+    returned = {o for o in outputs if isinstance(o, torch.fx.Node)}
+    born: dict[Any, tuple[int, int]] = {}
+    last_read: dict[Any, int] = {}
+    callers: set[Any] = set()
+    for position, node in enumerate(nodes):
+        reads = [positions.get(user, end) for user in node.users if user.op != "output"]
+        users_end = end if node in returned else max(reads, default=position)
+        for value in _tensors(_val(node)):
+            storage = storage_of(value)
+            if node.op != "call_function" or storage in callers:
+                callers.add(storage)
+                continue
+            born.setdefault(storage, (position, value.untyped_storage().nbytes()))
+            last_read[storage] = max(last_read.get(storage, position), users_end)
+    held = peak = 0
+    frees: dict[int, int] = {}
+    by_birth: dict[int, int] = {}
+    for storage, (position, nbytes) in born.items():
+        by_birth[position] = by_birth.get(position, 0) + nbytes
+        frees[last_read[storage]] = frees.get(last_read[storage], 0) + nbytes
+    for position in range(end + 1):
+        held += by_birth.get(position, 0)
+        peak = max(peak, held + (held_while_running(nodes[position]) if position < end else 0))
+        held -= frees.get(position, 0)
+    return peak
+
+
 def _outputs_alias(outputs: Any) -> bool:
     storages = [storage_of(_val(o)) for o in outputs if isinstance(_val(o), torch.Tensor) and _val(o).numel()]
     return len(storages) != len(set(storages))
 
 
 def _to_channels_last(graph: torch.fx.Graph) -> None:
-    """Give each 2-D convolution a channels-last copy of its input (one copy per input node)."""
+    """Give each 2-D convolution a channels-last copy of its input (one copy per input node); one found
+    channels-last already once the graph is refaked leaves (:func:`_refake`)."""
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in list(graph.nodes):
         if not _is_conv2d(node):
@@ -302,11 +363,18 @@ def _fake_mode(graph: torch.fx.Graph) -> Any:
 
 
 def _refake(graph: torch.fx.Graph) -> None:
-    """Recompute every call's example value in order, on the new layouts."""
+    """Recompute every call's example value in order, on the new layouts; a channels-last copy of a value that
+    is channels-last on them already (a convolution's output after another's) is dropped."""
     mode = _fake_mode(graph)
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
+        if node.target is aten.clone.default and node.kwargs.get("memory_format") is torch.channels_last:
+            source = _val(node.args[0])
+            if isinstance(source, torch.Tensor) and source.is_contiguous(memory_format=torch.channels_last):
+                node.replace_all_uses_with(node.args[0])  # type: ignore[arg-type]
+                graph.erase_node(node)
+                continue
         args, kwargs = tree_map(_val, (node.args, node.kwargs))
         try:
             with mode:
