@@ -364,6 +364,33 @@ def test_an_output_the_loss_never_reaches_puts_no_nan_into_the_gradients(backend
         torch.testing.assert_close(run(compiled, values), run(fn, values))
 
 
+def _fills_a_root_a_closure_holds(x):
+    # (the fuzzer's program f33-0:558) the root lives in a cell, so it is a graph output the loss never reaches;
+    # its gradient after ``fill_`` is ``zeros_like`` of the tangent, and was multiplied by sqrt's NaN derivative
+    scaled = x.clone() * 1
+    root = torch.nan_to_num(x.sqrt())
+
+    def fill():
+        root.fill_(1)
+
+    fill()
+    return scaled
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_an_unreached_output_filled_in_place_puts_no_nan_into_the_gradients(backend, dynamic):
+    def run(f, values):
+        leaf = torch.tensor(values).requires_grad_()
+        out = f(leaf.clone())
+        (out * torch.arange(1.0, len(values) + 1)).sum().backward()
+        return out.detach(), leaf.grad
+
+    compiled = compiler.compile(_fills_a_root_a_closure_holds, backend=backend, dynamic=dynamic)
+    for values in ([1.5, -0.25], [-1.0, 0.0, 4.0]):
+        torch.testing.assert_close(run(compiled, values), run(_fills_a_root_a_closure_holds, values))
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_a_gradient_that_is_truly_zero_stays_a_zero_gradient(backend):
     # The loss reaches every output, with zero weights: the inputs' gradients are zeros (not None), as in eager.

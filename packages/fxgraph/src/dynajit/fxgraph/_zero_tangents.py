@@ -60,6 +60,9 @@ def _is_backward_op(target: Any) -> bool:
 
 def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
     args = node.args
+    if _is_zero(node, zero):
+        # zeros in a zero's layout: the gradient an in-place ``fill_`` of an output passes on for its old value
+        return True
     if node.target is operator.getitem:
         return args[0] in zero
     if node.target in _SUMS:
