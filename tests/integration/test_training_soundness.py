@@ -589,6 +589,32 @@ def test_a_tensor_saved_for_a_reached_gradient_and_then_written_raises_as_in_eag
     run(compiler.compile(_statistics, backend=backend))
 
 
+def _three_statistics(x, y):
+    return x.mean(1, keepdim=True), (x @ _PROJECTION).max(), (y @ _PROJECTION).max()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("written", [0, 1])
+def test_each_tensor_saved_for_some_gradients_only_is_checked_against_its_own_version(backend, written):
+    # x and y are each saved for one statistic's gradient: their versions at the forward are recorded together,
+    # and the one written afterwards (whichever it is) is refused by the backward that reads it.
+    def run(f):
+        leaves = [torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]).requires_grad_() for _ in range(2)]
+        inputs = [leaf.clone() for leaf in leaves]
+        inputs[1].add_(0)  # (the two start at different versions)
+        mean, first, second = f(*inputs)
+        inputs[written].mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (mean.sum() + first + second).backward()
+        inputs = [leaf.clone() for leaf in leaves]
+        inputs[1].add_(0)
+        mean, first, second = f(*inputs)
+        (mean.sum() + first + second).backward()  # unwritten: no error
+        return [leaf.grad for leaf in leaves]
+
+    torch.testing.assert_close(run(compiler.compile(_three_statistics, backend=backend)), run(_three_statistics))
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_saved_tensor_hooks_pack_and_unpack_a_tensor_saved_for_some_gradients_only(backend):
     # Such a tensor is kept out of save_for_backward: the active hooks still pack it at the forward and unpack

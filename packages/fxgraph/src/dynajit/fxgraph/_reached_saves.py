@@ -9,8 +9,9 @@ operation" where eager computes; the caller can write into the graph's inputs an
 The tensors a graph saves only for some of its outputs' gradients (found by pruning the backward for each
 tangent alone) are instead stashed without autograd's check: :func:`stashing_conditional_saves` moves them to
 the end of the split's saved tensors and marks them with AOT autograd's ``saved_tensor_with_no_vc_check`` meta
-(the ``ctx.x = x`` case of custom functions), :func:`recording_saved_versions` saves each as an alias holding
-its version at the forward (or, under ``saved_tensors_hooks``, as what the pack hook made of it), and
+(the ``ctx.x = x`` case of custom functions), :func:`recording_saved_versions` records their versions at the
+forward, all on one alias of the first (or, under ``saved_tensors_hooks``, saves each as what the pack hook made
+of it), and
 :func:`checking_saved_versions` restores and checks those that the backward compiled for the call's tangents
 reads.
 """
@@ -37,7 +38,7 @@ __all__ = [
 _UNCHECKED = "saved_tensor_with_no_vc_check"  # AOT autograd's meta key: stashed on ctx, not save_for_backward
 FORWARD_RETURNS = "dynajit_forward_returns"  # forward.meta: how many outputs precede the saved tensors
 _POSITIONS = "dynajit_unchecked_saves"  # forward.meta: where those tensors sit among the forward's outputs
-_VERSION = "_dynajit_saved_version"
+_VERSIONS = "_dynajit_saved_versions"  # on the first stashed tensor's alias: every stashed tensor's version
 _PACKED = "_dynajit_packed"
 
 
@@ -150,22 +151,40 @@ def _stash_last(
     forward.meta[_POSITIONS] = tuple(num_fwd_outputs + tensors - len(moved) + k for k in range(len(moved)))
 
 
-def _stashed(value: Any, hooks: tuple[Callable[..., Any], Callable[..., Any]] | None) -> Any:
+def _packed(value: Any, hooks: tuple[Callable[..., Any], Callable[..., Any]]) -> Any:
+    """What save_for_backward would have done under ``saved_tensors_hooks``: the pack hook's result is kept, the
+    tensor is not."""
     if not isinstance(value, torch.Tensor):
         return value
-    if hooks is not None:
-        # What save_for_backward would have done: the pack hook's result is kept, the tensor is not.
-        holder = value.new_empty(0)
-        setattr(holder, _PACKED, (hooks[0](value), hooks[1]))
-        return holder
-    alias = value.detach()  # shares the version counter; the caller's tensor itself gets no attribute
-    setattr(alias, _VERSION, value._version)
-    return alias
+    holder = value.new_empty(0)
+    setattr(holder, _PACKED, (hooks[0](value), hooks[1]))
+    return holder
+
+
+def _stash_versions(outs: list[Any], positions: Sequence[int], returns: int) -> None:
+    """Record the stashed tensors' versions at the forward, all on one alias of the first of them.
+
+    One alias, not one per tensor: a decoder's graph stashes dozens, and an alias each (with its attribute) cost
+    more per step than the rest of the stash. Aliases share the version counter, and the caller's tensors get no
+    attribute; a stashed tensor that is also one of the graph's returns is stashed as an alias too, so the
+    function's context never holds a tensor whose history is that function (a reference cycle).
+    """
+    returned = {id(t) for t in outs[:returns]}
+    versions = []
+    for i in positions:
+        value = outs[i]
+        versions.append(value._version if isinstance(value, torch.Tensor) else None)
+        if id(value) in returned:
+            outs[i] = value.detach()
+    first = outs[positions[0]]
+    if isinstance(first, torch.Tensor):
+        outs[positions[0]] = carrier = first.detach()
+        setattr(carrier, _VERSIONS, tuple(versions))
 
 
 def recording_saved_versions(fw_compiler: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a forward compiler so the unchecked saved tensors :func:`stashing_conditional_saves` placed are saved
-    as aliases holding their version (or packed by the active ``saved_tensors_hooks``)."""
+    """Wrap a forward compiler so the versions of the unchecked saved tensors :func:`stashing_conditional_saves`
+    placed are recorded (or the tensors packed by the active ``saved_tensors_hooks``)."""
 
     def compile_forward(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         compiled = fw_compiler(graph_module, example_inputs)
@@ -173,12 +192,16 @@ def recording_saved_versions(fw_compiler: Callable[..., Any]) -> Callable[..., A
         if not positions:
             return compiled
         boxed = getattr(compiled, "_boxed_call", False)
+        returns = graph_module.meta.get(FORWARD_RETURNS, 0)
 
         def run(args: list[Any]) -> Any:
             outs = list(compiled(args) if boxed else compiled(*args))
             hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
-            for i in positions:
-                outs[i] = _stashed(outs[i], hooks)
+            if hooks is not None:
+                for i in positions:
+                    outs[i] = _packed(outs[i], hooks)
+            else:
+                _stash_versions(outs, positions, returns)
             return outs
 
         run._boxed_call = True  # type: ignore[attr-defined]
@@ -195,14 +218,16 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
         compiled = bw_compiler(graph_module, example_inputs)
         placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
         read = data_reads(graph_module)
+        stashed = [i for i, n in enumerate(placeholders) if n.meta.get(_UNCHECKED)]
         # Each stashed tensor the graph uses is restored; only those whose values it reads are checked.
-        used = [(i, n.name in read) for i, n in enumerate(placeholders) if n.users and n.meta.get(_UNCHECKED)]
+        used = [(k, i, placeholders[i].name in read) for k, i in enumerate(stashed) if placeholders[i].users]
         if not used:
             return compiled
 
         def run(args: list[Any]) -> Any:
-            for i, checked in used:
-                _restore(args, i, checked)
+            versions = getattr(args[stashed[0]], _VERSIONS, None)
+            for k, i, checked in used:
+                _restore(args, i, versions[k] if checked and versions is not None else None)
             return compiled(args)
 
         run._boxed_call = True  # type: ignore[attr-defined]
@@ -211,14 +236,15 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
     return compile_backward
 
 
-def _restore(args: list[Any], i: int, checked: bool) -> None:
+def _restore(args: list[Any], i: int, saved: int | None) -> None:
+    """Unpack the stashed ``args[i]`` if it was packed, else raise eager's error when it is no longer at the
+    version ``saved`` (None: not checked)."""
     value = args[i]
     packed = getattr(value, _PACKED, None)
     if packed is not None:
         args[i] = packed[1](packed[0])
         return
-    saved = getattr(value, _VERSION, None)
-    if checked and saved is not None and value._version != saved:
+    if saved is not None and value._version != saved:
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{value.type()} {list(value.shape)}] is at version {value._version}; expected version {saved} "
