@@ -67,10 +67,8 @@ def test_input_gradients():
     torch.testing.assert_close(w.grad, gw)
 
 
-def test_backward_matmuls_take_their_operands_without_general_views():
-    """The backward of a linear layer multiplies by the saved weight's transpose (``linear`` on the saved
-    tensor) and by transposed buffers (``t()``): no ``torch.as_strided`` is built per call for them, and the
-    gradients are eager's."""
+def _two_linear_layers_trained_once():
+    """A compiled two-layer network after one training step whose gradients are checked against eager's."""
     torch.manual_seed(0)
     eager_model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 5))
     model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 5))
@@ -82,5 +80,21 @@ def test_backward_matmuls_take_their_operands_without_general_views():
     assert _grads(model).keys() == _grads(eager_model).keys()
     for name, grad in _grads(eager_model).items():
         torch.testing.assert_close(_grads(model)[name], grad)
+    return compiled
+
+
+def test_backward_matmuls_take_their_operands_without_general_views():
+    """The backward of a linear layer multiplies by the saved weight's transpose (``linear`` on the saved
+    tensor) and by transposed buffers (``t()``): no ``torch.as_strided`` is built per call for them, and the
+    gradients are eager's."""
+    compiled = _two_linear_layers_trained_once()
     backward = compiled_graphs(compiled)[-1].wrapper_source
     assert ".t()" in backward and not re.search(r"(?<![.\w])as_strided\(", backward)
+
+
+def test_a_weight_is_saved_as_itself_and_its_transpose_made_in_the_backward():
+    """Views are recomputed in the backward from their saved bases: the forward returns each weight as it is
+    for the backward (an alias of its transpose was made per call), and the gradients are eager's."""
+    forward = compiled_graphs(_two_linear_layers_trained_once())[0].wrapper_source
+    returned = forward[forward.rindex("return ") :]
+    assert "as_strided" not in returned and re.search(r"\barg\d+\b", returned), returned

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.fx
 from functorch.compile import min_cut_rematerialization_partition
+from torch._functorch import config as functorch_config
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils.checkpoint import CheckpointPolicy
 
@@ -156,9 +157,12 @@ def partition(
     eager_saved = eager_saved_values(joint)  # read before splitting: the partitioner may retag nodes
     _save_what_eager_saves_after_outputs(joint, num_fwd_outputs, eager_saved)
     _save_exactly_compared_values(joint)
-    forward, backward = min_cut_rematerialization_partition(
-        joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
-    )
+    # Views are recomputed in the backward from their saved bases: a weight is saved as itself, not as its
+    # transpose returned through an alias each step, and several views of one value cost one saved tensor.
+    with functorch_config.patch(recompute_views=True):
+        forward, backward = min_cut_rematerialization_partition(
+            joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options
+        )
     output = forward.graph.output_node()
     results = list(output.args[0])
     # What the caller can write into before the backward runs: the graph's inputs and its outputs.
