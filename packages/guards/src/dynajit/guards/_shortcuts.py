@@ -100,9 +100,11 @@ def shortcuts(guards: Sequence[Guard], modules: Mapping[Source, Any]) -> tuple[l
     """
     classes: dict[Source, Any] = {}
     members: dict[Source, type] = {}
+    walked: set[Source] = set()  # (a model's guards share long prefixes: each is walked once)
     for guard in guards:
         for source in guard.sources:
-            while source.base is not None:
+            while source.base is not None and source not in walked:
+                walked.add(source)
                 module = modules.get(source.base)
                 if isinstance(source, AttrSource) and module is not None:
                     if source.attr == "__class__":
