@@ -76,6 +76,21 @@ def test_aten_calls_go_through_torch_s_generated_python_functions():
     assert not any(isinstance(v, torch._ops.OpOverload) and v.overloadpacket is aten.mm for v in namespace.values())
 
 
+def test_matrix_products_are_taken_as_aten_returns_them():
+    """A CPU matrix product's result is a new contiguous tensor, as compiled: the wrapper checks no strides of
+    it at every call (a transformer step makes dozens); values and strides are eager's."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    def products(a, b, w, bias):
+        return torch.cat([a @ b, a], 1).mm(w), torch.bmm(a[None], b[None]), torch.addmm(bias, a, b)
+
+    c = check(products, torch.randn(4, 3), torch.randn(3, 5), torch.randn(8, 2), torch.randn(5))
+    graph = compiled_graphs(c)[0]
+    names = {k for k, v in graph.call.__globals__.items() if any(v is op for op in (torch.mm, torch.bmm, torch.addmm))}
+    calls = [line for line in graph.wrapper_source.splitlines() if any(f"{name}(" in line for name in names)]
+    assert len(calls) == 4 and not any("restride(" in line for line in calls), graph.wrapper_source
+
+
 def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_allocated():
     """``mm(x, w.T)`` of a contiguous weight is ``linear(x, w)`` (the call ``nn.Linear`` makes: no view of ``w``
     in Python at every call), and a kernel buffer every aten call reads whole through one other shape (a

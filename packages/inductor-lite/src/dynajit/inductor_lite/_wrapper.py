@@ -70,6 +70,21 @@ def restride(t: torch.Tensor | None, stride: tuple[int, ...]) -> torch.Tensor | 
     return out
 
 
+# Ops whose CPU kernel always returns a new contiguous tensor: their result needs no stride check at every call
+# (a transformer step makes dozens of matrix products).
+_CONTIGUOUS_ON_CPU = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default})
+
+
+def _contiguous_by_aten(item: ExternBuffer) -> bool:
+    """Whether ``item`` is a CPU op's result that aten lays out with exactly the strides compiled for it."""
+    return (
+        item.target in _CONTIGUOUS_ON_CPU
+        and item.device.type == "cpu"
+        and all(isinstance(v, int) for v in (*item.size, *item.stride))
+        and tuple(item.stride) == tuple(contiguous_strides(item.size))
+    )
+
+
 _BINDING_NAMESPACES = (torch._C._VariableFunctions, torch._C._nn)
 
 
@@ -414,7 +429,7 @@ class WrapperBuilder:
             args = ", ".join(self.arg_text(a) for a in item.args)
             kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
             call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
-        if item.size or item.stride:
+        if (item.size or item.stride) and not _contiguous_by_aten(item):
             call = f"restride({call}, {self.sizes(item.stride)})"
         self.lines.append(f"    {item.name} = {call}")
 
