@@ -87,6 +87,17 @@ def test_multi_use_values_fuse_into_one_kernel():
     assert _only_graph(c).info["kernels"] == 1
 
 
+@pytest.mark.parametrize("shape", [(16, 64), (2, 512), (1024,)])
+def test_a_value_read_through_a_reshape_fuses_into_its_reader(shape):
+    # (silu's backward: the sigmoid is read twice, then viewed as a matrix product's operand)
+    def fn(x):
+        s = torch.sigmoid(x)
+        return (s * (1 + x * (1 - s))).reshape(shape) * 2
+
+    c = check(fn, torch.randn(2, 8, 64))
+    assert _only_graph(c).info["kernels"] == 1
+
+
 def test_python_scalar_and_0d_inputs():
     check(lambda x, s: (x * s + 2.5, x - s), torch.randn(6), torch.tensor(3.0))
     check(lambda x: x + 1, torch.tensor(2.0))

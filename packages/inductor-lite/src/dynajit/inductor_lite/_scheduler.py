@@ -154,7 +154,9 @@ class _Geometry:
                 index = [Index()] * len(buf.size)
                 for var, d in zip(self.outer, self.perm):
                     index[d] = Index.of(var)
-            elif _nontrivial(buf.size) == _nontrivial(self.size) and self.perm == sorted(self.perm or []):
+            elif _sym.eq(numel, self.outer_numel) and self.perm == sorted(self.perm or []):
+                # Loops in row-major order: iteration p computes the p-th element of any row-major shape of as
+                # many elements (a (16, 64) product's input and its (2, 8, 64) activation in one kernel).
                 index = unflatten(self.flat_outer, buf.size)
             else:
                 return None
