@@ -228,21 +228,16 @@ class _KernelWriter:
     def _cast(text: str, src: torch.dtype, dst: torch.dtype) -> str:
         if dst == torch.bool:
             return f"({text} != 0)"
+        ctype = "float" if dst in _ROUND else compute_ctype(dst)
         if dst.is_floating_point and not src.is_floating_point and src != torch.bool:
             # g++ (-fno-trapping-math) folds a float's round trip through an integer, (float)(int64_t)x, into
             # trunc(x), which keeps the sign of a zero: -0.2 became -0.0 where the integer is 0, and -1 / it +inf
             # for eager's -inf (an added 0 is folded away first: an integer's float is never -0). A zero integer
             # is converted apart, to +0; any other is at least 1 in size, where trunc is exact.
-            ctype = "float" if dst in (torch.float16, torch.bfloat16) else compute_ctype(dst)
             text = f"({text} != 0 ? static_cast<{ctype}>({text}) : {ctype}(0))"
-            if dst in (torch.float16, torch.bfloat16):
-                return f"dj_round_{'f16' if dst == torch.float16 else 'bf16'}({text})"
-            return text
-        if dst == torch.float16:
-            return f"dj_round_f16(static_cast<float>({text}))"
-        if dst == torch.bfloat16:
-            return f"dj_round_bf16(static_cast<float>({text}))"
-        return f"static_cast<{compute_ctype(dst)}>({text})"
+        else:
+            text = f"static_cast<{ctype}>({text})"
+        return f"{_ROUND[dst]}({text})" if dst in _ROUND else text
 
     def store(self, placed: Placed, value: str, depth: int) -> None:
         dtype = placed.buf.dtype

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from dynajit.inductor_lite._autotune import example_tensor
 from dynajit.inductor_lite._strides import same_strides, storage_of
@@ -275,11 +275,6 @@ class _Abort(Exception):
     pass
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    values = value if isinstance(value, (tuple, list)) else [value]
-    return [v for v in values if isinstance(v, torch.Tensor)]
-
-
 def _held_by_onednn(node: torch.fx.Node, channels_last: bool = True) -> int:
     """The bytes oneDNN allocates for itself while it runs a 2-D convolution (torch 2.14, as profiled): a copy
     of the weight in its own layout at every call, and a second one for a channels-last input, or a second
@@ -310,10 +305,10 @@ def _peak_bytes(graph: torch.fx.Graph, outputs: Sequence[Any], held_while_runnin
     for position, node in enumerate(nodes):
         reads = [positions.get(user, end) for user in node.users if user.op != "output"]
         users_end = end if node in returned else max(reads, default=position)
-        for value in _tensors(_val(node)):
+        for value in [v for v in tree_leaves(_val(node)) if isinstance(v, torch.Tensor)]:
             storage = storage_of(value)
             if node.op != "call_function" or storage in callers:
-                callers.add(storage)
+                callers.add(storage)  # (the caller's storage, or a view of it)
                 continue
             born.setdefault(storage, (position, value.untyped_storage().nbytes()))
             last_read[storage] = max(last_read.get(storage, position), users_end)
