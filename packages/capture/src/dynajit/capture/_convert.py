@@ -62,6 +62,20 @@ _RNN_FORWARDS = {
 }  # fmt: skip
 
 
+_FORWARD_AD = "forward-mode AD is on (inside forward_ad.dual_level()) and a compiled graph carries no tangents"
+
+
+def _forward_ad_in_python(ctx: FrameContext) -> None:
+    """Raise what runs the frame in Python while a dual level is entered (an error under fullgraph): kernels compute
+    primal values only, so a dual tensor's tangent would be dropped without a word. The skip holds for this
+    level only (GLOBAL_STATE reads it), so the frame compiles again once the level is left."""
+    if ctx.fullgraph:
+        raise Unsupported(f"{_FORWARD_AD}: call it outside the dual level, or without fullgraph to run it in Python")
+    raise SkipFrame(
+        f"{_FORWARD_AD}: the frame runs in Python, where dual tensors carry theirs", build_guards(None, ctx)
+    )
+
+
 def _convert_frame(fn: types.FunctionType, args: tuple[Any, ...], ctx: FrameContext) -> ConvertedFrame:
     attempts: list[OutputGraph] = []
     try:
@@ -79,6 +93,8 @@ def _trace_and_transform(
         raise SkipFrame(f"{code.co_name} is a generator or coroutine; it runs in Python")
     if marks.is_disabled_frame_only(fn):
         return _frame_only(fn, ctx)
+    if torch.autograd.forward_ad._current_level >= 0 and not ctx.export:
+        _forward_ad_in_python(ctx)
     if args and isinstance(args[0], torch.nn.RNNBase) and code in _RNN_FORWARDS:
         raise SkipFrame(f"{type(args[0]).__name__}.forward runs eagerly (a fused recurrent kernel per call)")
     break_at: int | None = None

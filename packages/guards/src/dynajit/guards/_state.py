@@ -30,6 +30,8 @@ GLOBAL_STATE_READERS: dict[str, Callable[[], Any]] = {
     "deterministic algorithms warn_only": torch._C._get_deterministic_algorithms_warn_only,
     "functorch transforms active": torch._C._are_functorch_transforms_active,
     "torch function modes": torch._C._len_torch_function_stack,
+    # -1 outside any forward_ad.dual_level(); a C-level partial, so reading it adds no Python frame either
+    "forward AD level": functools.partial(getattr, torch.autograd.forward_ad, "_current_level"),
 }
 
 # State that matters only while another is on: with the other off now, its own check suffices
@@ -106,7 +108,7 @@ def _default_dtype_checks(devices: Iterable[str], checks: list[Check]) -> tuple[
 
 def global_state(autocast_dtype_devices: Iterable[str] = ()) -> Guard:
     """GLOBAL_STATE: grad mode, inference mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
-    transforms and torch-function modes are as they are now.
+    transforms, torch-function modes and the forward-mode AD level are as they are now.
 
     Autocast's per-device state is read only while some autocast is on. ``autocast_dtype_devices`` names
     devices whose autocast dtype (``torch.get_autocast_dtype(device)``: the dtype a ``torch.autocast(device)``
