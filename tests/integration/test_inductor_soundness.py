@@ -769,6 +769,25 @@ def test_an_out_write_into_an_operand_of_another_shape_raises_as_in_eager():
     differential(_added_into_its_own_smaller_operand, torch.randn(1, 2))
 
 
+def _added_into_its_own_row(x0, x1):
+    v = x1.unbind(0)[0]
+    torch.add(v, x0, out=v)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_out_write_into_an_operand_of_another_shape_raises_as_in_eager_with_symbolic_sizes(backend):
+    # With the sizes symbolic, the check that the out= operand is not resized was skipped: the fake kernel resized
+    # it and the backend failed to compile the graph (strict mode raised), where eager raises its own error.
+    compiled = compiler.compile(_added_into_its_own_row, backend=backend, dynamic=True)
+    for n in (0, 2, 3):
+        errors = []
+        for fn in (_added_into_its_own_row, compiled):
+            with pytest.raises(RuntimeError) as info:
+                fn(torch.randn(1, n, n), torch.randn(1, 1))
+            errors.append(str(info.value))
+        assert errors[0] == errors[1] and "doesn't match the broadcast shape" in errors[0]
+
+
 def _expanded_intermediate(x):
     wide = torch.abs(x).expand(3, 2)
     return wide, x.sum()

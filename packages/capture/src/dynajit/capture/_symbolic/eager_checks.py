@@ -425,13 +425,14 @@ def _check_out_is_not_resized(target: Any, args: tuple[Any, ...], kwargs: dict[s
     if not isinstance(out, torch.fx.Node) or not any(a is out for a in args) or name is None or not _checked(name):
         return
     shapes = [e.shape for a in (*args, *kwargs.values()) if (e := example_tensor(a)) is not None]
-    if not shapes or any(isinstance(d, torch.SymInt) for shape in shapes for d in shape):
+    if not shapes:
         return
+    written_shape = example_tensor(out).shape  # type: ignore[union-attr]
     try:
+        # (with symbolic sizes, the comparison below guards on them, as eager's answer depends on them)
         result = torch.broadcast_shapes(*shapes)
     except RuntimeError:
         return  # the op raises its own error when recorded
-    written_shape = example_tensor(out).shape  # type: ignore[union-attr]
-    if tuple(written_shape) != tuple(result):
+    if len(written_shape) != len(result) or any(w != r for w, r in zip(written_shape, result)):
         message = f"output with shape {list(written_shape)} doesn't match the broadcast shape {list(result)}"
         raises_in_python(f"{name} raises in eager ({message})")
