@@ -115,6 +115,26 @@ def test_a_spread_gradient_is_eagers_masked_fill_not_a_product():
     torch.testing.assert_close(gm(torch.tensor([2.0, 1.0, 2.0]), torch.tensor(4.0)), torch.tensor([2.0, 0.0, 2.0]))
 
 
+def test_the_zeros_autograd_makes_for_the_unreached_outputs_are_never_scanned(monkeypatch):
+    # The node's pre-hook saw which gradients the loss never brought: autograd fills those with zeros itself,
+    # so the backward takes them for zeros without reading them (a scan per output per step).
+    compiled = _aot(_three_roots)
+    scans = []
+    real_any = torch.Tensor.any
+
+    def run(f):
+        x = torch.tensor([[0.0, -1.0], [4.0, 1.0]]).requires_grad_()
+        w = torch.ones(2, 2).requires_grad_()
+        root_times_w, _, _ = f(x, w.clone())
+        monkeypatch.setattr(torch.Tensor, "any", lambda t, *a, **k: scans.append(t.shape) or real_any(t, *a, **k))
+        root_times_w.sum().backward()
+        monkeypatch.setattr(torch.Tensor, "any", real_any)
+        return x.grad, w.grad
+
+    torch.testing.assert_close(run(compiled), run(_three_roots), equal_nan=True)
+    assert scans == []
+
+
 def _aot(fn):
     from functorch.compile import aot_function, make_boxed_func
 

@@ -4,6 +4,7 @@ It also hosts the two small utilities every layer shares: typed configuration
 objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 """
 
+from dynajit.fxgraph._below_autograd import running_below_autograd
 from dynajit.fxgraph._builder import GraphBuilder, in_canonical_layout, in_suggested_layout
 from dynajit.fxgraph._config import Config, ConfigError, option
 from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
@@ -84,6 +85,7 @@ __all__ = [
     "recapture_meta",
     "recording_saved_versions",
     "returning_no_views",
+    "running_below_autograd",
     "set_logs",
     "skipping_zero_tangents",
     "source_meta",

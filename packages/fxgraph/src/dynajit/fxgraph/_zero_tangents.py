@@ -13,13 +13,13 @@ A gradient the loss did reach may be all zeros too (through an empty selection, 
 and eager multiplies that one by its infinite derivatives. The zeros alone cannot tell the two apart, so
 :func:`reporting_reached_outputs` wraps the compiled forward: each call registers a pre-hook on the graph's
 autograd node, which sees the incoming gradients before autograd fills the missing ones with zeros, and
-reports which tangents those are to the backward the node runs next, on the same thread.
+leaves on the node which tangents those are, for the backward the node runs next. Those are zeros by
+construction; a tangent without a report is taken for zero only when it is all zeros.
 """
 
 from __future__ import annotations
 
 import operator
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -218,14 +218,17 @@ def skipping_zero_tangents(
         variants: dict[tuple[frozenset[int], bool], Any] = {}
 
         def run(args: list[Any]) -> Any:
-            report = _incoming.__dict__.pop("report", None)
-            # (the report of another function, left by a backward that failed, has other tangents)
+            # The report sits on the autograd node running this backward: one left by a backward that failed
+            # belongs to another node, so it can never be taken for this one.
+            node = torch._C._current_autograd_node()
+            report = vars(node).pop(_REPORT, None) if hasattr(node, "__dict__") else None
             reported = report is not None and _matches(report[0], [args[i] for i in tangents])
-            zeros = frozenset(
-                i
-                for i in ([tangents[j] for j in report[1]] if reported else tangents)
-                if isinstance(t := args[i], torch.Tensor) and t.device.type == "cpu" and not t.any()
-            )
+            if report is not None and reported:  # autograd made these zeros itself, for gradients never brought
+                zeros = frozenset(tangents[j] for j in report[1] if isinstance(args[tangents[j]], torch.Tensor))
+            else:
+                zeros = frozenset(
+                    i for i in tangents if isinstance(t := args[i], torch.Tensor) and t.is_cpu and not t.any()
+                )
             key = (zeros, reported and bool(zeros))
             fn = variants.get(key)
             if fn is None:
@@ -240,9 +243,9 @@ def skipping_zero_tangents(
     return compile_with_variants
 
 
-# What the pre-hook of a compiled graph's node saw, for the backward the node runs next on this thread:
-# ``report`` is (per tangent, the shape of its gradient or None, the positions of those the loss never reached).
-_incoming = threading.local()
+# The attribute where the pre-hook of a compiled graph's node leaves, for the backward the node runs next, what it
+# saw: per tangent, the shape of its gradient or None, and the positions of those the loss never reached.
+_REPORT = "_dynajit_unreached_tangents"
 _HOOKS: weakref.WeakKeyDictionary[type, Callable[[tuple[Any, ...]], None]] = weakref.WeakKeyDictionary()
 
 
@@ -294,7 +297,9 @@ def _reporting_hook(function: type) -> Callable[[tuple[Any, ...]], None]:
     def report(gradients: tuple[Any, ...]) -> None:
         if positions is not None and len(gradients) == positions[1]:
             seen = [None if (g := gradients[i]) is None else g.shape for i in positions[0]]
-            _incoming.report = (seen, [j for j, shape in enumerate(seen) if shape is None])
+            node = torch._C._current_autograd_node()
+            if hasattr(node, "__dict__"):
+                setattr(node, _REPORT, (seen, [j for j, shape in enumerate(seen) if shape is None]))
 
     return report
 

@@ -47,6 +47,7 @@ from dynajit.fxgraph import (
     recording_saved_versions,
     reporting_reached_outputs,
     returning_no_views,
+    running_below_autograd,
     skipping_zero_tangents,
     stashing_conditional_saves,
 )
@@ -665,7 +666,9 @@ class _Specialized:
                 fn = reporting_reached_outputs(aot_module_simplified(
                     graph_module, aot_inputs,
                     fw_compiler=recording_saved_versions(returning_no_views(compiler)),
-                    bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(compiler))),
+                    bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(
+                        running_below_autograd(compiler)
+                    ))),
                     decompositions=decomposition_table(),
                     inference_compiler=functools.partial(compiler, inference=True),
                     # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
