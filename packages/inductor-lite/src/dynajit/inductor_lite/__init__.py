@@ -5,7 +5,7 @@ as the ``inductor`` entry point of ``dynajit.backends``); ``config`` holds its s
 """
 
 from dynajit.inductor_lite._build import BuildError, cache_stats, forget_loaded_libraries
-from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, compiled_graphs, decomposition_table
+from dynajit.inductor_lite._compile import CompiledGraph, compile_fx, compiled_graphs
 from dynajit.inductor_lite._config import (
     InductorConfig,
     config,
@@ -14,6 +14,7 @@ from dynajit.inductor_lite._config import (
     list_mode_options,
     list_options,
 )
+from dynajit.inductor_lite._decompositions import decomposition_table
 
 __all__ = [
     "BuildError",

@@ -1,0 +1,141 @@
+"""The aten decompositions AOT autograd applies before lowering, each laid out and checked as eager's kernel is.
+
+On top of torch's core set: composite ops rewritten into ops the lowering table handles, a few kept whole (an
+aten call or a lowering does better than their decomposition), decompositions whose result takes eager's
+layout (the input's suggested memory format, or a contiguous layout where a size-1 dim makes strides
+ambiguous), and composites run eagerly on size-1 tensors first, so the compiled graph raises the dtype errors
+eager's kernels raise.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+from dynajit.fxgraph import in_canonical_layout, in_suggested_layout
+from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
+
+__all__ = ["decomposition_table"]
+
+aten = torch.ops.aten
+
+# Composite ops rewritten into ops the lowering table handles (on top of the core aten set).
+_EXTRA_DECOMPOSITIONS = [
+    aten._softmax,
+    aten._log_softmax,
+    aten.native_layer_norm,
+    aten.hardtanh,
+    aten.leaky_relu,
+    aten.elu,
+    aten.silu,
+    aten.hardswish,
+    aten.hardsigmoid,
+    aten.mish,
+    aten.softplus,
+    aten.logsumexp,
+    aten.std,
+    aten.std_mean,
+    aten.linalg_vector_norm,
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    # what the no-training decomposition calls (with training=False: nothing is mutated)
+    aten._native_batch_norm_legit,
+    aten.native_group_norm,
+    aten.gelu_backward,
+    aten.clamp_min,
+    aten.clamp_max,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+]
+# Ops kept whole: the lowering table (or an aten extern call) handles them better than their decomposition.
+# ``baddbmm`` also for its layout: eager's kernel returns a contiguous result, its decomposition's final add
+# follows a transposed ``input``'s strides.
+_KEEP = {
+    aten.addmm.default,
+    aten.mm.default,
+    aten.bmm.default,
+    aten.baddbmm.default,
+    aten.gelu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+}
+
+
+# Composite ops whose dtype checks live in their kernels (``softmax`` of an int tensor): checked eagerly
+# before they are decomposed, as are decomposed pointwise ops and reductions (``frac`` of an int tensor).
+# Each takes tensors, scalars and dims only, so size-1 stand-ins are valid arguments.
+_CHECKED_COMPOSITES = {
+    aten._softmax, aten._log_softmax, aten.logsumexp, aten.std, aten.std_mean, aten.var, aten.var_mean,
+    aten.linalg_vector_norm, aten.hardtanh, aten.leaky_relu, aten.elu, aten.silu, aten.hardswish,
+    aten.hardsigmoid, aten.mish, aten.softplus, aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward,
+}  # fmt: skip
+
+
+# Batch norms, whose eager CPU kernel lays its output out in the input's suggested memory format (contiguous,
+# or channels-last for a channels-last input) where the decomposition follows the input's strides.
+_SUGGESTED_LAYOUT = {
+    aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit,
+}  # fmt: skip
+# Ops whose eager kernel gives a contiguous result the strides ``empty`` gives, where the decomposition keeps an
+# input's stride on a size-1 dim: a convolution reading the result would choose another output layout from it.
+_CANONICAL_LAYOUT = {aten.native_layer_norm, aten.native_group_norm, aten._log_softmax}
+
+
+# Ops whose eager checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones as
+# stand-ins could make eager raise where the caller's inputs would not.
+_VALUE_CHECKED = {aten.mvlgamma, aten.mvlgamma_}
+
+
+@functools.cache
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """The aten decompositions applied before lowering."""
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    for op in _KEEP:
+        table.pop(op, None)
+    for op, decompose in table.items():
+        packet = getattr(op, "overloadpacket", None)
+        if packet in _SUGGESTED_LAYOUT:
+            table[op] = decompose = _in_suggested_layout(decompose)
+        if packet in _CANONICAL_LAYOUT:
+            table[op] = decompose = _in_canonical_layout(decompose)
+        if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
+            table[op] = _checked(op, decompose)
+    return table
+
+
+def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose``, its first result laid out as eager's kernel lays it: in the input's suggested memory format."""
+
+    @functools.wraps(decompose)
+    def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return in_suggested_layout(tuple(decompose(input, *args, **kwargs)), input)
+
+    return run
+
+
+def _in_canonical_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose``, its first result laid out as eager's kernel lays it when contiguous (see ``in_canonical_layout``)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return in_canonical_layout(decompose(*args, **kwargs))
+
+    return run
+
+
+def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` after running ``op`` eagerly on size-1 tensors of its arguments' dtypes (see ``run_on_ones``)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        run_on_ones(op, args, kwargs)
+        return decompose(*args, **kwargs)
+
+    return run
