@@ -115,6 +115,23 @@ def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_
     assert torch._C._nn.linear in compiled_graphs(c)[0].call.__globals__.values()
 
 
+@pytest.mark.parametrize("rows", [4, 2048])
+def test_small_kernels_an_aten_call_separates_run_as_one(rows):
+    """A small value that reads nothing an aten call makes joins an earlier kernel of its shape (one call a step
+    fewer: a training step's small masks and norms); a large one stays in graph order, where its memory is
+    held no longer than eager holds it. Values are eager's either way."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    def fn(x, w):
+        product = torch.sin(x * 2) @ w
+        return product.sum(0), torch.cos(x + 1)  # the cosine comes after the column sums, a kernel of their own
+
+    # (the column sums of 2048 rows add in another order than eager's)
+    torch.manual_seed(0)
+    c = check(fn, torch.randn(rows, 16), torch.randn(16, 16), atol=1e-3, rtol=1e-4)
+    assert compiled_graphs(c)[0].info["kernels"] == (2 if rows == 4 else 3)
+
+
 @pytest.mark.parametrize("beta", [1, 0.5])
 def test_baddbmm_of_a_transposed_input_is_laid_out_as_eagers_kernel_lays_it(beta):
     # eager's kernel returns a contiguous result; the decomposition's final add followed the transposed input's

@@ -270,26 +270,42 @@ def _merge_loops(kernel: Kernel) -> None:
 
 
 def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
-    """Fuse the graph's ComputedBuffers into kernels, in execution order with the extern calls."""
-    items: list[Kernel | ExternBuffer] = []
-    builder: _KernelBuilder | None = None
+    """Fuse the graph's ComputedBuffers into kernels, in execution order with the extern calls.
 
-    def flush() -> None:
-        nonlocal builder
-        if builder is not None:
-            items.append(builder.build(f"kernel{sum(isinstance(i, Kernel) for i in items)}"))
-            builder = None
-
+    A buffer joins the latest kernel that can take it; a small one may join an earlier kernel, up to
+    ``_LOOK_BACK`` items back, when everything it reads is written by then, so small kernels an aten call
+    separates in the graph's order run as one call.
+    """
+    built: list[_KernelBuilder | ExternBuffer] = []
+    written_at: dict[str, int] = {}  # buffer name -> position of the item that writes it
     for buf in graph.buffers:
         if isinstance(buf, ExternBuffer):
-            flush()
-            items.append(buf)
-        elif not isinstance(buf, ComputedBuffer):
+            built.append(buf)
+            mutable = getattr(getattr(buf.target, "_schema", None), "is_mutable", True)
+            for name in (buf.name, *(buf.reads if mutable else ())):
+                written_at[name] = len(built) - 1
+            continue
+        if not isinstance(buf, ComputedBuffer):
             raise TypeError(f"inductor-lite scheduler: unexpected buffer kind {type(buf).__name__}")
-        elif builder is None or not builder.try_add(buf):
-            flush()
-            builder = _KernelBuilder(buf)
-    flush()
+        last = len(built) - 1
+        reach = max(last, 0)
+        if _small(buf):
+            earliest = max((written_at.get(name, -1) for name in _reads(buf)), default=-1)
+            reach = max(earliest, last - _LOOK_BACK, 0)
+        position = next(
+            (i for i in range(last, reach - 1, -1) if isinstance(b := built[i], _KernelBuilder) and b.try_add(buf)),
+            None,
+        )
+        if position is None:
+            built.append(_KernelBuilder(buf))
+            position = len(built) - 1
+        written_at[buf.name] = position
+    items: list[Kernel | ExternBuffer] = []
+    for entry in built:
+        if isinstance(entry, _KernelBuilder):
+            items.append(entry.build(f"kernel{sum(isinstance(i, Kernel) for i in items)}"))
+        else:
+            items.append(entry)
     _decide_stores(items, graph)
     for item in items:
         if isinstance(item, Kernel):
@@ -300,6 +316,30 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
             _merge_loops(item)
             _mark_overwritable(item, graph.all_buffers)
     return items
+
+
+# How many items back a small buffer may join a kernel, and what counts as small (elements): a kernel call costs
+# about a microsecond whatever its size, and moving a large value's computation earlier would hold its memory
+# longer.
+_LOOK_BACK = 8
+_SMALL_NUMEL = 16384
+
+
+def _small(buf: ComputedBuffer) -> bool:
+    sizes = (*buf.size, *buf.reduction_ranges)
+    if not all(isinstance(s, int) for s in sizes):
+        return False
+    work = 1
+    for s in sizes:
+        work *= s
+    return work <= _SMALL_NUMEL
+
+
+def _reads(buf: ComputedBuffer) -> set[str]:
+    """The buffers ``buf``'s value reads."""
+    geometry = _Geometry.for_reduction(buf) if buf.is_reduction else _Geometry.for_pointwise(buf)
+    placed = geometry.place(buf)
+    return set() if placed is None else {name for name, _ in loads(placed.expr)}
 
 
 def _drop_dead(kernel: Kernel) -> None:
