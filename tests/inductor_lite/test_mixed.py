@@ -115,6 +115,22 @@ def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_
     assert torch._C._nn.linear in compiled_graphs(c)[0].call.__globals__.values()
 
 
+def test_aten_calls_returning_new_tensors_run_below_autograd():
+    """A matrix product returns a new tensor: the wrapper calls it below autograd's dispatch layers (about a
+    microsecond a call), with the ``del``s between such calls; a view op is never among them. Values are eager's."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    def fn(x, w, v):
+        return torch.relu(x @ w) @ w.t(), (x * 2).mm(v)
+
+    c = check(fn, torch.randn(4, 8), torch.randn(8, 8), torch.randn(8, 3))
+    source = compiled_graphs(c)[0].wrapper_source
+    lines = source.splitlines()
+    calls = [i for i, line in enumerate(lines) if "= op" in line and "(" in line]
+    assert calls and all(lines[i].startswith("        ") for i in calls), source
+    assert all(line.strip() in ("with below_autograd():",) or not line.strip().startswith("with") for line in lines)
+
+
 @pytest.mark.parametrize("rows", [4, 2048])
 def test_small_kernels_an_aten_call_separates_run_as_one(rows):
     """A small value that reads nothing an aten call makes joins an earlier kernel of its shape (one call a step

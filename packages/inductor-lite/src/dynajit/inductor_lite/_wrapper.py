@@ -113,6 +113,12 @@ def python_binding(op: Any) -> Any:
     return op
 
 
+def _fresh_results(target: Any) -> bool:
+    """Whether an aten op returns only new tensors: it writes none of its arguments and returns no view of one."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
+
+
 def _overwritable(
     kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any], shapes: dict[str, Any]
 ) -> str | None:
@@ -217,11 +223,13 @@ class WrapperBuilder:
             "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided,
             "restride": restride,
+            "below_autograd": torch._C._AutoDispatchBelowADInplaceOrView,
             "device": torch.device,
             "inf": math.inf,
             "nan": math.nan,
         }
         self.lines: list[str] = []
+        self.fresh_calls: set[int] = set()  # lines calling an aten op whose results are new tensors
 
     def bind(self, value: Any, prefix: str) -> str:
         name = f"{prefix}{len(self.namespace)}"
@@ -409,7 +417,7 @@ class WrapperBuilder:
         missing = {s.name for s in self.needed} - {s.name for s in bound}
         if missing:
             raise _sym.Unsupported(f"inductor-lite: shape symbols {sorted(missing)} are not sizes of any graph input")
-        source = "\n".join(self.lines)
+        source = "\n".join(self._below_autograd(self.lines))
         exec(compile(source, "<inductor_lite wrapper>", "exec"), self.namespace)
         return self.namespace["call"], source
 
@@ -431,7 +439,31 @@ class WrapperBuilder:
             call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
         if (item.size or item.stride) and not _contiguous_by_aten(item):
             call = f"restride({call}, {self.sizes(item.stride)})"
+        if _fresh_results(item.target):
+            self.fresh_calls.add(len(self.lines))
         self.lines.append(f"    {item.name} = {call}")
+
+    def _below_autograd(self, lines: list[str]) -> list[str]:
+        """``lines`` with each stretch of aten calls whose results are new tensors (and the ``del``s between them)
+        inside one ``with below_autograd():``: autograd's dispatch layers cost about a microsecond a call even
+        under ``no_grad``, where a training forward runs, and record nothing for results no input's gradient
+        reaches. The views such a stretch makes (an operand seen through ``as_strided``) are read by its calls
+        only, so none needs autograd's view tracking."""
+        out: list[str] = []
+        i = 0
+        while i < len(lines):
+            if i not in self.fresh_calls:
+                out.append(lines[i])
+                i += 1
+                continue
+            last = j = i
+            while j < len(lines) and (j in self.fresh_calls or lines[j].startswith("    del ")):
+                last = j if j in self.fresh_calls else last
+                j += 1
+            out.append("    with below_autograd():")
+            out.extend("    " + line for line in lines[i : last + 1])
+            i = last + 1
+        return out
 
     def _linear(self, item: ExternBuffer) -> tuple[Any, str, Any] | None:
         """The arguments of ``linear(x, w[, bias])`` (``w`` by its buffer's name) for ``mm(x, w.T)`` or
