@@ -62,3 +62,26 @@ def test_a_float_through_an_integer_and_back_has_a_positive_zero(integer, floati
 
     x = torch.tensor([[-0.2, 0.3, -1.7], [2.5, -0.9, 0.0]]).repeat(1, 11)  # (a vectorised loop and its tail)
     check(fn, x)
+
+
+@pytest.mark.parametrize("integer", [torch.int64, torch.int32])
+@pytest.mark.parametrize("floating", [torch.float32, torch.float64])
+def test_a_float_out_of_an_integer_s_range_converts_as_eager_s(integer, floating):
+    # (the fuzzer's program c34-1:348: `x += (2 / x).to(x.dtype)` with a 0 in x) C++ leaves NaN, inf and values out
+    # of range undefined; eager's kernels convert as x86 does, to the integer's lowest value, where g++'s code gave
+    # the highest for the inf of 2 / 0
+    def from_integers(i):
+        return i + (2 / i).to(integer), (1 / i.to(floating)).to(integer)
+
+    def from_floats(x):
+        return (x * 2).to(integer), (1 / x).to(integer) + 1
+
+    big = 2.0**63 if integer == torch.int64 else 2.0**31
+    values = [float("nan"), float("inf"), -float("inf"), 1e30, -1e30, big, -big, big / 2, -2.5, 0.0, 7.9]
+    x = torch.tensor(values, dtype=floating).repeat(4)  # (a vectorised loop and its tail)
+    i = torch.tensor([1, 0, -3, 0, 5, 2, -1], dtype=integer).repeat(5)
+    for fn, arg in ((from_floats, x), (from_integers, i)):
+        expected = fn(arg)
+        actual = check(fn, arg)(arg)
+        for a, e in zip(actual, expected):
+            assert torch.equal(a, e), (fn.__name__, a, e)

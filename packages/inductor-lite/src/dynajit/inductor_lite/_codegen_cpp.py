@@ -235,6 +235,8 @@ class _KernelWriter:
             # for eager's -inf (an added 0 is folded away first: an integer's float is never -0). A zero integer
             # is converted apart, to +0; any other is at least 1 in size, where trunc is exact.
             text = f"({text} != 0 ? static_cast<{ctype}>({text}) : {ctype}(0))"
+        elif src.is_floating_point and dst in (torch.int32, torch.int64):
+            text = f"dj_float_to_int<{ctype}>({text})"
         else:
             text = f"static_cast<{ctype}>({text})"
         return f"{_ROUND[dst]}({text})" if dst in _ROUND else text

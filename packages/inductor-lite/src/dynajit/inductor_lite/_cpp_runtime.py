@@ -84,6 +84,14 @@ DJ_INLINE uint16_t dj_float_to_bf16(float f) {
 }
 DJ_INLINE float dj_round_bf16(float f) { return dj_bf16_to_float(dj_float_to_bf16(f)); }
 DJ_INLINE float dj_round_f16(float f) { return (float)(_Float16)f; }
+// A float to a 32- or 64-bit integer as x86 converts it, as eager's kernels do (cvttss2si, vcvttps2qq): NaN and
+// values out of the integer's range give its lowest value. C++ leaves those undefined, and g++'s code gave the
+// highest for inf. The bound (2^31 or 2^63) is exact in float and double.
+template <typename I, typename F> DJ_INLINE I dj_float_to_int(F x) {
+  const I lowest = (I)((uint64_t)1 << (sizeof(I) * 8 - 1));
+  const F bound = -(F)lowest;
+  return (x >= -bound && x < bound) ? static_cast<I>(x) : lowest;
+}
 // exp(-z) for z >= 0 inline (no libmvec call to spill registers around): reduction by ln 2 in two parts, a
 // degree-7 polynomial (1 ulp), and 2^k built in the exponent bits. Past z = 87 the result would leave float's
 // normal range, so z is clamped there: erf only subtracts it from 1.
