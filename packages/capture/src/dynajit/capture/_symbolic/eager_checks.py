@@ -94,9 +94,13 @@ def _checked(name: str) -> bool:
     return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
 
 
+_SCALAR_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
 def _real(value: Any, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``value`` with each tensor (an FX node's example value) replaced by ``make(example)``; LookupError when
-    a value is known only symbolically (its checks cannot be run here)."""
+    """``value`` with each tensor (an FX node's example value) replaced by ``make(example)`` and each symbolic
+    scalar by the value it was traced with (a dtype check does not read it: ``bool_tensor.mul_(n)`` raises for
+    every int ``n``); LookupError for a value known only symbolically (its checks cannot be run here)."""
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("example_value")
         if value is None:
@@ -104,7 +108,10 @@ def _real(value: Any, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         return make(value)
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise LookupError
+        hint = value.node.hint
+        if hint is None:
+            raise LookupError
+        return _SCALAR_TYPES[type(value)](hint)
     if isinstance(value, (list, tuple)):
         return type(value)(_real(x, make) for x in value)
     return value
