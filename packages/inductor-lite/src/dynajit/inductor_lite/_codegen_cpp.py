@@ -155,6 +155,7 @@ class _KernelWriter:
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
         self.scratch = {p.buf.name: p for p in kernel.nodes if p.scratch}
         self.row_results: set[str] = set()  # variables holding a finished reduction of the current row
+        self.guarded = False  # whether some load sits in a block entered only where a condition holds
         self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
 
     def tmp(self) -> str:
@@ -218,6 +219,7 @@ class _KernelWriter:
         ctype = compute_ctype(expr.dtype)
         self.emit(depth, f"{ctype} {name} = {ctype}(0);")
         self.emit(depth, f"if ({cond}) {{")
+        self.guarded = True
         inner = self.value(expr.args[1], _Scope(scope), depth + 1)  # its temporaries stay inside the block
         self.emit(depth + 1, f"{name} = {inner};")
         self.emit(depth, "}")
@@ -282,7 +284,7 @@ class _KernelWriter:
         if _is_column_reduction(k):
             self._column_reduction(depth, parallel, threads)
             self.emit(0, "}")
-            return "\n".join(self.lines)
+            return self._source()
         row_scope = _Scope()
         outer = list(k.outer)
         if not k.inner and outer:
@@ -348,6 +350,16 @@ class _KernelWriter:
             depth -= 1
             self.emit(depth, "}")
         self.emit(0, "}")
+        return self._source()
+
+    def _source(self) -> str:
+        """The kernel's text. A reduction with a guarded load is built without loop if-conversion: GCC 12's
+        vectoriser turned such a read into zeros (a sum of rows read through a slice's scatter); a pointwise loop
+        keeps it, since its selects vectorise through it."""
+        if self.guarded and self.kernel.is_reduction:
+            self.lines[0] = self.lines[0].replace(
+                'extern "C" ', 'extern "C" __attribute__((optimize("no-tree-loop-if-convert"))) ', 1
+            )
         return "\n".join(self.lines)
 
     def _column_reduction(self, depth: int, parallel: bool, threads: str) -> None:
