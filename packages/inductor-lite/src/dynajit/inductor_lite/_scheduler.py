@@ -15,6 +15,7 @@ the strides' size hints, and so does the choice of a row scratch array.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -327,12 +328,7 @@ _SMALL_NUMEL = 16384
 
 def _small(buf: ComputedBuffer) -> bool:
     sizes = (*buf.size, *buf.reduction_ranges)
-    if not all(isinstance(s, int) for s in sizes):
-        return False
-    work = 1
-    for s in sizes:
-        work *= s
-    return work <= _SMALL_NUMEL
+    return all(isinstance(s, int) for s in sizes) and math.prod(sizes) <= _SMALL_NUMEL
 
 
 def _reads(buf: ComputedBuffer) -> set[str]:

@@ -41,6 +41,12 @@ def _aliases(item: ExternBuffer) -> bool:
     return any(r.alias_info is not None for r in schema.returns)
 
 
+def _fresh_results(item: ExternBuffer) -> bool:
+    """Whether an aten call returns only new tensors: it writes none of its arguments and returns no view of one."""
+    schema = getattr(item.target, "_schema", None)
+    return schema is not None and not schema.is_mutable and not _aliases(item)
+
+
 def shape_error(expected: tuple, actual: tuple) -> None:
     raise RuntimeError(
         f"inductor-lite: input sizes {actual} do not satisfy the compiled graph's shape relations {expected}"
@@ -111,12 +117,6 @@ def python_binding(op: Any) -> Any:
         if binding is not None:
             return binding
     return op
-
-
-def _fresh_results(target: Any) -> bool:
-    """Whether an aten op returns only new tensors: it writes none of its arguments and returns no view of one."""
-    schema = getattr(target, "_schema", None)
-    return schema is not None and not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
 def _overwritable(
@@ -439,7 +439,7 @@ class WrapperBuilder:
             call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
         if (item.size or item.stride) and not _contiguous_by_aten(item):
             call = f"restride({call}, {self.sizes(item.stride)})"
-        if _fresh_results(item.target):
+        if _fresh_results(item):
             self.fresh_calls.add(len(self.lines))
         self.lines.append(f"    {item.name} = {call}")
 
