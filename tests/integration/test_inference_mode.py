@@ -193,3 +193,26 @@ def test_a_layout_change_under_inference_mode_of_a_view_that_requires_grad(leaf,
         results.append((tuple(x.shape), x.stride(), x.requires_grad, x.detach()))
     assert results[1][:3] == results[0][:3]
     torch.testing.assert_close(results[1][3], results[0][3])
+
+
+def copies_a_view_into_itself(x):
+    v = x.movedim(0, 0)
+    v.copy_(v)
+    return v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_copy_into_itself_bumps_the_version_a_later_backward_checks(backend):
+    # Eager's copy_ returns at once for a source that is its destination, after autograd bumped the version: the
+    # view made in inference mode is then refused outside it. The graph recorded nothing for the copy (no raise).
+    compiler.reset()
+    compiled = compiler.compile(copies_a_view_into_itself, backend=backend)
+    results = []
+    for run in (copies_a_view_into_itself, compiled):
+        x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).requires_grad_().clone()
+        with torch.inference_mode():
+            v = run(x)
+        with pytest.raises(RuntimeError, match="A view was created in inference mode"):
+            (v * 2).sum().backward()
+        results.append((x._version, v._version, x.detach()))
+    torch.testing.assert_close(results[1], results[0])

@@ -589,6 +589,26 @@ def test_a_tensor_saved_for_a_reached_gradient_and_then_written_raises_as_in_eag
     run(compiler.compile(_statistics, backend=backend))
 
 
+def _copies_a_saved_tensor_into_itself(x):
+    y = x * 2
+    z = y.sin()  # saves y
+    y.copy_(y)
+    return z
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+def test_a_copy_into_itself_of_a_saved_tensor_raises_at_backward_as_in_eager(backend):
+    # Eager's copy_ of a tensor into itself changes no value but bumps the version sin's backward checks. The
+    # graph recorded nothing for the copy and its backward ran.
+    for f in (
+        _copies_a_saved_tensor_into_itself,
+        compiler.compile(_copies_a_saved_tensor_into_itself, backend=backend),
+    ):
+        out = f(torch.tensor([0.5, -1.0, 2.0]).requires_grad_())
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
 def _three_statistics(x, y):
     return x.mean(1, keepdim=True), (x @ _PROJECTION).max(), (y @ _PROJECTION).max()
 

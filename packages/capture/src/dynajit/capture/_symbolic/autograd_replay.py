@@ -10,6 +10,8 @@ for the views a graph returns (``check_returned_views``).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,12 +23,48 @@ from dynajit.capture._symbolic.variables import TensorVar, unsupported
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.output import OutputGraph
 
-__all__ = ["check_input_effects", "check_no_grad_view", "check_returned_views", "history_refused"]
+__all__ = [
+    "check_input_effects",
+    "check_no_grad_view",
+    "check_returned_views",
+    "history_refused",
+    "noting_saved_tensors",
+]
 
 
 # torch before 2.14 rebuilds an output aliasing a written input, when its view ops take symbolic sizes, at the
 # returned offset counted from the input's storage start (2.14 counts it from the input's own offset).
 _ALIASES_REBUILT_FROM_STORAGE_START = torch.torch_version.TorchVersion(torch.__version__) < "2.14"
+
+
+@contextlib.contextmanager
+def noting_saved_tensors(saved: dict[int, tuple[str, torch.Tensor]], what: Any) -> Iterator[None]:
+    """A context in which autograd's saving of a fake tensor for a backward is noted in ``saved``, by storage.
+
+    Eager's backward refuses a tensor saved for it and written after (its version moved on); AOT autograd traces
+    that backward and fails, so the whole frame would run in Python. The write is left to Python instead (see
+    :func:`check_input_effects`). Tracing keeps the user's saved-tensor hooks off (capture's ``_convert``); this
+    hook, the innermost, is the only one applied while it is on.
+    """
+    if not torch.is_grad_enabled() or not torch._C._autograd._saved_tensors_hooks_is_enabled():
+        yield
+        return
+    name = getattr(what, "__name__", str(what))
+
+    def note(tensor: torch.Tensor) -> torch.Tensor:
+        saved.setdefault(eager_checks.storage_key(tensor), (name, tensor))
+        return tensor
+
+    tracing = torch._C._autograd._saved_tensors_hooks_set_tracing(False)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(note, _unpacked):
+            yield
+    finally:
+        torch._C._autograd._saved_tensors_hooks_set_tracing(tracing)
+
+
+def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
 
 
 def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -55,6 +93,14 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
     too: AOT autograd replays it with gradients recorded, where autograd refuses it.
     """
     name = getattr(target, "__name__", target)
+    for node in eager_checks.written(target, args, kwargs):
+        example = eager_checks.example_tensor(node)
+        saver = graph.saved_for_backward.get(eager_checks.storage_key(example)) if example is not None else None
+        if saver is not None:
+            unsupported(
+                f"{name} writes into a tensor {saver[0]} saved for its backward: eager's backward refuses it "
+                "(modified by an inplace operation), and AOT autograd fails to trace that backward"
+            )
     change = eager_checks.metadata_change(target, args)
     if change == "view" and torch.is_grad_enabled() and _requires_grad(args[0]):
         unsupported(

@@ -16,9 +16,10 @@ operation: more than one element of the written-to tensor refers to a single mem
 others (``fill_``, ``zero_``, ``masked_fill_``); either way the op is left to Python (a graph break,
 :func:`check_write`), which does what eager does.
 
-The other way round, eager's ``copy_`` returns at once when the source is the destination, before any
-check: ``x.copy_(x)`` does nothing even on an expanded ``x`` whose other writes eager refuses. The traced
-program records nothing for it (:func:`is_no_op`), as the meta kernels would refuse it.
+``x.copy_(x)`` is recorded as any copy: eager's kernel returns at once when the source is the destination,
+but autograd has bumped ``x``'s version by then, which a view made in inference mode, or saved for backward,
+checks later. On an expanded ``x`` (whose other writes eager refuses, and whose self-copy it does) it is left
+to Python with the other writes into shared memory.
 """
 
 from __future__ import annotations
@@ -246,15 +247,9 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
 
 
 def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether eager does nothing for this call: ``copy_`` of a tensor (one graph node) into itself, or an
-    in-place layout change that leaves the layout as it is (``squeeze_`` with no size-1 dim, ``t_`` of a vector)."""
-    copies_itself = (
-        target in ("copy_", torch.Tensor.copy_)
-        and len(args) >= 2
-        and isinstance(args[0], torch.fx.Node)
-        and args[0] is args[1]
-    )
-    return copies_itself or _layout_kept(target, args, kwargs)
+    """Whether eager does nothing for this call: an in-place layout change that leaves the layout as it is
+    (``squeeze_`` with no size-1 dim, ``t_`` of a vector)."""
+    return _layout_kept(target, args, kwargs)
 
 
 def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -27,6 +27,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     check_no_grad_view,
     check_returned_views,
     history_refused,
+    noting_saved_tensors,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.side_effects import SideEffects
@@ -106,6 +107,8 @@ class OutputGraph:
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
         self.input_effects: dict[int, set[str]] = {}
+        # The fake tensors recorded ops saved for their backward, by storage (see check_input_effects).
+        self.saved_for_backward: dict[int, tuple[str, torch.Tensor]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -278,6 +281,7 @@ class OutputGraph:
         compiled code holds none, and the trace's own reference cycles would keep them alive, past the
         point eager frees them, until the next garbage collection."""
         self.inputs.clear()
+        self.saved_for_backward.clear()
         self.wrapped.clear()
         self._by_id.clear()
         self._attr_names.clear()
@@ -322,7 +326,8 @@ class OutputGraph:
 
     def _record(self, make: Any, what: Any) -> VT:
         try:
-            node = make(self._meta())
+            with noting_saved_tensors(self.saved_for_backward, what):
+                node = make(self._meta())
         except Unsupported:
             raise
         except Exception as exc:
