@@ -46,7 +46,7 @@ def noting_saved_tensors(saved: dict[int, tuple[str, torch.Tensor]], what: Any) 
     :func:`check_input_effects`). Tracing keeps the user's saved-tensor hooks off (capture's ``_convert``); this
     hook, the innermost, is the only one applied while it is on.
     """
-    if not torch.is_grad_enabled() or not torch._C._autograd._saved_tensors_hooks_is_enabled():
+    if not torch.is_grad_enabled() or not torch._C._autograd._saved_tensors_hooks_is_enabled():  # type: ignore[attr-defined]
         yield
         return
     name = getattr(what, "__name__", str(what))
