@@ -38,21 +38,20 @@ _ALIASES_REBUILT_FROM_STORAGE_START = torch.torch_version.TorchVersion(torch.__v
 
 
 @contextlib.contextmanager
-def noting_saved_tensors(saved: dict[int, tuple[str, torch.Tensor]], what: Any) -> Iterator[None]:
-    """A context in which autograd's saving of a fake tensor for a backward is noted in ``saved``, by storage.
+def noting_saved_tensors(saved: list[torch.Tensor]) -> Iterator[None]:
+    """A context in which each fake tensor autograd saves for a backward is appended to ``saved``.
 
-    Eager's backward refuses a tensor saved for it and written after (its version moved on); AOT autograd traces
-    that backward and fails, so the whole frame would run in Python. The write is left to Python instead (see
-    :func:`check_input_effects`). Tracing keeps the user's saved-tensor hooks off (capture's ``_convert``); this
-    hook, the innermost, is the only one applied while it is on.
+    Eager's backward refuses a tensor saved for it and written after (its version moved on): a write inside the
+    graph is left to Python (see :func:`check_input_effects`), and a write after it into a graph output is
+    checked at the backward (``saved_outputs``). Tracing keeps the user's saved-tensor hooks off (capture's
+    ``_convert``); this hook, the innermost, is the only one applied while it is on.
     """
     if not torch.is_grad_enabled() or not torch._C._autograd._saved_tensors_hooks_is_enabled():  # type: ignore[attr-defined]
         yield
         return
-    name = getattr(what, "__name__", str(what))
 
     def note(tensor: torch.Tensor) -> torch.Tensor:
-        saved.setdefault(eager_checks.storage_key(tensor), (name, tensor))
+        saved.append(tensor)
         return tensor
 
     tracing = torch._C._autograd._saved_tensors_hooks_set_tracing(False)
@@ -65,6 +64,10 @@ def noting_saved_tensors(saved: dict[int, tuple[str, torch.Tensor]], what: Any) 
 
 def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    return str(getattr(node.target, "__name__", node.target))
 
 
 def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -95,10 +98,10 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
     name = getattr(target, "__name__", target)
     for node in eager_checks.written(target, args, kwargs):
         example = eager_checks.example_tensor(node)
-        saver = graph.saved_for_backward.get(eager_checks.storage_key(example)) if example is not None else None
-        if saver is not None:
+        savers = graph.saved_for_backward.get(eager_checks.storage_key(example)) if example is not None else None
+        if savers:
             unsupported(
-                f"{name} writes into a tensor {saver[0]} saved for its backward: eager's backward refuses it "
+                f"{name} writes into a tensor {_op_name(savers[0][0])} saved for its backward: eager's backward refuses it "
                 "(modified by an inplace operation), and AOT autograd fails to trace that backward"
             )
     change = eager_checks.metadata_change(target, args)

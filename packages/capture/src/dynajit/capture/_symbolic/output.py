@@ -30,6 +30,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     noting_saved_tensors,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
+from dynajit.capture._symbolic.saved_outputs import checking_saved_outputs, saved_output_checks
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.subgraphs import Subgraph, lifted_proxy
 from dynajit.capture._symbolic.variables import (
@@ -107,8 +108,9 @@ class OutputGraph:
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
         self.input_effects: dict[int, set[str]] = {}
-        # The fake tensors recorded ops saved for their backward, by storage (see check_input_effects).
-        self.saved_for_backward: dict[int, tuple[str, torch.Tensor]] = {}
+        # Each node whose op saved a tensor for its backward, with that (fake) tensor, by the tensor's storage (see
+        # check_input_effects). Holding the tensor keeps its storage's number from naming another storage.
+        self.saved_for_backward: dict[int, list[tuple[torch.fx.Node, torch.Tensor]]] = {}
         self.aliases: list[tuple[Path, Path]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
@@ -325,8 +327,9 @@ class OutputGraph:
         return None
 
     def _record(self, make: Any, what: Any) -> VT:
+        saved: list[torch.Tensor] = []
         try:
-            with noting_saved_tensors(self.saved_for_backward, what):
+            with noting_saved_tensors(saved):
                 node = make(self._meta())
         except Unsupported:
             raise
@@ -339,6 +342,8 @@ class OutputGraph:
                 raise RaisesInPython(reason) from None
             unsupported(reason)
         self.n_ops += 1
+        for tensor in saved:
+            self.saved_for_backward.setdefault(eager_checks.storage_key(tensor), []).append((node, tensor))
         example = node.meta.get("example_value")
         check_no_grad_view(self, node, example, what)
         if isinstance(example, torch.Tensor):
@@ -413,6 +418,8 @@ class OutputGraph:
             [tv.node.meta.get("example_value") for tv in outputs],
             [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
         )
+        checks = saved_output_checks(gm.graph, _output_nodes(gm), self.saved_for_backward)
+        compiled = checking_saved_outputs(compiled, checks)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
@@ -511,6 +518,11 @@ def _view_kind(example: Any) -> Any:
         return None
     kind = torch._C._autograd._get_creation_meta(example)
     return None if kind == torch._C._autograd.CreationMeta.DEFAULT else kind
+
+
+def _output_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes ``gm`` returns, in order (its output node's tuple)."""
+    return list(next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0])
 
 
 def _keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
