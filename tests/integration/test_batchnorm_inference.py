@@ -185,3 +185,90 @@ def test_a_branch_on_the_layout_of_a_batch_norm_of_a_transposed_input(backend, t
     expected, actual = fn(x), compiler.compile(fn, backend=backend)(x)
     torch.testing.assert_close(actual, expected)
     assert actual.stride() == expected.stride()
+
+
+_LAYOUTS = {
+    "contiguous": lambda: torch.randn(2, 6, 4, 5),
+    "channels_last": lambda: torch.randn(2, 6, 4, 5).to(memory_format=torch.channels_last),
+    "channels_last_1x1": lambda: torch.randn(2, 6, 1, 1).to(memory_format=torch.channels_last),
+    "transposed": lambda: torch.randn(2, 6, 5, 4).transpose(2, 3),
+    "sliced": lambda: torch.randn(2, 6, 4, 10)[..., ::2],
+    "bfloat16": lambda: torch.randn(2, 6, 4, 5).to(torch.bfloat16),
+    "float64": lambda: torch.randn(2, 6, 4, 5, dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_eval_batch_norm_gives_eagers_layout_and_values(layout, grad):
+    # Eval-mode batch norm is one op of the backend's while traced; its result takes the layout eager's kernel
+    # gives (the input's suggested memory format, contiguous for a transposed input, where torch's meta kernel
+    # follows the input's strides) and a view of it works.
+    make = _LAYOUTS[layout]
+    dtype = make().dtype
+    bn = _randomize(nn.BatchNorm2d(6)).to(dtype).eval()
+
+    def fn(x):
+        y = bn(x)
+        return y, y.relu().flatten()[:7], y.view(-1)[:7] if layout != "channels_last" else y
+
+    compiled = compiler.compile(fn)
+    for _ in range(2):
+        x = make().requires_grad_(grad)
+        with torch.set_grad_enabled(grad):
+            expected, actual = fn(x), _run_compiled(lambda x=x: compiled(x))
+        for e, a in zip(expected, actual):
+            assert (a.shape, a.dtype, a.stride()) == (e.shape, e.dtype, e.stride())
+        tolerance = {"atol": 1e-2, "rtol": 1e-2} if dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(actual, expected, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("affine", [True, False])
+def test_eval_batch_norm_gives_eagers_values_and_gradients(dtype, affine):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 4, 2, generator=g).to(dtype)
+    statistics = torch.float64 if dtype == torch.float64 else torch.float32  # (eager refuses other mixes)
+    mean, var = torch.randn(5, generator=g).to(statistics), (torch.rand(5, generator=g) + 0.5).to(statistics)
+    weight = (torch.rand(5, generator=g) + 0.5).to(statistics).requires_grad_() if affine else None
+    bias = torch.randn(5, generator=g).to(statistics).requires_grad_() if affine else None
+
+    def fn(x):
+        return torch.nn.functional.batch_norm(x, mean, var, weight, bias, False, 0.1, 1e-3).sin()
+
+    results = []
+    for f in (fn, compiler.compile(fn)):
+        leaf = x.clone().requires_grad_()
+        out = f(leaf)
+        out.sum().backward()
+        results.append((out.detach(), leaf.grad, *(p.grad for p in (weight, bias) if p is not None)))
+        for p in (weight, bias):
+            if p is not None:
+                p.grad = None
+    tolerance = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(results[1], results[0], **tolerance)
+
+
+_REFUSED = {
+    "mixed_dtypes": (torch.float64, torch.float32, 5),
+    "statistics_of_another_size": (torch.float32, torch.float32, 4),
+}
+
+
+@pytest.mark.parametrize("case", list(_REFUSED))
+def test_an_eval_batch_norm_eager_refuses_is_refused_compiled(case):
+    # inductor-lite computed (reading past the end of a short statistic) where eager's kernel raises.
+    dtype, statistics, size = _REFUSED[case]
+    mean, var = torch.zeros(size, dtype=statistics), torch.ones(size, dtype=statistics)
+
+    def fn(x):
+        return torch.nn.functional.batch_norm(x, mean, var, None, None, False, 0.1, 1e-3).sin()
+
+    compiled = compiler.compile(fn)
+    for _ in range(2):
+        x = torch.randn(3, 5, 2, dtype=dtype)
+        with pytest.raises(RuntimeError) as expected:
+            fn(x)
+        with pytest.raises(RuntimeError) as actual:
+            compiled(x)
+        assert str(actual.value) == str(expected.value)

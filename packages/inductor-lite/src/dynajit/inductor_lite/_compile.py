@@ -50,6 +50,7 @@ from dynajit.fxgraph import (
 )
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
+from dynajit.inductor_lite._batch_norm import batch_norms_as_one_op
 from dynajit.inductor_lite._build import BuildError, failed_build, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
@@ -612,6 +613,7 @@ def compile_fx(
         gm = fuse_attention(gm)
     if settings["freezing"]:
         gm = fold_conv_batch_norm(gm)
+    gm = batch_norms_as_one_op(gm)
     try:
         _check_inplace(gm)
     except EagerError as err:

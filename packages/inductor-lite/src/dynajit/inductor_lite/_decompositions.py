@@ -17,6 +17,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from dynajit.fxgraph import in_canonical_layout, in_suggested_layout
+from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 
 __all__ = ["decomposition_table"]
@@ -107,6 +108,8 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             table[op] = decompose = _in_canonical_layout(decompose)
         if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
             table[op] = _checked(op, decompose)
+    no_training = aten._native_batch_norm_legit_no_training.default
+    table[no_training] = eval_batch_norm(table[no_training])
     return table
 
 

@@ -23,6 +23,7 @@ import torch.fx
 
 from dynajit.fxgraph import input_view_chain
 from dynajit.inductor_lite import (
+    _batch_norm,  # noqa: F401  (registers eval-mode batch norm)
     _lower_masked,  # noqa: F401  (registers concatenation, padding and slice scatters)
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
     _sym,
