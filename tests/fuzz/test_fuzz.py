@@ -161,6 +161,21 @@ def test_a_gradient_difference_within_eagers_own_float32_error_is_rounding():
     assert failure is not None and failure.kind == "grad"
 
 
+def test_an_output_difference_within_eagers_own_float32_error_is_rounding():
+    # (b35-1:783) A training BatchNorm of an input copied to 1.5: its output is a mean's last-ulp error over
+    # sqrt(eps), summed: 0.00245 in eager's float32, 0.0 compiled and in float64.
+    from .runner import _within_rounding
+
+    assert _within_rounding([0.00245], [0.0], lambda: [0.0])
+    assert not _within_rounding([0.00245], [0.0], lambda: None)  # no reference: the difference stands
+    assert not _within_rounding([2.0], [2.1], lambda: [2.0])  # off where eager is exact
+    exact = torch.tensor([1e-5, 2.0], dtype=torch.float64)
+    eager, noisy, wrong = torch.tensor([9e-4, 2.0]), torch.tensor([-1.5e-3, 2.0]), torch.tensor([9e-4, 2.1])
+    assert _within_rounding([eager, 3], [noisy, 3], lambda: [exact, 3])
+    assert not _within_rounding([eager, 3], [noisy, 4], lambda: [exact, 3])  # integers are exact
+    assert not _within_rounding([eager], [wrong], lambda: [exact])
+
+
 def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
     # The sum of a LayerNorm's outputs is 0 up to rounding: `p / p` of it is 1 or nan at rounding's whim.
     from .expressions import near_zero
