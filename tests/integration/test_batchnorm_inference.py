@@ -272,3 +272,26 @@ def test_an_eval_batch_norm_eager_refuses_is_refused_compiled(case):
         with pytest.raises(RuntimeError) as actual:
             compiled(x)
         assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_a_reshape_of_a_batch_norm_of_a_transposed_input_views_it_as_in_eager(backend, train):
+    # (c35-1:100) Eager's batch norm of a transposed input is contiguous and its reshape a view of it; traced with
+    # torch's meta kernel (aot_eager) the result kept the input's strides and the reshape was a copy.
+    bn = _randomize(nn.BatchNorm2d(3)).train(train)
+    source = copy.deepcopy(bn)
+
+    def fn(module, x):
+        y = module(x)
+        return y, y.reshape(-1)
+
+    compiled = compiler.compile(fn, backend=backend)
+    for width in (2, 3):
+        x = torch.randn(3, width, 4).mT.unsqueeze(0)
+        expected, actual = fn(bn, x), _run_compiled(lambda x=x: compiled(source, x))
+        for e, a in zip(expected, actual):
+            assert (a.shape, a.stride()) == (e.shape, e.stride())
+        torch.testing.assert_close(actual, expected)
+        shares = [o[0].untyped_storage().data_ptr() == o[1].untyped_storage().data_ptr() for o in (expected, actual)]
+        assert shares[1] == shares[0]

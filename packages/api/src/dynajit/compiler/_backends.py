@@ -24,6 +24,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     from functorch.compile import aot_module_simplified, default_partition, make_boxed_func
 
     from dynajit.fxgraph import (
+        batch_norms_in_eager_layout,
         checking_saved_versions,
         keep_written_strides,
         matching_eager_backward_formulas,
@@ -42,7 +43,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     forward = aot_module_simplified(
-        keep_written_strides(gm),
+        keep_written_strides(batch_norms_in_eager_layout(gm)),
         inputs,
         fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
         bw_compiler=matching_eager_backward_formulas(

@@ -5,7 +5,7 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 """
 
 from dynajit.fxgraph._below_autograd import running_below_autograd
-from dynajit.fxgraph._builder import GraphBuilder, in_canonical_layout, in_suggested_layout
+from dynajit.fxgraph._builder import GraphBuilder, batch_norms_in_eager_layout, in_canonical_layout, in_suggested_layout
 from dynajit.fxgraph._config import Config, ConfigError, option
 from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
 from dynajit.fxgraph._forward_views import returning_no_views
@@ -58,6 +58,7 @@ __all__ = [
     "artifact_logger",
     "checking_saved_versions",
     "compiling_outside_inference_mode",
+    "batch_norms_in_eager_layout",
     "conditionally_saved",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import keyword
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
 
-__all__ = ["GraphBuilder", "in_canonical_layout", "in_suggested_layout", "map_nodes"]
+__all__ = ["GraphBuilder", "batch_norms_in_eager_layout", "in_canonical_layout", "in_suggested_layout", "map_nodes"]
 
 _MISSING: Any = object()
 
@@ -47,6 +48,36 @@ def in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
     if isinstance(result, tuple) and result:
         return (laid_out(result[0]), *result[1:])
     return laid_out(result)
+
+
+def _laid_out_as_eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def run(input: Any, *args: Any, **kwargs: Any) -> Any:
+        result = fn(input, *args, **kwargs)
+        return in_suggested_layout(result, input) if isinstance(input, torch.Tensor) else result
+
+    return run
+
+
+_IN_EAGER_LAYOUT = {fn: _laid_out_as_eager(fn) for fn in _SUGGESTED_LAYOUT}
+
+
+def batch_norms_in_eager_layout(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` (a copy, when it has any) with each batch norm's result laid out as eager's CPU kernel lays it.
+
+    For a backend that traces the graph with torch's meta kernels (AOT autograd): they keep a transposed input's
+    strides, so a ``reshape`` of the result traced as a copy, where eager's is a view sharing its memory. At run
+    time eager's result already has that layout and the added ``contiguous`` copies it (an extra copy, where the
+    backend runs eager's kernels as they are).
+    """
+    if not any(node.op == "call_function" and node.target in _IN_EAGER_LAYOUT for node in gm.graph.nodes):
+        return gm
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _IN_EAGER_LAYOUT:
+            node.target = _IN_EAGER_LAYOUT[node.target]
+    return torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
 def in_canonical_layout(result: Any) -> Any:
