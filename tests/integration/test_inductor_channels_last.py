@@ -284,3 +284,24 @@ def test_channels_last_that_would_raise_the_peak_memory_keeps_the_layout(monkeyp
     decisions = _run(model, x, True, monkeypatch, caplog)
     assert decisions == ["inductor-lite: convolutions stay in their layout (channels-last would raise the peak memory)"]
     assert _peak_bytes(compiler.compile(model, options={"layout_optimization": True}), x) <= _peak_bytes(model, x)
+
+
+def test_a_convolution_of_an_expanded_input_is_timed_and_compiled(monkeypatch):
+    # (e35-1:119) The timing inputs were made with the fake input's strides and filled by a copy, which eager
+    # refuses for an expanded layout (several elements on one memory location): the compile failed.
+    times = {torch.contiguous_format: 2.0, torch.channels_last: 1.0}
+    monkeypatch.setattr(
+        layout, "_conv_seconds", lambda timing, memory_format: (timing.prepared(memory_format), times[memory_format])[1]
+    )
+    conv = nn.Conv2d(4, 4, 3, padding=1, groups=4).requires_grad_(False)
+
+    def fn(x, scale):
+        return conv(scale.broadcast_to(x.shape))
+
+    compiled = compiler.compile(fn, options={"layout_optimization": True})
+    for size in (1, 3):
+        x, scale = torch.randn(size, 4, size, size), torch.randn(1, 1)
+        with torch.no_grad():
+            actual, expected = compiled(x, scale), fn(x, scale)
+        assert actual.stride() == expected.stride()
+        torch.testing.assert_close(actual, expected)

@@ -25,9 +25,11 @@ T = TypeVar("T")
 
 
 def example_tensor(like: Any) -> Any:
-    """A real tensor with the size, strides, dtype and device of ``like`` (which may be a fake tensor).
+    """A real tensor with the size, strides, dtype and device of ``like`` (which may be a fake tensor), random.
 
-    Symbolic sizes take their example values (max-autotune tunes a dynamic graph at the example sizes).
+    Symbolic sizes take their example values (max-autotune tunes a dynamic graph at the example sizes). The
+    values fill the memory the strides reach and are viewed with them, so an expanded layout (a stride 0 over a
+    dim of several elements) is made as eager's expand makes it, where writing into it is refused.
     """
     if isinstance(like, torch.SymInt):
         return _sym.hint(like)
@@ -35,14 +37,14 @@ def example_tensor(like: Any) -> Any:
         return like
     size = tuple(_sym.hint(s) for s in like.shape)
     stride = tuple(_sym.hint(s) for s in like.stride())
-    out = torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
+    extent = 0 if 0 in size else 1 + sum((n - 1) * abs(s) for n, s in zip(size, stride))
     if like.dtype == torch.bool:
-        out.copy_(torch.rand(size, device=like.device) > 0.5)
+        memory = torch.rand(extent, device=like.device) > 0.5
     elif like.dtype.is_floating_point:
-        out.copy_(torch.randn(size, device=like.device))
+        memory = torch.randn(extent, device=like.device).to(like.dtype)
     else:
-        out.copy_(torch.randint(0, 8, size, device=like.device))
-    return out
+        memory = torch.randint(0, 8, (extent,), device=like.device).to(like.dtype)
+    return memory.as_strided(size, stride)
 
 
 def _time(call: Callable[[list[Any]], Any], inputs: Sequence[Any], budget: float = 0.05) -> float:
