@@ -148,6 +148,22 @@ def test_small_kernels_an_aten_call_separates_run_as_one(rows):
     assert compiled_graphs(c)[0].info["kernels"] == (2 if rows == 4 else 3)
 
 
+@pytest.mark.parametrize("rows", [4, 2048])
+def test_a_small_aten_call_runs_before_the_kernel_it_would_split(rows):
+    """A gated MLP: ``silu(gate)`` is one kernel, ``silu(gate) * up`` another, the ``up`` projection between them.
+    A small aten call that reads nothing the kernel before it writes runs first, and the two kernels are one; a
+    large one stays in graph order (its result would be held longer). Values are eager's either way."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    def fn(x, w_gate, w_up):
+        gate = torch.nn.functional.silu(x @ w_gate)
+        return gate * (x @ w_up), gate
+
+    torch.manual_seed(0)
+    c = check(fn, torch.randn(rows, 16), torch.randn(16, 16), torch.randn(16, 16), atol=1e-4, rtol=1e-4)
+    assert compiled_graphs(c)[0].info["kernels"] == (1 if rows == 4 else 2)
+
+
 @pytest.mark.parametrize("beta", [1, 0.5])
 def test_baddbmm_of_a_transposed_input_is_laid_out_as_eagers_kernel_lays_it(beta):
     # eager's kernel returns a contiguous result; the decomposition's final add followed the transposed input's

@@ -281,10 +281,14 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     written_at: dict[str, int] = {}  # buffer name -> position of the item that writes it
     for buf in graph.buffers:
         if isinstance(buf, ExternBuffer):
-            built.append(buf)
             mutable = getattr(getattr(buf.target, "_schema", None), "is_mutable", True)
+            at = len(built) if mutable else _hoisted_position(built, buf)
+            built.insert(at, buf)
+            for name, position in written_at.items():
+                if position >= at:
+                    written_at[name] = position + 1
             for name in (buf.name, *(buf.reads if mutable else ())):
-                written_at[name] = len(built) - 1
+                written_at[name] = at
             continue
         if not isinstance(buf, ComputedBuffer):
             raise TypeError(f"inductor-lite scheduler: unexpected buffer kind {type(buf).__name__}")
@@ -319,6 +323,20 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     return items
 
 
+def _hoisted_position(built: list[Any], extern: ExternBuffer) -> int:
+    """Where a small aten call that writes nothing but its result goes: above the kernels just before it that
+    write nothing it reads (up to ``_LOOK_BACK``), so the kernel it separated from the next buffers can take them
+    (a gated MLP's ``silu(gate)`` and ``silu(gate) * up`` are one kernel call, the ``up`` projection first)."""
+    at = len(built)
+    if not _small(extern):
+        return at
+    while at > 0 and len(built) - at < _LOOK_BACK and isinstance(kernel := built[at - 1], _KernelBuilder):
+        if extern.reads & {b.name for b in kernel.bufs}:
+            break
+        at -= 1
+    return at
+
+
 # How many items back a small buffer may join a kernel, and what counts as small (elements): a kernel call costs
 # about a microsecond whatever its size, and moving a large value's computation earlier would hold its memory
 # longer.
@@ -326,8 +344,8 @@ _LOOK_BACK = 8
 _SMALL_NUMEL = 16384
 
 
-def _small(buf: ComputedBuffer) -> bool:
-    sizes = (*buf.size, *buf.reduction_ranges)
+def _small(buf: Buffer) -> bool:
+    sizes = (*buf.size, *getattr(buf, "reduction_ranges", ()))
     return all(isinstance(s, int) for s in sizes) and math.prod(sizes) <= _SMALL_NUMEL
 
 
