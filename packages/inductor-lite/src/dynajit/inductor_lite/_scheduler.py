@@ -284,9 +284,9 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
             mutable = getattr(getattr(buf.target, "_schema", None), "is_mutable", True)
             at = len(built) if mutable else _hoisted_position(built, buf)
             built.insert(at, buf)
-            for name, position in written_at.items():
-                if position >= at:
-                    written_at[name] = position + 1
+            for name, index in written_at.items():
+                if index >= at:
+                    written_at[name] = index + 1
             for name in (buf.name, *(buf.reads if mutable else ())):
                 written_at[name] = at
             continue
