@@ -164,6 +164,23 @@ def test_a_small_aten_call_runs_before_the_kernel_it_would_split(rows):
     assert compiled_graphs(c)[0].info["kernels"] == (1 if rows == 4 else 2)
 
 
+def test_kernels_with_one_body_are_compiled_once():
+    """Kernels that differ in name only (a block repeated at one shape) are one function in the library, called
+    for each; values are eager's."""
+    from dynajit.inductor_lite._compile import compiled_graphs
+
+    def fn(x, w):
+        a = torch.sin(x * 2)
+        b = torch.sin((a @ w) * 2)
+        return torch.sin((b @ w) * 2)
+
+    c = check(fn, torch.randn(8, 8), torch.randn(8, 8), atol=1e-5, rtol=1e-5)
+    graph = compiled_graphs(c)[0]
+    assert graph.info["kernels"] == 3
+    # (the first kernel's pointers are declared not to alias; the later two may write where they read)
+    assert graph.kernel_source.count('extern "C" void kernel') == 2, graph.kernel_source
+
+
 @pytest.mark.parametrize("beta", [1, 0.5])
 def test_baddbmm_of_a_transposed_input_is_laid_out_as_eagers_kernel_lays_it(beta):
     # eager's kernel returns a contiguous result; the decomposition's final add followed the transposed input's
