@@ -257,7 +257,7 @@ _REFUSED = {
 
 @pytest.mark.parametrize("case", list(_REFUSED))
 def test_an_eval_batch_norm_eager_refuses_is_refused_compiled(case):
-    # inductor-lite computed (reading past the end of a short statistic) where eager's kernel raises.
+    # inductor-lite computed where eager's kernel refuses mixed dtypes; a short statistic the trace refused already.
     dtype, statistics, size = _REFUSED[case]
     mean, var = torch.zeros(size, dtype=statistics), torch.ones(size, dtype=statistics)
 
