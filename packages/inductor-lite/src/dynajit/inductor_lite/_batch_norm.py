@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._eager_checks import EagerError
+from dynajit.inductor_lite._freezing import batch_norm_arguments
 from dynajit.inductor_lite._index import Index
 from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, opmath_dtype
 from dynajit.inductor_lite._lowering import lowering, to_value
@@ -106,22 +107,17 @@ torch.library.register_fake("dynajit_inductor::batch_norm_inference", _fake, lib
 torch.library.register_autograd("dynajit_inductor::batch_norm_inference", _backward, setup_context=_save, lib=_LIBRARY)
 BATCH_NORM_INFERENCE = torch.ops.dynajit_inductor.batch_norm_inference.default
 
-_BN_NAMES = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
-_BN_DEFAULTS: dict[str, Any] = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
-
 
 def batch_norms_as_one_op(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm`` with each eval-mode ``F.batch_norm`` on CPU (constant ``training=False``, running statistics
     given) calling ``batch_norm_inference``; ``gm`` itself is left unchanged (a rewrite works on a copy)."""
-    found = [node for node in gm.graph.nodes if _eval_batch_norm_args(node) is not None]
+    found = [(node, args) for node in gm.graph.nodes if (args := _eval_batch_norm_args(node)) is not None]
     if not found:
         return gm
     graph = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    for node in found:
-        args = _eval_batch_norm_args(node)
-        assert args is not None
+    for node, args in found:
         old = copies[node]
         operands = torch.fx.map_arg(
             tuple(args[k] for k in ("input", "weight", "bias", "running_mean", "running_var")), lambda n: copies[n]
@@ -137,9 +133,7 @@ def batch_norms_as_one_op(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _eval_batch_norm_args(node: torch.fx.Node) -> dict[str, Any] | None:
     if node.op != "call_function" or node.target is not torch.nn.functional.batch_norm:
         return None
-    args: dict[str, Any] = dict(_BN_DEFAULTS)
-    args.update(zip(_BN_NAMES, node.args))
-    args.update(node.kwargs)
+    args = batch_norm_arguments(node)
     example = args["input"].meta.get("example_value") if isinstance(args["input"], torch.fx.Node) else None
     if args["training"] is not False or not isinstance(args["eps"], (int, float)) or example is None:
         return None

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["fold_conv_batch_norm"]
+__all__ = ["batch_norm_arguments", "fold_conv_batch_norm"]
 
 _CONVS = {torch.conv1d, torch.conv2d, torch.conv3d}
 _CONVS |= {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d}
@@ -32,7 +32,8 @@ def _attr(gm: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
     raise LookupError(node)
 
 
-def _bn_args(node: torch.fx.Node) -> dict[str, Any]:
+def batch_norm_arguments(node: torch.fx.Node) -> dict[str, Any]:
+    """An ``F.batch_norm`` call's arguments by name, its defaults filled in."""
     args: dict[str, Any] = dict(_BN_DEFAULTS)
     args.update(zip(_BN_NAMES, node.args))
     args.update(node.kwargs)
@@ -41,7 +42,7 @@ def _bn_args(node: torch.fx.Node) -> dict[str, Any]:
 
 def _fold(gm: torch.fx.GraphModule, conv: torch.fx.Node, bn: torch.fx.Node) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The folded (weight, bias) of ``conv`` followed by eval-mode ``bn``, or None when they cannot fold."""
-    args = _bn_args(bn)
+    args = batch_norm_arguments(bn)
     if args["input"] is not conv or args["training"] is not False or not isinstance(args["eps"], float):
         return None
     if len(conv.args) < 2 or conv.kwargs.keys() & {"input", "weight", "bias"}:
