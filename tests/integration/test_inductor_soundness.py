@@ -757,6 +757,28 @@ def test_the_variance_of_equal_values_is_zero_and_means_divide_as_eager(n):
     differential(_spread_of_equal_values, torch.randn(n, 1, generator=torch.Generator().manual_seed(0)))
 
 
+@pytest.mark.parametrize("rows", [3, 5, 7])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_the_spread_of_equal_rows_and_its_gradient_are_zero_as_in_eager(rows, backend):
+    """Three equal rows of arbitrary floats: their rounded sum over 3 misses 3 * row by an ulp, so a two-pass
+    standard deviation came out 1.5e-7 where eager's Welford update gives 0 -- and std's gradient is masked to 0
+    at 0 but O(1) just above it, so the embedding's gradient differed by 1.2 (found by the fuzzer)."""
+    table = torch.randn(10, 8, generator=torch.Generator().manual_seed(0))
+
+    def spread(weight, ids):
+        return torch.nn.functional.embedding(ids, weight).std(0, keepdim=True)
+
+    ids = torch.full((rows,), 2)
+    results = []
+    for fn in (spread, compiler.compile(spread, backend=backend)):
+        weight = table.clone().requires_grad_()
+        out = fn(weight, ids)
+        out.sum().backward()
+        results.append((out.detach(), weight.grad))
+    assert results[0][0].eq(0).all() and results[1][0].eq(0).all()
+    torch.testing.assert_close(results[1][1], results[0][1], rtol=0, atol=0)
+
+
 def _added_into_its_own_smaller_operand(x):
     v = x.sum(dim=(0, -1), keepdim=True)
     torch.add(v, x, out=v)

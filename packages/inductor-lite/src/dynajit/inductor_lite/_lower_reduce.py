@@ -183,18 +183,40 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
     acc = total.dtype
     per_n = count_of(n)
 
-    def deviation_sq(value: Expr, index: Sequence[Index]) -> Expr:
+    def deviation(value: Expr, index: Sequence[Index]) -> Expr:
         kept_index = list(index) if keepdim else _expand_index(x, dims, index)
         mean = divided(total.loader(kept_index), per_n, acc)
-        d = op("sub", acc, op("cast", acc, value), mean)
+        return op("sub", acc, op("cast", acc, value), mean)
+
+    def deviation_sq(value: Expr, index: Sequence[Index]) -> Expr:
+        d = deviation(value, index)
         return op("mul", acc, d, d)
 
     sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
+    drift = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation)
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
-    var = _per_count(sq, count_of(denom), ctx.current_val_at(0).dtype)
+    var = _per_count(_corrected(sq, drift, per_n), count_of(denom), ctx.current_val_at(0).dtype)
     mean_size = sq.size
     mean = _per_count(_reshape_keep(total, mean_size), per_n, ctx.current_val_at(1).dtype)
     return var, mean
+
+
+def _corrected(sq: TensorValue, drift: TensorValue, per_n: float | Per) -> TensorValue:
+    """``sq - drift**2 / n``: the corrected two-pass sum of squares.
+
+    The rounded mean of ``n`` equal values can miss them by an ulp, leaving the plain sum of squared
+    deviations above zero where eager's Welford update gives exactly 0 -- and a standard deviation's
+    gradient at 0 is masked to 0 in eager but O(1) just above it. Every deviation from a rounded mean
+    of equal values is the same number, so the correction cancels the sum exactly; elsewhere it removes
+    the mean's rounding error. The clamp keeps rounding from going below zero, which eager never does.
+    """
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        s, d = sq.loader(idx), drift.loader(idx)
+        fixed = op("sub", s.dtype, s, divided(op("mul", s.dtype, d, d), per_n, s.dtype))
+        return op("maximum", s.dtype, fixed, const(0.0, s.dtype))
+
+    return TensorValue(sq.size, sq.dtype, loader, sq.device, cost=1)
 
 
 def _expand_index(x: TensorValue, dims: Any, index: Sequence[Index]) -> list[Index]:
