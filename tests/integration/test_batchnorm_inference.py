@@ -223,11 +223,13 @@ def test_eval_batch_norm_gives_eagers_layout_and_values(layout, grad):
         torch.testing.assert_close(actual, expected, **tolerance)
 
 
+@pytest.mark.parametrize("shape", [(3, 5, 4, 2), (2, 5), (0, 5, 4, 2), (3, 5, 0)], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("affine", [True, False])
-def test_eval_batch_norm_gives_eagers_values_and_gradients(dtype, affine):
+def test_eval_batch_norm_gives_eagers_values_and_gradients(dtype, affine, shape):
+    # An empty input failed the compile: torch's decomposition of the gradient divided by its element count.
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(3, 5, 4, 2, generator=g).to(dtype)
+    x = torch.randn(shape, generator=g).to(dtype)
     statistics = torch.float64 if dtype == torch.float64 else torch.float32  # (eager refuses other mixes)
     mean, var = torch.randn(5, generator=g).to(statistics), (torch.rand(5, generator=g) + 0.5).to(statistics)
     weight = (torch.rand(5, generator=g) + 0.5).to(statistics).requires_grad_() if affine else None
@@ -247,6 +249,29 @@ def test_eval_batch_norm_gives_eagers_values_and_gradients(dtype, affine):
                 p.grad = None
     tolerance = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
     torch.testing.assert_close(results[1], results[0], **tolerance)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("shape", [(3, 2, 5), (0, 2, 5)], ids=str)
+def test_a_batch_norm_of_a_batch_norm_matches_eager(shape, grad):
+    # The rewrite into one op per batch norm left the second reading the first one's erased node: the compile failed.
+    check_module(
+        nn.Sequential(nn.BatchNorm1d(2), nn.BatchNorm1d(2)), lambda: torch.randn(shape), train=False, grad=grad
+    )
+
+
+def test_an_empty_input_with_another_channel_count_gets_eagers_gradients():
+    # Eager checks the channel count only of a non-empty input; the gradient's per-channel reshape failed the compile.
+    norm = _randomize(nn.BatchNorm2d(4)).eval()
+    results = []
+    for f in (norm, compiler.compile(norm)):
+        norm.zero_grad()
+        x = torch.randn(0, 1, 0, 3, requires_grad=True)
+        out = f(x)
+        out.sum().backward()
+        results.append((out.shape, out.stride(), x.grad.shape, norm.weight.grad.clone(), norm.bias.grad.clone()))
+    assert results[1][:3] == results[0][:3]
+    torch.testing.assert_close(results[1][3:], results[0][3:])
 
 
 _REFUSED = {

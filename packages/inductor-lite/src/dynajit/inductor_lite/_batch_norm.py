@@ -7,8 +7,9 @@ op of ours before AOT autograd sees it (:func:`batch_norms_as_one_op`), and so d
 ``_native_batch_norm_legit_no_training`` (:func:`eval_batch_norm`): ``dynajit_inductor::batch_norm_inference``.
 Its fake kernel lays the result out as eager's kernel does, in the input's suggested memory format (torch's
 meta kernel follows a transposed input's strides, where a later ``view`` that eager allows then fails); its
-real kernel and its gradient are eager's (``native_batch_norm_backward``, decomposed by AOT autograd like any
-other); and its lowering computes what torch's decomposition computes, ``(x - mean) * rsqrt(var + eps) *
+real kernel is eager's, its gradient what eager's ``native_batch_norm_backward`` computes in eval mode (written
+out: torch's decomposition of that op divides by the elements per channel, and an empty input failed); and its
+lowering computes what torch's decomposition computes, ``(x - mean) * rsqrt(var + eps) *
 weight + bias`` per channel, in one loop the scheduler fuses with its neighbours.
 """
 
@@ -88,18 +89,45 @@ def _output_format(input: torch.Tensor) -> torch.memory_format:
 
 
 def _save(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    input, weight, _, running_mean, running_var, eps = inputs
+    input, weight, bias, running_mean, running_var, eps = inputs
     ctx.save_for_backward(input, weight, running_mean, running_var)
     ctx.eps = eps
+    ctx.bias_dtype = None if bias is None else bias.dtype
 
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    """Eval-mode batch norm's gradients, as ``native_batch_norm_backward`` computes them with ``train=False``:
+    ``grad * weight * invstd``, and per channel ``sum(grad * (input - mean) * invstd)`` and ``sum(grad)``.
+
+    Written out rather than calling it: torch's decomposition of that op, which AOT autograd traces, divides by
+    the elements per channel even in eval mode, where nothing needs it, and an empty input made the compile fail.
+    """
     input, weight, running_mean, running_var = ctx.saved_tensors
-    wanted = [bool(ctx.needs_input_grad[k]) for k in range(3)]
-    grads = aten.native_batch_norm_backward(
-        grad, input, weight, running_mean, running_var, None, None, False, ctx.eps, wanted
-    )
-    return (*(g if w else None for g, w in zip(grads, wanted)), None, None, None)
+    if input.shape[1] != running_var.shape[0]:  # only an empty input gets here (eager refuses any other one)
+        return (
+            input.new_zeros(input.shape) if ctx.needs_input_grad[0] else None,
+            weight.new_zeros(weight.shape) if ctx.needs_input_grad[1] else None,
+            running_var.new_zeros(running_var.shape, dtype=ctx.bias_dtype) if ctx.needs_input_grad[2] else None,
+            None,
+            None,
+            None,
+        )
+    compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+    per_channel = [1] * input.dim()
+    per_channel[1] = input.shape[1]
+    axes = [k for k in range(input.dim()) if k != 1]
+    invstd = torch.rsqrt(running_var.to(compute) + ctx.eps)
+    scale = invstd if weight is None else invstd * weight.to(compute)
+    grad_c = grad.to(compute)
+    grad_input = grad_weight = grad_bias = None
+    if ctx.needs_input_grad[0]:
+        grad_input = (grad_c * scale.reshape(per_channel)).to(input.dtype)
+    if ctx.needs_input_grad[1]:
+        centred = input.to(compute) - running_mean.to(compute).reshape(per_channel)
+        grad_weight = ((grad_c * centred).sum(axes) * invstd).to(weight.dtype)
+    if ctx.needs_input_grad[2]:
+        grad_bias = grad_c.sum(axes).to(ctx.bias_dtype)
+    return grad_input, grad_weight, grad_bias, None, None, None
 
 
 _LIBRARY.impl("batch_norm_inference", _eager, "CompositeExplicitAutograd")
@@ -127,6 +155,7 @@ def batch_norms_as_one_op(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         output.meta = dict(old.meta)
         old.replace_all_uses_with(output)
         graph.erase_node(old)
+        copies[node] = output  # a later batch norm of this one's result reads the new op
     return torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
