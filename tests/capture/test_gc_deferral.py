@@ -1,4 +1,4 @@
-"""Full garbage collections wait while a frame compiles; the program's thresholds come back after."""
+"""Only young collections run while a frame compiles; they are collected when it ends; the thresholds come back."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_compile_runs_without_full_collections_and_restores_the_thresholds():
     compiled = capture.optimize(_recording_backend(seen))(lambda x: x.sin() + 1)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), x.sin() + 1)
-    assert seen == [(500, 7, 1 << 30)]
+    assert seen == [(500, 1 << 30, 1 << 30)]
     assert gc.get_threshold() == (500, 7, 9)
 
 
@@ -59,8 +59,38 @@ def test_overlapping_compiles_restore_the_thresholds_when_the_last_one_ends():
     thread.start()
     inside.wait(10)
     with full_collections_deferred():
-        assert gc.get_threshold() == (600, 5, 1 << 30)
-    assert gc.get_threshold() == (600, 5, 1 << 30)  # the other thread still compiles
+        assert gc.get_threshold() == (600, 1 << 30, 1 << 30)
+    assert gc.get_threshold() == (600, 1 << 30, 1 << 30)  # the other thread still compiles
     release.set()
     thread.join()
     assert gc.get_threshold() == (600, 5, 4)
+
+
+def test_the_young_generations_are_collected_once_when_the_compile_ends():
+    collections = []
+
+    def note(phase, info):
+        if phase == "start":
+            collections.append((info["generation"], gc.get_threshold()[1]))
+
+    seen = []
+    compiled = capture.optimize(_recording_backend(seen))(lambda x: x.cos() * 3)
+    gc.callbacks.append(note)
+    try:
+        compiled(torch.randn(4))
+    finally:
+        gc.callbacks.remove(note)
+    # during the compile only the youngest generation is collected; after it, one collection of the young two
+    assert all(generation == 0 for generation, middle in collections if middle == 1 << 30)
+    assert [generation for generation, middle in collections if middle != 1 << 30][:1] == [1]
+
+
+def test_nothing_is_collected_for_a_program_that_turned_collection_off():
+    gc.set_threshold(0, 7, 9)
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(info["generation"]))
+    try:
+        capture.optimize(_recording_backend([]))(lambda x: x - 1)(torch.ones(2))
+    finally:
+        gc.callbacks.pop()
+    assert collections == []

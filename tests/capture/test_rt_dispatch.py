@@ -145,7 +145,8 @@ def test_cache_size_limit_runs_eagerly_with_one_warning(converter, monkeypatch: 
     message = str(limit_warnings[0].message)
     assert "cache_size_limit (3)" in message and "cache_size_limit = N" in message and "'n' == 2" in message
     assert limit_warnings[0].filename == __file__
-    assert collections == [], "one backend only: nothing to collect before running eagerly"
+    full = [args for args in collections if args != (1,)]  # (1,): the young collection after each compile
+    assert full == [], "one backend only: nothing to collect before running eagerly"
 
 
 def test_skip_frame_caches_an_entry_that_runs_the_original(converter) -> None:
