@@ -46,6 +46,19 @@ def _hashed_once(compute: Callable[[Any], int]) -> Callable[[Any], int]:
     return __hash__
 
 
+def _text_once(slot: str, compute: Callable[[Any], str]) -> Callable[[Any], str]:
+    def text(self: Any) -> str:
+        try:
+            return getattr(self, slot)  # type: ignore[no-any-return]
+        except AttributeError:
+            value = compute(self)
+            object.__setattr__(self, slot, value)
+            return value
+
+    text.__wrapped__ = compute  # type: ignore[attr-defined]
+    return text
+
+
 class AccessContext(Protocol):
     """What a source needs from the guard compiler to write its access expression."""
 
@@ -80,17 +93,22 @@ def _is_literal(value: Any) -> bool:
 class Source:
     """Base of all sources. Subclasses are frozen dataclasses, so sources compare and hash by value.
 
-    A source's hash is computed once: a dataclass's hashes its base source's, so a parameter's path
-    (``L['self']._modules['features']...``) was hashed again at every lookup of every guard on it.
+    A source's hash, name and path are computed once: each is built from its base source's, so a
+    parameter's path (``L['self']._modules['features']...``) was hashed and spelled out again at every
+    lookup and message of every guard on it.
     """
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_name", "_path")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         computed = cls.__dict__.get("__hash__")
         if computed is not None:  # a slotted dataclass, made again with its generated hash
             cls.__hash__ = _hashed_once(computed)  # type: ignore[method-assign,assignment]
+        for method in ("name", "path"):
+            own = cls.__dict__.get(method)
+            if own is not None and not hasattr(own, "__wrapped__"):  # the slotted copy keeps the wrapped one
+                setattr(cls, method, _text_once(f"_{method}", own))
 
     @property
     def base(self) -> Source | None:

@@ -8,13 +8,36 @@ bytecode for reconstruction (:meth:`Path.emit`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from dynajit.guards import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
 
 __all__ = ["Attr", "Closure", "Global", "Item", "Local", "Path", "Stash"]
+
+
+_UNSET = object()
+
+
+def _source_once(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Make a path's Source once and keep it on the path.
+
+    Guards on a model's parameters convert their long paths again and again (every guard, every alias
+    check); a fresh Source each time also threw away the hash each Source computes once.
+    """
+
+    def to_source(self: Any) -> Any:
+        source = self.__dict__.get("_source", _UNSET)
+        if source is _UNSET:
+            source = make(self)
+            object.__setattr__(self, "_source", source)
+        return source
+
+    return to_source
 
 
 class Path:
@@ -39,9 +62,8 @@ class Path:
 class Local(Path):
     local: str
 
+    @_source_once
     def to_source(self) -> Any:
-        from dynajit.guards import LocalSource
-
         return LocalSource(self.local)
 
     def emit(self, cg: CodeGen) -> None:
@@ -55,9 +77,8 @@ class Local(Path):
 class Global(Path):
     glob: str
 
+    @_source_once
     def to_source(self) -> Any:
-        from dynajit.guards import GlobalSource
-
         return GlobalSource(self.glob)
 
     def emit(self, cg: CodeGen) -> None:
@@ -73,9 +94,8 @@ class Closure(Path):
 
     var: str
 
+    @_source_once
     def to_source(self) -> Any:
-        from dynajit.guards import ClosureSource
-
         return ClosureSource(self.var)
 
     def emit(self, cg: CodeGen) -> None:
@@ -90,9 +110,8 @@ class Attr(Path):
     base: Path
     attr: str
 
+    @_source_once
     def to_source(self) -> Any:
-        from dynajit.guards import AttrSource
-
         base = self.base.to_source()
         return None if base is None else AttrSource(base, self.attr)
 
@@ -109,9 +128,8 @@ class Item(Path):
     base: Path
     key: Any
 
+    @_source_once
     def to_source(self) -> Any:
-        from dynajit.guards import ItemSource
-
         base = self.base.to_source()
         return None if base is None else ItemSource(base, self.key)
 
