@@ -111,3 +111,26 @@ def test_two_builds_of_one_kernel_at_once_share_no_temporary_file(tmp_path, monk
     assert errors == []
     assert (folder / f"{key}.cpp").read_text() == source
     assert not list(folder.glob(".*"))  # no temporary leftovers
+
+
+def test_a_kernel_is_a_python_function_taking_ints_and_refusing_other_arguments(tmp_path):
+    # Kernels are called through their METH_FASTCALL entry points (ctypes cost four times as much per call).
+    from dynajit.inductor_lite._build import load_library, python_function
+    from dynajit.inductor_lite._codegen_cpp import PRELUDE, math_declarations, python_entry
+
+    kernel = 'extern "C" void add_rows(const float* p0, float* p1, const int64_t n) { for (int64_t i = 0; i < n; i++) p1[i] = p0[i] + 1; }'
+    source = "\n".join(
+        [math_declarations(False), PRELUDE, kernel, python_entry("add_rows", ["const float*", "float*"], 1)]
+    )
+    library, _ = load_library(source, "g++", "-O1", str(tmp_path))
+    add_rows = python_function(library, "add_rows")
+    x, out = torch.arange(5.0), torch.zeros(5)
+    assert add_rows(x.data_ptr(), out.data_ptr(), 3) is None and add_rows.__name__ == "add_rows"
+    assert out.tolist() == [1.0, 2.0, 3.0, 0.0, 0.0]
+    try:
+        add_rows(x.data_ptr(), out.data_ptr(), 2.5)  # a float size is refused before the kernel runs
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a float size was accepted")
+    assert out.tolist() == [1.0, 2.0, 3.0, 0.0, 0.0]

@@ -4,6 +4,7 @@ An entry is keyed by a hash of the source, the compiler flags and the compiler's
 (path, size, mtime). It is written atomically (temporary file + ``os.replace``) with a sidecar
 holding the library's SHA-256; an entry whose checksum does not match, or that fails to load,
 is rebuilt, never used. A second process compiling the same graph loads the library from disk.
+A kernel is called through its METH_FASTCALL entry point (``python_function``), not through ctypes.
 
 ``start_library`` runs the lookup and the compiler on a thread and returns a future, so the caller
 goes on (writing the wrapper, building guards) while g++ works; the lock is held only to look up
@@ -23,6 +24,7 @@ import tempfile
 import threading
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "BuildError",
@@ -31,6 +33,7 @@ __all__ = [
     "cache_stats",
     "forget_loaded_libraries",
     "load_library",
+    "python_function",
     "start_library",
     "stats",
 ]
@@ -58,6 +61,37 @@ class CacheStats:
 
 stats = CacheStats()
 _loaded: dict[str, ctypes.CDLL] = {}
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]  # fmt: skip
+
+
+_METH_FASTCALL = 0x0080
+_new_function = ctypes.pythonapi.PyCFunction_NewEx
+_new_function.restype = ctypes.py_object
+_new_function.argtypes = [ctypes.POINTER(_MethodDef), ctypes.py_object, ctypes.py_object]
+
+
+class _Entry:
+    """A kernel function's ``self``: the method definition CPython reads at every call, and the library the code
+    is in, both kept as long as the function lives."""
+
+    __slots__ = ("definition", "library")
+
+    def __init__(self, definition: _MethodDef, library: ctypes.CDLL) -> None:
+        self.definition, self.library = definition, library
+
+
+def python_function(library: ctypes.CDLL, symbol: str) -> Any:
+    """Kernel ``symbol`` of ``library`` as a builtin function taking its pointers and sizes as ints (the source's
+    ``DJ_PY(symbol)`` entry point)."""
+    address = ctypes.cast(getattr(library, f"dj_py_{symbol}"), ctypes.c_void_p).value
+    entry = _Entry(_MethodDef(symbol.encode(), address, _METH_FASTCALL, None), library)
+    return _new_function(ctypes.byref(entry.definition), entry, None)
+
+
 _pending: dict[str, Future[ctypes.CDLL]] = {}  # libraries being looked up or built, by the same key as _loaded
 _lock = threading.Lock()
 _compiler_ids: dict[str, str] = {}

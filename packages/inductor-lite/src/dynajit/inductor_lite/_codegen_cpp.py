@@ -12,6 +12,7 @@ and its other heuristic choices (reduction lanes) follow the example sizes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +151,7 @@ class _KernelWriter:
         self.options = options
         self.lines: list[str] = []
         self.includes = ""
+        self.param_types: list[str] = []  # the kernel's pointer parameters' C types, in order
         self.counter = 0
         self.ptr: dict[str, str] = {}
         self.store_index = {p.buf.name: p.store for p in kernel.nodes}
@@ -270,6 +272,7 @@ class _KernelWriter:
             # An output the wrapper may write over an input it reads (at the same index) aliases it.
             restrict = "" if k.overwritable and (name in written or name in k.overwritable) else " __restrict__"
             params.append(f"{qual}{storage_ctype(dtype)}*{restrict} p{i}")
+            self.param_types.append(f"{qual}{storage_ctype(dtype)}*")
         self.symbols = k.symbols()
         params += [f"const int64_t {name}" for name in self.symbols]
         self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')
@@ -605,5 +608,31 @@ def kernel_source(
 ) -> tuple[str, list[str], list[str]]:
     """The C++ function for ``kernel``, the buffer names of its pointer parameters and its shape symbols, in order."""
     writer = _KernelWriter(kernel, options, dtypes)
-    text = writer.write()
+    text = writer.write() + python_entry(kernel.name, writer.param_types, len(writer.symbols))
     return writer.includes + text, writer.param_names, writer.symbols
+
+
+def python_entry(name: str, pointer_types: Sequence[str], sizes: int) -> str:
+    """``DJ_PY(name)``: a METH_FASTCALL function calling kernel ``name`` with its pointers and sizes, passed as ints.
+
+    The GIL is released while the kernel runs, as ctypes released it. An argument that is not an int raises
+    (``PyErr_Occurred``) before the kernel runs; a pointer of 0 is an empty tensor's, and valid.
+    """
+    reads = [f"  auto a{i} = ({t})PyLong_AsVoidPtr(args[{i}]);" for i, t in enumerate(pointer_types)]
+    n = len(pointer_types)
+    reads += [f"  const int64_t a{n + j} = PyLong_AsLongLong(args[{n + j}]);" for j in range(sizes)]
+    arguments = ", ".join(f"a{i}" for i in range(n + sizes))
+    return "\n".join(
+        [
+            "",
+            f'extern "C" PyObject* DJ_PY({name})(PyObject* self, PyObject* const* args, intptr_t nargs) {{',
+            *reads,
+            "  if (PyErr_Occurred()) return nullptr;",
+            "  void* released = PyEval_SaveThread();",
+            f"  {name}({arguments});",
+            "  PyEval_RestoreThread(released);",
+            "  return dj_py_none();",
+            "}",
+            "",
+        ]
+    )

@@ -52,7 +52,7 @@ from dynajit.fxgraph import (
 from dynajit.inductor_lite import _autotune, _sym
 from dynajit.inductor_lite._attention import fuse_attention
 from dynajit.inductor_lite._batch_norm import batch_norms_as_one_op
-from dynajit.inductor_lite._build import BuildError, failed_build, start_library, stats
+from dynajit.inductor_lite._build import BuildError, failed_build, python_function, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._decompositions import decomposition_table
@@ -323,14 +323,8 @@ def _build_cpp(
 
     def load() -> dict[str, Callable[..., Any]]:
         libs = [future.result() for future in futures]
-        fns = {}
-        for kernel in kernels:
-            symbol = symbol_of[kernel.name]
-            fn = getattr(libs[part_of[symbol]], symbol)
-            fn.argtypes = [ctypes.c_void_p] * len(params[kernel.name]) + [ctypes.c_int64] * len(symbols[kernel.name])
-            fn.restype = None
-            fns[kernel.name] = fn
-        return fns
+        by_symbol = {symbol: python_function(libs[part_of[symbol]], symbol) for symbol in set(symbol_of.values())}
+        return {kernel.name: by_symbol[symbol_of[kernel.name]] for kernel in kernels}
 
     if settings["background_build"] and not all(f.done() and f.exception() is None for f in futures):
         fns: dict[str, Callable[..., Any]] = {k.name: _Unbuilt(k.name) for k in kernels}

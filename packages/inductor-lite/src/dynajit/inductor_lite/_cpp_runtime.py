@@ -19,6 +19,21 @@ __all__ = ["OPS", "PRELUDE", "SMALL_POWERS", "math_declarations"]
 PRELUDE = r"""
 #include <cstdint>
 #define DJ_INLINE static inline __attribute__((always_inline))
+// Each kernel is also callable from Python as a METH_FASTCALL function (DJ_PY(name), see python_entry): the
+// interpreter's own calling convention, without ctypes' argument conversion, which cost four times as much per
+// call. The few C API functions it needs are declared here: <Python.h> would add its parsing to every build.
+typedef struct _object PyObject;
+extern "C" {
+void* PyLong_AsVoidPtr(PyObject*);
+long long PyLong_AsLongLong(PyObject*);
+PyObject* PyErr_Occurred(void);
+void* PyEval_SaveThread(void);
+void PyEval_RestoreThread(void*);
+void Py_IncRef(PyObject*);
+extern char _Py_NoneStruct;
+}
+#define DJ_PY(name) dj_py_##name
+DJ_INLINE PyObject* dj_py_none() { PyObject* none = (PyObject*)&_Py_NoneStruct; Py_IncRef(none); return none; }
 template <typename T> struct dj_is_fp { static constexpr bool value = false; };
 template <> struct dj_is_fp<float> { static constexpr bool value = true; };
 template <> struct dj_is_fp<double> { static constexpr bool value = true; };
