@@ -226,8 +226,13 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
 
         def run(args: list[Any]) -> Any:
             versions = getattr(args[stashed[0]], _VERSIONS, None)
-            for k, i, checked in used:
-                _restore(args, i, versions[k] if checked and versions is not None else None)
+            if versions is not None:  # recorded by _stash_versions: this call's forward packed nothing
+                for k, i, checked in used:
+                    if checked and args[i]._version != versions[k]:
+                        _raise_modified(args[i], versions[k])
+                return compiled(args)
+            for _, i, _ in used:
+                _unpack(args, i)
             return compiled(args)
 
         run._boxed_call = True  # type: ignore[attr-defined]
@@ -236,18 +241,17 @@ def checking_saved_versions(bw_compiler: Callable[..., Any]) -> Callable[..., An
     return compile_backward
 
 
-def _restore(args: list[Any], i: int, saved: int | None) -> None:
-    """Unpack the stashed ``args[i]`` if it was packed, else raise eager's error when it is no longer at the
-    version ``saved`` (None: not checked)."""
-    value = args[i]
-    packed = getattr(value, _PACKED, None)
+def _unpack(args: list[Any], i: int) -> None:
+    """Unpack the stashed ``args[i]`` if the forward packed it (under ``saved_tensors_hooks``)."""
+    packed = getattr(args[i], _PACKED, None)
     if packed is not None:
         args[i] = packed[1](packed[0])
-        return
-    if saved is not None and value._version != saved:
-        raise RuntimeError(
-            "one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[{value.type()} {list(value.shape)}] is at version {value._version}; expected version {saved} "
-            "instead. Hint: a compiled graph's forward saved it, and it was written in place before the backward "
-            "reached it."
-        )
+
+
+def _raise_modified(value: torch.Tensor, saved: int) -> None:
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{value.type()} {list(value.shape)}] is at version {value._version}; expected version {saved} "
+        "instead. Hint: a compiled graph's forward saved it, and it was written in place before the backward "
+        "reached it."
+    )
