@@ -7,6 +7,7 @@ strides, the inputs after the call and the exception raised; a frame that fell b
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -777,6 +778,26 @@ def test_the_spread_of_equal_rows_and_its_gradient_are_zero_as_in_eager(rows, ba
         results.append((out.detach(), weight.grad))
     assert results[0][0].eq(0).all() and results[1][0].eq(0).all()
     torch.testing.assert_close(results[1][1], results[0][1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_training_batch_norm_of_equal_values_has_eagers_exact_mean_and_gradients(backend):
+    """Equal values (a log_softmax of ones): eager's statistics accumulate in double, so their mean is the value
+    itself and the normalised output 0; a float sum over 45 missed it by an ulp, which ``rsqrt(var + eps)``
+    magnified into a weight gradient of 0.004 where eager's is 0 (found by the fuzzer)."""
+    torch.manual_seed(0)
+    eager_norm = torch.nn.BatchNorm2d(2)
+    compiled_norm = copy.deepcopy(eager_norm)
+    x = torch.log_softmax(torch.ones(3, 2, 5, 3), dim=-2)
+    grad = torch.randn(3, 2, 5, 3, generator=torch.Generator().manual_seed(1))
+    results = []
+    for norm, fn in ((eager_norm, eager_norm), (compiled_norm, compiler.compile(compiled_norm, backend=backend))):
+        out = fn(x)
+        (out * grad).sum().backward()
+        results.append((norm.weight.grad, norm.bias.grad, torch.var_mean(x, dim=(0, 2, 3), correction=0)))
+    torch.testing.assert_close(results[1], results[0], rtol=1e-5, atol=1e-5)  # (the miss: 0.004)
+    mean = compiler.compile(lambda t: torch.var_mean(t, dim=(0, 2, 3), correction=0), backend=backend)(x)[1]
+    assert torch.equal(mean, x[0, :, 0, 0])
 
 
 def _added_into_its_own_smaller_operand(x):

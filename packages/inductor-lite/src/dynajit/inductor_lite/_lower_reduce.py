@@ -196,8 +196,7 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
     drift = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation)
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
     var = _per_count(_corrected(sq, drift, per_n), count_of(denom), ctx.current_val_at(0).dtype)
-    mean_size = sq.size
-    mean = _per_count(_reshape_keep(total, mean_size), per_n, ctx.current_val_at(1).dtype)
+    mean = _refined_mean(_reshape_keep(total, sq.size), drift, per_n, ctx.current_val_at(1).dtype)
     return var, mean
 
 
@@ -217,6 +216,26 @@ def _corrected(sq: TensorValue, drift: TensorValue, per_n: float | Per) -> Tenso
         return op("maximum", s.dtype, fixed, const(0.0, s.dtype))
 
     return TensorValue(sq.size, sq.dtype, loader, sq.device, cost=1)
+
+
+def _refined_mean(total: TensorValue, drift: TensorValue, per_n: float | Per, dtype: torch.dtype) -> TensorValue:
+    """``m + drift / n`` for ``m = total / n``: the mean the deviations were taken from, refined by their sum.
+
+    Eager's variance kernels (and batch norm's statistics) accumulate in double or by Welford's update, so the
+    mean of equal values is exactly that value; a float sum of them over ``n`` can miss it by an ulp, and batch
+    norm's ``(x - mean) * rsqrt(var + eps)`` magnifies that miss by ``1 / sqrt(eps)`` where eager's is 0. The
+    deviations from ``m`` are then one number, and ``m`` plus it is the value again; elsewhere the step removes
+    ``m``'s rounding error. A mean that is not finite (an input holding inf or NaN) is kept as it is.
+    """
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        acc = total.dtype
+        m = divided(total.loader(idx), per_n, acc)
+        refined = op("add", acc, m, divided(drift.loader(idx), per_n, acc))
+        kept = op("logical_or", torch.bool, op("isinf", torch.bool, m), op("isnan", torch.bool, m))
+        return op("cast", dtype, op("where", acc, kept, m, refined))
+
+    return TensorValue(drift.size, dtype, loader, drift.device, cost=1)
 
 
 def _expand_index(x: TensorValue, dims: Any, index: Sequence[Index]) -> list[Index]:
