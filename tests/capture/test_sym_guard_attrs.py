@@ -186,3 +186,93 @@ def test_vars_of_an_object_is_its_guarded_dict(compile_counted):
         assert torch.equal(compiled(x), f(x))
         assert torch.equal(compile_counted(g)[0](x), g(x))
     assert not [b for frame in seen.frames for b in frame.graph_breaks]
+
+
+class _Mapped:
+    """A class whose Python ``__getattribute__`` maps aliases to attribute names first, as transformers' configs."""
+
+    aliases = {"width": "hidden_size"}
+
+    def __getattribute__(self, key):
+        if key != "aliases" and key in super().__getattribute__("aliases"):
+            key = super().__getattribute__("aliases")[key]
+        return super().__getattribute__(key)
+
+
+@pytest.mark.parametrize(
+    "where", ["instance", "class", "through_an_alias", "alias_added", "getattr_added", "getattribute_replaced"]
+)
+def test_an_absence_behind_a_python_getattribute_is_guarded_where_object_looked(compile_counted, where):
+    # The absence is guarded as what object.__getattribute__ looked at (the instance dict, the class), not by
+    # hasattr of the object, which ran the Python __getattribute__ again at every call; each way the attribute
+    # can appear must still be seen.
+    class Cfg(_Mapped):
+        aliases = {"width": "hidden_size"}
+
+    cfg = Cfg()
+
+    def f(x):
+        return x * getattr(cfg, "width", 2) + getattr(cfg, "depth", 0)
+
+    g, counter = compile_counted(f)
+    x = torch.ones(2)
+    with capture.observe() as seen:
+        assert torch.equal(g(x), f(x))
+    listed = [str(guard) for record in seen.frames for guard in (record.guards or ())]
+    assert [text for text in listed if text.endswith("HASATTR") and "__class__" not in text] == []
+    assert any(text.endswith("DICT_CONTAINS") and "__dict__" in text for text in listed)
+    if where == "instance":
+        cfg.depth = 3
+    elif where == "class":
+        Cfg.depth = 4
+    elif where == "through_an_alias":
+        cfg.hidden_size = 5
+    elif where == "alias_added":
+        Cfg.aliases = {"width": "hidden_size", "depth": "hidden_size"}
+        cfg.hidden_size = 6
+    elif where == "getattr_added":
+        Cfg.__getattr__ = lambda self, name: 7
+    else:
+        Cfg.__getattribute__ = lambda self, name: (
+            8 if name in ("width", "depth") else object.__getattribute__(self, name)
+        )
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2
+
+
+@pytest.mark.parametrize("change", ["getattr_added", "getattribute_added"])
+def test_an_absence_on_a_plain_object_sees_the_class_gain_an_attribute_hook(compile_counted, change):
+    class Plain:
+        pass
+
+    obj = Plain()
+
+    def f(x):
+        return x + getattr(obj, "depth", 0)
+
+    g, counter = compile_counted(f)
+    x = torch.ones(2)
+    assert torch.equal(g(x), f(x))
+    if change == "getattr_added":
+        Plain.__getattr__ = lambda self, name: 7
+    else:
+        Plain.__getattribute__ = lambda self, name: 9
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2
+
+
+def test_an_absence_on_an_object_with_a_getattr_keeps_the_hasattr_guard(compile_counted):
+    class Lazy:
+        def __getattr__(self, name):
+            if name == "ready":
+                return self.__dict__.get("_ready", False)
+            raise AttributeError(name)
+
+    lazy = Lazy()
+
+    def f(x):
+        return x + 1 if getattr(lazy, "ready", False) else x - 1
+
+    g, _ = compile_counted(f)
+    x = torch.ones(2)
+    assert torch.equal(g(x), f(x))
+    lazy._ready = True
+    assert torch.equal(g(x), f(x))

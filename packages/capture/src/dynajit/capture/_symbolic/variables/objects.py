@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -228,7 +228,7 @@ class UserObjectVar(ObjectVar):
             # (a class's Python __getattr__ answers it in _read; asking hasattr here would run it)
             if python_dunder(self.value, "__getattr__") is None and hasattr(self.value, name):
                 unsupported(f"attribute {name!r} of a {cls.__name__} object is not found where Python reads it")
-            attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
+            self._missing_plain(tx, name)
         if dict_tracker is None:
             self.guard_not_shadowed(tx, name)
         member = self._class_member(tx, name, static)
@@ -248,6 +248,27 @@ class UserObjectVar(ObjectVar):
             return ReduceExVar(self)
         refuse_descriptor(cls, name, static)
         return tx.wrap(static, _attr_path(self, name))
+
+    def _missing_plain(self, tx: Tracer, name: str) -> NoReturn:
+        """``object.__getattribute__`` found ``name`` in neither the instance dict nor the class: guard those two,
+        what it looked at, rather than ``hasattr`` of the object, which runs a class's Python ``__getattribute__``
+        (a transformers config's two) again at every call. A class with a ``__getattr__`` of any kind, or an
+        object without a plain instance dict, keeps the ``hasattr`` guard."""
+        cls = type(self.value)
+        reason = f"{cls.__name__!r} object has no attribute {name!r}"
+        class_path = _attr_path(self, "__class__")
+        plain = (
+            type(getattr(self.value, "__dict__", None)) is dict
+            and inspect.getattr_static(cls, "__getattr__", None) is None
+        )
+        if self.source is None or class_path is None or not plain:
+            attribute_missing(tx, self.source, name, reason)
+        tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
+        tx.output.guard("hasattr_match", class_path, name, False)
+        # hasattr of the object also saw a __getattribute__ or __getattr__ the class gains later: so do these
+        tx.output.guard("id_match", Attr(class_path, "__getattribute__"), cls.__getattribute__)
+        tx.output.guard("hasattr_match", class_path, "__getattr__", False)
+        attribute_missing(tx, None, name, reason)
 
     def dict_items(self, tx: Tracer) -> dict[Any, VT]:
         """The items of this dict subclass object from the frame, each reached by its key; guarded by the keys."""
