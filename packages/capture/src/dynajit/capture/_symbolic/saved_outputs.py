@@ -76,39 +76,45 @@ def checking_saved_outputs(compiled: Callable[..., Any], checks: list[SavedOutpu
     def run(*args: Any) -> Any:
         results = compiled(*args)
         if torch.is_grad_enabled():
-            for saved_at, reaching in checks:
-                _check_at_backward(results, saved_at, reaching)
+            _check_at_backward(results, checks)
         return results
 
     return run
 
 
-def _check_at_backward(results: Sequence[Any], saved_at: int, reaching: tuple[int, ...]) -> None:
-    saved = results[saved_at]
-    if not isinstance(saved, torch.Tensor):
-        return
-    nodes: dict[Any, list[int]] = {}
-    for j in reaching:
-        out = results[j]
-        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
-            nodes.setdefault(out.grad_fn, []).append(out.output_nr)
-    if not nodes:
-        return
-    # An alias shares the version counter and holds no history: the hook makes no reference cycle through the
-    # node, and keeps the memory as eager's saved tensor does.
-    alias, version = saved.detach(), saved._version
-    for node, slots in nodes.items():
-        node.register_prehook(_version_check(alias, version, tuple(slots)))
+def _check_at_backward(results: Sequence[Any], checks: list[SavedOutputCheck]) -> None:
+    """One pre-hook per autograd node the checked outputs come from, checking every saved output reached there."""
+    per_node: dict[Any, list[tuple[torch.Tensor, int, tuple[int, ...]]]] = {}
+    for saved_at, reaching in checks:
+        saved = results[saved_at]
+        if not isinstance(saved, torch.Tensor):
+            continue
+        slots: dict[Any, list[int]] = {}
+        for j in reaching:
+            out = results[j]
+            if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+                slots.setdefault(out.grad_fn, []).append(out.output_nr)
+        if not slots:
+            continue
+        # An alias shares the version counter and holds no history: the hook makes no reference cycle through the
+        # node, and keeps the memory as eager's saved tensor does.
+        alias, version = saved.detach(), saved._version
+        for node, nrs in slots.items():
+            per_node.setdefault(node, []).append((alias, version, tuple(nrs)))
+    for node, entries in per_node.items():
+        node.register_prehook(_version_check(entries))
 
 
-def _version_check(alias: torch.Tensor, version: int, slots: tuple[int, ...]) -> Callable[..., None]:
+def _version_check(entries: list[tuple[torch.Tensor, int, tuple[int, ...]]]) -> Callable[..., None]:
     def check(grad_outputs: Sequence[Any]) -> None:
-        if alias._version != version and any(grad_outputs[k] is not None for k in slots):
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace operation: "
-                f"[{alias.type()} {list(alias.shape)}] is at version {alias._version}; expected version {version} "
-                "instead. Hint: it is an output of a compiled graph that an op of the graph saved for its "
-                "backward (as eager saves it), and it was written in place before the backward reached that op."
-            )
+        for alias, version, slots in entries:
+            if alias._version != version and any(grad_outputs[k] is not None for k in slots):
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{alias.type()} {list(alias.shape)}] is at version {alias._version}; expected "
+                    f"version {version} instead. Hint: it is an output of a compiled graph that an op of the graph "
+                    "saved for its backward (as eager saves it), and it was written in place before the backward "
+                    "reached that op."
+                )
 
     return check
