@@ -61,6 +61,9 @@ class CacheStats:
 
 stats = CacheStats()
 _loaded: dict[str, ctypes.CDLL] = {}
+_pending: dict[str, Future[ctypes.CDLL]] = {}  # libraries being looked up or built, by the same key as _loaded
+_lock = threading.Lock()
+_compiler_ids: dict[str, str] = {}
 
 
 class _MethodDef(ctypes.Structure):
@@ -90,11 +93,6 @@ def python_function(library: ctypes.CDLL, symbol: str) -> Any:
     address = ctypes.cast(getattr(library, f"dj_py_{symbol}"), ctypes.c_void_p).value
     entry = _Entry(_MethodDef(symbol.encode(), address, _METH_FASTCALL, None), library)
     return _new_function(ctypes.byref(entry.definition), entry, None)
-
-
-_pending: dict[str, Future[ctypes.CDLL]] = {}  # libraries being looked up or built, by the same key as _loaded
-_lock = threading.Lock()
-_compiler_ids: dict[str, str] = {}
 
 
 def cache_stats() -> dict[str, int]:

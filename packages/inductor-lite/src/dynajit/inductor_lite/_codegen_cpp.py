@@ -615,8 +615,9 @@ def kernel_source(
 def python_entry(name: str, pointer_types: Sequence[str], sizes: int) -> str:
     """``DJ_PY(name)``: a METH_FASTCALL function calling kernel ``name`` with its pointers and sizes, passed as ints.
 
-    The GIL is released while the kernel runs, as ctypes released it. An argument that is not an int raises
-    (``PyErr_Occurred``) before the kernel runs; a pointer of 0 is an empty tensor's, and valid.
+    The GIL is released while the kernel runs, as ctypes released it. A call with another number of arguments,
+    or an argument that is not an int, raises TypeError before the kernel runs; a pointer of 0 is an empty
+    tensor's, and valid.
     """
     reads = [f"  auto a{i} = ({t})PyLong_AsVoidPtr(args[{i}]);" for i, t in enumerate(pointer_types)]
     n = len(pointer_types)
@@ -626,6 +627,10 @@ def python_entry(name: str, pointer_types: Sequence[str], sizes: int) -> str:
         [
             "",
             f'extern "C" PyObject* DJ_PY({name})(PyObject* self, PyObject* const* args, intptr_t nargs) {{',
+            f"  if (nargs != {n + sizes}) {{",
+            f'    PyErr_SetString(PyExc_TypeError, "{name} takes {n + sizes} arguments");',
+            "    return nullptr;",
+            "  }",
             *reads,
             "  if (PyErr_Occurred()) return nullptr;",
             "  void* released = PyEval_SaveThread();",

@@ -30,6 +30,8 @@ PyObject* PyErr_Occurred(void);
 void* PyEval_SaveThread(void);
 void PyEval_RestoreThread(void*);
 void Py_IncRef(PyObject*);
+void PyErr_SetString(PyObject*, const char*);
+extern PyObject* PyExc_TypeError;
 extern char _Py_NoneStruct;
 }
 #define DJ_PY(name) dj_py_##name
