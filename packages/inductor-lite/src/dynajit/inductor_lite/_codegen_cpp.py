@@ -271,8 +271,8 @@ class _KernelWriter:
             qual = "" if name in written else "const "
             # An output the wrapper may write over an input it reads (at the same index) aliases it.
             restrict = "" if k.overwritable and (name in written or name in k.overwritable) else " __restrict__"
-            params.append(f"{qual}{storage_ctype(dtype)}*{restrict} p{i}")
             self.param_types.append(f"{qual}{storage_ctype(dtype)}*")
+            params.append(f"{self.param_types[-1]}{restrict} p{i}")
         self.symbols = k.symbols()
         params += [f"const int64_t {name}" for name in self.symbols]
         self.emit(0, f'extern "C" void {k.name}({", ".join(params)}) {{')
