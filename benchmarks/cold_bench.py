@@ -64,6 +64,7 @@ def measure(name: str, after: str) -> dict[str, Any]:
     import dynajit.inductor_lite  # noqa: F401
     from harness.implementations import DynajitImpl, LogCollector
     from harness.real_models import real_models
+    from harness.timing import timed_call
 
     times: dict[str, float] = {}
     for phase, (module_name, path) in PHASES.items():
@@ -95,11 +96,9 @@ def measure(name: str, after: str) -> dict[str, Any]:
     fn = impl.wrap(case.target)
     times.clear()
     gc.callbacks.append(note)
-    start = time.perf_counter()
     try:
-        case.run(fn)
+        total, _ = timed_call(lambda: case.run(fn))  # as run.py times its cold compile
     finally:
-        total = time.perf_counter() - start
         gc.callbacks.remove(note)
     return {"model": name, "cold": total, "gc": collected["all"], "gc oldest": collected["oldest"], **times}
 
