@@ -57,3 +57,24 @@ def test_symbolic_ints_and_requires_grad() -> None:
     assert is_symbolic(n) and not is_symbolic(7)
     fake = symbolic_fake(mode, torch.randn(3, 2, requires_grad=True), "L['w']", {0: None})
     assert fake.requires_grad and is_symbolic(fake)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [torch.randn(3, 4, requires_grad=True), torch.randn(4, 3, requires_grad=True).clone().t()],
+    ids=["leaf", "made by autograd"],
+)
+def test_a_fake_is_a_leaf_exactly_when_its_value_is(value) -> None:
+    # autograd refuses an in-place op on a leaf that requires grad, and allows it on a tensor autograd made
+    mode = _mode()
+    fake = symbolic_fake(mode, value, "L['x']", {0: None, 1: None})
+    assert (fake.is_leaf, fake.requires_grad) == (value.is_leaf, True)
+    assert [fake.stride(d) == 1 if isinstance(fake.stride(d), int) else False for d in range(2)] == [
+        value.stride(d) == 1 for d in range(2)
+    ]
+    with mode, torch.enable_grad():
+        if value.is_leaf:
+            with pytest.raises(RuntimeError, match="leaf Variable"):
+                fake.mul_(2)
+        else:
+            assert fake.mul_(2).grad_fn is not None

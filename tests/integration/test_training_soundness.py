@@ -13,6 +13,7 @@ import warnings
 import pytest
 import torch
 
+import dynajit.capture
 from dynajit import compiler
 
 
@@ -898,3 +899,66 @@ def test_an_attention_whose_result_is_unused_is_left_out_of_a_training_graph(bac
         return out.detach(), leaf.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
+def _unbinds_a_written_view(x):
+    x.copy_(-2.0)
+    return x.unbind(1)[0]
+
+
+def _splits_a_written_view(x):
+    x.mul_(3)
+    return x.split(1, 1)[1]
+
+
+def _chunks_a_written_view(x):
+    x.add_(1)
+    return x.chunk(2, 2)[0]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_unbinds_a_written_view, _splits_a_written_view, _chunks_a_written_view])
+def test_a_piece_of_a_written_input_view_stays_a_view_of_the_input(backend, fn):
+    # The input is `.mT` of a tensor requiring grad; eager's piece is a view of that tensor's base, which the
+    # input views too. AOT autograd returns the piece in memory of its own: a later write into the input did not
+    # reach it. With symbolic sizes (the second call's) no layout is known to rebuild it, and the graph breaks.
+    def run(f, n):
+        leaf = torch.linspace(-1, 1, n * 2 * 4).view(n, 2, 4, 1).requires_grad_()
+        x = leaf.clone().mT
+        out = f(x)
+        (out * torch.linspace(-2, 3, out.numel()).view(out.shape)).sum().backward()
+        layout = (out.shape, out.stride(), out.storage_offset())
+        shares = out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        with torch.no_grad():
+            x.add_(10)
+        with pytest.raises(RuntimeError, match="inplace"):
+            out.add_(1)
+        return out.detach().clone(), layout, shares, leaf.grad
+
+    compiled = compiler.compile(fn, backend=backend)
+    for n in (2, 3, 5):
+        torch.testing.assert_close(run(compiled, n), run(fn, n))
+
+
+def _scales_an_input_in_place(x):
+    x.mul_(2)
+    return x.sin() * x
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_in_place_op_on_a_dynamic_input_autograd_made_is_compiled_with_eagers_gradients(backend):
+    # A symbolic input that autograd made (a resumed frame's activation) was faked as a leaf, which refuses
+    # in-place ops: the write broke the graph.
+    def run(f, n):
+        leaf = torch.linspace(-1, 1, n * 3).view(n, 3).requires_grad_()
+        x = leaf.clone().t()
+        out = f(x)
+        (out * torch.linspace(-2, 3, out.numel()).view(out.shape)).sum().backward()
+        return out.detach(), x.detach(), x.stride(), leaf.grad
+
+    compiled = compiler.compile(_scales_an_input_in_place, backend=backend, dynamic=True)
+    for n in (2, 3, 5):
+        torch.testing.assert_close(run(compiled, n), run(_scales_an_input_in_place, n))
+    x = torch.randn(4, 3, requires_grad=True).clone().t()
+    dynajit.capture.mark_dynamic(x, 1)
+    assert compiler.explain(_scales_an_input_in_place, backend=backend)(x).graph_break_count == 0

@@ -117,6 +117,9 @@ def symbolic_fake(
         fake = torch.empty_strided(sizes, strides, dtype=value.dtype, device=value.device)
         if value.requires_grad:
             fake.requires_grad_(True)
+            if not value.is_leaf:  # a result of autograd's, as the value: in-place ops on it are allowed
+                with torch.enable_grad():
+                    fake = fake.clone(memory_format=torch.preserve_format)
     return fake
 
 

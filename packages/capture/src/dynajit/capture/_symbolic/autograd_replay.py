@@ -28,6 +28,8 @@ __all__ = [
     "check_no_grad_view",
     "check_returned_views",
     "history_refused",
+    "keeping_view_kinds",
+    "layout_of",
     "noting_saved_tensors",
 ]
 
@@ -218,8 +220,7 @@ def check_returned_views(graph: OutputGraph, outputs: list[TensorVar]) -> None:
     """Leave to Python a graph whose returned views AOT autograd would rebuild other than eager made them."""
     _check_written_views_without_history(outputs)
     _check_views_of_no_grad_leaf_inputs(graph, outputs)
-    if _ALIASES_REBUILT_FROM_STORAGE_START:
-        _check_symbolic_views_of_written_inputs(graph, outputs)
+    _check_symbolic_views_of_written_inputs(graph, outputs)
 
 
 def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
@@ -260,14 +261,25 @@ def _check_views_of_no_grad_leaf_inputs(graph: OutputGraph, outputs: list[Tensor
 
 
 def _check_symbolic_views_of_written_inputs(graph: OutputGraph, outputs: list[TensorVar]) -> None:
-    """Leave to Python a graph returning a view with symbolic sizes of an input it writes into (torch before
-    2.14): AOT autograd rebuilds that view from the input at the offset the backend returned counted from the
-    start of the input's storage, not the input's own, so a written ``x[1:]`` returned other elements."""
+    """Leave to Python a graph returning a view with symbolic sizes of an input it writes into, when that view is
+    a piece (of ``split``, ``chunk``, ``unbind`` of a tensor that requires grad: AOT autograd returns it in memory
+    of its own, and with no fixed layout to rebuild it from the input, the caller's later writes into the input
+    would not reach it as they reach eager's view), or with torch before 2.14 (AOT autograd rebuilds the view from
+    the input at the offset the backend returned counted from the start of the input's storage, not the input's
+    own, so a written ``x[1:]`` returned other elements)."""
     for tv in outputs:
         if tv.node.op == "placeholder" or not _is_symbolic(tv.example):
             continue
         found = graph.input_viewed_by(tv.node)
-        if found is not None and graph.wrote_into(found[1]):
+        if found is None or not graph.wrote_into(found[1]):
+            continue
+        if _view_kind(tv.example) == CreationMeta.MULTI_OUTPUT_NODE:
+            unsupported(
+                f"the graph returns a piece of {found[0].name()} (split, chunk or unbind of a tensor that requires "
+                "grad) with symbolic sizes after writing into it: AOT autograd returns that piece in memory of its "
+                "own, and it would not see the caller's later writes as eager's view does"
+            )
+        if _ALIASES_REBUILT_FROM_STORAGE_START:
             unsupported(
                 f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
                 "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
@@ -320,3 +332,70 @@ def _is_symbolic(example: Any) -> bool:
 def _tensors_of(example: Any) -> list[torch.Tensor]:
     items = example if isinstance(example, (tuple, list)) else [example]
     return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def _view_kind(example: Any) -> Any:
+    """How autograd made the view ``example`` (a piece of ``split``, made under ``no_grad``) when that decides
+    whether autograd allows in-place ops on it: the view or its base requires grad, and the way is not the usual."""
+    if not isinstance(example, torch.Tensor) or not example._is_view():
+        return None
+    if not (example.requires_grad or (example._base is not None and example._base.requires_grad)):
+        return None
+    kind = torch._C._autograd._get_creation_meta(example)
+    return None if kind == torch._C._autograd.CreationMeta.DEFAULT else kind
+
+
+def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
+    """``compiled``, giving each view it returns the kind eager's view has (its creation meta).
+
+    Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
+    grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
+    or as a tensor that only shares the memory of its base, on which Python's later in-place op (after a graph
+    break) would compute, or as a view of a buffer of its own (a piece of an input the graph wrote into), which
+    the caller's writes would not reach: each becomes a view of its base again (the graph's input or output the
+    trace says it views, else itself), of eager's kind.
+    """
+    rebuilt = []
+    for i, example in enumerate(examples):
+        if (kind := _view_kind(example)) is None:
+            continue
+        base = _base_of(example, input_examples, examples)
+        layout = layout_of(example)
+        static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
+        rebuilt.append((i, kind, base, layout if static else None))
+    if not rebuilt:
+        return compiled
+
+    def run(*args: Any) -> Any:
+        results = list(compiled(*args))
+        for i, kind, base, layout in rebuilt:
+            result = results[i]
+            if not isinstance(result, torch.Tensor):
+                continue
+            source = None if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
+            shared = source is not None and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
+            if source is not None and not shared and layout is not None:
+                # a view of a buffer of the backend's (the value it wrote into an input): eager's is of the base
+                result = results[i] = source.as_strided(*layout)
+            elif not result._is_view():
+                # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
+                owner = source if shared and source is not None else result
+                result = results[i] = owner.as_strided(result.size(), result.stride(), result.storage_offset())
+            torch._C._autograd._set_creation_meta(result, kind)
+        return results
+
+    return run
+
+
+def _base_of(view: torch.Tensor, inputs: list[Any], outputs: list[Any]) -> tuple[str, int] | None:
+    """The graph input or output that is the base of ``view``, else an input that views that base too (eager
+    makes the piece ``x.unbind(1)[0]`` of an input ``x = y.mT`` a view of ``y``, whose memory ``x`` is)."""
+    found = next((("input", k) for k, e in enumerate(inputs) if e is view._base), None)
+    found = found or next((("output", j) for j, e in enumerate(outputs) if e is view._base), None)
+    related = (k for k, e in enumerate(inputs) if isinstance(e, torch.Tensor) and e._base is view._base)
+    return found or next((("input", k) for k in related), None)
+
+
+def layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's sizes, strides and storage offset."""
+    return (tensor.size(), tensor.stride(), tensor.storage_offset())

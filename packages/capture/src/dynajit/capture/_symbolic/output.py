@@ -27,6 +27,8 @@ from dynajit.capture._symbolic.autograd_replay import (
     check_no_grad_view,
     check_returned_views,
     history_refused,
+    keeping_view_kinds,
+    layout_of,
     noting_saved_tensors,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
@@ -165,7 +167,7 @@ class OutputGraph:
         else:
             example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.root_builder.placeholder(_placeholder_name(path), example_value=example)
-        self._recorded_layouts[node] = _layout_of(example)
+        self._recorded_layouts[node] = layout_of(example)
         tv = TensorVar(node, example, path)
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
@@ -347,7 +349,7 @@ class OutputGraph:
         example = node.meta.get("example_value")
         check_no_grad_view(self, node, example, what)
         if isinstance(example, torch.Tensor):
-            self._recorded_layouts[node] = _layout_of(example)
+            self._recorded_layouts[node] = layout_of(example)
         bind_unbacked(self.fake_mode.shape_env, node)
         return self.wrap_result(node)
 
@@ -413,7 +415,7 @@ class OutputGraph:
             name = getattr(backend, "__name__", None) or type(backend).__name__
             raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
-        compiled = _keeping_view_kinds(
+        compiled = keeping_view_kinds(
             compiled,
             [tv.node.meta.get("example_value") for tv in outputs],
             [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
@@ -482,7 +484,7 @@ class OutputGraph:
         """
         for node, layout in self._recorded_layouts.items():
             example = node.meta.get("example_value")
-            if not isinstance(example, torch.Tensor) or _layout_of(example) == layout:
+            if not isinstance(example, torch.Tensor) or layout_of(example) == layout:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
@@ -509,68 +511,9 @@ def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
     return next((a for a in args if isinstance(a, TensorVar) and a.example is result.example), result)
 
 
-def _view_kind(example: Any) -> Any:
-    """How autograd made the view ``example`` (a piece of ``split``, made under ``no_grad``) when that decides
-    whether autograd allows in-place ops on it: the view or its base requires grad, and the way is not the usual."""
-    if not isinstance(example, torch.Tensor) or not example._is_view():
-        return None
-    if not (example.requires_grad or (example._base is not None and example._base.requires_grad)):
-        return None
-    kind = torch._C._autograd._get_creation_meta(example)
-    return None if kind == torch._C._autograd.CreationMeta.DEFAULT else kind
-
-
 def _output_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The nodes ``gm`` returns, in order (its output node's tuple)."""
     return list(next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0])
-
-
-def _keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
-    """``compiled``, giving each view it returns the kind eager's view has (its creation meta).
-
-    Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
-    grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
-    or as a tensor that only shares the memory of its base, on which Python's later in-place op (after a graph
-    break) would compute, or as a view of a buffer of its own (a piece of an input the graph wrote into), which
-    the caller's writes would not reach: each becomes a view of its base again (the graph's input or output the
-    trace says it views, else itself), of eager's kind.
-    """
-    rebuilt = []
-    for i, example in enumerate(examples):
-        if (kind := _view_kind(example)) is None:
-            continue
-        base = next((("input", k) for k, e in enumerate(input_examples) if e is example._base), None)
-        base = base or next((("output", j) for j, e in enumerate(examples) if e is example._base), None)
-        layout = _layout_of(example)
-        static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
-        rebuilt.append((i, kind, base, layout if static else None))
-    if not rebuilt:
-        return compiled
-
-    def run(*args: Any) -> Any:
-        results = list(compiled(*args))
-        for i, kind, base, layout in rebuilt:
-            result = results[i]
-            if not isinstance(result, torch.Tensor):
-                continue
-            source = None if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
-            shared = source is not None and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
-            if source is not None and not shared and layout is not None:
-                # a view of a buffer of the backend's (the value it wrote into an input): eager's is of the base
-                result = results[i] = source.as_strided(*layout)
-            elif not result._is_view():
-                # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
-                owner = source if shared and source is not None else result
-                result = results[i] = owner.as_strided(result.size(), result.stride(), result.storage_offset())
-            torch._C._autograd._set_creation_meta(result, kind)
-        return results
-
-    return run
-
-
-def _layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
-    """A tensor's sizes, strides and storage offset."""
-    return (tensor.size(), tensor.stride(), tensor.storage_offset())
 
 
 def _is_number(vt: VT) -> bool:
