@@ -388,12 +388,27 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
 
 
 def _base_of(view: torch.Tensor, inputs: list[Any], outputs: list[Any]) -> tuple[str, int] | None:
-    """The graph input or output that is the base of ``view``, else an input that views that base too (eager
-    makes the piece ``x.unbind(1)[0]`` of an input ``x = y.mT`` a view of ``y``, whose memory ``x`` is)."""
+    """The graph input or output that is the base of ``view``, else an input that views all of that base in
+    another order (eager makes the piece ``x.unbind(1)[0]`` of an input ``x = y.mT`` a view of ``y``, all of
+    whose memory ``x`` is): a view rebuilt from an input that covers only part of the base (a ``select`` of it)
+    would send the gradients of the rest nowhere."""
     found = next((("input", k) for k, e in enumerate(inputs) if e is view._base), None)
     found = found or next((("output", j) for j, e in enumerate(outputs) if e is view._base), None)
-    related = (k for k, e in enumerate(inputs) if isinstance(e, torch.Tensor) and e._base is view._base)
+    related = (k for k, e in enumerate(inputs) if isinstance(e, torch.Tensor) and _covers(e, view._base))
     return found or next((("input", k) for k in related), None)
+
+
+def _covers(view: torch.Tensor, base: torch.Tensor | None) -> bool:
+    """Whether ``view`` is a view of ``base`` holding each of its elements once (a permutation of it)."""
+    return bool(
+        base is not None
+        and view._base is base
+        and not _is_symbolic(view)  # (compared, symbolic sizes would add guards after the trace is done)
+        and not _is_symbolic(base)
+        and view.numel() == base.numel()
+        and view.storage_offset() == base.storage_offset()
+        and torch._debug_has_internal_overlap(view) == torch._debug_has_internal_overlap(base) == 0
+    )
 
 
 def layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
