@@ -118,7 +118,10 @@ def whole_storage(val: torch.Tensor) -> bool:
     """Whether ``val`` is its storage's whole content, each element once (views of it are addressed within it)."""
     if val.storage_offset() != 0 or (_sym.prod(_sym.shape_of(val)) != 0 and not is_non_overlapping_and_dense(val)):
         return False
-    return _sym.eq(_sym.norm(val.numel() * val.element_size()), _sym.norm(val.untyped_storage().nbytes()))
+    # A dense tensor's bytes count each stride as ``Max(1, size)`` (a size-0 dim keeps the strides apart); with
+    # no size 0 that is the size, and with one there is no element a view could address beyond the tensor.
+    nbytes = _sym.nonempty(_sym.norm(val.untyped_storage().nbytes()))
+    return _sym.eq(_sym.norm(val.numel() * val.element_size()), nbytes)
 
 
 def alias_root(node: torch.fx.Node, storage: Any) -> torch.fx.Node:

@@ -182,6 +182,14 @@ def _settled(expr: Any) -> Any:
     )
 
 
+def nonempty(value: Size) -> Size:
+    """``value`` with each ``Max(1, e)`` taken as ``e``: what it is where no size it counts is 0."""
+    if not isinstance(value, sympy.Basic):
+        return value
+    return norm(value.replace(lambda e: isinstance(e, Max) and 1 in e.args and len(e.args) == 2,
+                              lambda e: next(a for a in e.args if a != 1)))  # fmt: skip
+
+
 def hint(value: Size) -> int:
     """The value of a size at the example inputs: for heuristics only."""
     if isinstance(value, int):
