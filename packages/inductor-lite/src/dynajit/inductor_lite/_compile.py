@@ -561,7 +561,8 @@ class _Specialized:
                     # A training graph saves fewer activations: the backward recomputes the pointwise ones it needs
                     # inside its own fused kernels, which costs less than writing them out and reading them back.
                     partition_fn=stashing_conditional_saves(functools.partial(
-                        partition, written=functools.partial(written_primals, graph_module, aot_inputs)
+                        partition, written=functools.partial(written_primals, graph_module, aot_inputs),
+                        layout=settings["layout_optimization"],
                     )),
                     keep_inference_input_mutations=False,
                 ))  # fmt: skip

@@ -32,6 +32,8 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils.checkpoint import CheckpointPolicy
 
 from dynajit.fxgraph import has_side_effects, rewrite_spread_gradients
+from dynajit.inductor_lite._graph import example_device
+from dynajit.inductor_lite._layout import channels_last
 
 __all__ = ["eager_saved_values", "partition", "written_primals"]
 
@@ -148,11 +150,14 @@ def partition(
     *,
     num_fwd_outputs: int,
     written: Callable[[], frozenset[str]] = frozenset,
+    layout: bool = False,
     **options: Any,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
     """The min-cut split of ``joint``, with each saved input that the graph writes into (``written()``, asked
     only when an input is saved) or that the backward only clones, and each saved input or output that eager
     would not have saved, replaced by a copy made in the forward."""
+    if layout:
+        joint = channels_last(joint, example_device(joint_inputs), training=True) or joint
     rewrite_spread_gradients(joint)  # while the backward computes its masks: saving compared values moves them
     eager_saved = eager_saved_values(joint)  # read before splitting: the partitioner may retag nodes
     _save_what_eager_saves_after_outputs(joint, num_fwd_outputs, eager_saved)
