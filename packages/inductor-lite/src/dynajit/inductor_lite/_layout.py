@@ -82,8 +82,8 @@ _MIN_SAVING_SECONDS = 50e-6
 
 
 class _ConvTiming:
-    """The graph's convolutions on random inputs, prepared once per layout and run once before any timing
-    (oneDNN builds its primitives at the first call). Channels-last also runs the copies the rewrite adds
+    """The graph's convolutions on random inputs, prepared once per layout (the first timed round warms them
+    up: oneDNN builds its primitives at the first call). Channels-last also runs the copies the rewrite adds
     (a convolution's input into channels-last, an output back into eager's layout): they are its cost. In
     channels-last, the pointwise convolutions timed faster as matrix products (``matmuls``) run as those."""
 
@@ -92,6 +92,7 @@ class _ConvTiming:
         self.calls: dict[torch.memory_format, list[tuple[Any, list[Any]]]] = {}
         self.copies: list[tuple[torch.Tensor, torch.memory_format]] = []
         self.matmuls: frozenset[int] = frozenset()
+        self.shared: dict[tuple[torch.fx.Node, int], torch.Tensor] = {}
         with unset_fake_temporarily():
             for node in copies or []:
                 memory_format = node.kwargs["memory_format"]
@@ -103,16 +104,31 @@ class _ConvTiming:
             with unset_fake_temporarily():
                 calls = []
                 for node in self.convs:
-                    args = [example_tensor(a) if isinstance(a, torch.Tensor) else a for a in tree_map(_val, node.args)]
                     # (a convolution's input; a gradient's incoming gradient and the convolution's input)
-                    for i in (0,) if node.target is aten.convolution.default else (0, 1):
-                        args[i] = torch.randn_like(args[i]).contiguous(memory_format=memory_format)
+                    laid_out = (0,) if node.target is aten.convolution.default else (0, 1)
+                    args = [
+                        _random(a, memory_format) if i in laid_out else self._same_in_both(node, i, a)
+                        for i, a in enumerate(tree_map(_val, node.args))
+                    ]
                     calls.append((node.target, args))
-            _run_convolutions(calls)
             self.calls[memory_format] = calls
             if memory_format == torch.channels_last:
                 self.matmuls = _faster_as_matmuls(self.convs, calls)
         return self.calls[memory_format]
+
+    def _same_in_both(self, node: torch.fx.Node, position: int, value: Any) -> Any:
+        """A convolution's argument that is not laid out anew (its weight): one random tensor for both layouts."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        key = (node, position)
+        if key not in self.shared:
+            self.shared[key] = example_tensor(value)
+        return self.shared[key]
+
+
+def _random(like: torch.Tensor, memory_format: torch.memory_format) -> torch.Tensor:
+    """Random values of ``like``'s size and dtype, laid out in ``memory_format``."""
+    return torch.empty(like.shape, dtype=like.dtype, device=like.device, memory_format=memory_format).normal_()
 
 
 def _run_convolutions(
@@ -230,7 +246,7 @@ def channels_last(
     timing = _ConvTiming(convs + [n for n in nodes if _is_conv2d_gradient(n)], copies)
     rounds = [
         (_conv_seconds(timing, torch.contiguous_format), _conv_seconds(timing, torch.channels_last)) for _ in range(3)
-    ]
+    ][1:]  # (the first warms up: oneDNN builds its primitives at a convolution's first call)
     nchw, nhwc = min(r[0] for r in rounds), min(r[1] for r in rounds)
     if nhwc > 0.9 * nchw or nchw - nhwc < _MIN_SAVING_SECONDS or any(r[1] >= r[0] for r in rounds):
         log.info(
