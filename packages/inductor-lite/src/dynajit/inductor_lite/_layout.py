@@ -13,8 +13,8 @@ symbolic sizes. The pass is all or nothing, and never changes what the graph com
 A training step is rewritten as one joint graph, before it is split into forward and backward: each
 convolution's gradients (``convolution_backward``) read the same channels-last copy of its input, the
 activations saved between the two are then channels-last, and the parameters' gradients get back eager's
-layout. The gradients' convolutions are timed with the forward ones (a float64 ResNet's slow_conv2d ran 1.7x
-faster both ways on NHWC); the peak-memory rule below applies to inference graphs only.
+layout. The forward convolutions' timing decides for their gradients too (a float64 ResNet's slow_conv2d ran
+1.7x faster both ways on NHWC); the peak-memory rule below applies to inference graphs only.
 
 In channels-last, a pointwise convolution (1x1, stride 1, no padding, dilation or groups) is a matrix
 product of the input's ``(N*H*W, C_in)`` rows, a view, with the ``(C_in, C_out)`` weight, and its result
@@ -55,14 +55,6 @@ def _is_conv2d(node: torch.fx.Node) -> bool:
     return isinstance(value, torch.Tensor) and value.dim() == 4 and not transposed
 
 
-def _is_conv2d_gradient(node: torch.fx.Node) -> bool:
-    """Whether ``node`` computes the gradients of a 2-D convolution (in a training graph)."""
-    if node.op != "call_function" or node.target is not aten.convolution_backward.default:
-        return False
-    value, transposed = _val(node.args[1]), node.args[7]
-    return isinstance(value, torch.Tensor) and value.dim() == 4 and not transposed
-
-
 def _static(value: Any) -> bool:
     if not isinstance(value, torch.Tensor):
         return not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
@@ -89,7 +81,7 @@ class _ConvTiming:
 
     def __init__(self, convs: list[torch.fx.Node], copies: list[torch.fx.Node] | None = None) -> None:
         self.convs = convs
-        self.calls: dict[torch.memory_format, list[tuple[Any, list[Any]]]] = {}
+        self.calls: dict[torch.memory_format, list[list[Any]]] = {}
         self.copies: list[tuple[torch.Tensor, torch.memory_format]] = []
         self.matmuls: frozenset[int] = frozenset()
         self.shared: dict[tuple[torch.fx.Node, int], torch.Tensor] = {}
@@ -99,18 +91,16 @@ class _ConvTiming:
                 assert isinstance(memory_format, torch.memory_format)
                 self.copies.append((example_tensor(_val(node.args[0])), memory_format))
 
-    def prepared(self, memory_format: torch.memory_format) -> list[tuple[Any, list[Any]]]:
+    def prepared(self, memory_format: torch.memory_format) -> list[list[Any]]:
         if memory_format not in self.calls:
             with unset_fake_temporarily():
                 calls = []
                 for node in self.convs:
-                    # (a convolution's input; a gradient's incoming gradient and the convolution's input)
-                    laid_out = (0,) if node.target is aten.convolution.default else (0, 1)
                     args = [
-                        _random(a, memory_format) if i in laid_out else self._same_in_both(node, i, a)
+                        _random(a, memory_format) if i == 0 else self._same_in_both(node, i, a)
                         for i, a in enumerate(tree_map(_val, node.args))
                     ]
-                    calls.append((node.target, args))
+                    calls.append(args)
             self.calls[memory_format] = calls
             if memory_format == torch.channels_last:
                 self.matmuls = _faster_as_matmuls(self.convs, calls)
@@ -132,18 +122,18 @@ def _random(like: torch.Tensor, memory_format: torch.memory_format) -> torch.Ten
 
 
 def _run_convolutions(
-    calls: list[tuple[Any, list[Any]]],
+    calls: list[list[Any]],
     copies: Sequence[tuple[torch.Tensor, torch.memory_format]] = (),
     matmuls: frozenset[int] = frozenset(),
 ) -> None:
     with unset_fake_temporarily(), torch.no_grad():
         for source, memory_format in copies:
             source.clone(memory_format=memory_format)
-        for i, (target, args) in enumerate(calls):
+        for i, args in enumerate(calls):
             if i in matmuls:
                 _run_as_matmul(args)
             else:
-                target(*args)
+                aten.convolution.default(*args)
 
 
 def _conv_seconds(timing: _ConvTiming, memory_format: torch.memory_format) -> float:
@@ -190,13 +180,13 @@ def _run_as_matmul(args: list[Any]) -> Any:
     return _matmul_form(_run_op, args[0], args[1], args[2], args[0].shape, args[1].shape[0])
 
 
-def _faster_as_matmuls(convs: list[torch.fx.Node], calls: list[tuple[Any, list[Any]]]) -> frozenset[int]:
+def _faster_as_matmuls(convs: list[torch.fx.Node], calls: list[list[Any]]) -> frozenset[int]:
     """The pointwise convolutions among ``convs`` that run at least 10% faster as matrix products on their
     channels-last ``calls`` (interleaved rounds, the fastest of each): oneDNN reorders the weight at every call
     of a small convolution, and that copy is the peak memory of a small network's last layers."""
     faster = set()
     with unset_fake_temporarily(), torch.no_grad():
-        for i, (node, (_, args)) in enumerate(zip(convs, calls)):
+        for i, (node, args) in enumerate(zip(convs, calls)):
             if not _is_pointwise_conv(node):
                 continue
             rounds = [(_seconds(aten.convolution.default, args), _seconds(_run_as_matmul, [args])) for _ in range(4)]
@@ -243,7 +233,9 @@ def channels_last(
     # Interleaved rounds, the fastest of each: a burst of load from elsewhere slows one round, not a layout.
     kept = set(env.values())
     copies = [n for n in graph.nodes if n.target is aten.clone.default and n not in kept]
-    timing = _ConvTiming(convs + [n for n in nodes if _is_conv2d_gradient(n)], copies)
+    # (a training step's gradients are not timed: they gain at least as the forward convolutions do, and timing
+    # them too tripled the cost of the decision, the larger part of a ResNet's cold compile)
+    timing = _ConvTiming(convs, copies)
     rounds = [
         (_conv_seconds(timing, torch.contiguous_format), _conv_seconds(timing, torch.channels_last)) for _ in range(3)
     ][1:]  # (the first warms up: oneDNN builds its primitives at a convolution's first call)
