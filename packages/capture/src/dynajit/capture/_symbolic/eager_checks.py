@@ -365,7 +365,8 @@ def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, 
         key = storage_key(example)
         for other in operands:
             seen = example_tensor(other)
-            if other is node or seen is None or storage_key(seen) != key:
+            # (the written tensor as its own operand reads what it writes; ``x[::2] = x`` writes a region of it)
+            if seen is None or seen is example or storage_key(seen) != key:
                 continue
             if not _same_layout(seen, example):
                 return True
