@@ -353,15 +353,15 @@ def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
 
 def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether the op reads, through another tensor argument, memory it writes in another layout."""
-    targets = [(w, e) for w in written(target, args, kwargs) if (e := example_tensor(w)) is not None]
+    targets = [e for w in written(target, args, kwargs) if (e := example_tensor(w)) is not None]
     operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Node)]
     if target is operator.setitem and len(args) == 3 and targets:
         # ``x[i] += 1`` stores back the view it added into: the write's region, not ``x``, is what it overwrites.
         region = _setitem_region(args)
         operands = [args[2]] if isinstance(args[2], torch.fx.Node) else []
         if region is not None:  # (an advanced index's region is not a view: the value is checked against ``x``)
-            targets = [(args[0], region)]
-    for node, example in targets:
+            targets = [region]
+    for example in targets:
         key = storage_key(example)
         for other in operands:
             seen = example_tensor(other)
