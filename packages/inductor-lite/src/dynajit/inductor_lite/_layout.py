@@ -248,11 +248,9 @@ def channels_last(
         )
         return None
     as_matmuls = {env[convs[i]] for i in timing.matmuls}
-    as_is_peak = 0 if training else _peak_bytes(gm.graph, outputs, lambda n: _held_by_onednn(n, channels_last=False))
-    if (
-        as_is_peak
-        and _peak_bytes(graph, new_outputs, lambda n: 0 if n in as_matmuls else _held_by_onednn(n)) > as_is_peak
-    ):
+    if not training and _peak_bytes(
+        graph, new_outputs, lambda n: 0 if n in as_matmuls else _held_by_onednn(n)
+    ) > _peak_bytes(gm.graph, outputs, lambda n: _held_by_onednn(n, channels_last=False)):
         log.info("inductor-lite: convolutions stay in their layout (channels-last would raise the peak memory)")
         return None
     log.info("inductor-lite: convolutions run channels-last (%.2f ms, as is %.2f ms)", nhwc * 1e3, nchw * 1e3)
