@@ -1,0 +1,83 @@
+"""Training graphs against eager: ops autograd or eager refuses, and ops whose result is unused.
+
+An op without a derivative, an ``out=`` argument with an input requiring grad, an unused softmax of bools,
+an unused attention.
+
+Each case runs the same function eagerly and through ``dynajit.compiler.compile`` on fresh copies of the same
+leaves, runs a backward, and compares outputs, inputs after the call, gradients and exceptions.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _floor_and_double(x):
+    return x // 3, x * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_op_without_a_derivative_raises_only_in_a_backward_that_reaches_it(backend):
+    # Eager's `x // 3` of a tensor requiring grad has a backward that raises when reached; compiled, the op
+    # runs in Python (a graph break), so the graph's backward differentiates only what it can.
+    compiled = compiler.compile(_floor_and_double, backend=backend)
+    results = []
+    for f in (_floor_and_double, compiled):
+        x = torch.linspace(-2, 2, 5, requires_grad=True)
+        floored, doubled = f(x)
+        doubled.sum().backward()
+        with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
+            floored.sum().backward()
+        results.append((floored.detach(), doubled.detach(), x.grad))
+    torch.testing.assert_close(results[1], results[0])
+
+
+def _written_through_out(x):
+    v = x // 3
+    torch.add(v, x, out=v)
+    return v
+
+
+def test_an_out_argument_with_an_input_requiring_grad_raises_as_in_eager():
+    x = torch.linspace(-2, 2, 5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="arguments don't support automatic differentiation") as eager:
+        _written_through_out(x)
+    with pytest.raises(RuntimeError) as compiled:
+        compiler.compile(_written_through_out)(x)
+    assert str(compiled.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unused_softmax_of_bools_raises_as_in_eager(backend):
+    def fn(x):
+        torch.softmax(x == x, dim=0)
+        return x * 2
+
+    x = torch.ones(3)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        fn(x)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        compiler.compile(fn, backend=backend)(x)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_an_attention_whose_result_is_unused_is_left_out_of_a_training_graph(backend, causal):
+    # AOT autograd keeps the unused attention (its schema has a dropout), and the default partitioner took its
+    # tuple of results for a tensor: the compile failed and the frame ran eagerly.
+    def fn(x):
+        torch.nn.functional.scaled_dot_product_attention(x, x * 0.5, x, is_causal=causal)
+        return x * 2
+
+    def run(f):
+        leaf = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        out = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)

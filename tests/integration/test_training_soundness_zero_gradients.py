@@ -1,0 +1,225 @@
+"""Training graphs against eager: zero gradients meeting infinite derivatives.
+
+An output the loss never reaches gets a zero gradient that must put no NaN into the gradients behind an
+infinite derivative (``sqrt`` at 0 or below); a zero gradient the loss does reach gives eager's NaN.
+
+Each case runs the same function eagerly and through ``dynajit.compiler.compile`` on fresh copies of the same
+leaves, runs a backward, and compares outputs, inputs after the call, gradients and exceptions.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _logs_a_statistic_with_an_infinite_derivative(x):
+    y = torch.sqrt(x)  # at x < 0 its value is NaN and so is its derivative
+    z = torch.nan_to_num(y) * 3
+    print(end="")  # a graph break: z leaves the first graph, read only by float() below
+    return x * 2, float(z.sum())
+
+
+def _weighted_by_zero(x):
+    return torch.sqrt(x).sum() * 2, x * 3
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_an_output_the_loss_never_reaches_puts_no_nan_into_the_gradients(backend, dynamic):
+    fn = _logs_a_statistic_with_an_infinite_derivative
+
+    # Autograd passes zeros for a graph output the loss did not reach; multiplied by sqrt's infinite derivative
+    # they made NaN gradients where eager, which never differentiates through that output, has none.
+    def run(f, values):
+        leaf = torch.tensor(values).requires_grad_()
+        out, _ = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
+    for values in ([-1.0, 1.0, 4.0], [-1.0, 0.0, 2.0, 3.0]):
+        torch.testing.assert_close(run(compiled, values), run(fn, values))
+
+
+def _fills_a_root_a_closure_holds(x):
+    # (the fuzzer's program f33-0:558) the root lives in a cell, so it is a graph output the loss never reaches;
+    # its gradient after ``fill_`` is ``zeros_like`` of the tangent, and was multiplied by sqrt's NaN derivative
+    scaled = x.clone() * 1
+    root = torch.nan_to_num(x.sqrt())
+
+    def fill():
+        root.fill_(1)
+
+    fill()
+    return scaled
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_an_unreached_output_filled_in_place_puts_no_nan_into_the_gradients(backend, dynamic):
+    def run(f, values):
+        leaf = torch.tensor(values).requires_grad_()
+        out = f(leaf.clone())
+        (out * torch.arange(1.0, len(values) + 1)).sum().backward()
+        return out.detach(), leaf.grad
+
+    compiled = compiler.compile(_fills_a_root_a_closure_holds, backend=backend, dynamic=dynamic)
+    for values in ([1.5, -0.25], [-1.0, 0.0, 4.0]):
+        torch.testing.assert_close(run(compiled, values), run(_fills_a_root_a_closure_holds, values))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_gradient_that_is_truly_zero_stays_a_zero_gradient(backend):
+    # The loss reaches every output, with zero weights: the inputs' gradients are zeros (not None), as in eager.
+    def run(f):
+        leaf = torch.tensor([1.0, 4.0]).requires_grad_()
+        total, scaled = f(leaf.clone())
+        (total * 0 + scaled.sum() * 0).backward()
+        return leaf.grad
+
+    expected = run(_weighted_by_zero)
+    actual = run(compiler.compile(_weighted_by_zero, backend=backend))
+    assert actual is not None
+    torch.testing.assert_close(actual, expected)
+
+
+def _variance_selected_by_a_mask(x):
+    v = x.var(1)  # over one element: NaN, and so is its derivative
+    return v[v > 0] * 1  # the mask selects nothing (a break): the loss reaches v through an empty selection
+
+
+def _empty_slice_of_a_nan_root(x):
+    return torch.nan_to_num(x.sqrt())[2:2], x * 2  # the loss reaches the root through an empty output
+
+
+def _reached_and_unreached_zeros(x):
+    # The caller's loss leaves out the middle output, whose derivative is infinite at x == 4.
+    return torch.nan_to_num(x.sqrt())[:0], torch.nan_to_num((x - 4).sqrt()), x + 1
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_variance_selected_by_a_mask, _empty_slice_of_a_nan_root, _reached_and_unreached_zeros])
+def test_a_zero_gradient_the_loss_reaches_meets_the_infinite_derivative_as_in_eager(backend, fn):
+    # A gradient the loss reached can be all zeros: eager multiplies it by the derivatives behind it, and 0 * inf
+    # is NaN there. Only the outputs the loss never reached are skipped, as autograd skips them.
+    def run(f):
+        leaf = torch.tensor([[-1.0], [4.0], [9.0]]).requires_grad_()
+        outs = f(leaf.clone())
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        reached = [o for i, o in enumerate(outs) if i != 1 or len(outs) < 3]
+        sum(o.sum() * (i + 2) for i, o in enumerate(reached)).backward()
+        return [o.detach() for o in outs], leaf.grad
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var() over one element warns about its degrees of freedom
+        expected, actual = run(fn), run(compiler.compile(fn, backend=backend))
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert torch.isnan(expected[1][0])  # the case the test is about: eager's own 0 * inf
+    if fn is _reached_and_unreached_zeros:
+        assert not torch.isnan(expected[1][1])  # (x - 4).sqrt()'s infinite derivative is never reached
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_element_read_after_the_graph_puts_no_nan_into_the_gradients_of_what_it_was_read_from(backend):
+    # select's backward is a where() between the gradient and a tensor of zeros: with a zero gradient, both
+    # branches are zeros, and the sqrt's infinite derivative behind them must not be reached.
+    lin = torch.nn.Linear(3, 8).requires_grad_(False)
+    torch.nn.init.constant_(lin.bias, -1.0)  # negative outputs: sqrt is NaN there, and so is its derivative
+
+    def fn(x, y):
+        z = torch.nan_to_num(lin(x).sqrt())
+        out = torch.nn.functional.linear(y, y.new_ones(2, y.shape[-1]))
+        first = z.flatten()[0].item()  # a graph break: z leaves the graph, read by item() alone
+        return out, first
+
+    def run(f):
+        x_leaf, y_leaf = torch.zeros(1, 3).requires_grad_(), torch.ones(1, 2, 3).requires_grad_()
+        out, _ = f(x_leaf.clone(), y_leaf.clone())
+        out.sum().backward()
+        return x_leaf.grad, y_leaf.grad
+
+    (x_grad, y_grad), (x_expected, y_expected) = run(compiler.compile(fn, backend=backend)), run(fn)
+    assert x_expected is None and (x_grad is None or not x_grad.any())  # a compiled graph's unreached input: 0
+    torch.testing.assert_close(y_grad, y_expected)
+
+
+def _clamped_statistic(x, lin):
+    y = lin(x)
+    z = torch.nan_to_num(y.sqrt()).clamp(min=-0.5)
+    peak = z.max().item()  # a graph break: z leaves the graph, read by item() alone
+    return y, peak
+
+
+def _rectified_in_place_statistic(x, lin):
+    z = torch.nan_to_num(x.sqrt())
+    torch.relu_(z)
+    last = x[..., -1]
+    last.mul_(1)
+    if z.float().mean() < 0.5:  # a data-dependent break: z is an output, read after it but not returned
+        unused = z - 2.0  # noqa: F841
+    return last
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_clamped_statistic, _rectified_in_place_statistic])
+def test_a_statistic_read_through_clamp_or_relu_puts_no_nan_into_the_gradients(backend, fn):
+    # clamp's and relu's backward is a where() between the gradient and a scalar zero: with the unreached
+    # output's zero gradient both branches are zeros, and sqrt's infinite derivative behind them is not reached.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 5)
+
+    def run(f):
+        leaf = torch.tensor([[-1.0, 0.0, 0.25, 4.0]]).requires_grad_()
+        lin.zero_grad()
+        out = f(leaf.clone(), lin)
+        out = out[0] if isinstance(out, tuple) else out
+        (out * torch.arange(5.0)).sum().backward()
+        return out.detach(), leaf.grad, lin.weight.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn), equal_nan=False)
+
+
+def _written_statistic(x):
+    y = torch.matmul(x, x)
+    root = torch.nan_to_num(y.sqrt())
+    root[..., 0] += 1  # functionalized into copy and select_scatter in the backward
+    print(end="")  # a graph break: root, read after it, is an output the loss never reaches
+    return y, root.shape[2]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unreached_output_written_through_an_index_puts_no_nan_into_the_gradients(backend):
+    # The zero gradient of `root` passes through the backward of its in-place write (a copy into a fresh
+    # tensor, a select_scatter) before sqrt's infinite derivative: it must stay a structural zero there.
+    def run(f):
+        leaf = torch.tensor([[[0.0, -1.0], [2.0, 0.5]], [[1.0, 0.0], [0.0, 1.0]]]).requires_grad_()
+        out, _ = f(leaf.clone())
+        (out * torch.arange(8.0).view(2, 2, 2)).sum().backward()
+        return out.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(_written_statistic, backend=backend)), run(_written_statistic))
+
+
+def _squared_max_of_log1p(x):
+    return torch.log1p(x).max() ** 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_nan_gradient_of_a_whole_max_reaches_only_the_maxima_as_in_eager(backend):
+    # log1p below -1 is NaN, so max() is NaN and so is its gradient. Eager's CPU formula puts it on the NaN
+    # elements only (zeros.masked_fill_); traced on fake tensors the formula multiplies the mask by it: NaN
+    # everywhere.
+    grads = []
+    for f in (_squared_max_of_log1p, compiler.compile(_squared_max_of_log1p, backend=backend)):
+        x = torch.tensor([-1.5, 0.3, -2.0, 0.7], requires_grad=True)
+        f(x).backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+    assert grads[0][1] == 0
