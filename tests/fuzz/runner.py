@@ -335,7 +335,10 @@ def _within_rounding(expected: list[Any], actual: list[Any], reference: Any) -> 
 
     An ill-conditioned result (``3 / v ** 2`` into a LayerNorm's gradient, a batch norm of a constant input,
     whose variance is rounding over ``sqrt(eps)``) is float32 noise in eager too: there the compiled one differs
-    from eager's by rounding alone, and a fixed tolerance cannot tell that apart.
+    from eager's by rounding alone, and a fixed tolerance cannot tell that apart. A tensor that eager gets
+    wrong beyond the tolerance somewhere is such a result as a whole: its noise is the worst of eager's errors
+    in it, since an element whose rounding happened to cancel in eager (a gradient of a LayerNorm over equal
+    values, normalized at zero) is no more exact than its neighbours. Elsewhere each element keeps its own.
     """
     try:
         exact = reference()
@@ -360,9 +363,12 @@ def _within_rounding(expected: list[Any], actual: list[Any], reference: Any) -> 
             continue
         if not isinstance(a, torch.Tensor) or not isinstance(r, torch.Tensor) or r.shape != e.shape:
             return False
-        allowed = torch.maximum(
-            4 * (e.double() - r.double()).abs(), tolerance["atol"] + tolerance["rtol"] * e.double().abs()
-        )
+        error = (e.double() - r.double()).abs()
+        finite = error[error.isfinite()]
+        if finite.numel() and bool((error > tolerance["atol"] + tolerance["rtol"] * r.double().abs()).any()):
+            # Ill-conditioned: the tensor's noise is its worst finite error (an overflow floors nothing).
+            error = torch.maximum(error, finite.max())
+        allowed = torch.maximum(4 * error, tolerance["atol"] + tolerance["rtol"] * e.double().abs())
         if not bool(((a.double() - e.double()).abs() <= allowed).all()):
             return False
     return True

@@ -176,6 +176,23 @@ def test_an_output_difference_within_eagers_own_float32_error_is_rounding():
     assert not _within_rounding([eager], [wrong], lambda: [exact])
 
 
+def test_an_ill_conditioned_tensors_noise_is_its_worst_element():
+    # (a38-1:901) A LayerNorm over two equal values, normalized at zero: the input's gradient is 0 exactly and
+    # float32 noise of 1e12-sized terms in eager (3.4e7 on two elements, 0 on the others by cancellation).
+    from .runner import _within_rounding
+
+    exact = torch.tensor([0.0, 0.0, -0.0625, -0.015625], dtype=torch.float64)
+    eager = torch.tensor([0.0, 33554432.0, 33554432.0, 0.0])
+    assert _within_rounding([eager], [torch.tensor([0.0, 67108864.0, 0.0, -8388608.0])], lambda: [exact])
+    assert not _within_rounding([eager], [torch.tensor([0.0, 3e8, 0.0, 0.0])], lambda: [exact])
+    # Eager within the tolerance everywhere: each element keeps its own floor, however large its neighbour.
+    exact, eager = torch.tensor([1e12, 1.0], dtype=torch.float64), torch.tensor([1e12 + 65536.0, 1.0])
+    assert not _within_rounding([eager], [torch.tensor([1e12, 11.0])], lambda: [exact])
+    # An overflow in eager floors nothing but itself.
+    exact, eager = torch.tensor([1e39, 1.0], dtype=torch.float64), torch.tensor([float("inf"), 1.0])
+    assert not _within_rounding([eager], [torch.tensor([float("inf"), 5.0])], lambda: [exact])
+
+
 def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
     # The sum of a LayerNorm's outputs is 0 up to rounding: `p / p` of it is 1 or nan at rounding's whim.
     from .expressions import near_zero
