@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +56,53 @@ def test_dependencies_follow_the_layer_graph(folder: str) -> None:
     requirements = _project(folder)["project"]["dependencies"]
     internal = {r.split("==")[0].split("[")[0] for r in requirements if r.startswith("dynajit-")}
     assert internal == LAYERS[folder]
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+def _installable(folder: str) -> set[str]:
+    """What installing the distribution in ``folder`` alone brings: its requirements, theirs, and torch's."""
+    requirements = _project(folder)["project"]["dependencies"]
+    names = _requirement_names(requirements)
+    for other, (name, _) in DISTRIBUTIONS.items():
+        if name in names:
+            names |= _installable(other)
+    if "torch" in names:
+        names |= _requirement_names([r for r in importlib.metadata.requires("torch") or [] if "extra ==" not in r])
+    return names
+
+
+def _imported_at_load(path: pathlib.Path) -> set[str]:
+    """Top-level modules a source file imports when it is loaded (not in functions, ``try`` or TYPE_CHECKING)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+
+    visit(ast.parse(path.read_text()).body)
+    return found - set(sys.stdlib_module_names) - {"dynajit", "__future__"}
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_each_distribution_declares_what_it_imports(folder: str) -> None:
+    # A tool author may install dynajit-capture alone: every module its code imports on load must come with it.
+    providers = importlib.metadata.packages_distributions()
+    missing = {}
+    for path in sorted((ROOT / "packages" / folder / "src").rglob("*.py")):
+        for module in _imported_at_load(path):
+            distribution = providers.get(module, [module])[0].lower().replace("_", "-")
+            if distribution not in _installable(folder):
+                missing.setdefault(distribution, path.relative_to(ROOT).as_posix())
+    assert missing == {}, f"imported but not required by {DISTRIBUTIONS[folder][0]}: {missing}"
 
 
 def test_triton_is_an_optional_extra_of_inductor_lite() -> None:
