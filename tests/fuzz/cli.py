@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=240.0, help="0: do not shrink")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="write each class's repro here")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes, each on seed <seed>-<job>")
+    parser.add_argument("--chunk", type=int, default=1000, help="with --jobs: programs per worker process")
     parser.add_argument("--list-features", action="store_true")
     args = parser.parse_args(argv)
     if args.list_features:
@@ -151,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else str(random.randrange(10**6))
     count = args.count if args.count is not None or args.minutes is not None else 100
     if args.jobs > 1:
-        return _parallel(seed, args.jobs, count, argv if argv is not None else sys.argv[1:], args.out)
+        passed = argv if argv is not None else sys.argv[1:]
+        return _parallel(seed, args.jobs, count, passed, args.out, args.minutes, args.start, args.chunk)
     off = [n for n in Features.names() if not getattr(features, n)]
     print(f"fuzz seed {seed}, backends {args.backends}, features off: {off or 'none'}", flush=True)
     warm_up(tuple(args.backends.split(",")))
@@ -174,34 +176,63 @@ def main(argv: list[str] | None = None) -> int:
 _REPOSITORY = pathlib.Path(__file__).resolve().parents[2]  # where ``python -m tests.fuzz`` finds the package
 
 
-def _parallel(seed: str, jobs: int, count: int | None, argv: list[str], out: pathlib.Path | None) -> int:
+def _parallel(
+    seed: str,
+    jobs: int,
+    count: int | None,
+    argv: list[str],
+    out: pathlib.Path | None,
+    minutes: float | None = None,
+    start: int = 0,
+    chunk: int = 1000,
+) -> int:
     """Run ``jobs`` fuzzers side by side, job ``i`` on seed ``<seed>-<i>`` (its repros in ``<out>/<i>``), each
-    with a share of ``count``; their lines are printed as they come, prefixed with the job, then the totals."""
-    passed = _without_options(argv, {"--seed", "--jobs", "--count", "--out"})
-    procs = []
-    for job in range(jobs):
-        command = [sys.executable, "-m", "tests.fuzz", "--seed", f"{seed}-{job}", *passed]
-        if count is not None:
-            command += ["--count", str(-(-count // jobs))]
-        if out is not None:
-            command += ["--out", str(out / str(job))]
-        procs.append(
-            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=_REPOSITORY)
-        )
+    with a share of ``count``; their lines are printed as they come, prefixed with the job, then the totals.
+
+    A job runs as a sequence of processes of at most ``chunk`` programs each, every one going on from the index
+    where the last stopped: a process never unloads the kernel libraries it compiled, and after about 3,300
+    programs one reached the kernel's limit of memory mappings (``vm.max_map_count``), where every load fails.
+    """
+    passed = _without_options(argv, {"--seed", "--jobs", "--count", "--out", "--minutes", "--start", "--chunk"})
+    share = None if count is None else -(-count // jobs)
+    began = time.monotonic()
     summaries: list[str] = [""] * jobs
+    codes: list[int] = [0] * jobs
 
-    def relay(job: int) -> None:
-        for line in procs[job].stdout:  # type: ignore[union-attr]
-            print(f"[job {job}] {line}", end="", flush=True)
-            if " programs in " in line:
-                summaries[job] = line
+    def run_job(job: int) -> None:
+        index, done, classes = start, 0, 0
+        while share is None or done < share:
+            left = None if minutes is None else minutes - (time.monotonic() - began) / 60
+            if left is not None and left <= 0:
+                break
+            n = chunk if share is None else min(chunk, share - done)
+            command = [sys.executable, "-m", "tests.fuzz", "--seed", f"{seed}-{job}", "--start", str(index)]
+            command += [*passed, "--count", str(n), *(["--minutes", str(left)] if left is not None else [])]
+            command += ["--out", str(out / str(job))] if out is not None else []
+            proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=_REPOSITORY
+            )
+            summary = None
+            for line in proc.stdout:  # type: ignore[union-attr]
+                print(f"[job {job}] {line}", end="", flush=True)
+                summary = re.match(r"(\d+) programs in \d+s, (\d+) failure classes", line) or summary
+            code = proc.wait()
+            codes[job] = codes[job] or code
+            if summary is None or int(summary.group(1)) == 0:  # died, or ran out of time at once: no progress
+                codes[job] = codes[job] or 1
+                break
+            index, done, classes = (
+                index + int(summary.group(1)),
+                done + int(summary.group(1)),
+                classes + int(summary.group(2)),
+            )
+        summaries[job] = f"{done} programs in {time.monotonic() - began:.0f}s, {classes} failure classes"
 
-    threads = [threading.Thread(target=relay, args=(job,)) for job in range(jobs)]
+    threads = [threading.Thread(target=run_job, args=(job,)) for job in range(jobs)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    codes = [proc.wait() for proc in procs]
     totals = [re.match(r"(\d+) programs in \d+s, (\d+) failure classes", line) for line in summaries]
     programs = sum(int(m.group(1)) for m in totals if m)
     classes = sum(int(m.group(2)) for m in totals if m)

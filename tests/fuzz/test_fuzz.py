@@ -150,6 +150,20 @@ def test_jobs_run_side_by_side_on_their_own_seeds(capsys) -> None:
     assert "2 jobs: 2 programs, 0 failure classes" in printed
 
 
+def test_a_job_goes_on_in_a_new_process_after_each_chunk(capsys) -> None:
+    # (b38) A process never unloads its kernel libraries: after ~3,300 programs every load failed
+    # (vm.max_map_count). Each job's worker is replaced every --chunk programs, going on from its last index.
+    from .cli import main
+
+    argv = ["--seed", "chunks", "--count", "6", "--jobs", "2", "--chunk", "2", "--shrink-seconds", "0"]
+    code = main([*argv, "--max-statements", "3"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert printed.count("[job 0] fuzz seed chunks-0") == 2 and printed.count("[job 1] fuzz seed chunks-1") == 2
+    assert "[job 0] 2 programs in" in printed and "[job 0] 1 programs in" in printed
+    assert "2 jobs: 6 programs, 0 failure classes" in printed
+
+
 def test_a_gradient_difference_within_eagers_own_float32_error_is_rounding():
     exact = torch.tensor([1e-5, 2.0], dtype=torch.float64)
     eager = torch.tensor([9e-4, 2.0])  # eager's own float32 error on the first element: ~9e-4
