@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if report.classes else 0
 
 
+_SUMMARY = re.compile(r"(\d+) programs in \d+s, (\d+) failure classes")  # a fuzz run's last line
 _REPOSITORY = pathlib.Path(__file__).resolve().parents[2]  # where ``python -m tests.fuzz`` finds the package
 
 
@@ -215,7 +216,7 @@ def _parallel(
             summary = None
             for line in proc.stdout:  # type: ignore[union-attr]
                 print(f"[job {job}] {line}", end="", flush=True)
-                summary = re.match(r"(\d+) programs in \d+s, (\d+) failure classes", line) or summary
+                summary = _SUMMARY.match(line) or summary
             code = proc.wait()
             codes[job] = codes[job] or code
             if summary is None or int(summary.group(1)) == 0:  # died, or ran out of time at once: no progress
@@ -233,7 +234,7 @@ def _parallel(
         thread.start()
     for thread in threads:
         thread.join()
-    totals = [re.match(r"(\d+) programs in \d+s, (\d+) failure classes", line) for line in summaries]
+    totals = [_SUMMARY.match(line) for line in summaries]
     programs = sum(int(m.group(1)) for m in totals if m)
     classes = sum(int(m.group(2)) for m in totals if m)
     print(f"{jobs} jobs: {programs} programs, {classes} failure classes (seeds {seed}-0 .. {seed}-{jobs - 1})")
