@@ -229,7 +229,9 @@ class WrapperBuilder:
             "nan": math.nan,
         }
         self.lines: list[str] = []
-        self.fresh_calls: set[int] = set()  # lines calling an aten op whose results are new tensors
+        # Lines that make only new tensors or none (allocations, kernel calls, aten calls whose results are new):
+        # they run below autograd's dispatch layers.
+        self.below_autograd: set[int] = set()
 
     def bind(self, value: Any, prefix: str) -> str:
         name = f"{prefix}{len(self.namespace)}"
@@ -372,6 +374,7 @@ class WrapperBuilder:
         pool = _Pool(self.lines)
         for pos, item in enumerate(self.items):
             if isinstance(item, Kernel):
+                start = len(self.lines)
                 fresh = []
                 overwritten = _overwritable(item, pos, last_use, outputs | viewed, g.all_buffers, shapes)
                 if overwritten is not None:
@@ -400,6 +403,8 @@ class WrapperBuilder:
                 self.lines.append(f"    {fname}({args})")
                 if overwritten is not None:
                     self.lines.append(f"    del {overwritten}")
+                # A kernel writes through pointers into buffers that are new or its own: nothing for autograd.
+                self.below_autograd.update(range(start, len(self.lines)))
             else:
                 pool.release()  # an aten call allocates its result (and maybe scratch space)
                 self._extern(item)
@@ -440,25 +445,27 @@ class WrapperBuilder:
         if (item.size or item.stride) and not _contiguous_by_aten(item):
             call = f"restride({call}, {self.sizes(item.stride)})"
         if _fresh_results(item):
-            self.fresh_calls.add(len(self.lines))
+            self.below_autograd.add(len(self.lines))
         self.lines.append(f"    {item.name} = {call}")
 
     def _below_autograd(self, lines: list[str]) -> list[str]:
-        """``lines`` with each stretch of aten calls whose results are new tensors (and the ``del``s between them)
-        inside one ``with below_autograd():``: autograd's dispatch layers cost about a microsecond a call even
-        under ``no_grad``, where a training forward runs, and record nothing for results no input's gradient
-        reaches. The views such a stretch makes (an operand seen through ``as_strided``) are read by its calls
-        only, so none needs autograd's view tracking."""
+        """``lines`` with each stretch of lines that make only new tensors (allocations, kernel calls, aten calls
+        whose results are new, and the ``del``s between them) inside one ``with below_autograd():``: autograd's
+        dispatch layers cost about a microsecond a call even under ``no_grad``, where a training forward runs,
+        and record nothing for tensors no input's gradient reaches (an ``empty_strided`` costs half as much
+        below them). The views such a stretch makes (an operand seen through ``as_strided``) are read by its
+        calls only, so none needs autograd's view tracking; views that may outlive the call (an aten view op,
+        the outputs) are made outside."""
         out: list[str] = []
         i = 0
         while i < len(lines):
-            if i not in self.fresh_calls:
+            if i not in self.below_autograd:
                 out.append(lines[i])
                 i += 1
                 continue
             last = j = i
-            while j < len(lines) and (j in self.fresh_calls or lines[j].startswith("    del ")):
-                last = j if j in self.fresh_calls else last
+            while j < len(lines) and (j in self.below_autograd or lines[j].startswith("    del ")):
+                last = j if j in self.below_autograd else last
                 j += 1
             out.append("    with below_autograd():")
             out.extend("    " + line for line in lines[i : last + 1])
