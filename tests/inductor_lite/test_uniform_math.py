@@ -71,3 +71,20 @@ def test_a_loop_with_a_select_beside_a_math_call_calls_the_vector_variant(monkey
         ["nm", "-D", "--undefined-only", built[0].result()._name], capture_output=True, text=True, check=True
     ).stdout
     assert re.search(r"_ZGV[bcde]N\d+v_dj_m_expf", symbols), symbols
+
+
+def test_the_canonical_variant_is_the_widest_the_compiler_targets():
+    # On an AVX-512 machine g++ vectorises at 16 floats; through AVX2's 8-lane variant each call split its lanes
+    # into halves and back, which made a 1024x1024 softmax kernel 2.4x slower.
+    macros = subprocess.run(
+        [config.cxx, *config.cxx_flags.split(), "-dM", "-E", "-x", "c++", "-"],
+        input="",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    widest = next(isa for isa, macro in (("e", "__AVX512F__"), ("d", "__AVX2__"), ("b", "")) if macro in macros)
+    lib = load_uniform_math(config.cxx, config.cxx_flags, config.cache_dir)
+    called = subprocess.run(["nm", "-D", "--undefined-only", lib._name], capture_output=True, text=True, check=True)
+    libmvec = set(re.findall(r"_ZGV([bcde])N\d+v+_\w+", called.stdout))
+    assert libmvec == {widest}, (widest, libmvec)
