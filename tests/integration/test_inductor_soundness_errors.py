@@ -222,6 +222,29 @@ def test_an_unused_indexing_op_of_an_empty_source_raises_what_eager_raises(backe
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
 
 
+_SCALAR_SOURCE_INDEXING = {
+    "index_select": lambda s: s.index_select(0, torch.tensor([0, 0])),
+    "index_select_one": lambda s: s.index_select(0, torch.tensor([0])),
+    "gather": lambda s: torch.gather(s, 0, torch.zeros(2, dtype=torch.long)),
+    "index_add_": lambda s: s.clone().index_add_(0, torch.tensor([0, 0]), torch.ones(2)),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3)])
+@pytest.mark.parametrize("op", list(_SCALAR_SOURCE_INDEXING))
+def test_an_unused_indexing_op_of_a_0d_source_raises_what_eager_raises(backend, shape, op):
+    """Eager reads a 0-d source at one position only ("Index to scalar can have only 1 value, got 2"), and only
+    when the squeezed tensor is 0-d; the meta kernels do not check, and the graph drops the unused op."""
+    read = _SCALAR_SOURCE_INDEXING[op]
+
+    def fn(x):
+        read(x.squeeze())  # dead code in the graph; 0-d for shape (1, 1)
+        return x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
 # ------------------------------------------------------------------ out= into an operand of another shape
 
 

@@ -184,8 +184,9 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
         dim += 1
 
 
-# Ops reading a source tensor at positions an index tensor holds: with an empty tensor among them, eager's checks
-# (an empty source dim for a non-empty index, mismatched sizes) fail whatever the index values are.
+# Ops reading a source tensor at positions an index tensor holds: with an empty or a 0-d tensor among them, eager's
+# checks (an empty source dim for a non-empty index, mismatched sizes, a 0-d source read at more than one
+# position) fail whatever the index values are, and the meta kernels make none of them.
 _INDEXING = frozenset(
     {"index_select", "gather", "take", "take_along_dim", "embedding", "index_add", "index_copy", "index_fill"}
     | {"scatter", "scatter_add", "scatter_reduce", "index_reduce"}
@@ -193,12 +194,18 @@ _INDEXING = frozenset(
 _ZEROS_LIMIT = 1 << 20
 
 
-def _check_empty_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise eager's error for an indexing op with an empty tensor, whose checks the meta kernel skips and
-    which dead-code elimination could drop: run it eagerly on zeros of the same shapes (the index values
-    cannot matter when the source is empty, and zeros are in bounds wherever anything is)."""
+def _degenerate(example: torch.Tensor | None) -> bool:
+    """Whether ``example`` is 0-d or has an empty dim: the shapes whose indexing checks the meta kernels skip."""
+    return example is not None and (example.dim() == 0 or any(isinstance(n, int) and n == 0 for n in example.shape))
+
+
+def _check_degenerate_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's error for an indexing op with an empty or a 0-d tensor, whose checks the meta kernel skips
+    and which dead-code elimination could drop (``scalar.index_select(0, torch.tensor([0, 0]))``): run it
+    eagerly on zeros of the same shapes (the index values cannot matter when the source is empty, and zeros
+    are in bounds wherever anything is, a 0-d source's one position included)."""
     examples = [example_tensor(a) for a in (*args, *kwargs.values())]
-    if not any(e is not None and any(isinstance(n, int) and n == 0 for n in e.shape) for e in examples):
+    if not any(_degenerate(e) for e in examples):
         return
     try:
         real_args = _real(args, _zeros_of_its_shape)
@@ -229,7 +236,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         if target is None:
             return
     if name.rstrip("_") in _INDEXING:
-        _check_empty_indexing(target, name, args, kwargs)
+        _check_degenerate_indexing(target, name, args, kwargs)
         return
     try:
         real_args, real_kwargs = _stand_in(args), {k: _stand_in(v) for k, v in kwargs.items()}
