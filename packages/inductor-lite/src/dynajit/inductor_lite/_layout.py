@@ -13,8 +13,9 @@ symbolic sizes. The pass is all or nothing, and never changes what the graph com
 A training step is rewritten as one joint graph, before it is split into forward and backward: each
 convolution's gradients (``convolution_backward``) read the same channels-last copy of its input, the
 activations saved between the two are then channels-last, and the parameters' gradients get back eager's
-layout. The forward convolutions' timing decides for their gradients too (a float64 ResNet's slow_conv2d ran
-1.7x faster both ways on NHWC); the peak-memory rule below applies to inference graphs only.
+layout. The forward convolutions' timing, with the forward's copies only, decides for their gradients too (a
+float64 ResNet's slow_conv2d ran 1.7x faster both ways on NHWC); the peak-memory rule below applies to inference
+graphs only.
 
 In channels-last, a pointwise convolution (1x1, stride 1, no padding, dilation or groups) is a matrix
 product of the input's ``(N*H*W, C_in)`` rows, a view, with the ``(C_in, C_out)`` weight, and its result
@@ -146,6 +147,17 @@ def _conv_seconds(timing: _ConvTiming, memory_format: torch.memory_format) -> fl
     return time.perf_counter() - start
 
 
+def _from_tangents(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes of a joint training graph computed from its tangents: the backward's."""
+    found: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if (node.op == "placeholder" and node.name.startswith("tangents")) or any(
+            arg in found for arg in node.all_input_nodes
+        ):
+            found.add(node)
+    return found
+
+
 def _is_pointwise_conv(node: torch.fx.Node) -> bool:
     """Whether ``node`` is a 1x1 convolution of stride 1 without padding, dilation or groups (float32/64): on
     a channels-last input, a product of its ``(N*H*W, C_in)`` rows with the ``(C_in, C_out)`` weight."""
@@ -234,7 +246,13 @@ def channels_last(
     kept = set(env.values())
     copies = [n for n in graph.nodes if n.target is aten.clone.default and n not in kept]
     # (a training step's gradients are not timed: they gain at least as the forward convolutions do, and timing
-    # them too tripled the cost of the decision, the larger part of a ResNet's cold compile)
+    # them too tripled the cost of the decision, the larger part of a ResNet's cold compile. Nor are the copies
+    # the backward makes, the parameters' gradients back into eager's layout: set against the forward's gains
+    # alone, they took back the 25% a float64 ResNet's forward convolutions gained, where its step ran 11%
+    # faster channels-last.)
+    if training:
+        backward = _from_tangents(graph)
+        copies = [n for n in copies if n not in backward]
     timing = _ConvTiming(convs, copies)
     rounds = [
         (_conv_seconds(timing, torch.contiguous_format), _conv_seconds(timing, torch.channels_last)) for _ in range(3)

@@ -100,8 +100,17 @@ def uniform_math_source() -> str:
     sse = _functions("b", {"float": 4, "double": 2})
     return (
         "\n".join(
-            [*types, _HEADER, "#if defined(__AVX512F__)", *avx512, "#elif defined(__AVX2__)", *avx2, "#else", *sse]
-            + ["#endif"]
+            [
+                *types,
+                _HEADER,
+                "#if defined(__AVX512F__)",
+                *avx512,
+                "#elif defined(__AVX2__)",
+                *avx2,
+                "#else",
+                *sse,
+                "#endif",
+            ]
         )
         + "\n"
     )
