@@ -222,27 +222,54 @@ def test_an_unused_indexing_op_of_an_empty_source_raises_what_eager_raises(backe
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
 
 
-_SCALAR_SOURCE_INDEXING = {
+_SCALAR_OPERAND_OPS = {
     "index_select": lambda s: s.index_select(0, torch.tensor([0, 0])),
     "index_select_one": lambda s: s.index_select(0, torch.tensor([0])),
     "gather": lambda s: torch.gather(s, 0, torch.zeros(2, dtype=torch.long)),
     "index_add_": lambda s: s.clone().index_add_(0, torch.tensor([0, 0]), torch.ones(2)),
+    "index_put_": lambda s: s.clone().index_put_((torch.tensor([0, 0]),), torch.tensor(1.0)),
+    "sort_dim1": lambda s: s.sort(1),
+    "sort_dim0": lambda s: s.sort(0),
 }
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("shape", [(1, 1), (1, 3)])
-@pytest.mark.parametrize("op", list(_SCALAR_SOURCE_INDEXING))
-def test_an_unused_indexing_op_of_a_0d_source_raises_what_eager_raises(backend, shape, op):
-    """Eager reads a 0-d source at one position only ("Index to scalar can have only 1 value, got 2"), and only
-    when the squeezed tensor is 0-d; the meta kernels do not check, and the graph drops the unused op."""
-    read = _SCALAR_SOURCE_INDEXING[op]
+@pytest.mark.parametrize("op", list(_SCALAR_OPERAND_OPS))
+def test_an_unused_op_of_a_0d_operand_raises_what_eager_raises(backend, shape, op):
+    """Eager reads a 0-d source at one position only ("Index to scalar can have only 1 value, got 2") and gives
+    it the dims -1 and 0 only (``sort(1)``: IndexError), and only when the squeezed tensor is 0-d; the meta
+    kernels do not check, and the graph drops the unused op."""
+    read = _SCALAR_OPERAND_OPS[op]
 
     def fn(x):
         read(x.squeeze())  # dead code in the graph; 0-d for shape (1, 1)
         return x + 1
 
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
+_RANK_CHECKS = {
+    "sort_dim1": lambda v: v.sort(1),
+    "argsort_dim1": lambda v: v.argsort(1),
+    "msort_of_a_vector": lambda v: v.msort(),
+    "bucketize_2d_boundaries": lambda v: torch.bucketize(v, v.unsqueeze(0)),
+    "sort_dim0": lambda v: v.sort(0),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("op", list(_RANK_CHECKS))
+def test_an_unused_op_checking_its_operands_ranks_raises_what_eager_raises(backend, op):
+    """Eager's sort wraps its dim against the operand's rank (IndexError for dim 1 of a vector) and bucketize
+    takes 1-D boundaries only; their meta kernels check neither, and the graph drops the unused op."""
+    run = _RANK_CHECKS[op]
+
+    def fn(x):
+        run(x * 2)  # dead code in the graph
+        return x + 1
+
+    differential(fn, torch.randn(3), compiled=compiler.compile(fn, backend=backend))
 
 
 # ------------------------------------------------------------------ out= into an operand of another shape

@@ -7,7 +7,10 @@ dropped as dead code and the compiled program returns where eager raises. So eac
 reduction is run once for real on tensors of its arguments' dtypes and ranks with every size 1 (a
 size 0 stays 0, for the checks of empty reductions), keeping its scalar arguments: those checks hold
 for every input the trace's guards admit. What eager raises there stops the trace before the op
-(:class:`RaisesInPython`), so Python runs it and raises it itself.
+(:class:`RaisesInPython`), so Python runs it and raises it itself. The same holds for the few other ops whose
+meta kernels skip eager's checks of ranks and dims (``sort``, ``bucketize``). Any other op with a degenerate
+operand (an indexing op's empty or 0-d one, another op's 0-d one, whose dims and positions the meta kernels do
+not check) runs once on zeros of its operands' own shapes.
 
 Functionalization cannot express a write into a tensor some of whose elements share memory (an
 expanded tensor, a column of one): it scatters the written values back through the view as if each
@@ -66,6 +69,9 @@ _PRODUCTS = {"mm", "bmm", "matmul", "addmm", "addmv", "mv", "dot", "linear", "ba
 # a graph whose result is unused drops them, so eager's error would go missing.
 _COMPOSITES = {"softmax", "log_softmax", "logsumexp", "std", "var", "std_mean", "var_mean", "norm", "hardtanh",
                "leaky_relu", "elu", "silu", "hardswish", "hardsigmoid", "mish", "softplus"}  # fmt: skip
+# Ops whose meta kernels skip eager's checks of their operands' ranks and dims (``v.sort(1)`` of a vector raises
+# IndexError in eager only, as does ``bucketize`` with 2-D boundaries): size-1 stand-ins keep the ranks.
+_RANK_CHECKED = {"sort", "argsort", "msort", "bucketize"}
 
 
 def _aten_name(target: Any) -> str | None:
@@ -80,19 +86,27 @@ def _aten_name(target: Any) -> str | None:
     return None
 
 
+def _tags(name: str) -> set[Any] | None:
+    """The tags of aten op ``name`` (of all its overloads), None when it is not one or must not run twice: a
+    private op, one whose checks read values, one drawing random numbers (running it would advance the generator
+    the program draws from)."""
+    if name in _VALUE_CHECKED or name.startswith("_"):
+        return None
+    packet = getattr(aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return None
+    tags = {tag for overload in packet.overloads() for tag in getattr(packet, overload).tags}
+    return None if torch.Tag.nondeterministic_seeded in tags else tags
+
+
 def _checked(name: str) -> bool:
     """Whether ``name`` is an aten pointwise op or reduction drawing no random numbers (checks on ones hold)."""
     if name in _VALUE_CHECKED or name.startswith("_"):
         return False
-    if name in _UNTAGGED_POINTWISE or name in _PRODUCTS or name in _COMPOSITES:
+    if name in _UNTAGGED_POINTWISE or name in _PRODUCTS or name in _COMPOSITES or name in _RANK_CHECKED:
         return True
-    packet = getattr(aten, name, None)
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return False
-    tags = {tag for overload in packet.overloads() for tag in getattr(packet, overload).tags}
-    if torch.Tag.nondeterministic_seeded in tags:
-        return False  # running it would advance the generator the program draws from
-    return torch.Tag.pointwise in tags or torch.Tag.reduction in tags
+    tags = _tags(name)
+    return tags is not None and (torch.Tag.pointwise in tags or torch.Tag.reduction in tags)
 
 
 _SCALAR_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -186,7 +200,8 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
 
 # Ops reading a source tensor at positions an index tensor holds: with an empty or a 0-d tensor among them, eager's
 # checks (an empty source dim for a non-empty index, mismatched sizes, a 0-d source read at more than one
-# position) fail whatever the index values are, and the meta kernels make none of them.
+# position) fail whatever the index values are, and the meta kernels make none of them. Other ops' checks of a 0-d
+# operand are of its dims (``sort(dim=1)``, ``index_put_`` with an index), which the meta kernels skip too.
 _INDEXING = frozenset(
     {"index_select", "gather", "take", "take_along_dim", "embedding", "index_add", "index_copy", "index_fill"}
     | {"scatter", "scatter_add", "scatter_reduce", "index_reduce"}
@@ -199,13 +214,16 @@ def _degenerate(example: torch.Tensor | None) -> bool:
     return example is not None and (example.dim() == 0 or any(isinstance(n, int) and n == 0 for n in example.shape))
 
 
-def _check_degenerate_indexing(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise eager's error for an indexing op with an empty or a 0-d tensor, whose checks the meta kernel skips
-    and which dead-code elimination could drop (``scalar.index_select(0, torch.tensor([0, 0]))``): run it
-    eagerly on zeros of the same shapes (the index values cannot matter when the source is empty, and zeros
-    are in bounds wherever anything is, a 0-d source's one position included)."""
+def _check_degenerate(
+    target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], indexing: bool = True
+) -> None:
+    """Raise eager's error for an op with a degenerate operand, whose checks the meta kernel skips and which
+    dead-code elimination could drop (``scalar.index_select(0, torch.tensor([0, 0]))``, ``scalar.sort(1)``):
+    run it eagerly on zeros of the same shapes. An indexing op's operand is degenerate when it is 0-d or empty
+    (the index values cannot matter when the source is empty, and zeros are in bounds wherever anything is, a
+    0-d source's one position included); another op's when it is 0-d."""
     examples = [example_tensor(a) for a in (*args, *kwargs.values())]
-    if not any(_degenerate(e) for e in examples):
+    if not any(_degenerate(e) if indexing else (e is not None and e.dim() == 0) for e in examples):
         return
     try:
         real_args = _real(args, _zeros_of_its_shape)
@@ -229,14 +247,17 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         _check_index_bounds(args)
         return
     name = _aten_name(target)
-    if name is None or not (_checked(name) or name.rstrip("_") in _INDEXING):
+    if name is None:
+        return
+    indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
+    if not (indexing or pointwise or _tags(name) is not None):
         return
     if method:
         target = getattr(torch.Tensor, name, None)
         if target is None:
             return
-    if name.rstrip("_") in _INDEXING:
-        _check_degenerate_indexing(target, name, args, kwargs)
+    if indexing or not pointwise:
+        _check_degenerate(target, name, args, kwargs, indexing)
         return
     try:
         real_args, real_kwargs = _stand_in(args), {k: _stand_in(v) for k, v in kwargs.items()}
