@@ -11,6 +11,7 @@ import logging
 
 import pytest
 import torch
+import torch.utils._python_dispatch
 from torch import nn
 
 import dynajit.inductor_lite._layout as layout
@@ -194,7 +195,55 @@ def test_a_training_step_times_the_forwards_copies_only(monkeypatch):
     timed = [copies for copies in runs if copies]
     assert timed and ((2, 3, 16, 16), torch.channels_last) in timed[0]  # the forward's input, into channels-last
     weights = {tuple(p.shape) for p in model.parameters() if p.dim() == 4}
-    assert not any(shape in weights for shape, _ in timed[0])  # no weight gradient's copy back
+    assert {(shape, torch.channels_last) for shape in weights} <= set(timed[0])  # the weights, into channels-last
+    back = [shape for shape, memory_format in timed[0] if memory_format == torch.contiguous_format]
+    assert not weights & set(back)  # no weight gradient's copy back
+
+
+class _ConvolutionLayouts(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records, for each convolution and its gradients' op, whether its input and weight are channels-last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, bool, bool]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default):
+            x, w = (args[0], args[1]) if func is torch.ops.aten.convolution.default else (args[1], args[2])
+            last = torch.channels_last
+            self.seen.append((func.__name__, x.is_contiguous(memory_format=last), w.is_contiguous(memory_format=last)))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_training_step_channels_last_lays_out_the_weights_too(monkeypatch):
+    """slow_conv2d (float64) copies an NCHW weight into channels-last at each call, forward and backward: the
+    step reads one copy per weight instead, made once in the forward and saved for the backward (a float64
+    ResNet's step about 3% faster). Gradients and outputs are eager's, in eager's layout."""
+    times = {torch.contiguous_format: 2.0, torch.channels_last: 1.0}
+    monkeypatch.setattr(layout, "_conv_seconds", lambda convs, memory_format: times[memory_format])
+    torch.manual_seed(0)
+    model, x = Net().double().train(), torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    reference = Net().double().train()
+    reference.load_state_dict(model.state_dict())
+    compiled = compiler.compile(model, options={"layout_optimization": True})
+    compiled(x)  # compiles
+    for p in model.parameters():
+        p.grad = None
+    layouts = _ConvolutionLayouts()
+    outputs = []
+    for fn, mode in ((compiled, layouts), (reference, _ConvolutionLayouts())):
+        with mode:
+            logits, z = fn(x)
+            (logits.sum() + z.mean()).backward()
+        outputs.append((logits, z))
+    for actual, expected in zip(*outputs):
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
+    for p, e in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, e.grad)
+        assert p.grad.stride() == e.grad.stride()
+    assert {op for op, _, _ in layouts.seen} == {"convolution.default", "convolution_backward.default"}
+    assert all(x_last and w_last for _, x_last, w_last in layouts.seen), layouts.seen
 
 
 def test_a_saving_within_timing_jitter_keeps_the_layout(monkeypatch, caplog):

@@ -11,9 +11,10 @@ there costs what channels-last saves), an in-place op, an output eager returns a
 symbolic sizes. The pass is all or nothing, and never changes what the graph computes.
 
 A training step is rewritten as one joint graph, before it is split into forward and backward: each
-convolution's gradients (``convolution_backward``) read the same channels-last copy of its input, the
-activations saved between the two are then channels-last, and the parameters' gradients get back eager's
-layout. The forward convolutions' timing, with the forward's copies only, decides for their gradients too (a
+convolution's gradients (``convolution_backward``) read the same channels-last copies of its input and of its
+weight (float64's slow_conv2d would otherwise copy an NCHW weight into channels-last at every call, forward and
+backward), the activations saved between the two are then channels-last, and the parameters' gradients get back
+eager's layout. The forward convolutions' timing, with the forward's copies only, decides for their gradients too (a
 float64 ResNet's slow_conv2d ran 1.7x faster both ways on NHWC); the peak-memory rule below applies to inference
 graphs only.
 
@@ -80,8 +81,11 @@ class _ConvTiming:
     (a convolution's input into channels-last, an output back into eager's layout): they are its cost. In
     channels-last, the pointwise convolutions timed faster as matrix products (``matmuls``) run as those."""
 
-    def __init__(self, convs: list[torch.fx.Node], copies: list[torch.fx.Node] | None = None) -> None:
+    def __init__(
+        self, convs: list[torch.fx.Node], copies: list[torch.fx.Node] | None = None, weights_last: bool = False
+    ) -> None:
         self.convs = convs
+        self.weights_last = weights_last  # channels-last also lays out the weights so (their copies among copies)
         self.calls: dict[torch.memory_format, list[list[Any]]] = {}
         self.copies: list[tuple[torch.Tensor, torch.memory_format]] = []
         self.matmuls: frozenset[int] = frozenset()
@@ -98,7 +102,9 @@ class _ConvTiming:
                 calls = []
                 for node in self.convs:
                     args = [
-                        _random(a, memory_format) if i == 0 else self._same_in_both(node, i, a)
+                        _random(a, memory_format)
+                        if i == 0
+                        else self._same_in_both(node, i, a, memory_format if self.weights_last and i == 1 else None)
                         for i, a in enumerate(tree_map(_val, node.args))
                     ]
                     calls.append(args)
@@ -107,14 +113,18 @@ class _ConvTiming:
                 self.matmuls = _faster_as_matmuls(self.convs, calls)
         return self.calls[memory_format]
 
-    def _same_in_both(self, node: torch.fx.Node, position: int, value: Any) -> Any:
-        """A convolution's argument that is not laid out anew (its weight): one random tensor for both layouts."""
+    def _same_in_both(
+        self, node: torch.fx.Node, position: int, value: Any, memory_format: torch.memory_format | None = None
+    ) -> Any:
+        """A convolution's argument other than its input (its weight): one random tensor for both layouts, a
+        copy of it in ``memory_format`` where the rewrite lays it out anew."""
         if not isinstance(value, torch.Tensor):
             return value
         key = (node, position)
         if key not in self.shared:
             self.shared[key] = example_tensor(value)
-        return self.shared[key]
+        shared = self.shared[key]
+        return shared if memory_format is None else shared.contiguous(memory_format=memory_format)
 
 
 def _random(like: torch.Tensor, memory_format: torch.memory_format) -> torch.Tensor:
@@ -234,7 +244,7 @@ def channels_last(
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.graph_copy(gm.graph, env)  # type: ignore[arg-type]
     try:
-        _to_channels_last(graph)
+        _to_channels_last(graph, weights=training)
         _refake(graph)
     except _Abort as why:
         log.info("inductor-lite: convolutions stay in their layout (%s)", why)
@@ -253,7 +263,7 @@ def channels_last(
     if training:
         backward = _from_tangents(graph)
         copies = [n for n in copies if n not in backward]
-    timing = _ConvTiming(convs, copies)
+    timing = _ConvTiming(convs, copies, weights_last=training)
     rounds = [
         (_conv_seconds(timing, torch.contiguous_format), _conv_seconds(timing, torch.channels_last)) for _ in range(3)
     ][1:]  # (the first warms up: oneDNN builds its primitives at a convolution's first call)
@@ -375,26 +385,35 @@ def _outputs_alias(outputs: Any) -> bool:
     return len(storages) != len(set(storages))
 
 
-def _to_channels_last(graph: torch.fx.Graph) -> None:
-    """Give each 2-D convolution a channels-last copy of its input (one copy per input node); one found
-    channels-last already once the graph is refaked leaves (:func:`_refake`)."""
+def _to_channels_last(graph: torch.fx.Graph, weights: bool = False) -> None:
+    """Give each 2-D convolution a channels-last copy of its input (one copy per input node), and with
+    ``weights`` of its weight too; one found channels-last already once the graph is refaked leaves
+    (:func:`_refake`)."""
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in list(graph.nodes):
-        if not _is_conv2d(node):
-            continue
-        source = node.args[0]
-        assert isinstance(source, torch.fx.Node)
-        if _val(source).is_contiguous(memory_format=torch.channels_last):
-            continue
+
+    def channels_last_copy(source: Any) -> torch.fx.Node | None:
+        if not isinstance(source, torch.fx.Node) or _val(source).is_contiguous(memory_format=torch.channels_last):
+            return None
         if source not in copies:
             with graph.inserting_after(source):
                 copies[source] = graph.call_function(
                     aten.clone.default, (source,), {"memory_format": torch.channels_last}
                 )
-        node.update_arg(0, copies[source])
-    for node in list(graph.nodes):  # a training graph's gradients of each convolution read the same copy
-        if node.target is aten.convolution_backward.default and node.args[1] in copies:
-            node.update_arg(1, copies[node.args[1]])
+        return copies[source]
+
+    positions = (0, 1) if weights else (0,)
+    for node in list(graph.nodes):
+        if not _is_conv2d(node):
+            continue
+        for position in positions:
+            copy = channels_last_copy(node.args[position])
+            if copy is not None:
+                node.update_arg(position, copy)
+    for node in list(graph.nodes):  # a training graph's gradients of each convolution read the same copies
+        if node.target is aten.convolution_backward.default:
+            for position in (1, 2):  # its input, its weight
+                if node.args[position] in copies:
+                    node.update_arg(position, copies[node.args[position]])
 
 
 def _fake_mode(graph: torch.fx.Graph) -> Any:
