@@ -98,6 +98,23 @@ def test_op_sweep_matches_eager(layout, dtype):
 # ------------------------------------------------------------------ values as eager's kernels compute them
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("exponent", ["0-d", "tensor", "python int"])
+def test_an_integer_power_with_a_negative_exponent_is_eagers(dtype, exponent):
+    """Eager's integer power of a negative exponent keeps 1 and -1 (-1 for an odd exponent) and gives 0 for every
+    other base, 0 included; the kernels gave 0 for -1."""
+    base = torch.tensor([-1, 1, -1, 2, 0, -2, 3, -1], dtype=dtype)
+    powers = {
+        "0-d": torch.tensor(-3, dtype=dtype),
+        "tensor": torch.tensor([-1, -2, -3, -4, -1, -1, -2, 0], dtype=dtype),
+        "python int": None,
+    }
+    if exponent == "python int":  # eager refuses a negative Python int exponent for an integer tensor: so must we
+        differential(lambda a: (a * 2 // 2) ** -3, base)
+    else:
+        differential(lambda a, b: (a * 2 // 2) ** b, base, powers[exponent])
+
+
 def _spread_of_equal_values(x):
     x[0] += 1
     y = x / x  # every element 1 (the inputs have no zero)

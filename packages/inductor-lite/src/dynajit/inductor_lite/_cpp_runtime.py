@@ -87,7 +87,11 @@ template <typename T> DJ_INLINE T dj_fmod(T a, T b) {
 }
 template <typename T> DJ_INLINE T dj_pow(T a, T b) {
   if constexpr (dj_is_fp<T>::value) { return djm_pow(a, b); }
-  else { if (b < 0) return a == 1 ? 1 : 0; T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
+  else {
+    // eager's integer power of a negative exponent: 1 and -1 keep their magnitude, every other base gives 0
+    if (b < 0) { return a == 1 ? T(1) : a == T(-1) ? T((b & 1) ? -1 : 1) : T(0); }
+    T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
+  }
 }
 // Eager's sign of NaN is 0 (both comparisons are false), not NaN.
 template <typename T> DJ_INLINE T dj_sign(T a) { return (T)((a > T(0)) - (a < T(0))); }
