@@ -272,6 +272,33 @@ def test_an_unused_op_checking_its_operands_ranks_raises_what_eager_raises(backe
     differential(fn, torch.randn(3), compiled=compiler.compile(fn, backend=backend))
 
 
+_FILLS = {
+    "masked_fill": lambda a, v: a.masked_fill(a > 0, v),
+    "masked_fill_": lambda a, v: a.clone().masked_fill_(a > 0, v),
+    "index_fill_": lambda a, v: a.clone().index_fill_(0, torch.tensor([1]), v),
+    "fill_": lambda a, v: a.clone().fill_(v),  # eager wraps here: no check
+}
+_FILL_VALUES = {
+    "uint8 from 300.0": (torch.uint8, torch.tensor(300.0)),
+    "uint8 from -2.0": (torch.uint8, torch.tensor(-2.0)),
+    "uint8 from -1": (torch.uint8, torch.tensor(-1)),  # a negative integer wraps, as eager allows
+    "uint8 from 7": (torch.uint8, torch.tensor(7)),
+    "float16 from 1e10 (float64)": (torch.float16, torch.tensor(1e10, dtype=torch.float64)),
+    "int32 from 2**40": (torch.int32, torch.tensor(2**40)),
+    "float32 from -inf": (torch.float32, torch.tensor(float("-inf"))),
+}
+
+
+@pytest.mark.parametrize("value", list(_FILL_VALUES))
+@pytest.mark.parametrize("op", list(_FILLS))
+def test_a_fill_value_a_one_element_tensor_holds_must_fit_as_in_eager(op, value):
+    """Eager reads the value of a one-element tensor as a scalar of the filled tensor's dtype and raises when it
+    does not fit ("value cannot be converted to type uint8_t without overflow"); the decompositions cast it, and
+    the kernels wrote 44 for 300."""
+    dtype, fill = _FILL_VALUES[value]
+    differential(_FILLS[op], torch.tensor([0, 5, 9, 2], dtype=dtype), fill)
+
+
 # ------------------------------------------------------------------ out= into an operand of another shape
 
 

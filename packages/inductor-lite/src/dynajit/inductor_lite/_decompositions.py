@@ -19,6 +19,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from dynajit.fxgraph import in_canonical_layout, in_suggested_layout
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
+from dynajit.inductor_lite._ir import may_overflow
 
 __all__ = ["decomposition_table"]
 
@@ -93,6 +94,25 @@ _CANONICAL_LAYOUT = {aten.native_layer_norm, aten.native_group_norm, aten._log_s
 _VALUE_CHECKED = {aten.mvlgamma, aten.mvlgamma_}
 
 
+# Overloads that read a one-element tensor's value as a scalar of ``self``'s dtype; eager's kernel checks that it
+# fits, while the decompositions cast it: where it may not fit, the op is kept for aten's kernel to check.
+_SCALAR_FROM_TENSOR = {
+    aten.masked_fill.Tensor: 2, aten.masked_fill_.Tensor: 2, aten.fill.Tensor: 1, aten.fill_.Tensor: 1,
+    aten.index_fill.int_Tensor: 3, aten.index_fill_.int_Tensor: 3,
+}  # fmt: skip
+
+
+def _kept_where_the_value_may_not_fit(position: int, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(decompose)
+    def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        value = (self, *args)[position] if position <= len(args) else kwargs.get("value")
+        if isinstance(value, torch.Tensor) and may_overflow(value.dtype, self.dtype):
+            return NotImplemented  # traced as the op itself
+        return decompose(self, *args, **kwargs)
+
+    return run
+
+
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The aten decompositions applied before lowering."""
@@ -108,6 +128,9 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             table[op] = decompose = _in_canonical_layout(decompose)
         if packet in _CHECKED_COMPOSITES or (checkable(op) and packet not in _VALUE_CHECKED):
             table[op] = _checked(op, decompose)
+    for op, position in _SCALAR_FROM_TENSOR.items():
+        if op in table:
+            table[op] = _kept_where_the_value_may_not_fit(position, table[op])
     no_training = aten._native_batch_norm_legit_no_training.default
     table[no_training] = eval_batch_norm(table[no_training])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)

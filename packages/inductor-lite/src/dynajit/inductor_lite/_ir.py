@@ -36,6 +36,7 @@ __all__ = [
     "contiguous_strides",
     "load",
     "masked",
+    "may_overflow",
     "op",
     "opmath_dtype",
     "size_value",
@@ -179,3 +180,24 @@ class TensorValue:
 
     def fresh_vars(self, prefix: str = "i") -> list[Var]:
         return [Var(f"{prefix}{k}", s) for k, s in enumerate(self.size)]
+
+
+def _range(dtype: torch.dtype) -> tuple[float, float]:
+    if dtype is torch.bool:
+        return 0.0, 1.0
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    return float(info.min), float(info.max)
+
+
+def may_overflow(source: torch.dtype, target: torch.dtype) -> bool:
+    """Whether a value of ``source`` may lie out of ``target``'s range: eager's conversion of a tensor's one value
+    into a scalar of another type raises then ("value cannot be converted to type uint8_t without overflow")."""
+    if source.is_complex or target.is_complex:
+        return source.is_complex and not target.is_complex
+    if target is torch.bool or source is torch.bool:
+        return False
+    low, high = _range(source)
+    target_low, target_high = _range(target)
+    if not target.is_floating_point and not target.is_signed and source.is_signed and not source.is_floating_point:
+        target_low = -target_high  # a negative integer wraps into an unsigned type, as far as its magnitude fits
+    return low < target_low or high > target_high

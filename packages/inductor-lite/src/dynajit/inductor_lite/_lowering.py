@@ -17,7 +17,7 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten, unflatten
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, opmath_dtype, size_value
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, may_overflow, op, opmath_dtype, size_value
 
 __all__ = ["LOWERINGS", "broadcast_loader", "lowering", "to_value"]
 
@@ -236,7 +236,10 @@ def _where(ctx: Any, cond: Any, a: Any, b: Any) -> TensorValue:
 
 
 @lowering(aten.masked_fill)
-def _masked_fill(ctx: Any, x: TensorValue, mask: TensorValue, value: Any) -> TensorValue:
+def _masked_fill(ctx: Any, x: TensorValue, mask: TensorValue, value: Any) -> Any:
+    if isinstance(value, TensorValue) and may_overflow(value.dtype, x.dtype):
+        # Eager reads the value and raises when it does not fit: aten's kernel checks it at every call.
+        return ctx.fallback(f"a {value.dtype} fill value may not fit {x.dtype}")
     return make_pointwise(ctx, [mask, x, value], lambda m, a, v: op("where", a.dtype, op("cast", torch.bool, m), v, a))
 
 
