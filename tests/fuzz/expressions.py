@@ -341,7 +341,10 @@ class ExpressionMixin:
             return None
         nd, floating = t.dim(), t.is_floating_point()
         fill = "-1e4" if floating else "-1"
-        forms = [f"{a}.masked_fill({a} > 0, {fill})", f"torch.nn.functional.pad({a}, (1, 2))" if nd else f"{a} + 1"]
+        # (a mask of `a > 0` over an element that is 0 up to rounding follows rounding's whim, on any call)
+        maskable = sign_conditioned([ns[a] for ns in self.spaces if a in ns])
+        forms = [f"{a}.masked_fill({a} > 0, {fill})"] if maskable else []
+        forms += [f"torch.nn.functional.pad({a}, (1, 2))" if nd else f"{a} + 1"]
         if nd:
             d = self.dim(a)
             forms += [f"{a}.flip({d})", f"{a}.roll(1, {d})", f"{a}.roll(-2)", f"torch.diff({a}, dim={d})"]
@@ -359,7 +362,7 @@ class ExpressionMixin:
             ]
         if not floating:
             return rng.choice(forms)
-        forms += [f"torch.softmax({a}.masked_fill({a} < 0, float('-inf')), -1)" if nd else f"{a}.exp()"]
+        forms += [f"torch.softmax({a}.masked_fill({a} < 0, float('-inf')), -1)" if nd and maskable else f"{a}.exp()"]
         b = self._broadcast_partner(a)
         if b != a and self.value(b).is_floating_point():
             forms.append(f"torch.lerp({a}, {b}, 0.3)")
@@ -413,6 +416,11 @@ def near_zero(t: Any) -> bool:
     if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.numel():
         return False
     return bool((t.detach().double().abs() < rounding(t)).any())
+
+
+def sign_conditioned(values: list[Any]) -> bool:
+    """Whether the sign of every element of every value is not rounding's (no element is 0 up to rounding)."""
+    return not any(near_zero(v) for v in values)
 
 
 def near_ties(t: torch.Tensor) -> bool:

@@ -207,6 +207,29 @@ def test_an_ill_conditioned_tensors_noise_is_its_worst_element():
     assert not _within_rounding([eager], [torch.tensor([float("inf"), 5.0])], lambda: [exact])
 
 
+def test_a_nan_of_eagers_own_rounding_is_measured_against_float64():
+    # (e39-0:833) linear(layer_norm(v), ones) is 0 up to rounding: -1.2e-7 in eager, so `masked_fill(x < 0, -inf)`
+    # masks every element and the softmax is NaN, where float64 (and the compiled program) give 0.5 each.
+    from .runner import _within_rounding
+
+    exact, eager = torch.tensor([0.5, 0.5], dtype=torch.float64), torch.tensor([float("nan")] * 2)
+    assert _within_rounding([eager], [torch.tensor([0.5, 0.5])], lambda: [exact])
+    assert _within_rounding([eager], [torch.tensor([float("nan")] * 2)], lambda: [exact])
+    assert not _within_rounding([eager], [torch.tensor([0.25, 0.75])], lambda: [exact])
+    # Compiled NaN where eager is finite still differs.
+    assert not _within_rounding([torch.tensor([0.5, 0.5])], [torch.tensor([float("nan")] * 2)], lambda: [exact])
+
+
+def test_no_mask_of_the_sign_of_a_value_that_is_zero_up_to_rounding():
+    # (e39-0:833) `x.masked_fill(x < 0, -inf)` of linear(layer_norm(v), ones), 0 up to rounding: +1.2e-7 in eager,
+    # -1.2e-7 compiled, so one softmax is 0.5 each and the other NaN.
+    from .expressions import sign_conditioned
+
+    zero_up_to_rounding = torch.nn.functional.layer_norm(torch.tensor([0.3, -1.2, 2.0]), (3,)).sum(0, keepdim=True)
+    assert not sign_conditioned([torch.tensor([1.0, -2.0]), zero_up_to_rounding])
+    assert sign_conditioned([torch.tensor([1.0, -2.0]), torch.tensor([3, 0])])
+
+
 def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
     # The sum of a LayerNorm's outputs is 0 up to rounding: `p / p` of it is 1 or nan at rounding's whim.
     from .expressions import near_zero
