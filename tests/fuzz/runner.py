@@ -365,16 +365,22 @@ def _within_rounding(expected: list[Any], actual: list[Any], reference: Any) -> 
             return False
         error = (e.double() - r.double()).abs()
         finite = error[error.isfinite()]
+        # (an infinite error licenses no value: where eager or float64 is not finite, the rules below decide)
+        error = torch.where(error.isfinite(), error, 0.0)
         if finite.numel() and bool((error > tolerance["atol"] + tolerance["rtol"] * r.double().abs()).any()):
             # Ill-conditioned: the tensor's noise is its worst finite error (an overflow floors nothing).
             error = torch.maximum(error, finite.max())
         allowed = torch.maximum(4 * error, tolerance["atol"] + tolerance["rtol"] * e.double().abs())
-        close = ((a.double() - e.double()).abs() <= allowed) | (a == e) | (a.isnan() & e.isnan())
+        close = ((a.double() - e.double()).abs() <= allowed) & e.isfinite() | (a == e) | (a.isnan() & e.isnan())
         # Where eager's own rounding made a finite result NaN or infinite (a mask of `v < 0` on a sum that is 0 up
         # to rounding, then a softmax of all -inf), the float64 value is the one to be close to.
         rounded_away = e.double().isfinite().logical_not() & r.double().isfinite()
         exact_close = (a.double() - r.double()).abs() <= tolerance["atol"] + tolerance["rtol"] * r.double().abs()
-        if not bool((close | (rounded_away & exact_close)).all()):
+        # Where eager's float32 and float64 runs disagree on a value neither gives finite (-inf against inf: an
+        # infinite gradient times a residue that is 0 up to rounding, whose sign rounding picks), no value is
+        # eager's own: any non-finite one, NaN included (the residue computed as 0), is as good.
+        undetermined = ~e.isfinite() & ~r.isfinite() & ~((e.double() == r) | (e.isnan() & r.isnan()))
+        if not bool((close | (rounded_away & exact_close) | (undetermined & ~a.isfinite())).all()):
             return False
     return True
 

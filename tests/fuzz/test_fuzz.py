@@ -220,6 +220,21 @@ def test_a_nan_of_eagers_own_rounding_is_measured_against_float64():
     assert not _within_rounding([torch.tensor([0.5, 0.5])], [torch.tensor([float("nan")] * 2)], lambda: [exact])
 
 
+def test_an_infinity_whose_sign_eagers_rounding_picks_is_not_compared():
+    # (a40-0:422) `layer_norm(x) / 0` over one element: the weight's gradient is inf times the normalized value,
+    # 0 up to rounding: eager gives -inf in float32 and +inf in float64, the compiled program 0 * inf = NaN.
+    from .runner import _within_rounding
+
+    eager, exact = torch.tensor([-float("inf"), 2.0]), torch.tensor([float("inf"), 2.0], dtype=torch.float64)
+    for compiled in ([float("nan"), 2.0], [float("inf"), 2.0], [-float("inf"), 2.0]):
+        assert _within_rounding([eager], [torch.tensor(compiled)], lambda: [exact])
+    assert not _within_rounding([eager], [torch.tensor([5.0, 2.0])], lambda: [exact])  # a finite value is not
+    assert not _within_rounding([eager], [torch.tensor([float("nan"), 3.0])], lambda: [exact])
+    # Where both runs give the same infinity, it is eager's answer.
+    same = torch.tensor([float("inf"), 2.0], dtype=torch.float64)
+    assert not _within_rounding([torch.tensor([float("inf"), 2.0])], [torch.tensor([float("nan"), 2.0])], lambda: [same])
+
+
 def test_no_mask_of_the_sign_of_a_value_that_is_zero_up_to_rounding():
     # (e39-0:833) `x.masked_fill(x < 0, -inf)` of linear(layer_norm(v), ones), 0 up to rounding: +1.2e-7 in eager,
     # -1.2e-7 compiled, so one softmax is 0.5 each and the other NaN.

@@ -115,6 +115,59 @@ def test_an_integer_power_with_a_negative_exponent_is_eagers(dtype, exponent):
         differential(lambda a, b: (a * 2 // 2) ** b, base, powers[exponent])
 
 
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 255.0, 1e30, float("inf"), -float("inf"), float("nan")]
+
+
+def _same_signs_of_zero(fn, x):
+    """The compiled result's zeros have eager's signs (``assert_close`` takes -0.0 for 0.0)."""
+    expected, actual = fn(x.clone()), compiler.compile(fn)(x.clone())
+    zeros = expected == 0
+    assert torch.equal(expected[zeros].signbit(), actual[zeros].signbit()), (expected, actual)
+
+
+@pytest.mark.parametrize("decimals", [1, 2, -1])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_rounding_to_decimals_is_eagers(dtype, decimals):
+    """``round(x, decimals=d)`` went through the lowering of ``round(x)``, which took one argument and dropped the
+    rest: 3.7 rounded to 1 decimal came out 4.0."""
+    x = torch.tensor(_SPECIAL + [0.25, 0.35, 1.05, -12.345, 1234.5], dtype=torch.float64).to(dtype)
+    differential(lambda a: torch.round(a * 1, decimals=decimals), x)
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.round, torch.trunc], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_rounding_an_integer_keeps_it(op, dtype):
+    """Eager copies an integer tensor through floor, ceil, round and trunc; computed in double, an int64 above
+    2**53 lost its last digits and 2**63 - 1 came back as -2**63."""
+    values = {torch.int32: [0, -1, 7, 2**31 - 1, -(2**31)], torch.uint8: [0, 1, 128, 255]}
+    values[torch.int64] = [0, -1, 7, 2**53 + 1, -(2**53) - 3, 2**63 - 1, -(2**63)]
+    differential(lambda a: op(a + 0), torch.tensor(values[dtype], dtype=dtype))
+
+
+@pytest.mark.parametrize("exponent", [0.5, -0.5, -1, -1.0, 2, 3, 1.5])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_a_power_of_a_number_has_eagers_special_values(dtype, exponent):
+    """Eager takes a float32, float64 or bfloat16 tensor to the power 0.5, -0.5 or -1 by sqrt, rsqrt and a
+    reciprocal, whose special values are not pow's: (-inf) ** 0.5 is NaN and (-0.0) ** 0.5 is -0.0 (the kernels
+    called pow: inf and 0.0). float16, and an exponent in a tensor, go through pow itself, as compiled."""
+    # (not 255: eager's bfloat16 rsqrt of a short tensor rounds twice, and 255 ** -0.5 comes out an ulp away)
+    x = torch.tensor([v for v in _SPECIAL if v != 255.0], dtype=torch.float64).to(dtype)
+    differential(lambda a: (a * 1) ** exponent, x)
+    _same_signs_of_zero(lambda a: (a * 1) ** exponent, x)
+    differential(lambda a, e: (a * 1) ** e, x, torch.tensor(exponent, dtype=dtype))
+
+
+@pytest.mark.parametrize("bounds", [(0.5, -2.0), (-0.5, 2.7), (1.5, -2.5), (0, 100)])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float16, torch.float32], ids=str)
+def test_threshold_converts_its_bounds_as_eager(dtype, bounds):
+    """Eager converts ``threshold``'s bound and value to the input's type (-0.5 to 0 for an integer); torch's
+    decomposition computed an integer input in float32, and 2**31 - 1 came back as -2**31."""
+    values = [0, 1, -1, 2, -2, 7, 100, -100, 2**24 + 1]
+    if dtype in (torch.int32, torch.int64):
+        values += [2**31 - 1, -(2**31)] + ([2**53 + 1, 2**63 - 1] if dtype == torch.int64 else [])
+    differential(lambda a: torch.nn.functional.threshold(a * 1, *bounds), torch.tensor(values).to(dtype))
+
+
 def _spread_of_equal_values(x):
     x[0] += 1
     y = x / x  # every element 1 (the inputs have no zero)

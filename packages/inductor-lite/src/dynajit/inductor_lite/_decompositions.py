@@ -113,6 +113,22 @@ def _kept_where_the_value_may_not_fit(position: int, decompose: Callable[..., An
     return run
 
 
+def _kept_for_integers(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` for a floating input; an integer one keeps the op whole.
+
+    torch's decomposition of ``threshold`` computes an integer input in float32 (2**31 - 1 came back as -2**31);
+    eager converts the threshold and the value to the input's type instead.
+    """
+
+    @functools.wraps(decompose)
+    def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_floating_point():
+            return NotImplemented  # traced as the op itself
+        return decompose(self, *args, **kwargs)
+
+    return run
+
+
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The aten decompositions applied before lowering."""
@@ -133,6 +149,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             table[op] = _kept_where_the_value_may_not_fit(position, table[op])
     no_training = aten._native_batch_norm_legit_no_training.default
     table[no_training] = eval_batch_norm(table[no_training])
+    table[aten.threshold.default] = _kept_for_integers(table[aten.threshold.default])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
     return table
 

@@ -98,15 +98,23 @@ def _promoted(ctx: Any) -> torch.dtype:
     return torch.result_type(*vals)
 
 
+# Rounding an integer keeps it (eager copies it): computed in double, an int64 above 2**53 would lose digits.
+_INTEGERS_KEPT = frozenset({"floor", "ceil", "round", "trunc"})
+
+
 def _unary(name: str) -> Callable[..., TensorValue]:
-    def lower(ctx: Any, x: TensorValue, *_: Any, **__: Any) -> TensorValue:
+    # Exactly one tensor argument: an overload taking more (``round(x, decimals=1)``) has its own lowering or
+    # none, never this one, which would drop the rest.
+    def lower(ctx: Any, x: TensorValue) -> TensorValue:
+        if name in _INTEGERS_KEPT and not x.dtype.is_floating_point:
+            return make_pointwise(ctx, [x], lambda a: a)
         return make_pointwise(ctx, [x], lambda a: op(name, a.dtype, a))
 
     return lower
 
 
 def _binary(name: str) -> Callable[..., TensorValue]:
-    def lower(ctx: Any, a: Any, b: Any, **_: Any) -> TensorValue:
+    def lower(ctx: Any, a: Any, b: Any) -> TensorValue:
         if name in ("fmod", "remainder") and _integer_division_by_tensor(ctx, b):
             return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
         return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y))
@@ -165,7 +173,25 @@ _BINARY = {
     "bitwise_right_shift": "rshift",
 }
 for _name in _UNARY:
-    lowering(getattr(aten, _name))(_unary(_name))
+    lowering(getattr(aten, _name).default)(_unary(_name))
+
+# Eager takes a float32, float64 or bfloat16 tensor to these powers of a number by other functions than pow
+# (ATen's pow_tensor_scalar_kernel), whose special values differ from pow's: sqrt(-0.0) is -0.0 and sqrt(-inf)
+# NaN, where pow(-0.0, 0.5) is 0.0 and pow(-inf, 0.5) inf. float16, and an exponent held by a tensor (even a 0-d
+# one), go through pow itself.
+_POWERS_BY_OTHER_FUNCTIONS = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}
+
+
+@lowering(aten.pow.Tensor_Scalar)
+def _pow_of_a_number(ctx: Any, x: Any, exponent: Any) -> TensorValue:
+    dtype = ctx.current_val().dtype
+    function = None
+    if dtype in (torch.float32, torch.float64, torch.bfloat16) and type(exponent) in (int, float):
+        function = _POWERS_BY_OTHER_FUNCTIONS.get(exponent)
+    if function is None:
+        return _binary("pow")(ctx, x, exponent)
+    return make_pointwise(ctx, [x], lambda a: op(function, a.dtype, a))
+
 for _aten_name, _name in _BINARY.items():
     lowering(getattr(aten, _aten_name))(_binary(_name))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
