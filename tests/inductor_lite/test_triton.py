@@ -24,6 +24,7 @@ CASES = {
     "pow_tensor": lambda x, y: x.abs().pow(y), "cube_sum": lambda x, y: x.pow(3).sum(-1),
     "gelu": lambda x, y: F.gelu(x * 3), "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
     "sign_nan": lambda x, y: torch.sign(torch.cat([x, (x - x) / (x - x)], -1)),
+    "clamp_nan_bound": lambda x, y: torch.clamp(x, min=torch.where(y > 0, y, (y - y) / (y - y)), max=y.abs() + 1),
 }  # fmt: skip
 
 interpreter = pytest.mark.skipif(

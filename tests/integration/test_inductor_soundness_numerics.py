@@ -168,6 +168,45 @@ def test_threshold_converts_its_bounds_as_eager(dtype, bounds):
     differential(lambda a: torch.nn.functional.threshold(a * 1, *bounds), torch.tensor(values).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_the_absolute_value_of_negative_zero_is_zero(dtype):
+    """``abs`` was ``a < 0 ? -a : a``, which keeps -0.0 (an L1 loss of equal values came out -0.0)."""
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.0, -float("inf"), float("nan")], dtype=dtype)
+    differential(lambda a, b: (a - b).abs(), x, torch.zeros_like(x))
+    _same_signs_of_zero(lambda a: (a * 1).abs(), x)
+    _same_signs_of_zero(lambda a: torch.nn.functional.l1_loss(a, -a * 0, reduction="none"), x)
+
+
+@pytest.mark.parametrize("bound", ["tensor", "number"])
+@pytest.mark.parametrize("side", ["min", "max", "both"])
+def test_a_nan_bound_makes_clamp_nan_as_in_eager(side, bound):
+    """Eager's clamp gives NaN where a bound is NaN; the kernels compared ``x < bound`` (false for NaN) and kept x."""
+    nan = float("nan")
+    x = torch.tensor([-2.0, 0.5, 3.0, nan, 1.0, -1.0])
+    lo = torch.tensor([nan, 0.0, nan, 0.0, -nan, -5.0])
+    hi = torch.tensor([1.0, nan, 2.0, nan, 0.5, nan])
+    if bound == "number":
+        lo, hi = nan, nan
+    bounds = {"min": {"min": lo}, "max": {"max": hi}, "both": {"min": lo, "max": hi}}[side]
+    if bound == "tensor":
+        differential(lambda a, *b: torch.clamp(a * 1, **dict(zip(bounds, b))), x, *bounds.values())
+    else:
+        differential(lambda a: torch.clamp(a * 1, **bounds), x)
+
+
+@pytest.mark.parametrize("statistic", ["var", "std", "std_all", "var_keepdim"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_variance_and_deviation_of_large_values_are_eagers(dtype, statistic):
+    """Eager's ``var`` and ``std`` of float32 and bfloat16 compute in double: the std of ``[0, 1e30, 0]`` is
+    5.8e29, where squared float32 deviations overflowed to inf (and ``[1e30] * 3`` to inf - inf = NaN)."""
+    x = torch.tensor([[1e30, 1e30, 1e30], [0.0, 1e30, 0.0], [1.0, 2.0, 4.0], [3e19, -3e19, 1.0]]).to(dtype)
+    fns = {
+        "var": lambda a: a.var(1), "std": lambda a: a.std(1, correction=0), "std_all": lambda a: a.std(),
+        "var_keepdim": lambda a: torch.var(a, 0, keepdim=True),
+    }  # fmt: skip
+    differential(lambda a: fns[statistic](a * 1), x)
+
+
 def _spread_of_equal_values(x):
     x[0] += 1
     y = x / x  # every element 1 (the inputs have no zero)

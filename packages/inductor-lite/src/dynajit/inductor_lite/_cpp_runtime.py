@@ -95,7 +95,8 @@ template <typename T> DJ_INLINE T dj_pow(T a, T b) {
 }
 // Eager's sign of NaN is 0 (both comparisons are false), not NaN.
 template <typename T> DJ_INLINE T dj_sign(T a) { return (T)((a > T(0)) - (a < T(0))); }
-template <typename T> DJ_INLINE T dj_abs(T a) { return a < T(0) ? -a : a; }
+// 0 - a, not -a: the absolute value of -0.0 is 0.0 (as eager's), and NaN passes as it is
+template <typename T> DJ_INLINE T dj_abs(T a) { return a <= T(0) ? T(T(0) - a) : a; }
 template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (dj_is_bool<T>::value) { return !a; } else { return ~a; } }
 DJ_INLINE float dj_bf16_to_float(uint16_t v) { uint32_t u = ((uint32_t)v) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
 DJ_INLINE uint16_t dj_float_to_bf16(float f) {
@@ -176,8 +177,9 @@ OPS = {
     "copysign": "djm_copysign({0}, {1})",
     "maximum": "dj_max<{T}>({0}, {1})",
     "minimum": "dj_min<{T}>({0}, {1})",
-    "clamp_min": "({0} < {1} ? {1} : {0})",
-    "clamp_max": "({0} > {1} ? {1} : {0})",
+    # A NaN bound makes a NaN (eager's clamp propagates it, from a tensor or a number); a NaN input stays one.
+    "clamp_min": "(({0} < {1}) | ({1} != {1}) ? {1} : {0})",
+    "clamp_max": "(({0} > {1}) | ({1} != {1}) ? {1} : {0})",
     "neg": "(-{0})",
     "abs": "dj_abs<{T}>({0})",
     "reciprocal": "({T}(1) / {0})",

@@ -113,6 +113,17 @@ def _kept_where_the_value_may_not_fit(position: int, decompose: Callable[..., An
     return run
 
 
+def _in_double(statistic: Callable[..., torch.Tensor], self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``var`` or ``std`` of a float32 or 16-bit input computed in double, as eager's kernel does.
+
+    In float32 a deviation above 2**64 squares to inf: eager's std of ``[0, 1e30, 0]`` is 5.8e29. (``var_mean`` is
+    not widened: it is also the statistics of layer and batch norm, whose eager kernels compute in float32.)
+    """
+    if self.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return NotImplemented  # traced as the op itself: double already, or eager's own error for an integer
+    return statistic(self.to(torch.float64), *args, **kwargs).to(self.dtype)
+
+
 def _kept_for_integers(decompose: Callable[..., Any]) -> Callable[..., Any]:
     """``decompose`` for a floating input; an integer one keeps the op whole.
 
@@ -150,6 +161,8 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     no_training = aten._native_batch_norm_legit_no_training.default
     table[no_training] = eval_batch_norm(table[no_training])
     table[aten.threshold.default] = _kept_for_integers(table[aten.threshold.default])
+    table[aten.var.correction] = _checked(aten.var, functools.partial(_in_double, torch.var))
+    table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
     return table
 

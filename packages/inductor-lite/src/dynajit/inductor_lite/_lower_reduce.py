@@ -213,7 +213,8 @@ def _corrected(sq: TensorValue, drift: TensorValue, per_n: float | Per) -> Tenso
     def loader(idx: Sequence[Index]) -> Expr:
         s, d = sq.loader(idx), drift.loader(idx)
         fixed = op("sub", s.dtype, s, divided(op("mul", s.dtype, d, d), per_n, s.dtype))
-        return op("maximum", s.dtype, fixed, const(0.0, s.dtype))
+        # (a sum of squares that overflowed stays inf, as eager's: the correction would make it inf - inf)
+        return op("where", s.dtype, op("isinf", torch.bool, s), s, op("maximum", s.dtype, fixed, const(0.0, s.dtype)))
 
     return TensorValue(sq.size, sq.dtype, loader, sq.device, cost=1)
 

@@ -27,6 +27,7 @@ to Python with the other writes into shared memory.
 
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from collections.abc import Callable
@@ -86,7 +87,8 @@ def _aten_name(target: Any) -> str | None:
     return None
 
 
-def _tags(name: str) -> set[Any] | None:
+@functools.cache  # (asked for every traced call: the op table does not change)
+def _tags(name: str) -> frozenset[Any] | None:
     """The tags of aten op ``name`` (of all its overloads), None when it is not one or must not run twice: a
     private op, one whose checks read values, one drawing random numbers (running it would advance the generator
     the program draws from)."""
@@ -95,7 +97,7 @@ def _tags(name: str) -> set[Any] | None:
     packet = getattr(aten, name, None)
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         return None
-    tags = {tag for overload in packet.overloads() for tag in getattr(packet, overload).tags}
+    tags = frozenset(tag for overload in packet.overloads() for tag in getattr(packet, overload).tags)
     return None if torch.Tag.nondeterministic_seeded in tags else tags
 
 
