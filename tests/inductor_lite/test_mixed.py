@@ -76,6 +76,27 @@ def test_aten_calls_go_through_torch_s_generated_python_functions():
     assert not any(isinstance(v, torch._ops.OpOverload) and v.overloadpacket is aten.mm for v in namespace.values())
 
 
+_LOSSES = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "huber_loss", "smooth_l1_loss",
+           "soft_margin_loss", "hinge_embedding_loss"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _LOSSES)
+def test_an_aten_call_through_a_python_function_passes_the_schemas_defaults(name):
+    """torch's generated function does not always share the schema's defaults: ``torch._C._nn.mse_loss(a, b)``
+    does not reduce, where ``aten.mse_loss.default(a, b)`` means ``reduction=Mean``. The wrapper passes every
+    argument the graph's call left out as the schema has it."""
+    from dynajit.inductor_lite._wrapper import python_binding, with_defaults
+
+    op = getattr(torch.ops.aten, name).default
+    a, b = torch.rand(5), torch.rand(5)
+    binding = python_binding(op)
+    assert binding is not op
+    args, kwargs = with_defaults(op, [a, b], {})
+    torch.testing.assert_close(binding(*args, **kwargs), op(a, b))
+    args, kwargs = with_defaults(op, [a], {"target": b} if "target" in str(op._schema) else {"other": b})
+    torch.testing.assert_close(binding(*args, **kwargs), op(a, b))
+
+
 def test_matrix_products_are_taken_as_aten_returns_them():
     """A CPU matrix product's result is a new contiguous tensor, as compiled: the wrapper checks no strides of
     it at every call (a transformer step makes dozens); values and strides are eager's."""

@@ -331,3 +331,27 @@ def test_an_out_write_into_an_operand_of_another_shape_raises_as_in_eager_with_s
                 fn(torch.randn(1, n, n), torch.randn(1, 1))
             errors.append(str(info.value))
         assert errors[0] == errors[1] and "doesn't match the broadcast shape" in errors[0]
+
+
+_INDEX_PAST_THE_END = {
+    "cross_entropy": lambda x, i: torch.nn.functional.cross_entropy(x * 1, i),
+    "nll_loss_2d": lambda x, i: torch.nn.functional.nll_loss(x.reshape(1, 5, 4, 1).log_softmax(1), i.reshape(1, 4, 1)),
+    "index_add": lambda x, i: x.clone().index_add(0, i, x[:4] * 2),
+    "max_unpool": lambda x, i: torch.nn.functional.max_unpool1d(x[None, :, :4], i.reshape(1, 1, 4).expand(1, 4, 4), 2),
+}
+
+
+@pytest.mark.parametrize("op", list(_INDEX_PAST_THE_END))
+@pytest.mark.parametrize("past", [False, True], ids=["in_bounds", "past_the_end"])
+def test_an_index_past_the_end_raises_eagers_error(op, past):
+    """Eager's kernels name the index they refuse in their own error (IndexError "Target 9 is out of bounds." for
+    a class past the last); the decompositions' bounds checks raised the other type, with another message."""
+    index = torch.tensor([0, 3, 2, 9 if past else 1])
+    differential(_INDEX_PAST_THE_END[op], torch.randn(4, 5), index)
+
+
+@pytest.mark.parametrize("value", [0.25, float("nan"), 1.5], ids=["in_range", "nan", "above_one"])
+def test_a_binary_cross_entropy_of_a_value_outside_0_1_raises_as_in_eager(value):
+    """Eager's kernel checks every input of ``binary_cross_entropy`` lies in [0, 1]; its decomposition did not."""
+    x = torch.tensor([0.1, 0.9, value, 0.5])
+    differential(lambda p, t: torch.nn.functional.binary_cross_entropy(p * 1, t), x, torch.full((4,), 0.3))

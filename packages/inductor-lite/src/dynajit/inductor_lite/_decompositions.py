@@ -65,6 +65,15 @@ _KEEP = {
     aten.gelu.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+    # Their kernels check the indices and raise eager's own error: IndexError "Target 9 is out of bounds." for a
+    # class past the last, RuntimeError for an index_add past the end (the decompositions' checks raise the other).
+    aten.nll_loss_forward.default,
+    aten.nll_loss2d_forward.default,
+    aten.index_add.default,
+    aten.max_unpool2d.default,
+    aten.max_unpool3d.default,
+    # Its kernel refuses an input outside [0, 1] (a NaN among them); the decomposition computes on.
+    aten.binary_cross_entropy.default,
 }
 
 

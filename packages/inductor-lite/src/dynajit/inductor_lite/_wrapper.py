@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -117,6 +117,23 @@ def python_binding(op: Any) -> Any:
         if binding is not None:
             return binding
     return op
+
+
+def with_defaults(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``op``'s arguments with every one not given set to its schema's default, for its Python binding.
+
+    The bindings do not always share the schema's defaults: ``torch._C._nn.mse_loss(a, b)`` does not reduce,
+    where ``aten.mse_loss.default(a, b)`` means ``reduction=Mean`` (every loss's ``Mean`` parses as 0 there).
+    """
+    args, kwargs = list(args), dict(kwargs)
+    for position, argument in enumerate(op._schema.arguments):
+        if position < len(args) or argument.name in kwargs or not argument.has_default_value():
+            continue
+        if argument.kwarg_only or len(args) < position:  # (positions before it passed by name: so is it)
+            kwargs[argument.name] = argument.default_value
+        else:
+            args.append(argument.default_value)
+    return args, kwargs
 
 
 def _overwritable(
@@ -438,9 +455,13 @@ class WrapperBuilder:
             texts = [self.arg_text(x), weight, *([self.arg_text(bias)] if bias is not None else [])]
             call = f"{self.bind(torch._C._nn.linear, 'op')}({', '.join(texts)})"
         else:
-            target = self.bind(python_binding(item.target), "op")
-            args = ", ".join(self.arg_text(a) for a in item.args)
-            kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in item.kwargs.items())
+            binding = python_binding(item.target)
+            given_args, given_kwargs = item.args, item.kwargs
+            if binding is not item.target:
+                given_args, given_kwargs = with_defaults(item.target, item.args, item.kwargs)
+            target = self.bind(binding, "op")
+            args = ", ".join(self.arg_text(a) for a in given_args)
+            kwargs = ", ".join(f"{k}={self.arg_text(v)}" for k, v in given_kwargs.items())
             call = f"{target}({', '.join(x for x in (args, kwargs) if x)})"
         if (item.size or item.stride) and not _contiguous_by_aten(item):
             call = f"restride({call}, {self.sizes(item.stride)})"
