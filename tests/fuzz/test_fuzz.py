@@ -232,7 +232,9 @@ def test_an_infinity_whose_sign_eagers_rounding_picks_is_not_compared():
     assert not _within_rounding([eager], [torch.tensor([float("nan"), 3.0])], lambda: [exact])
     # Where both runs give the same infinity, it is eager's answer.
     same = torch.tensor([float("inf"), 2.0], dtype=torch.float64)
-    assert not _within_rounding([torch.tensor([float("inf"), 2.0])], [torch.tensor([float("nan"), 2.0])], lambda: [same])
+    assert not _within_rounding(
+        [torch.tensor([float("inf"), 2.0])], [torch.tensor([float("nan"), 2.0])], lambda: [same]
+    )
 
 
 def test_no_mask_of_the_sign_of_a_value_that_is_zero_up_to_rounding():

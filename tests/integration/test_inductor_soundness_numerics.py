@@ -115,7 +115,24 @@ def test_an_integer_power_with_a_negative_exponent_is_eagers(dtype, exponent):
         differential(lambda a, b: (a * 2 // 2) ** b, base, powers[exponent])
 
 
-_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 255.0, 1e30, float("inf"), -float("inf"), float("nan")]
+_SPECIAL = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    3.7,
+    -3.7,
+    255.0,
+    1e30,
+    float("inf"),
+    -float("inf"),
+    float("nan"),
+]
 
 
 def _same_signs_of_zero(fn, x):
@@ -130,7 +147,7 @@ def _same_signs_of_zero(fn, x):
 def test_rounding_to_decimals_is_eagers(dtype, decimals):
     """``round(x, decimals=d)`` went through the lowering of ``round(x)``, which took one argument and dropped the
     rest: 3.7 rounded to 1 decimal came out 4.0."""
-    x = torch.tensor(_SPECIAL + [0.25, 0.35, 1.05, -12.345, 1234.5], dtype=torch.float64).to(dtype)
+    x = torch.tensor([*_SPECIAL, 0.25, 0.35, 1.05, -12.345, 1234.5], dtype=torch.float64).to(dtype)
     differential(lambda a: torch.round(a * 1, decimals=decimals), x)
 
 

@@ -192,6 +192,7 @@ def _pow_of_a_number(ctx: Any, x: Any, exponent: Any) -> TensorValue:
         return _binary("pow")(ctx, x, exponent)
     return make_pointwise(ctx, [x], lambda a: op(function, a.dtype, a))
 
+
 for _aten_name, _name in _BINARY.items():
     lowering(getattr(aten, _aten_name))(_binary(_name))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
