@@ -355,3 +355,30 @@ def test_a_binary_cross_entropy_of_a_value_outside_0_1_raises_as_in_eager(value)
     """Eager's kernel checks every input of ``binary_cross_entropy`` lies in [0, 1]; its decomposition did not."""
     x = torch.tensor([0.1, 0.9, value, 0.5])
     differential(lambda p, t: torch.nn.functional.binary_cross_entropy(p * 1, t), x, torch.full((4,), 0.3))
+
+
+def _into_a_temporary(x, i):
+    y = x.clone()
+    y[i] = 3.0
+    return x + 1
+
+
+_UNUSED_VALUE_CHECKS = {
+    "getitem": lambda x, i: (x[i], x + 1)[1],
+    "index_select": lambda x, i: (x.index_select(0, i), x + 1)[1],
+    "gather": lambda x, i: (x.gather(0, i.reshape(-1, 1).expand(-1, 4)), x + 1)[1],
+    "embedding": lambda x, i: (torch.nn.functional.embedding(i, x), x + 1)[1],
+    "setitem_temporary": _into_a_temporary,
+    "index_put_temporary": lambda x, i: (x.clone().index_put_((i,), torch.tensor(1.0)), x * 2)[1],
+    "integer_floor_division": lambda x, i: (i // (i - 5), x * 2)[1],
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("case", list(_UNUSED_VALUE_CHECKS))
+@pytest.mark.parametrize("index", [[0, 3], [0, 5]], ids=["in_range", "out_of_range"])
+def test_an_unused_op_checking_its_integer_operands_raises_as_in_eager(backend, case, index):
+    """An op whose result is never read, over an index tensor (or an integer divisor) whose values eager's kernel
+    checks, raises what eager raises: the graph returns its result too, so no backend drops it as dead code."""
+    fn = _UNUSED_VALUE_CHECKS[case]
+    differential(fn, torch.randn(5, 4), torch.tensor(index), compiled=compiler.compile(fn, backend=backend))

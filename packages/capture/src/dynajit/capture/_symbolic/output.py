@@ -32,6 +32,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     noting_saved_tensors,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
+from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
 from dynajit.capture._symbolic.saved_outputs import checking_saved_outputs, saved_output_checks
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.subgraphs import Subgraph, lifted_proxy
@@ -400,7 +401,9 @@ class OutputGraph:
             self._end_in_the_grad_mode_of_its_views(outputs)
         if not self.has_ops():
             return None
-        self.builder.output(tuple(tv.node for tv in outputs))
+        returned = [tv.node for tv in outputs]
+        extras = unused_value_checks(self.builder.graph, returned)
+        self.builder.output((*returned, *extras))
         self._restore_recorded_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
@@ -415,12 +418,14 @@ class OutputGraph:
             name = getattr(backend, "__name__", None) or type(backend).__name__
             raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
+        if extras:
+            compiled = first_outputs(compiled, len(outputs))
         compiled = keeping_view_kinds(
             compiled,
             [tv.node.meta.get("example_value") for tv in outputs],
             [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
         )
-        checks = saved_output_checks(gm.graph, _output_nodes(gm), self.saved_for_backward)
+        checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.
