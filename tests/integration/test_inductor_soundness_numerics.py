@@ -95,6 +95,46 @@ def test_op_sweep_matches_eager(layout, dtype):
     differential(fn, x)
 
 
+# Ops whose eager results on NaN, infinities, signed zeros and halfway values are the same in its vectorised and
+# scalar loops (so they are eager's answers, not its loop's): each must come out as eager's, signs of zeros too.
+SPECIAL_SWEEP = {
+    "abs": torch.abs, "neg": torch.neg, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal,
+    "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc, "sign": torch.sign,
+    "round1": lambda x: torch.round(x, decimals=1), "pow_half": lambda x: x**0.5, "pow_minus_half": lambda x: x**-0.5,
+    "pow_minus_one": lambda x: x**-1, "pow_two": lambda x: x**2, "exp": torch.exp, "log": torch.log,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "maximum": lambda x: torch.maximum(x, x.flip(0)),
+    "minimum": lambda x: torch.minimum(x, x.flip(0)), "fmax": lambda x: torch.fmax(x, x.flip(0)),
+    "clamp_nan_bound": lambda x: torch.clamp(x, min=x.flip(0)), "where": lambda x: torch.where(x > 0, x, -x),
+    "isnan": torch.isnan, "isinf": torch.isinf, "signbit": torch.signbit, "nan_to_num": torch.nan_to_num,
+    "remainder": lambda x: torch.remainder(x, 1.5), "fmod": lambda x: torch.fmod(x, -1.5),
+    "floor_div": lambda x: torch.div(x, 3, rounding_mode="floor"), "amax": lambda x: x.amax(0),
+    "argmax": lambda x: x.argmax(0), "sum": lambda x: x.sum(0), "softmax": lambda x: x.softmax(0),
+    "var": lambda x: x.var(0), "std": lambda x: x.std(0), "cumsum": lambda x: x.cumsum(0),
+    "sort": lambda x: x.sort(dim=0, stable=True), "to_int32": lambda x: x.clamp(-1e9, 1e9).nan_to_num(0).int(),
+}  # fmt: skip
+_SPECIAL_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 1e30, -1e30]
+_SPECIAL_VALUES += [float("inf"), -float("inf"), float("nan"), 1e-40, 255.0, 256.0, -129.0, 7e4, 0.25, -1e-3]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)  # (bfloat16: eager's rsqrt rounds twice
+def test_special_values_through_many_ops_are_eagers(dtype):  # in its scalar loop, an ulp off, and once in the other)
+    """A sweep over the values kernels get wrong: NaN, infinities, -0.0, halves, overflow. It found rounding
+    to decimals, ``(-inf) ** 0.5``, NaN clamp bounds, ``abs(-0.0)`` and ``var`` overflows the kernels got wrong."""
+    x = torch.tensor(_SPECIAL_VALUES, dtype=torch.float64).to(dtype).reshape(-1, 1).expand(-1, 3).t().contiguous()
+    x = x.t()  # (23, 3): reductions along 0 over every special value; a transposed layout
+
+    def fn(a):
+        return tuple(op(a * 1) for op in SPECIAL_SWEEP.values())
+
+    expected = fn(x)
+    differential(fn, x)
+    actual = compiler.compile(fn)(x)
+    for name, e, a in zip(SPECIAL_SWEEP, expected, actual):
+        for e_t, a_t in zip(*(t if isinstance(t, tuple) else (t,) for t in (e, a))):
+            zeros = (e_t == 0) & e_t.is_floating_point()
+            assert torch.equal(e_t[zeros].signbit(), a_t[zeros].signbit()), name
+
+
 # ------------------------------------------------------------------ values as eager's kernels compute them
 
 
