@@ -38,7 +38,7 @@ from dynajit.fxgraph._reached_saves import (
 from dynajit.fxgraph._real_layouts import input_view_chain, view_or_copy, viewing_real_layouts
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
 from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
-from dynajit.fxgraph._targets import has_side_effects, is_random, target_name
+from dynajit.fxgraph._targets import has_side_effects, is_random, mutates, target_name
 from dynajit.fxgraph._zero_tangents import prune_zero_tangents, reporting_reached_outputs, skipping_zero_tangents
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "reads_data",
     "line_node_map",
     "matching_eager_backward_formulas",
+    "mutates",
     "rewrite_spread_gradients",
     "option",
     "passes_inplace",

@@ -17,7 +17,7 @@ import torch.fx
 
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, passes_inplace
 
-__all__ = ["has_side_effects", "is_random", "target_name"]
+__all__ = ["has_side_effects", "is_random", "mutates", "target_name"]
 
 #: Callables (by identity) that act on the world outside their result.
 SIDE_EFFECT_FUNCTIONS: frozenset[Any] = AUGMENTED_OPERATORS | {

@@ -10,7 +10,6 @@ kernel or the backend's bounds check raises.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,23 +17,18 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from dynajit.fxgraph import mutates
+
 __all__ = ["first_outputs", "unused_value_checks"]
 
 
 def _reads_integer_tensor(node: torch.fx.Node) -> bool:
     for arg in pytree.tree_leaves((node.args, node.kwargs)):
         value = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
-        if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and value.dtype != torch.bool:
-            if not value.dtype.is_complex:
+        if isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex()):
+            if value.dtype != torch.bool:
                 return True
     return False
-
-
-def _writes_in_place(node: torch.fx.Node) -> bool:
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if node.target is operator.setitem or name == "__setitem__":
-        return True
-    return isinstance(name, str) and name.endswith("_") and not name.endswith("__")
 
 
 def unused_value_checks(graph: torch.fx.Graph, outputs: Sequence[torch.fx.Node]) -> list[torch.fx.Node]:
@@ -47,7 +41,7 @@ def unused_value_checks(graph: torch.fx.Graph, outputs: Sequence[torch.fx.Node])
         if node.op not in ("call_function", "call_method") or not _reads_integer_tensor(node):
             continue
         target = node
-        if _writes_in_place(node) and node.args and isinstance(node.args[0], torch.fx.Node):
+        if mutates(node) and node.args and isinstance(node.args[0], torch.fx.Node):
             target = node.args[0]
             if target.op not in ("call_function", "call_method") or any(order[u] > order[node] for u in target.users):
                 continue  # a write into an input or a module's buffer is the graph's effect; one read later is used
