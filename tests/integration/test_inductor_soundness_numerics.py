@@ -10,6 +10,7 @@ compares results, inputs after the call and exceptions; a frame that fell back t
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -358,3 +359,47 @@ def test_a_read_guarded_by_a_condition_in_a_reduction_loop_is_not_lost():
     # GCC 12's loop if-conversion turned the guarded read of rows 2 and 3 into zeros in the vectorised loop: the
     # sum was 1.88 for eager's 7.82, without a warning. Kernels are built without loop if-conversion.
     differential(_sums_read_before_a_masked_write, torch.randn(4, 2, 2, generator=torch.Generator().manual_seed(0)))
+
+
+_UPSAMPLING = {"linear": (1, 2, 5), "bilinear": (1, 2, 3, 4), "trilinear": (1, 2, 3, 2, 4)}
+
+
+@pytest.mark.parametrize("sizing", ["scale", "scale_recomputed", "size"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode", list(_UPSAMPLING))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_linear_upsampling_of_infinities_is_eagers(dtype, mode, align_corners, sizing):
+    """torch's decomposition interpolates as ``a + (b - a) * w``, eager's kernel as ``a * (1 - w) + b * w``: beside
+    an infinity the first is NaN (inf - inf) where eager's is inf, and eager's ``0 * inf`` NaN was finite."""
+    shape = _UPSAMPLING[mode]
+    x = torch.arange(torch.Size(shape).numel(), dtype=torch.float64).reshape(shape).to(dtype)
+    x.view(-1)[[1, 4, 7]] = torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=dtype)
+    dims = len(shape) - 2
+    how = {"scale": {"scale_factor": 2.5}, "scale_recomputed": {"scale_factor": 1.7, "recompute_scale_factor": True}}
+    how["size"] = {"size": (7, 5, 6)[:dims]}
+    fn = functools.partial(torch.nn.functional.interpolate, mode=mode, align_corners=align_corners, **how[sizing])
+    layouts = [x, x.contiguous(memory_format=torch.channels_last)] if mode == "bilinear" else [x]
+    for image in layouts:
+        if dtype != torch.bfloat16:
+            differential(lambda a: fn(a * 1), image)
+            continue
+        # eager's bfloat16 kernel rounds its weights its own way: an ulp apart here and there, as torch's
+        # decomposition is; the infinities and NaNs are where eager has them
+        expected, actual = fn(image), compiler.compile(lambda a: fn(a * 1))(image)
+        torch.testing.assert_close(actual, expected, rtol=2**-7, atol=0, equal_nan=True)
+        assert actual.stride() == expected.stride()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_linear_upsampling_keeps_eagers_gradient_and_integer_images(backend):
+    """The weighted-corner decomposition in training (its gradient is eager's, up to rounding), and a ``uint8``
+    image, which keeps torch's integer decomposition."""
+    up = functools.partial(torch.nn.functional.interpolate, scale_factor=2, mode="bilinear", align_corners=False)
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    compiled = compiler.compile(lambda a: up(a * 2).square().sum(), backend=backend)
+    eager_x = x.detach().clone().requires_grad_()
+    up(eager_x * 2).square().sum().backward()
+    compiled(x).backward()
+    torch.testing.assert_close(x.grad, eager_x.grad)
+    image = torch.randint(0, 256, (1, 3, 5, 6), dtype=torch.uint8)
+    differential(lambda a: up(a + 0), image)

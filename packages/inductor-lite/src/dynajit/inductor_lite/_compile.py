@@ -63,6 +63,7 @@ from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._uniform_math import load_uniform_math
+from dynajit.inductor_lite._upsample import eager_linear_upsampling
 from dynajit.inductor_lite._wrapper import WrapperBuilder
 from dynajit.inductor_lite.codegen_triton import LIBDEVICE_ONLY
 
@@ -548,7 +549,7 @@ class _Specialized:
         graph_module = self.gm if symbolic is None else self.dynamic_gm
         try:
             # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
-            with compiling_outside_inference_mode():
+            with compiling_outside_inference_mode(), eager_linear_upsampling():
                 aot_inputs = list(example_inputs if symbolic is None else symbolic)
                 fn = reporting_reached_outputs(aot_module_simplified(
                     graph_module, aot_inputs,

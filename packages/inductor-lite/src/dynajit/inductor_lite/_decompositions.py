@@ -20,6 +20,7 @@ from dynajit.fxgraph import in_canonical_layout, in_suggested_layout
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
+from dynajit.inductor_lite._upsample import linear_upsampling
 
 __all__ = ["decomposition_table"]
 
@@ -173,6 +174,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.var.correction] = _checked(aten.var, functools.partial(_in_double, torch.var))
     table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
+    linear_upsampling(table)
     return table
 
 
