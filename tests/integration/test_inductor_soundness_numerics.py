@@ -370,7 +370,8 @@ _UPSAMPLING = {"linear": (1, 2, 5), "bilinear": (1, 2, 3, 4), "trilinear": (1, 2
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 def test_linear_upsampling_of_infinities_is_eagers(dtype, mode, align_corners, sizing):
     """torch's decomposition interpolates as ``a + (b - a) * w``, eager's kernel as ``a * (1 - w) + b * w``: beside
-    an infinity the first is NaN (inf - inf) where eager's is inf, and eager's ``0 * inf`` NaN was finite."""
+    an infinity the first is NaN (inf - inf) where eager's is inf, and eager's ``0 * inf`` NaN was finite. torch
+    registers it at the Autograd key, so ``aot_eager`` (no decomposition table) decomposed it too."""
     shape = _UPSAMPLING[mode]
     x = torch.arange(torch.Size(shape).numel(), dtype=torch.float64).reshape(shape).to(dtype)
     x.view(-1)[[1, 4, 7]] = torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=dtype)
@@ -382,6 +383,9 @@ def test_linear_upsampling_of_infinities_is_eagers(dtype, mode, align_corners, s
     for image in layouts:
         if dtype != torch.bfloat16:
             differential(lambda a: fn(a * 1), image)
+            differential(
+                lambda a: fn(a * 1), image, compiled=compiler.compile(lambda a: fn(a * 1), backend="aot_eager")
+            )
             continue
         # eager's bfloat16 kernel rounds its weights its own way: an ulp apart here and there, as torch's
         # decomposition is; the infinities and NaNs are where eager has them
@@ -403,3 +407,32 @@ def test_linear_upsampling_keeps_eagers_gradient_and_integer_images(backend):
     torch.testing.assert_close(x.grad, eager_x.grad)
     image = torch.randint(0, 256, (1, 3, 5, 6), dtype=torch.uint8)
     differential(lambda a: up(a + 0), image)
+    differential(lambda a: torch.nn.functional.interpolate(a + 0, scale_factor=1.7, mode="bicubic"), image)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_margin_losses_leave_out_nan_terms_as_eagers_kernels(backend, reduction):
+    """Eager's margin losses add a term only where it is above 0, which leaves a NaN out; torch's decompositions
+    (Python kernels at the Autograd key, run before any decomposition table) clamped it and kept it: a loss eager
+    gives as inf came out NaN. Both losses stay whole, with eager's gradients."""
+    scores = torch.randn(4, 5)
+    scores[0, 1], scores[1, 2] = float("nan"), float("inf")
+    classes, labels = torch.tensor([0, 4, 2, 1]), torch.tensor([[0, 4, -1, 1, 2]] * 4)
+    losses = {
+        "multi_margin": lambda a, t: torch.nn.functional.multi_margin_loss(a, t, reduction=reduction),
+        "multilabel_margin": lambda a, t: torch.nn.functional.multilabel_margin_loss(a, t, reduction=reduction),
+    }
+    for name, loss in losses.items():
+        target = classes if name == "multi_margin" else labels
+        differential(
+            lambda a, t: loss(a * 1, t),
+            scores,
+            target,
+            compiled=compiler.compile(lambda a, t: loss(a * 1, t), backend=backend),
+        )
+        finite = torch.randn(4, 5, requires_grad=True)
+        eager_finite = finite.detach().clone().requires_grad_()
+        loss(eager_finite * 2, target).sum().backward()
+        compiler.compile(lambda a, t: loss(a * 2, t).sum(), backend=backend)(finite, target).backward()
+        torch.testing.assert_close(finite.grad, eager_finite.grad, msg=name)

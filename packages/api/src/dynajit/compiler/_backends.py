@@ -24,10 +24,12 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     from functorch.compile import aot_module_simplified, default_partition, make_boxed_func
 
     from dynajit.fxgraph import (
+        DECOMPOSED_UNLIKE_EAGER,
         batch_norms_in_eager_layout,
         checking_saved_versions,
         keep_written_strides,
         matching_eager_backward_formulas,
+        python_kernels_replaced,
         recording_saved_versions,
         reporting_reached_outputs,
         returning_no_views,
@@ -42,18 +44,20 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     run_forward = viewing_real_layouts(run_graph_as_is)
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
-    forward = aot_module_simplified(
-        keep_written_strides(batch_norms_in_eager_layout(gm)),
-        inputs,
-        fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
-        bw_compiler=matching_eager_backward_formulas(
-            skipping_zero_tangents(
-                checking_saved_versions(viewing_real_layouts(run_graph_as_is, inputs_are_callers=False))
-            )
-        ),
-        inference_compiler=run_forward,
-        partition_fn=stashing_conditional_saves(default_partition),
-    )
+    # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them
+    with python_kernels_replaced(dict.fromkeys(DECOMPOSED_UNLIKE_EAGER)):
+        forward = aot_module_simplified(
+            keep_written_strides(batch_norms_in_eager_layout(gm)),
+            inputs,
+            fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
+            bw_compiler=matching_eager_backward_formulas(
+                skipping_zero_tangents(
+                    checking_saved_versions(viewing_real_layouts(run_graph_as_is, inputs_are_callers=False))
+                )
+            ),
+            inference_compiler=run_forward,
+            partition_fn=stashing_conditional_saves(default_partition),
+        )
     return reporting_reached_outputs(forward)
 
 

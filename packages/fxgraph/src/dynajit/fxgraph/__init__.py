@@ -29,6 +29,7 @@ from dynajit.fxgraph._passes import (
     graph_stats,
 )
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
+from dynajit.fxgraph._python_kernels import DECOMPOSED_UNLIKE_EAGER, python_kernels_replaced
 from dynajit.fxgraph._reached_saves import (
     checking_saved_versions,
     conditionally_saved,
@@ -44,6 +45,7 @@ from dynajit.fxgraph._zero_tangents import prune_zero_tangents, reporting_reache
 __all__ = [
     "ARTIFACTS",
     "AUGMENTED_OPERATORS",
+    "DECOMPOSED_UNLIKE_EAGER",
     "EXAMPLE_VALUE",
     "NN_MODULE_STACK",
     "SOURCE_FN_STACK",
@@ -75,6 +77,7 @@ __all__ = [
     "in_suggested_layout",
     "input_view_chain",
     "keep_written_strides",
+    "python_kernels_replaced",
     "reads_data",
     "line_node_map",
     "matching_eager_backward_formulas",

@@ -55,7 +55,7 @@ from dynajit.inductor_lite._batch_norm import batch_norms_as_one_op
 from dynajit.inductor_lite._build import BuildError, failed_build, python_function, start_library, stats
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
-from dynajit.inductor_lite._decompositions import decomposition_table
+from dynajit.inductor_lite._decompositions import decomposition_table, our_autograd_kernels
 from dynajit.inductor_lite._eager_checks import EagerError, run_on_ones
 from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import example_device, lower_graph
@@ -63,7 +63,6 @@ from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._uniform_math import load_uniform_math
-from dynajit.inductor_lite._upsample import eager_linear_upsampling
 from dynajit.inductor_lite._wrapper import WrapperBuilder
 from dynajit.inductor_lite.codegen_triton import LIBDEVICE_ONLY
 
@@ -549,7 +548,7 @@ class _Specialized:
         graph_module = self.gm if symbolic is None else self.dynamic_gm
         try:
             # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
-            with compiling_outside_inference_mode(), eager_linear_upsampling():
+            with compiling_outside_inference_mode(), our_autograd_kernels():
                 aot_inputs = list(example_inputs if symbolic is None else symbolic)
                 fn = reporting_reached_outputs(aot_module_simplified(
                     graph_module, aot_inputs,

@@ -9,6 +9,7 @@ eager's kernels raise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -16,13 +17,13 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from dynajit.fxgraph import in_canonical_layout, in_suggested_layout
+from dynajit.fxgraph import DECOMPOSED_UNLIKE_EAGER, in_canonical_layout, in_suggested_layout, python_kernels_replaced
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
-from dynajit.inductor_lite._upsample import linear_upsampling
+from dynajit.inductor_lite._upsample import upsampling_decompositions
 
-__all__ = ["decomposition_table"]
+__all__ = ["decomposition_table", "our_autograd_kernels"]
 
 aten = torch.ops.aten
 
@@ -75,6 +76,10 @@ _KEEP = {
     aten.max_unpool3d.default,
     # Its kernel refuses an input outside [0, 1] (a NaN among them); the decomposition computes on.
     aten.binary_cross_entropy.default,
+    # Their kernels add a margin term only where it is above 0, which leaves out a NaN; the decompositions'
+    # ``clamp_min(0)`` keeps it (eager's loss of scores holding NaN and inf was inf, compiled NaN).
+    aten.multi_margin_loss.default,
+    aten.multilabel_margin_loss_forward.default,
 }
 
 
@@ -174,7 +179,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.var.correction] = _checked(aten.var, functools.partial(_in_double, torch.var))
     table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
-    linear_upsampling(table)
+    table.update(upsampling_decompositions())
     return table
 
 
@@ -225,3 +230,25 @@ def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
         return decompose(*args, **kwargs)
 
     return run
+
+
+def _below_autograd(overload: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` as a Python kernel at the Autograd key; where it declines (an integer input, which no gradient
+    flows through), the op itself, below autograd, for the decomposition table to keep whole."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = decompose(*args, **kwargs)
+        if result is NotImplemented:
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args, **kwargs)
+        return result
+
+    return run
+
+
+def our_autograd_kernels() -> contextlib.AbstractContextManager[None]:
+    """A context within which AOT autograd traces the ops torch decomposes unlike eager at the Autograd keys with
+    this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``)."""
+    table = decomposition_table()
+    ours = {op: None if op in _KEEP else _below_autograd(op, table[op]) for op in DECOMPOSED_UNLIKE_EAGER}
+    return python_kernels_replaced(ours)

@@ -4,25 +4,24 @@ torch's decomposition interpolates between two neighbours as ``a + (b - a) * w``
 neighbour times its weight, ``a * (1 - w) + b * w``, dim by dim from the outermost. Rounding apart they agree,
 but not on an infinite input: ``inf + (inf - inf) * w`` is NaN where eager's ``inf * (1 - w) + inf * w`` is inf, and a
 weight of 0 makes ``0 * inf`` NaN in eager where the other form is finite. So the compiled image had NaN
-where eager's had inf. Only floating inputs are decomposed here (see :func:`linear_upsampling` for ``uint8``).
+where eager's had inf. Only floating inputs are decomposed (see :func:`upsampling_decompositions` for ``uint8``).
 
 torch registers its decomposition of the ``vec`` overloads (and of bilinear's ``default``) as Python kernels at the
-Autograd key, which the Python dispatcher runs before AOT autograd looks at any decomposition table; so while AOT
-autograd traces, :func:`eager_linear_upsampling` puts these in their place, and puts torch's back after.
+Autograd key, which the Python dispatcher runs before AOT autograd looks at any decomposition table: see
+``_decompositions.our_autograd_kernels``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._C import DispatchKey
+from torch._decomp import get_decompositions
 from torch._decomp.decompositions import upsample_compute_output_size
 from torch._prims_common import suggest_memory_format
 
-__all__ = ["eager_linear_upsampling", "linear_upsampling"]
+__all__ = ["upsampling_decompositions"]
 
 aten = torch.ops.aten
 
@@ -73,7 +72,7 @@ def _with_sizes(input: torch.Tensor, output_size: Sequence[Any], align_corners: 
     return _upsample(input, output_size, align_corners, scales)
 
 
-def _with_factors(packet: Any) -> Callable[..., Any]:
+def _with_factors(packet: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
     def run(
         input: torch.Tensor, output_size: Sequence[Any] | None, align_corners: bool, factors: Sequence[float] | None
     ) -> Any:
@@ -81,53 +80,31 @@ def _with_factors(packet: Any) -> Callable[..., Any]:
         scales = factors or [None] * len(sizes)
         if not input.is_floating_point():  # the ``default`` overload, which stays whole
             return packet.default(input, sizes, align_corners, *scales)
-        return _upsample(input, sizes, align_corners, scales)
+        return decompose(input, sizes, align_corners, *scales)
 
     return run
 
 
-def _below_autograd(overload: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
-    """``decompose`` as a Python kernel at the Autograd key; where it declines, the op itself, below autograd."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        result = decompose(*args, **kwargs)
-        if result is NotImplemented:
-            with torch._C._AutoDispatchBelowAutograd():
-                return overload(*args, **kwargs)
-        return result
+def _floating_only(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return decompose(input, *args, **kwargs) if input.is_floating_point() else NotImplemented
 
     return run
 
 
-def _decompositions() -> Iterator[tuple[Any, Callable[..., Any]]]:
-    for packet in _OPS:
-        yield packet.default, _with_sizes
-        yield packet.vec, _with_factors(packet)
+def upsampling_decompositions() -> dict[Any, Callable[..., Any]]:
+    """The decompositions of the linear and cubic upsampling ops, by overload.
 
-
-def linear_upsampling(table: dict[Any, Callable[..., Any]]) -> None:
-    """Put the weighted-corner decompositions of the linear upsampling ops in ``table``.
-
-    An integer image keeps the op whole, for aten's kernel: torch's integer decomposition rounds otherwise than
-    eager's fixed-point one, and a ``uint8`` bilinear image came out 1 off in a fifth of its pixels.
+    Linear ones weigh their corners as eager's kernel does. An integer image keeps the op whole, for aten's kernel:
+    torch's integer decompositions round otherwise than eager's fixed-point kernels, and a ``uint8`` bilinear or
+    bicubic image came out 1 off in a fifth of its pixels.
     """
-    table.update(_decompositions())
-
-
-@contextlib.contextmanager
-def eager_linear_upsampling() -> Iterator[None]:
-    """Within: the Python kernels torch registers for these ops at the Autograd keys replaced by ours."""
-    replaced = []
-    for overload, decompose in _decompositions():
-        for key in (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd):
-            kernel = overload.py_kernels.get(key)
-            if kernel is not None:
-                replaced.append((overload, key, kernel))
-                overload.py_kernels[key] = _below_autograd(overload, decompose)
-        overload._dispatch_cache.clear()
-    try:
-        yield
-    finally:
-        for overload, key, kernel in replaced:
-            overload.py_kernels[key] = kernel
-            overload._dispatch_cache.clear()
+    ours: dict[Any, Callable[..., Any]] = {}
+    for packet in _OPS:
+        ours[packet.default] = _with_sizes
+        ours[packet.vec] = _with_factors(packet, _with_sizes)
+    cubic = aten.upsample_bicubic2d
+    torchs = get_decompositions([cubic])[cubic.default]
+    ours[cubic.default] = _floating_only(torchs)
+    ours[cubic.vec] = _with_factors(cubic, torchs)
+    return ours

@@ -1,0 +1,57 @@
+"""Python kernels torch registers at the Autograd keys, replaced or removed while AOT autograd traces.
+
+torch registers some of its decompositions as Python kernels at the Autograd and CompositeImplicitAutograd keys,
+and the Python dispatcher AOT autograd traces under runs them before any decomposition table is consulted, with
+any backend. A few of them compute other values than eager's kernels (:data:`DECOMPOSED_UNLIKE_EAGER`): those a
+backend traces with :func:`python_kernels_replaced`, its own kernel in their place or none (the op kept whole, its
+C++ autograd kernel recording it). The kernels are torch's process-wide registrations: they are swapped for the
+trace alone and put back after, so eager code running meanwhile on another thread under the Python dispatcher
+would see ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch._C import DispatchKey
+
+__all__ = ["DECOMPOSED_UNLIKE_EAGER", "python_kernels_replaced"]
+
+aten = torch.ops.aten
+
+_UPSAMPLING = (aten.upsample_linear1d, aten.upsample_bilinear2d, aten.upsample_trilinear3d, aten.upsample_bicubic2d)
+
+# Linear upsampling interpolates as ``a + (b - a) * w`` (NaN beside an infinity, where eager's ``a * (1 - w) + b * w``
+# is inf), an integer image rounds otherwise than eager's fixed-point kernels (1 off in a fifth of a ``uint8``
+# image's pixels), and the margin losses clamp a NaN term their kernels leave out (``if (z > 0)``).
+DECOMPOSED_UNLIKE_EAGER = frozenset({
+    *(packet.default for packet in _UPSAMPLING), *(packet.vec for packet in _UPSAMPLING),
+    aten.multi_margin_loss.default, aten.multilabel_margin_loss_forward.default,
+})  # fmt: skip
+
+_KEYS = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
+
+
+@contextlib.contextmanager
+def python_kernels_replaced(replacements: Mapping[Any, Callable[..., Any] | None]) -> Iterator[None]:
+    """Within: each op's Python kernels at the Autograd keys replaced by its kernel in ``replacements``, or removed
+    where that is None (an op without one there is left as it is)."""
+    replaced = []
+    for overload, kernel in replacements.items():
+        for key in _KEYS:
+            if key in overload.py_kernels:
+                replaced.append((overload, key, overload.py_kernels[key]))
+                if kernel is None:
+                    del overload.py_kernels[key]
+                else:
+                    overload.py_kernels[key] = kernel
+        overload._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for overload, key, kernel in replaced:
+            overload.py_kernels[key] = kernel
+            overload._dispatch_cache.clear()
