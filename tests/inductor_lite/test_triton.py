@@ -91,3 +91,18 @@ def test_a_buffer_filled_with_a_constant_and_an_extern_writing_into_it():
     x = torch.randn(4, 6)
     with config.patch(cpu_backend="triton"):
         check(make_fx(fn)(x), x)
+
+
+@interpreter
+def test_shifts_past_the_width_shift_everything_out_as_in_eager():
+    """Eager's shift by a count past the width (or a negative one) gives 0, or the sign for a right shift of a signed
+    value; LLVM's is poison, so the kernels select it (the interpreter's numpy shifts already give eager's)."""
+    for dtype, values in ((torch.int32, [5, -7, 2**31 - 1]), (torch.uint8, [255, 3, 128])):
+        a = torch.tensor([v for v in values for _ in range(5)], dtype=dtype)
+        b = (
+            torch.tensor([0, 3, 31, 32, 200] * len(values), dtype=dtype)
+            if dtype == torch.uint8
+            else torch.tensor([0, 3, 31, 40, -1] * len(values), dtype=dtype)
+        )
+        with config.patch(cpu_backend="triton"):
+            check(lambda x, y: (torch.bitwise_left_shift(x + 0, y), torch.bitwise_right_shift(x + 0, y)), a, b)

@@ -436,3 +436,30 @@ def test_margin_losses_leave_out_nan_terms_as_eagers_kernels(backend, reduction)
         loss(eager_finite * 2, target).sum().backward()
         compiler.compile(lambda a, t: loss(a * 2, t).sum(), backend=backend)(finite, target).backward()
         torch.testing.assert_close(finite.grad, eager_finite.grad, msg=name)
+
+
+def _shift_cases(dtype):
+    info = torch.iinfo(dtype)
+    counts = [
+        v for v in (0, 1, 7, 8, 15, 16, 31, 32, 63, 64, 65, -1, -64, info.max, info.min) if info.min <= v <= info.max
+    ]
+    values = [v for v in (0, 1, -1, 5, -7, info.max, info.min) if info.min <= v <= info.max]
+    pairs = [(v, c) for v in values for c in counts]
+    return torch.tensor([v for v, _ in pairs], dtype=dtype), torch.tensor([c for _, c in pairs], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_shifts_past_the_width_are_eagers(dtype):
+    """Eager shifts everything out for a count past the type's width or a negative one (a right shift keeps the
+    sign); C++'s shift is undefined there, and x86 took the count modulo 32: ``255 >> 64`` of uint8 came back 255."""
+    values, counts = _shift_cases(dtype)
+    left, right = torch.bitwise_left_shift, torch.bitwise_right_shift  # (``<<`` is ``__lshift__``, kept whole)
+
+    def shifts(a, b):
+        return left(a + 0, b), right(a + 0, b), (a + 0) << b, (a + 0) >> b, right(a + 0, 70)
+
+    differential(shifts, values, counts)
+    # three elements: a vectorised loop's shifts give 0 past the width, the scalar ones take the count modulo 32
+    differential(
+        shifts, torch.tensor([torch.iinfo(dtype).max, 1, 5], dtype=dtype), torch.tensor([65, 64, 33], dtype=dtype)
+    )

@@ -98,6 +98,17 @@ template <typename T> DJ_INLINE T dj_sign(T a) { return (T)((a > T(0)) - (a < T(
 // 0 - a, not -a: the absolute value of -0.0 is 0.0 (as eager's), and NaN passes as it is
 template <typename T> DJ_INLINE T dj_abs(T a) { return a <= T(0) ? T(T(0) - a) : a; }
 template <typename T> DJ_INLINE T dj_not(T a) { if constexpr (dj_is_bool<T>::value) { return !a; } else { return ~a; } }
+// Eager's shifts by a count past the type's width, or a negative one: everything shifted out (the sign kept by a
+// right shift), where C++'s shift is undefined and x86 takes the count modulo 32 or 64. The top bit of b is its sign.
+template <typename T> DJ_INLINE bool dj_shift_out(T b, int64_t width) {
+  return ((b >> (sizeof(T) * 8 - 1)) & 1) || (int64_t)b >= width;
+}
+template <typename T> DJ_INLINE T dj_lshift(T a, T b) {
+  return dj_shift_out(b, sizeof(T) * 8) ? T(0) : T((uint64_t)a << (int64_t)b);
+}
+template <typename T> DJ_INLINE T dj_rshift(T a, T b) {
+  return dj_shift_out(b, sizeof(T) * 8 - (T(-1) < T(0))) ? (a < T(0) ? T(-1) : T(0)) : T(a >> b);
+}
 DJ_INLINE float dj_bf16_to_float(uint16_t v) { uint32_t u = ((uint32_t)v) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
 DJ_INLINE uint16_t dj_float_to_bf16(float f) {
   uint32_t u; __builtin_memcpy(&u, &f, 4);
@@ -203,8 +214,8 @@ OPS = {
     "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})",
     "bitwise_xor": "({0} ^ {1})",
-    "lshift": "({0} << {1})",
-    "rshift": "({0} >> {1})",
+    "lshift": "dj_lshift<{T}>({0}, {1})",
+    "rshift": "dj_rshift<{T}>({0}, {1})",
     "isnan": "({0} != {0})",
     "isinf": "djm_isinf({0})",
     "signbit": "djm_signbit({0})",

@@ -127,6 +127,18 @@ def dj_ffloordiv(a, b):
 
 
 @triton.jit
+def dj_lshift(a, b):
+    # eager's shift by a count past the width (or a negative one) shifts everything out; Triton's is undefined
+    return tl.where((b < 0) | (b >= a.dtype.primitive_bitwidth), 0, a << b)
+
+
+@triton.jit
+def dj_rshift(a, b):
+    width = a.dtype.primitive_bitwidth - a.dtype.is_int_signed()
+    return tl.where((b < 0) | (b >= width), tl.where(a < 0, -1, 0), a >> b)
+
+
+@triton.jit
 def dj_sign(x):
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)  # 0 for NaN, as eager's sign
 """
@@ -145,8 +157,8 @@ _OPS: dict[str, str] = {
     "clamp_max": "tl.where(({0} > {1}) | ({1} != {1}), {1}, {0})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
     "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})", "logical_and": "(({0} != 0) & ({1} != 0))",
     "logical_or": "(({0} != 0) | ({1} != 0))", "logical_xor": "(({0} != 0) ^ ({1} != 0))", "logical_not": "({0} == 0)",
-    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "lshift": "({0} << {1})",
-    "rshift": "({0} >> {1})", "isnan": "({0} != {0})", "isinf": "(tl.abs({0}) == float('inf'))",
+    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "lshift": "dj_lshift({0}, {1})",
+    "rshift": "dj_rshift({0}, {1})", "isnan": "({0} != {0})", "isinf": "(tl.abs({0}) == float('inf'))",
     "signbit": "(({0} < 0) | ((1.0 / {0}) < 0))", "where": "tl.where({0}, {1}, {2})",
     "asinh": "tl.log({0} + tl.sqrt({0} * {0} + 1.0))", "acosh": "tl.log({0} + tl.sqrt({0} * {0} - 1.0))",
     "atanh": "(0.5 * tl.log((1.0 + {0}) / (1.0 - {0})))", "hypot": "tl.sqrt({0} * {0} + {1} * {1})",
