@@ -162,6 +162,42 @@ def test_an_in_place_op_reading_its_target_in_another_layout_does_what_eager_doe
     differential(fn, torch.arange(12.0).view(2, 2, 3) + 1, compiled=compiler.compile(fn, backend=backend))
 
 
+def _setitem_by_name(x):
+    x.__setitem__(slice(1, None), x[:-1])
+    return x
+
+
+_INDEX = torch.tensor([0, 1])
+_READS_ITS_TARGET_AS_AN_OPERAND = {
+    "scatter_self": lambda x: x.scatter_(0, torch.zeros_like(x, dtype=torch.long), x),
+    "scatter_add_self": lambda x: x.scatter_add_(0, torch.zeros_like(x, dtype=torch.long), x),
+    "scatter_reduce_self": lambda x: x.scatter_reduce_(0, torch.zeros_like(x, dtype=torch.long), x, "amax"),
+    "index_copy_self": lambda x: x.index_copy_(0, _INDEX, x),
+    "index_add_self": lambda x: x.index_add_(0, _INDEX, x),
+    "index_put_self": lambda x: x.index_put_((_INDEX,), x),
+    "index_put_accumulate_self": lambda x: x.index_put_((_INDEX,), x, accumulate=True),
+    "masked_scatter_self": lambda x: x.masked_scatter_(x > 2, x),
+    "put_self": lambda x: x.put_(torch.arange(x.numel()), x.flatten()),
+    "cat_out_overlapping": lambda x: torch.cat([x[:1], x[:1]], out=x),
+    "mm_out_self": lambda x: torch.mm(x[:, :2], x[:2, :2], out=x[:, :2]),
+    "setitem_by_name": _setitem_by_name,
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", list(_READS_ITS_TARGET_AS_AN_OPERAND))
+def test_an_op_reading_its_written_tensor_as_another_operand_does_what_eager_does(backend, name):
+    """A scatter, an index write, a ``cat`` or ``mm`` into ``out=``, whose operand is the written tensor (or
+    overlaps it), even in the same layout: eager refuses the overlap ("some elements of the input tensor and the
+    written-to tensor refer to a single memory location"), or reads elements it has already written; the graph
+    computed from the values before the write, silently. Only an elementwise op reads each element for its own
+    write alone. (``x.__setitem__(k, v)`` called by name is the write ``x[k] = v`` is.)"""
+    fn = _READS_ITS_TARGET_AS_AN_OPERAND[name]
+    # (a vector for these two: a matrix's rows are apart, and its ``flatten`` is a view in another layout)
+    x = torch.arange(6.0) if name in ("put_self", "setitem_by_name") else torch.arange(8.0).view(2, 4)
+    differential(fn, x, compiled=compiler.compile(fn, backend=backend))
+
+
 def _augmented_slices(x):
     y = x.clone()
     y[::2] += 1

@@ -301,7 +301,12 @@ def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 def _writes_data(target: Any, name: str | None) -> bool:
     """Whether ``target`` writes into its first argument's elements (not only its metadata, as ``t_`` does)."""
-    return target is operator.setitem or (name is not None and writes_elements(name))
+    return _is_setitem(target) or (name is not None and writes_elements(name))
+
+
+def _is_setitem(target: Any) -> bool:
+    """Whether ``target`` is ``x[key] = value``: the operator, or ``Tensor.__setitem__`` called by name."""
+    return target is operator.setitem or _aten_name(target) == "__setitem__"
 
 
 def is_dense(tensor: torch.Tensor) -> bool:
@@ -381,24 +386,58 @@ def _setitem_region(args: tuple[Any, ...]) -> torch.Tensor | None:
         return None
 
 
+# Ops that read each operand's element i for the written element i alone (besides the pointwise-tagged ones):
+# an operand viewing the written memory in the same layout reads each element before its own write, as in eager.
+_ELEMENTWISE_WRITES = {"copy_", "copy", "threshold_", "threshold", *_UNTAGGED_POINTWISE}
+
+
+def _reads_elementwise(name: str | None) -> bool:
+    if name is None:
+        return False
+    tags = _tags(name)
+    return name in _ELEMENTWISE_WRITES or (tags is not None and torch.Tag.pointwise in tags)
+
+
+def _nodes(values: Any) -> list[torch.fx.Node]:
+    """The FX nodes among ``values``, in lists and tuples too (``cat``'s tensors, ``index_put_``'s indices)."""
+    found: list[torch.fx.Node] = []
+    for value in values:
+        if isinstance(value, torch.fx.Node):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found += _nodes(value)
+    return found
+
+
 def _reads_written_memory(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether the op reads, through another tensor argument, memory it writes in another layout."""
+    """Whether the op reads, through an operand, memory it writes: in another layout, or (unless it reads
+    element by element) at all.
+
+    ``x.scatter_(0, i, x)``, ``x.index_add_(0, i, x)``, ``torch.cat([x[:1], x[:1]], out=x[:2])``: eager refuses the
+    overlap ("some elements of the input tensor and the written-to tensor refer to a single memory location"), or
+    reads elements it has already written (``x.masked_scatter_(m, x)``, ``torch.mm(x, x, out=x)``).
+    """
+    name = _aten_name(target)
+    writes_self = bool(args) and (_writes_data(target, name) or passes_inplace(target, args, kwargs))
     targets = [e for w in written(target, args, kwargs) if (e := example_tensor(w)) is not None]
-    operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Node)]
-    if target is operator.setitem and len(args) == 3 and targets:
+    others = [v for k, v in kwargs.items() if k != "out"]
+    operands = _nodes((*(args[1:] if writes_self else args), *others))
+    elementwise = _reads_elementwise(name)
+    if _is_setitem(target) and len(args) == 3 and targets:
         # ``x[i] += 1`` stores back the view it added into: the write's region, not ``x``, is what it overwrites.
         region = _setitem_region(args)
         operands = [args[2]] if isinstance(args[2], torch.fx.Node) else []
-        if region is not None:  # (an advanced index's region is not a view: the value is checked against ``x``)
+        # (an advanced index's region is not a view: the write is an ``index_put_`` into ``x``, checked against it)
+        elementwise = region is not None
+        if region is not None:
             targets = [region]
     for example in targets:
         key = storage_key(example)
         for other in operands:
             seen = example_tensor(other)
-            # (the written tensor as its own operand reads what it writes; ``x[::2] = x`` writes a region of it)
-            if seen is None or seen is example or storage_key(seen) != key:
+            if seen is None or storage_key(seen) != key:
                 continue
-            if not _same_layout(seen, example):
+            if not elementwise or (seen is not example and not _same_layout(seen, example)):
                 return True
     return False
 
@@ -442,7 +481,8 @@ def check_write(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
         unsupported(f"{name} writes through an expand view, which functionalization does not replay exactly")
     if _reads_written_memory(target, args, kwargs):
         unsupported(
-            f"{name} reads memory it writes through a view in another layout (the result depends on eager's loop order)"
+            f"{name} reads memory it writes, through a view in another layout or as an operand it does not read element "
+            "by element (eager refuses the overlap, or its result depends on its loop order)"
         )
 
 
