@@ -463,3 +463,52 @@ def test_shifts_past_the_width_are_eagers(dtype):
     differential(
         shifts, torch.tensor([torch.iinfo(dtype).max, 1, 5], dtype=dtype), torch.tensor([65, 64, 33], dtype=dtype)
     )
+
+
+_NUMBER_OPERANDS = {
+    "add": lambda a, s: a + s, "rsub": lambda a, s: s - a, "add_alpha": lambda a, s: torch.add(a, a, alpha=s),
+    "remainder": lambda a, s: a % s, "fmod": lambda a, s: torch.fmod(a, s), "pow": lambda a, s: a**s,
+    "rpow": lambda a, s: s**a, "eq": lambda a, s: a == s, "lt": lambda a, s: a < s,
+    "mul": lambda a, s: a * s, "div": lambda a, s: a / s, "floordiv": lambda a, s: a // s,
+    "rdiv": lambda a, s: s / a,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("number", [0.1, 1 / 3, 7.9, 1e-8, 65519.0, 1e5])
+@pytest.mark.parametrize("name", list(_NUMBER_OPERANDS))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_number_meets_a_16_bit_tensor_as_eagers_kernel_reads_it(dtype, name, number):
+    """Eager's ``add``, ``sub``, ``remainder``, ``fmod``, ``pow`` and comparisons convert a number operand to the
+    tensor's 16-bit type first (``half_x == 0.1`` compares with 0.0999755859375; ``half_x % 1e-8`` divides by 0 and
+    is NaN); ``mul`` and the divisions read it in float (``1 // 0.1`` is 9, ``0 * 1e5`` is 0, not 0 * inf). The
+    kernels read every number in float: comparisons and remainders came out other than eager's."""
+    op = _NUMBER_OPERANDS[name]
+    x = torch.tensor([0, 1, 2, 5, 0.1, 1 / 3, 0.2, 7.9, 1e-8, 100.3], dtype=torch.float64).to(dtype)
+    differential(lambda a: op(a * 1, number), x)
+
+
+def _fill(name):
+    return {
+        "fill_": lambda a, v: a.clone().fill_(v),
+        "full_like": lambda a, v: torch.full_like(a, v),
+        "new_full": lambda a, v: a.new_full(a.shape, v),
+        "full": lambda a, v: a + torch.full(a.shape, v, dtype=a.dtype),
+        "index_fill": lambda a, v: a.index_fill(0, torch.tensor([0]), v),
+        "pad": lambda a, v: torch.nn.functional.pad(a, (1, 0), value=v),
+        "scalar_tensor": lambda a, v: a + torch.scalar_tensor(v, dtype=a.dtype),
+    }[name]
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("name", ["fill_", "full_like", "new_full", "full", "index_fill", "pad", "scalar_tensor"])
+@pytest.mark.parametrize(
+    ("dtype", "value"), [(torch.int8, 300), (torch.uint8, -1), (torch.float16, 1e39), (torch.float32, 1e39)]
+)
+def test_a_fill_value_the_dtype_cannot_hold_raises_as_in_eager(dtype, value, name, dynamic):
+    """Eager's fill converts its number checked ("value cannot be converted to type int8_t without overflow"),
+    save for a 16-bit float tensor of one element and ``scalar_tensor`` of one, and ``pad`` converts it as a float;
+    the graph wrote the number wrapped. A value that fits, traced symbolically, is guarded to keep fitting."""
+    fn = _fill(name)
+    compiled = compiler.compile(fn, dynamic=dynamic)
+    for size, number in ((3, value), (1, value), (2, 5), (4, value)):
+        differential(fn, torch.zeros(size, dtype=dtype), number, compiled=compiled)

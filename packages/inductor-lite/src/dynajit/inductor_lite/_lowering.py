@@ -74,13 +74,17 @@ def make_pointwise(
     *,
     compute: torch.dtype | None = None,
     out_dtype: torch.dtype | None = None,
+    numbers: torch.dtype | None = None,
 ) -> TensorValue:
-    """Apply ``fn`` elementwise to broadcast ``inputs`` cast to ``compute``; cast the result to the node's dtype."""
+    """Apply ``fn`` elementwise to broadcast ``inputs`` cast to ``compute``; cast the result to the node's dtype.
+
+    ``numbers``: the dtype whose nearest value a Python number among ``inputs`` takes first (see ``_in_dtype``).
+    """
     val = ctx.current_val()
     size = _sym.shape_of(val)
     out_dtype = out_dtype or val.dtype
     compute = compute or out_dtype
-    values = [to_value(ctx, x, compute) for x in inputs]
+    values = [to_value(ctx, _in_dtype(x, numbers), compute) for x in inputs]
     loaders = [broadcast_loader(v, size) for v in values]
 
     def loader(indices: Sequence[Index]) -> Expr:
@@ -89,6 +93,21 @@ def make_pointwise(
 
     cost = 1 + sum(v.cost for v in values if v.buffer is None)
     return TensorValue(size, out_dtype, loader, ctx.device, cost=cost)
+
+
+def _in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
+    """``number`` as ``dtype``'s nearest value, where that is a 16-bit float; anything else as it is.
+
+    Eager's ``add``, ``sub``, ``remainder``, ``fmod``, ``pow``, ``atan2``, ``hypot`` and comparisons convert a number
+    operand to the tensor's type before computing in float: ``half_x == 0.1`` compares with 0.0999755859375 and
+    ``half_x % 1e-8`` divides by 0. (``mul`` and the divisions read the number in float; parameters such as
+    ``alpha`` too: those pass no ``numbers``.)
+    """
+    if dtype not in (torch.float16, torch.bfloat16) or type(number) not in (int, float):
+        return number
+    if isinstance(number, float) and not math.isfinite(number):
+        return number
+    return float(torch.tensor(number, dtype=torch.float64).to(dtype))
 
 
 def _promoted(ctx: Any) -> torch.dtype:
@@ -117,7 +136,8 @@ def _binary(name: str) -> Callable[..., TensorValue]:
     def lower(ctx: Any, a: Any, b: Any) -> TensorValue:
         if name in ("fmod", "remainder") and _integer_division_by_tensor(ctx, b):
             return ctx.fallback("an integer divisor tensor (eager raises ZeroDivisionError for a zero)")
-        return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y))
+        numbers = ctx.current_val().dtype if name in _NUMBERS_IN_THE_TENSORS_TYPE else None
+        return make_pointwise(ctx, [a, b], lambda x, y: op(name, x.dtype, x, y), numbers=numbers)
 
     return lower
 
@@ -132,9 +152,14 @@ def _integer_division_by_tensor(ctx: Any, divisor: Any) -> bool:
     return isinstance(divisor, TensorValue) and not (dtype.is_floating_point or dtype.is_complex)
 
 
+# Binary ops whose eager kernels convert a number operand to the tensor's type (see ``_in_dtype``).
+_NUMBERS_IN_THE_TENSORS_TYPE = frozenset({"pow", "atan2", "fmod", "remainder", "hypot"})
+
+
 def _compare(name: str) -> Callable[..., TensorValue]:
     def lower(ctx: Any, a: Any, b: Any) -> TensorValue:
-        return make_pointwise(ctx, [a, b], lambda x, y: op(name, torch.bool, x, y), compute=_promoted(ctx))
+        compute = _promoted(ctx)
+        return make_pointwise(ctx, [a, b], lambda x, y: op(name, torch.bool, x, y), compute=compute, numbers=compute)
 
     return lower
 
@@ -206,13 +231,14 @@ for _name in ("isnan", "isinf", "signbit"):
 @lowering(aten.add, aten.sub)
 def _add_sub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
     name = "add" if ctx.current_node.target in (aten.add.Tensor, aten.add.Scalar) else "sub"
+    alpha = _in_dtype(alpha, ctx.current_val().dtype)  # (eager's alpha is a number of the tensor's type too)
 
     def fn(x: Expr, y: Expr) -> Expr:
         if alpha != 1:
             y = op("mul", y.dtype, y, const(alpha, y.dtype))
         return op(name, x.dtype, x, y)
 
-    return make_pointwise(ctx, [a, b], fn)
+    return make_pointwise(ctx, [a, b], fn, numbers=ctx.current_val().dtype)
 
 
 @lowering(aten.gelu)
@@ -233,7 +259,10 @@ def _gelu(ctx: Any, x: TensorValue, *, approximate: str = "none") -> TensorValue
 
 @lowering(aten.rsub)
 def _rsub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
-    return make_pointwise(ctx, [a, b], lambda x, y: op("sub", x.dtype, y, op("mul", x.dtype, x, const(alpha, x.dtype))))
+    return make_pointwise(
+        ctx, [a, b], lambda x, y: op("sub", x.dtype, y, op("mul", x.dtype, x, const(alpha, x.dtype))),
+        numbers=ctx.current_val().dtype,
+    )  # fmt: skip
 
 
 @lowering(aten.div)

@@ -251,6 +251,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
     name = _aten_name(target)
     if name is None:
         return
+    _check_fill_value(name, args, kwargs)
     indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
     if not (indexing or pointwise or _tags(name) is not None):
         return
@@ -274,6 +275,111 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
             target(*real_args, **real_kwargs)
     except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as err:
         raises_in_python(f"{name} raises in eager for these dtypes ({type(err).__name__}: {str(err)[:200]})")
+
+
+# Ops filling a tensor with a number: where the number is, and its keyword.
+_FILL_VALUES = {
+    "fill": (1, "value"), "fill_": (1, "value"), "full_like": (1, "fill_value"), "new_full": (2, "fill_value"),
+    "full": (1, "fill_value"), "index_fill": (3, "value"), "index_fill_": (3, "value"), "scalar_tensor": (0, "s"),
+    "pad": (3, "value"),
+}  # fmt: skip
+# Those whose number is not of a tensor argument's dtype, without a ``dtype``.
+_NEW_TENSORS = {"full", "scalar_tensor"}
+# The dtype ``torch.full`` gives a number without a ``dtype``.
+_NUMBER_DTYPES: dict[type, Callable[[], torch.dtype]] = {
+    bool: lambda: torch.bool,
+    int: lambda: torch.int64,
+    float: torch.get_default_dtype,
+}
+
+
+def _check_fill_value(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's error, in Python, for a fill with a number the filled dtype cannot hold (``fill_(300)`` of
+    int8, ``full_like(half_x, 1e5)``): eager's fill kernel converts it checked; the graph's would wrap it.
+
+    Eager's check has exceptions, followed here: a 16-bit float tensor of one element is filled unchecked (as is
+    ``scalar_tensor`` of one), and ``pad`` converts its value as a float (-1 does not fit uint8 there).
+    """
+    if name not in _FILL_VALUES:
+        return
+    position, keyword = _FILL_VALUES[name]
+    value = example_value(args[position] if len(args) > position else kwargs.get(keyword))
+    if name == "pad" and (args[2:3] or [kwargs.get("mode", "constant")])[0] != "constant":
+        return
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
+        value = _hint_in_range(
+            value, kwargs.get("dtype") or getattr(example_tensor(args[0]) if args else None, "dtype", None)
+        )
+    if type(value) not in _NUMBER_DTYPES:
+        return
+    dtype = kwargs.get("dtype")
+    example = example_tensor(args[0]) if name not in _NEW_TENSORS and args else None
+    if dtype is None:
+        if example is not None:
+            dtype = example.dtype
+        else:
+            dtype = torch.get_default_dtype() if name == "scalar_tensor" else _NUMBER_DTYPES[type(value)]()
+    if not isinstance(dtype, torch.dtype) or _fits(float(value) if name == "pad" else value, dtype):
+        return
+    if dtype in (torch.float16, torch.bfloat16) and name not in ("index_fill", "index_fill_"):
+        elements = None if name == "scalar_tensor" else _filled_elements(name, args, kwargs, example)
+        if name == "scalar_tensor" or (elements is not None and statically_known_true(elements == 1)):
+            return  # filled unchecked
+        if elements is None or not statically_known_true(elements != 1):
+            unsupported(f"{name} of a value {dtype} cannot hold: eager raises unless it fills one element")
+    raises_in_python(f"{name} raises in eager: the value {value!r} does not fit {dtype} (value cannot be converted)")
+
+
+def _hint_in_range(value: torch.SymInt | torch.SymFloat, dtype: torch.dtype | None) -> Any:
+    """None where a symbolic fill value lies in ``dtype``'s range (so guarded: a later value outside it compiles
+    again), else the value it was traced with, for the caller to raise eager's error for."""
+    if (
+        dtype is None
+        or dtype in (torch.bool, torch.float64)
+        or (dtype == torch.int64 and isinstance(value, torch.SymInt))
+    ):
+        return None  # (every value a symbol holds fits)
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    inside = (value >= info.min, value <= info.max)
+    if all(statically_known_true(bound) for bound in inside):
+        return None
+    if value.node.hint is None:
+        unsupported(f"a fill value read from tensor data may not fit {dtype}: whether eager raises depends on it")
+    if all(bool(bound) for bound in inside):  # (each bool() of a symbolic comparison is a guard)
+        return None
+    return value.node.hint
+
+
+def _fits(value: Any, dtype: torch.dtype) -> bool:
+    try:
+        with _disable_current_modes():
+            torch.empty((2,), dtype=dtype).fill_(value)  # (two elements: one is filled unchecked)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _filled_elements(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], example: Any) -> Any:
+    """How many elements the fill writes (an int or a SymInt), or None where the trace does not know."""
+    if name in ("full", "new_full"):
+        sizes = args[1 if name == "new_full" else 0] if len(args) > (name == "new_full") else kwargs.get("size")
+        sizes = [example_value(s) for s in (sizes if isinstance(sizes, (list, tuple, torch.Size)) else [sizes])]
+    elif example is not None:
+        sizes = list(example.shape)
+        if name == "pad":
+            pads = args[1] if len(args) > 1 else kwargs.get("pad", ())
+            for k in range(0, len(pads), 2):
+                sizes[-1 - k // 2] = sizes[-1 - k // 2] + example_value(pads[k]) + example_value(pads[k + 1])
+    else:
+        return None
+    if not all(isinstance(size, (int, torch.SymInt)) for size in sizes):
+        return None
+    return functools.reduce(operator.mul, sizes, 1)
+
+
+def example_value(value: Any) -> Any:
+    """An FX node's example value (a SymInt for a size the trace computed), or ``value`` itself."""
+    return value.meta.get("example_value") if isinstance(value, torch.fx.Node) else value
 
 
 def is_no_op(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
