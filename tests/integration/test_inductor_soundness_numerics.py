@@ -512,3 +512,20 @@ def test_a_fill_value_the_dtype_cannot_hold_raises_as_in_eager(dtype, value, nam
     compiled = compiler.compile(fn, dynamic=dynamic)
     for size, number in ((3, value), (1, value), (2, 5), (4, value)):
         differential(fn, torch.zeros(size, dtype=dtype), number, compiled=compiled)
+
+
+_OVERFLOWS = {
+    "bool_plus_max": (lambda a: (a > 0) + (2**63 - 1), torch.tensor([0, 1, 2])),
+    "int64_times": (lambda a: (a + 0) * 3 + (2**63 - 1), torch.arange(40)),
+    "int32_wraps": (lambda a: (a + 0) * 65536 * 65536 + 7, torch.arange(-3, 4, dtype=torch.int32)),
+    "int8_wraps": (lambda a: (a + 100) * 3, torch.arange(-5, 6, dtype=torch.int8)),
+    "past_64_bits": (lambda a: (a < 2**63, a == -(2**63), a + 2**63), torch.tensor([0, 1, -(2**63), 2**63 - 1])),
+}
+
+
+@pytest.mark.parametrize("name", list(_OVERFLOWS))
+def test_an_integer_overflow_wraps_as_in_eager(name):
+    """Eager's integer arithmetic wraps; g++ assumes a signed overflow never happens and folded ``(a > 0) + (2**63 -
+    1)`` to 2**63 - 1 for every element (-fwrapv). A Python int past 64 bits wraps as eager converts it."""
+    fn, x = _OVERFLOWS[name]
+    differential(fn, x)

@@ -99,7 +99,11 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
         if math.isinf(value):
             return f"{'-' if value < 0 else ''}dj_inf<{ctype}>()"
         return f"{ctype}({value!r})"
-    return f"{ctype}({int(value)}LL)" if ctype != "int64_t" else f"INT64_C({int(value)})"
+    # a Python int past 64 bits wraps as eager's conversion wraps it (``x < 2**63`` compares with -2**63)
+    value = (int(value) + 2**63) % 2**64 - 2**63
+    if value == -(2**63):
+        return f"{ctype}(INT64_MIN)" if ctype != "int64_t" else "INT64_MIN"
+    return f"{ctype}({value}LL)" if ctype != "int64_t" else f"INT64_C({value})"
 
 
 def _extreme(which: str, dtype: torch.dtype) -> str:

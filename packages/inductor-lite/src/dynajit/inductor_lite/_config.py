@@ -32,9 +32,10 @@ class InductorConfig(Config):
     )  # fmt: skip
     cxx: str = option("g++", "the C++ compiler used to build CPU kernels")
     cxx_flags: str = option(
-        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off",
+        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv",
         "flags for the C++ compiler (no fast-math, and no contraction of a * b + c into one rounding: results must "
-        "round as eager's op-by-op kernels do)",
+        "round as eager's op-by-op kernels do; -fwrapv: an integer overflow wraps, as eager's does, where g++ "
+        "would assume it never happens and fold ``bool + (2**63 - 1)`` to 2**63 - 1)",
     )
     cache_dir: str = option(
         "", "kernel cache directory; empty means $DYNAJIT_CACHE_DIR or ~/.cache/dynajit/inductor_lite"

@@ -211,7 +211,7 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
         if math.isinf(value):
             return f'float("{"-" if value < 0 else ""}inf")'
         return repr(value)
-    return repr(int(value))
+    return repr((int(value) + 2**63) % 2**64 - 2**63)  # (a Python int past 64 bits wraps, as in eager)
 
 
 class _TritonKernel:
