@@ -58,6 +58,9 @@ class _Frame:
         self.parent = parent
 
 
+FLOATS = ("float32", "float64", "bfloat16", "float16")
+
+
 class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
     """Builds one :class:`Program` from a seed and a :class:`Features`."""
 
@@ -118,6 +121,9 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             if feat.noncontiguous_inputs and ndim and rng.random() < 0.25:
                 layout = rng.choice(["transposed", "strided"]) if ndim >= 2 else "strided"
             self.program.args.append(ArgSpec(f"x{i}", "tensor", rng.choice(dtypes), dims, layout))
+        if feat.special_values and rng.random() < 0.15:
+            for arg in self.program.args:
+                arg.specials = arg.kind == "tensor" and arg.dtype in FLOATS and rng.random() < 0.6
         if feat.autograd and rng.random() < 0.25:
             for arg in self.program.args:
                 arg.grad = arg.dtype in ("float32", "float64") and rng.random() < 0.75

@@ -160,6 +160,7 @@ class ArgSpec:
     layout: str = "contiguous"
     int_values: list[int] = field(default_factory=list)  # one per call, for kind == "int"
     grad: bool = False
+    specials: bool = False  # NaN, infinities and signed zeros at random places (a float tensor)
 
     def construction(self, call_var: str) -> str:
         """The expression building this argument inside ``make_args`` (``s`` holds the sizes, ``g`` the RNG)."""
@@ -181,6 +182,8 @@ class ArgSpec:
             expr = f"torch.randint(-4, 5, {shape}, generator=g)"
         else:
             expr = f"torch.randint(0, 2, {shape}, generator=g).bool()"
+        if self.specials:
+            expr = f"specials({expr}, g)"
         if self.grad:
             expr = f"leaf({expr})"
         if self.layout == "transposed" and len(dims) >= 2:
@@ -188,6 +191,17 @@ class ArgSpec:
         elif self.layout == "strided" and dims:
             expr += "[::2]"
         return expr
+
+
+SPECIALS_SOURCE = """
+def specials(t, g):
+    values = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0], dtype=torch.float64)
+    flat = t.view(-1)
+    if flat.numel():
+        places = torch.randint(0, flat.numel(), (max(1, flat.numel() // 6),), generator=g)
+        flat[places] = values[torch.randint(0, len(values), places.shape, generator=g)].to(t.dtype)
+    return t
+"""
 
 
 @dataclass
@@ -284,6 +298,8 @@ class Program:
         lines.append("    return t.clone()")
         lines.append("")
         lines.append("")
+        if any(a.specials for a in self.args):
+            lines += [*SPECIALS_SOURCE.strip("\n").splitlines(), "", ""]
         lines.append("def make_args(s, call):")
         lines.append("    g = torch.Generator().manual_seed(call)")
         lines.append("    LEAVES.clear()")
