@@ -529,3 +529,22 @@ def test_an_integer_overflow_wraps_as_in_eager(name):
     1)`` to 2**63 - 1 for every element (-fwrapv). A Python int past 64 bits wraps as eager converts it."""
     fn, x = _OVERFLOWS[name]
     differential(fn, x)
+
+
+_NUMBERS_WRITTEN_OUT = {
+    "where": lambda a: torch.where(a > 0.5, 0.1, a) * 3,
+    "masked_fill": lambda a: a.masked_fill(a > 0.5, 0.1) * 7,
+    "clamp": lambda a: a.clamp(max=0.1) * 7,
+    "full_like": lambda a: torch.full_like(a, 0.1) * 3 + a,
+    "logit_eps": lambda a: torch.logit(a * 1, eps=1e-2),
+}
+
+
+@pytest.mark.parametrize("name", list(_NUMBERS_WRITTEN_OUT))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_number_written_into_a_16_bit_result_is_read_rounded_as_in_eager(dtype, name):
+    """Eager stores ``where(c, 0.1, x)`` of bfloat16 as 0.10009765625, and the next op reads that; fused into one
+    loop, the number stayed 0.1 in float. ``logit``'s eps bounds are the input's type in eager's kernel too
+    (bfloat16 ``logit(1.0, eps=0.01)`` is the logit of 0.98828125, 4.44; torch's decomposition gave 4.59)."""
+    x = torch.tensor([0.0, 1.0, 0.5, 1e-3, 0.999, 0.25, 0.75, 0.1], dtype=torch.float64).to(dtype)
+    differential(_NUMBERS_WRITTEN_OUT[name], x)

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.fxgraph import DECOMPOSED_UNLIKE_EAGER, in_canonical_layout, in_suggested_layout, python_kernels_replaced
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
@@ -179,6 +180,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.var.correction] = _checked(aten.var, functools.partial(_in_double, torch.var))
     table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
+    table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
     return table
 
@@ -199,6 +201,23 @@ def _logsumexp_as_eager(self: torch.Tensor, dim: Any, keepdim: bool = False) -> 
     maxes = torch.masked_fill(maxes, maxes.abs() == float("inf"), 0)
     maxes_squeezed = maxes if keepdim else torch.squeeze(maxes, dims)
     return torch.sum(torch.exp(self - maxes), dims, keepdim).log().add(maxes_squeezed)
+
+
+def _logit_bounds_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``logit(x, eps)`` of a 16-bit input as eager's kernel computes it: clamped to ``eps`` and ``1 - eps`` rounded to
+    its type, then ``log(x / (1 - x))`` each op rounded to it (torch's decomposition computes in float32:
+    bfloat16 ``logit(1.0, eps=0.01)`` came out 4.59, eager's 4.44, the logit of 0.98828125)."""
+
+    @functools.wraps(decompose)
+    def run(self: torch.Tensor, eps: float | None = None) -> Any:
+        if eps is None or self.dtype not in (torch.float16, torch.bfloat16):
+            return decompose(self, eps)
+        with _disable_current_modes():  # (plain numbers: no tensor of the trace)
+            low, high = (float(torch.tensor(bound, dtype=torch.float64).to(self.dtype)) for bound in (eps, 1 - eps))
+        x = torch.where(self < low, low, torch.where(self > high, high, self))
+        return torch.log(x / (1 - x))  # op by op in the input's type, each rounded, as eager's kernel computes
+
+    return run
 
 
 def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:

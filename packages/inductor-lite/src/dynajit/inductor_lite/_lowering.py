@@ -100,8 +100,9 @@ def _in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
 
     Eager's ``add``, ``sub``, ``remainder``, ``fmod``, ``pow``, ``atan2``, ``hypot`` and comparisons convert a number
     operand to the tensor's type before computing in float: ``half_x == 0.1`` compares with 0.0999755859375 and
-    ``half_x % 1e-8`` divides by 0. (``mul`` and the divisions read the number in float; parameters such as
-    ``alpha`` too: those pass no ``numbers``.)
+    ``half_x % 1e-8`` divides by 0. (``mul`` and the divisions read the number in float: those pass no
+    ``numbers``.) A number an op writes out (``where``, ``masked_fill``, a clamp bound, a fill) is its output's
+    type too: a later op of the same loop reads it rounded, as it reads eager's stored result.
     """
     if dtype not in (torch.float16, torch.bfloat16) or type(number) not in (int, float):
         return number
@@ -282,8 +283,8 @@ def _where(ctx: Any, cond: Any, a: Any, b: Any) -> TensorValue:
     dt = val.dtype
     size = _sym.shape_of(val)
     c = broadcast_loader(to_value(ctx, cond, torch.bool), size)
-    la = broadcast_loader(to_value(ctx, a, dt), size)
-    lb = broadcast_loader(to_value(ctx, b, dt), size)
+    la = broadcast_loader(to_value(ctx, _in_dtype(a, dt), dt), size)
+    lb = broadcast_loader(to_value(ctx, _in_dtype(b, dt), dt), size)
 
     def loader(idx: Sequence[Index]) -> Expr:
         return op("where", dt, op("cast", torch.bool, c(idx)), op("cast", dt, la(idx)), op("cast", dt, lb(idx)))
@@ -296,7 +297,9 @@ def _masked_fill(ctx: Any, x: TensorValue, mask: TensorValue, value: Any) -> Any
     if isinstance(value, TensorValue) and may_overflow(value.dtype, x.dtype):
         # Eager reads the value and raises when it does not fit: aten's kernel checks it at every call.
         return ctx.fallback(f"a {value.dtype} fill value may not fit {x.dtype}")
-    return make_pointwise(ctx, [mask, x, value], lambda m, a, v: op("where", a.dtype, op("cast", torch.bool, m), v, a))
+    return make_pointwise(
+        ctx, [mask, x, value], lambda m, a, v: op("where", a.dtype, op("cast", torch.bool, m), v, a), numbers=x.dtype
+    )
 
 
 @lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
@@ -314,7 +317,7 @@ def _clamp(ctx: Any, x: TensorValue, lo: Any = None, hi: Any = None) -> TensorVa
             a = op("clamp_max", a.dtype, a, next(it))
         return a
 
-    return make_pointwise(ctx, inputs, fn)
+    return make_pointwise(ctx, inputs, fn, numbers=ctx.current_val().dtype)
 
 
 @lowering(aten._to_copy, aten.clone, aten.alias, aten.lift_fresh_copy, aten.contiguous, aten._assert_tensor_metadata)
@@ -366,7 +369,9 @@ def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
     val = ctx.current_val()
     if isinstance(value, TensorValue):
         return make_pointwise(ctx, [value], lambda a: a, compute=value.dtype)
-    expr = size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(value, val.dtype)
+    expr = (
+        size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(_in_dtype(value, val.dtype), val.dtype)
+    )
     return TensorValue(_sym.shape_of(val), val.dtype, lambda idx: expr, ctx.device)
 
 
