@@ -382,3 +382,19 @@ def test_an_unused_op_checking_its_integer_operands_raises_as_in_eager(backend, 
     checks, raises what eager raises: the graph returns its result too, so no backend drops it as dead code."""
     fn = _UNUSED_VALUE_CHECKS[case]
     differential(fn, torch.randn(5, 4), torch.tensor(index), compiled=compiler.compile(fn, backend=backend))
+
+
+def _unused_gather_of_a_sqrt(x):
+    checked = torch.gather(torch.nan_to_num(x.sqrt()), 0, torch.zeros_like(x, dtype=torch.long))  # noqa: F841
+    return x @ x.mT
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unused_result_kept_for_its_checks_takes_no_part_in_the_backward(backend):
+    """The graph returns an unused gather for its index checks; returned as it was, it got a zero gradient in the
+    backward, and zero times ``sqrt``'s NaN derivative at -1 made the input's gradient NaN (fuzz a43-1:481)."""
+    x = torch.tensor([[-1.0, 0.5]], requires_grad=True)
+    twin = x.detach().clone().requires_grad_()
+    _unused_gather_of_a_sqrt(x).sum().backward()
+    compiler.compile(_unused_gather_of_a_sqrt, backend=backend)(twin).sum().backward()
+    torch.testing.assert_close(twin.grad, x.grad)

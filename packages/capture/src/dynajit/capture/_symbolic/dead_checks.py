@@ -5,7 +5,7 @@ does ``i // j`` for a zero in ``j`` or ``y[idx] = v`` into a temporary: those ch
 no trace sees. Every backend drops an unused result as dead code, and the compiled program returned where eager
 raised. So the graph also returns each unused result computed from an integer tensor (an index, a divisor), or
 the temporary such an op wrote into, and the caller gets only the outputs the program has: the op runs, and its
-kernel or the backend's bounds check raises.
+kernel or the backend's bounds check raises. Such a result is returned detached, so no gradient flows from it.
 """
 
 from __future__ import annotations
@@ -51,8 +51,17 @@ def unused_value_checks(graph: torch.fx.Graph, outputs: Sequence[torch.fx.Node])
         if target in kept or not isinstance(value, torch.Tensor) or value._is_view():
             continue
         kept.add(target)
-        extras.append(target)
+        extras.append(_detached(graph, target, value) if value.requires_grad else target)
     return extras
+
+
+def _detached(graph: torch.fx.Graph, node: torch.fx.Node, value: torch.Tensor) -> torch.fx.Node:
+    """``node``'s value detached: returned for its checks alone, it must take no part in a backward, where its zero
+    gradient times a NaN local derivative (``sqrt`` of a negative) made the inputs' gradients NaN."""
+    with graph.inserting_after(node):
+        detached = graph.call_method("detach", (node,))
+    detached.meta["example_value"] = value.detach()
+    return detached
 
 
 def first_outputs(compiled: Callable[..., Any], count: int) -> Callable[..., Any]:
