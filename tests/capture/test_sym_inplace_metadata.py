@@ -208,3 +208,24 @@ def test_a_write_into_an_argument_another_argument_views_is_not_in_a_graph_readi
     for gm in backend.graphs:
         names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         assert not ({"add_"} <= {str(n.target) for n in gm.graph.nodes} and len(names) > 1), names
+
+
+def _squeeze_an_inference_tensor(x):
+    with torch.inference_mode():
+        norm = x.norm()
+    norm.squeeze_()  # a no-op on a 0-d tensor, but eager refuses it first: an inference tensor outside the mode
+    return x + 1
+
+
+def _aot_eager(gm: torch.fx.GraphModule, inputs: Any) -> Any:
+    return aot_module_simplified(gm, inputs, fw_compiler=lambda g, _: make_boxed_func(g.forward))
+
+
+@pytest.mark.parametrize("backend", [CompileCounter(), _aot_eager], ids=["eager", "aot"])
+def test_a_no_op_layout_change_of_an_inference_tensor_outside_inference_mode_raises_as_in_eager(backend):
+    """Eager refuses any in-place op on an inference tensor outside inference mode, even ``squeeze_`` of a 0-d
+    one; the trace skipped it as a no-op and returned (fuzz a44-0:140)."""
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        _squeeze_an_inference_tensor(torch.randn(3))
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        capture.optimize(backend)(_squeeze_an_inference_tensor)(torch.randn(3))
