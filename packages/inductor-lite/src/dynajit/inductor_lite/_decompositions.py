@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
-from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.fxgraph import DECOMPOSED_UNLIKE_EAGER, in_canonical_layout, in_suggested_layout, python_kernels_replaced
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
+from dynajit.inductor_lite._lowering import in_dtype
 from dynajit.inductor_lite._upsample import upsampling_decompositions
 
 __all__ = ["decomposition_table", "our_autograd_kernels"]
@@ -212,8 +212,7 @@ def _logit_bounds_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: torch.Tensor, eps: float | None = None) -> Any:
         if eps is None or self.dtype not in (torch.float16, torch.bfloat16):
             return decompose(self, eps)
-        with _disable_current_modes():  # (plain numbers: no tensor of the trace)
-            low, high = (float(torch.tensor(bound, dtype=torch.float64).to(self.dtype)) for bound in (eps, 1 - eps))
+        low, high = in_dtype(eps, self.dtype), in_dtype(1 - eps, self.dtype)
         x = torch.where(self < low, low, torch.where(self > high, high, self))
         return torch.log(x / (1 - x))  # op by op in the input's type, each rounded, as eager's kernel computes
 

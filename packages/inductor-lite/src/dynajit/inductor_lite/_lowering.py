@@ -14,12 +14,13 @@ from typing import Any
 
 import sympy
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, flatten, unflatten
 from dynajit.inductor_lite._ir import Expr, TensorValue, const, may_overflow, op, opmath_dtype, size_value
 
-__all__ = ["LOWERINGS", "broadcast_loader", "lowering", "to_value"]
+__all__ = ["LOWERINGS", "broadcast_loader", "in_dtype", "lowering", "to_value"]
 
 aten = torch.ops.aten
 LOWERINGS: dict[Any, Callable[..., Any]] = {}
@@ -78,13 +79,13 @@ def make_pointwise(
 ) -> TensorValue:
     """Apply ``fn`` elementwise to broadcast ``inputs`` cast to ``compute``; cast the result to the node's dtype.
 
-    ``numbers``: the dtype whose nearest value a Python number among ``inputs`` takes first (see ``_in_dtype``).
+    ``numbers``: the dtype whose nearest value a Python number among ``inputs`` takes first (see ``in_dtype``).
     """
     val = ctx.current_val()
     size = _sym.shape_of(val)
     out_dtype = out_dtype or val.dtype
     compute = compute or out_dtype
-    values = [to_value(ctx, _in_dtype(x, numbers), compute) for x in inputs]
+    values = [to_value(ctx, in_dtype(x, numbers), compute) for x in inputs]
     loaders = [broadcast_loader(v, size) for v in values]
 
     def loader(indices: Sequence[Index]) -> Expr:
@@ -95,7 +96,7 @@ def make_pointwise(
     return TensorValue(size, out_dtype, loader, ctx.device, cost=cost)
 
 
-def _in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
+def in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
     """``number`` as ``dtype``'s nearest value, where that is a 16-bit float; anything else as it is.
 
     Eager's ``add``, ``sub``, ``remainder``, ``fmod``, ``pow``, ``atan2``, ``hypot`` and comparisons convert a number
@@ -108,7 +109,8 @@ def _in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
         return number
     if isinstance(number, float) and not math.isfinite(number):
         return number
-    return float(torch.tensor(number, dtype=torch.float64).to(dtype))
+    with _disable_current_modes():  # (a plain number, also while a decomposition is traced)
+        return float(torch.tensor(number, dtype=torch.float64).to(dtype))
 
 
 def _promoted(ctx: Any) -> torch.dtype:
@@ -153,7 +155,7 @@ def _integer_division_by_tensor(ctx: Any, divisor: Any) -> bool:
     return isinstance(divisor, TensorValue) and not (dtype.is_floating_point or dtype.is_complex)
 
 
-# Binary ops whose eager kernels convert a number operand to the tensor's type (see ``_in_dtype``).
+# Binary ops whose eager kernels convert a number operand to the tensor's type (see ``in_dtype``).
 _NUMBERS_IN_THE_TENSORS_TYPE = frozenset({"pow", "atan2", "fmod", "remainder", "hypot"})
 
 
@@ -232,7 +234,7 @@ for _name in ("isnan", "isinf", "signbit"):
 @lowering(aten.add, aten.sub)
 def _add_sub(ctx: Any, a: Any, b: Any, *, alpha: Any = 1) -> TensorValue:
     name = "add" if ctx.current_node.target in (aten.add.Tensor, aten.add.Scalar) else "sub"
-    alpha = _in_dtype(alpha, ctx.current_val().dtype)  # (eager's alpha is a number of the tensor's type too)
+    alpha = in_dtype(alpha, ctx.current_val().dtype)  # (eager's alpha is a number of the tensor's type too)
 
     def fn(x: Expr, y: Expr) -> Expr:
         if alpha != 1:
@@ -283,8 +285,8 @@ def _where(ctx: Any, cond: Any, a: Any, b: Any) -> TensorValue:
     dt = val.dtype
     size = _sym.shape_of(val)
     c = broadcast_loader(to_value(ctx, cond, torch.bool), size)
-    la = broadcast_loader(to_value(ctx, _in_dtype(a, dt), dt), size)
-    lb = broadcast_loader(to_value(ctx, _in_dtype(b, dt), dt), size)
+    la = broadcast_loader(to_value(ctx, in_dtype(a, dt), dt), size)
+    lb = broadcast_loader(to_value(ctx, in_dtype(b, dt), dt), size)
 
     def loader(idx: Sequence[Index]) -> Expr:
         return op("where", dt, op("cast", torch.bool, c(idx)), op("cast", dt, la(idx)), op("cast", dt, lb(idx)))
@@ -370,7 +372,7 @@ def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
     if isinstance(value, TensorValue):
         return make_pointwise(ctx, [value], lambda a: a, compute=value.dtype)
     expr = (
-        size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(_in_dtype(value, val.dtype), val.dtype)
+        size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(in_dtype(value, val.dtype), val.dtype)
     )
     return TensorValue(_sym.shape_of(val), val.dtype, lambda idx: expr, ctx.device)
 
