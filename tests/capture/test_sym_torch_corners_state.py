@@ -133,6 +133,40 @@ def test_reading_a_tensor_after_assigning_its_data_is_a_break_with_its_reason():
     assert breaks(set_tensor_property, torch.randn(4)) == ["setting Tensor.requires_grad"]
 
 
+def flag_argument(x):
+    x.requires_grad_()
+    return x * 2
+
+
+def flag_through_the_class(x):
+    torch.Tensor.requires_grad_(x, True)
+    return x * 2
+
+
+def flag_of_a_computed_value(x):
+    y = (x + 1).requires_grad_(requires_grad=True)
+    return y * 3
+
+
+def flag_unchanged(x):
+    x.requires_grad_(x.requires_grad)
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [flag_argument, flag_through_the_class, flag_of_a_computed_value])
+def test_requires_grad_that_changes_the_flag_is_a_break_with_its_reason(fn):
+    # A backend traces functional copies of the graph's inputs: a flag set inside the graph reached neither the
+    # caller's tensor nor the history of what was computed from it.
+    run_both(fn, lambda: (torch.randn(4),))
+    assert breaks(fn, torch.randn(4)) == ["Tensor.requires_grad_ changes whether autograd records the tensor"]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_requires_grad_that_keeps_the_flag_stays_in_the_graph(grad):
+    run_both(flag_unchanged, lambda: (torch.randn(4, requires_grad=grad),), graphs=1, fullgraph=True)
+    assert breaks(flag_unchanged, torch.randn(4, requires_grad=grad)) == []
+
+
 def tag_inside(x):
     x.tag = 1
     return x + x.tag

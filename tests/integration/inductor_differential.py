@@ -27,14 +27,14 @@ def _call(fn: Callable[..., Any], args: list[Any]) -> tuple[Any, BaseException |
 
 
 def assert_same(expected: Any, actual: Any, strides: bool = True) -> None:
-    """Values, dtypes, shapes and (where eager defines them) strides of two results match."""
+    """Values, dtypes, shapes, ``requires_grad`` and (where eager defines them) strides of two results match."""
     flat_e, spec_e = pytree.tree_flatten(expected)
     flat_a, spec_a = pytree.tree_flatten(actual)
     assert spec_e == spec_a
     for e, a in zip(flat_e, flat_a):
         if isinstance(e, torch.Tensor):
             assert isinstance(a, torch.Tensor)
-            assert (a.shape, a.dtype) == (e.shape, e.dtype)
+            assert (a.shape, a.dtype, a.requires_grad) == (e.shape, e.dtype, e.requires_grad)
             if strides:
                 # A size-1 dim's stride addresses nothing, and torch's own fake tensors (which give the
                 # compiled graph its output layouts) and eager's TensorIterator pick them differently.

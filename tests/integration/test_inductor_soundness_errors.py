@@ -350,6 +350,13 @@ def test_an_index_past_the_end_raises_eagers_error(op, past):
     differential(_INDEX_PAST_THE_END[op], torch.randn(4, 5), index)
 
 
+@pytest.mark.parametrize("index", [[0, 3, 2, 1], [0, -1, 2, 1], [0, 3, 2, 9]], ids=["in_bounds", "negative", "past"])
+def test_an_index_copy_refuses_a_negative_index_as_in_eager(index):
+    """Eager's ``index_copy`` refuses a negative index, where ``index_select`` and ``index_put`` count it from the
+    end; its decomposition, an ``index_put``, wrote the last row."""
+    differential(lambda x, i: x.clone().index_copy(0, i, x[:4] * 2), torch.randn(4, 5), torch.tensor(index))
+
+
 @pytest.mark.parametrize("value", [0.25, float("nan"), 1.5], ids=["in_range", "nan", "above_one"])
 def test_a_binary_cross_entropy_of_a_value_outside_0_1_raises_as_in_eager(value):
     """Eager's kernel checks every input of ``binary_cross_entropy`` lies in [0, 1]; its decomposition did not."""

@@ -1,7 +1,7 @@
 """Training graphs against eager: ops autograd or eager refuses, and ops whose result is unused.
 
 An op without a derivative, an ``out=`` argument with an input requiring grad, an unused softmax of bools,
-an unused attention.
+an unused attention, ``requires_grad_`` inside the compiled function.
 
 Each case runs the same function eagerly and through ``dynajit.compiler.compile`` on fresh copies of the same
 leaves, runs a backward, and compares outputs, inputs after the call, gradients and exceptions.
@@ -79,5 +79,45 @@ def test_an_attention_whose_result_is_unused_is_left_out_of_a_training_graph(bac
         out = f(leaf.clone())
         out.sum().backward()
         return out.detach(), leaf.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
+def _flag_on_the_argument(x):
+    x.requires_grad_()
+    return x * 2
+
+
+def _flag_through_the_class(x):
+    torch.Tensor.requires_grad_(x)
+    return x.sin()
+
+
+def _flag_on_a_computed_value(x):
+    y = (x + 1).requires_grad_()
+    return y * 3
+
+
+def _gradient_of_a_detached_copy(x):  # as an adversarial step or a gradient penalty computes input gradients
+    y = x.detach().requires_grad_()
+    (grad,) = torch.autograd.grad((y * y).sum(), y)
+    return grad, y.exp()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    "fn", [_flag_on_the_argument, _flag_through_the_class, _flag_on_a_computed_value, _gradient_of_a_detached_copy]
+)
+def test_requires_grad_inside_the_function_sets_the_flag_as_in_eager(backend, fn):
+    """The results require grad and have a history, the argument's flag is set, and a backward reaches it."""
+
+    def run(f):
+        x = torch.linspace(-1, 1, 5)
+        outs = f(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        state = [(o.requires_grad, o.grad_fn is None) for o in outs], x.requires_grad
+        if outs[-1].grad_fn is not None:
+            outs[-1].sum().backward()
+        return [o.detach() for o in outs], state, x.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)

@@ -69,10 +69,12 @@ _KEEP = {
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
     # Their kernels check the indices and raise eager's own error: IndexError "Target 9 is out of bounds." for a
-    # class past the last, RuntimeError for an index_add past the end (the decompositions' checks raise the other).
+    # class past the last, RuntimeError for an index_add past the end (the decompositions' checks raise the other);
+    # index_copy's refuses a negative index, which its decomposition, an index_put, counts from the end.
     aten.nll_loss_forward.default,
     aten.nll_loss2d_forward.default,
     aten.index_add.default,
+    aten.index_copy.default,
     aten.max_unpool2d.default,
     aten.max_unpool3d.default,
     # Its kernel refuses an input outside [0, 1] (a NaN among them); the decomposition computes on.

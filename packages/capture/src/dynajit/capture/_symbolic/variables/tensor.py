@@ -325,6 +325,8 @@ class TensorMethodVar(VT):
             return (read_item if self.name == "item" else read_tolist)(tx, self.tensor)
         if self.name in _BREAKING_METHODS:
             unsupported(_BREAKING_METHODS[self.name])
+        if self.name == "requires_grad_":
+            return requires_grad_(tx, self.tensor, args, kwargs)
         if self.name == "numpy":
             from dynajit.capture._symbolic.variables.ndarrays import tensor_numpy
 
@@ -372,6 +374,8 @@ class TorchFunctionVar(HeldVar):
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.value])
+        if self.value is torch.Tensor.requires_grad_ and args and isinstance(args[0], TensorVar):
+            return requires_grad_(tx, args[0], args[1:], kwargs)
         from dynajit.capture._symbolic.variables.ndarrays import torch_call_on_ndarrays
 
         on_arrays = torch_call_on_ndarrays(tx, self.value, args, kwargs)
@@ -433,6 +437,19 @@ def end_data_replacements(output: Any) -> None:
     for node, name in _PENDING.get(output, {}):
         if name == "data":
             node.meta.pop(_DATA_REPLACED, None)
+
+
+def requires_grad_(tx: Tracer, tensor: TensorVar, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """``tensor.requires_grad_(flag)``: the tensor itself when it has the flag already (its example's flag is a
+    guarded fact), else a graph break. A graph's backend sees only functional copies of its inputs, so a flag set
+    inside it would reach neither the caller's tensor nor the autograd history of what the graph computes from it.
+    """
+    flag = args[0] if args else kwargs.get("requires_grad", ConstVar(True))
+    if not (flag.is_const() and isinstance(flag.const(), bool)):
+        unsupported("Tensor.requires_grad_ with a flag that is not a constant bool")
+    if flag.const() != tensor.metadata(tx).requires_grad:
+        unsupported("Tensor.requires_grad_ changes whether autograd records the tensor")
+    return tensor
 
 
 def _check_data_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
