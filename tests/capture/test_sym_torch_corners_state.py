@@ -161,6 +161,19 @@ def test_requires_grad_that_changes_the_flag_is_a_break_with_its_reason(fn):
     assert breaks(fn, torch.randn(4)) == ["Tensor.requires_grad_ changes whether autograd records the tensor"]
 
 
+def retained(x):
+    y = x * 2
+    torch.Tensor.retain_grad(y)
+    return y * 3
+
+
+def test_retain_grad_is_a_break_with_its_reason():
+    run_both(retained, lambda: (torch.randn(4, requires_grad=True),))
+    assert breaks(retained, torch.randn(4, requires_grad=True)) == [
+        "Tensor.retain_grad() changes what autograd keeps of the tensor"
+    ]
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_requires_grad_that_keeps_the_flag_stays_in_the_graph(grad):
     run_both(flag_unchanged, lambda: (torch.randn(4, requires_grad=grad),), graphs=1, fullgraph=True)

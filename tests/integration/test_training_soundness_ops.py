@@ -1,7 +1,7 @@
 """Training graphs against eager: ops autograd or eager refuses, and ops whose result is unused.
 
 An op without a derivative, an ``out=`` argument with an input requiring grad, an unused softmax of bools,
-an unused attention, ``requires_grad_`` inside the compiled function.
+an unused attention, ``requires_grad_`` and ``retain_grad`` inside the compiled function.
 
 Each case runs the same function eagerly and through ``dynajit.compiler.compile`` on fresh copies of the same
 leaves, runs a backward, and compares outputs, inputs after the call, gradients and exceptions.
@@ -119,5 +119,31 @@ def test_requires_grad_inside_the_function_sets_the_flag_as_in_eager(backend, fn
         if outs[-1].grad_fn is not None:
             outs[-1].sum().backward()
         return [o.detach() for o in outs], state, x.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
+def _retained(x):
+    y = x * 2
+    y.retain_grad()
+    return y, (y * y).sum()
+
+
+def _retained_through_the_class(x):
+    y = x.sin()
+    torch.Tensor.retain_grad(y)
+    return y, y.exp().sum()
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_retained, _retained_through_the_class])
+def test_retain_grad_inside_the_function_keeps_the_gradient_as_in_eager(backend, fn):
+    # Traced into the graph, retain_grad ran on the backend's functional copy (or failed the compile): the
+    # caller's tensor had no .grad after the backward.
+    def run(f):
+        x = torch.linspace(-1, 1, 5, requires_grad=True)
+        kept, loss = f(x)
+        loss.backward()
+        return kept.detach(), kept.grad, x.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)

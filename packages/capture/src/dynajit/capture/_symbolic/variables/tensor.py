@@ -60,10 +60,15 @@ _BREAKING_METHODS = {
     "data_ptr": "Tensor.data_ptr() depends on the real storage",
     "backward": "Tensor.backward() runs autograd",
     "register_hook": "tensor hooks are not traced",
+    "register_post_accumulate_grad_hook": "tensor hooks are not traced",
+    "retain_grad": "Tensor.retain_grad() changes what autograd keeps of the tensor",
     "__index__": "using a tensor as an index reads its data",
     "__int__": "int(tensor) reads the tensor's data",
     "__float__": "float(tensor) reads the tensor's data",
 }
+
+# The same methods called through the class (``torch.Tensor.retain_grad(t)``).
+_BREAKING_TENSOR_FUNCTIONS = {getattr(torch.Tensor, name): reason for name, reason in _BREAKING_METHODS.items()}
 
 # torch functions that must not become graph nodes.
 _NOT_IN_GRAPH = {
@@ -376,6 +381,8 @@ class TorchFunctionVar(HeldVar):
             unsupported(_NOT_IN_GRAPH[self.value])
         if self.value is torch.Tensor.requires_grad_ and args and isinstance(args[0], TensorVar):
             return requires_grad_(tx, args[0], args[1:], kwargs)
+        if self.value in _BREAKING_TENSOR_FUNCTIONS:
+            unsupported(_BREAKING_TENSOR_FUNCTIONS[self.value])
         from dynajit.capture._symbolic.variables.ndarrays import torch_call_on_ndarrays
 
         on_arrays = torch_call_on_ndarrays(tx, self.value, args, kwargs)
