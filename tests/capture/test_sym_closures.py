@@ -1,5 +1,6 @@
 """Graph breaks in closures and in functions whose variables are captured by inner functions."""
 
+import pytest
 import torch
 
 SINK = []
@@ -61,3 +62,87 @@ def test_break_with_cell_variables(check, t):
 def test_tensor_branch_in_closure(check, t):
     gen = torch.Generator().manual_seed(5)
     check(closure_branch(2.0), calls=6, make_args=lambda: (torch.randn(4, generator=gen),))
+
+
+def counted_across_a_break(x):
+    calls = 0
+
+    def count():
+        nonlocal calls
+        calls += 1
+
+    count()
+    opaque(x)
+    count()
+    return x * calls
+
+
+def counted_after_a_break(x):
+    calls = [0, 0]
+
+    def count(i):
+        nonlocal calls
+        calls = [*calls[:i], calls[i] + 1, *calls[i + 1 :]]
+
+    opaque(x)
+    count(1)
+    return x * calls[1] - calls[0]
+
+
+def rebound_around_a_break(x):
+    n = 0
+
+    def read():
+        return n
+
+    n = 5
+    opaque(x)
+    n = 7
+    return x * read()
+
+
+def written_on_both_sides(x):
+    n = 1
+
+    def add(k):
+        nonlocal n
+        n += k
+
+    add(2)
+    opaque(x)
+    n *= 10
+    add(4)
+    return x * n, n
+
+
+@pytest.mark.parametrize(
+    "fn", [counted_across_a_break, counted_after_a_break, rebound_around_a_break, written_on_both_sides]
+)
+def test_a_cell_after_a_break_is_the_one_its_closures_hold(check, t, fn):
+    # The resume function made new cells from the values passed in, which a closure made before the break
+    # never saw: its `nonlocal` writes were lost, and the frame's writes never reached it.
+    check(fn, t(4), graphs=2, calls=2)
+
+
+def counter_pair():
+    n = 0
+
+    def increment():
+        nonlocal n
+        n += 1
+
+    def scaled(x):
+        increment()
+        return x * n
+
+    return scaled
+
+
+def test_a_frame_and_a_function_over_the_same_cell_see_each_others_writes(t):
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    eager, compiled = counter_pair(), capture.optimize(CompileCounter(), fullgraph=True)(counter_pair())
+    x = t(4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), eager(x))

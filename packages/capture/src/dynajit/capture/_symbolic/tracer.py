@@ -329,7 +329,9 @@ class RootTracer(Tracer):
         if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
             self.self_value = args[0]
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            self.cells[name] = CellVar(real=cell, source=Closure(name))
+            # One tracker per real cell: a function reached from here that closes over the same cell (a
+            # ``nonlocal`` counter beside this frame) must see this frame's writes, and this frame its.
+            self.cells[name] = output.cell_for(cell, Closure(name))
         self.break_at = break_at
         self.steps = 0
         self.stopped_at: Inst | None = None

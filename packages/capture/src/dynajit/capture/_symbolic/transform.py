@@ -286,8 +286,8 @@ class _FrameEmitter:
         return self.tracer.cells[name].get(self.tracer)
 
     def live_at(self, index: int) -> list[str]:
-        cells = set(self._own_cells())
-        return live_locals(self.tracer.insts, index, set(self.tracer.locals) | cells)
+        """The locals a resume function at ``index`` takes as arguments (cells reach it in its closure)."""
+        return live_locals(self.tracer.insts, index, set(self.tracer.locals) - set(self.code.co_cellvars))
 
 
 def stack_layout(stack: list[VT]) -> list[Slot]:
