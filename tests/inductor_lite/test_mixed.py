@@ -97,6 +97,26 @@ def test_an_aten_call_through_a_python_function_passes_the_schemas_defaults(name
     torch.testing.assert_close(binding(*args, **kwargs), op(a, b))
 
 
+_ENUM_DEFAULTS = {
+    "randperm": lambda x: x[torch.randperm(x.shape[0])],
+    "randint": lambda x: x + torch.randint(0, 9, x.shape),
+    "tril_indices": lambda x: x[torch.tril_indices(x.shape[0], 3)[1]],
+    "triu_indices": lambda x: torch.triu_indices(x.shape[0], 2, 1) * x.shape[0],
+}
+
+
+@pytest.mark.parametrize("name", list(_ENUM_DEFAULTS))
+def test_an_aten_call_leaves_a_dtype_default_to_the_python_function(name):
+    """A schema's ``dtype=long`` default is the enum's number, which ``torch.randperm(8, dtype=4)`` refuses: the
+    compiled call raised TypeError where eager ran. The function's own default is the same."""
+    fn, x = _ENUM_DEFAULTS[name], torch.arange(8.0)
+    compiled_fn = compiled(make_fx(fn)(x), x)
+    torch.manual_seed(0)
+    expected = fn(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(compiled_fn(x), expected)
+
+
 def test_matrix_products_are_taken_as_aten_returns_them():
     """A CPU matrix product's result is a new contiguous tensor, as compiled: the wrapper checks no strides of
     it at every call (a transformer step makes dozens); values and strides are eager's."""

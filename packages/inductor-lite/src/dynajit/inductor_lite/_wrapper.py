@@ -119,6 +119,9 @@ def python_binding(op: Any) -> Any:
     return op
 
 
+_ENUM_TYPES = frozenset({"ScalarType", "Layout", "MemoryFormat"})
+
+
 def with_defaults(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """``op``'s arguments with every one not given set to its schema's default, for its Python binding.
 
@@ -128,6 +131,10 @@ def with_defaults(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     args, kwargs = list(args), dict(kwargs)
     for position, argument in enumerate(op._schema.arguments):
         if position < len(args) or argument.name in kwargs or not argument.has_default_value():
+            continue
+        if str(argument.real_type).removeprefix("Optional[").rstrip("]") in _ENUM_TYPES:
+            # A dtype, layout or memory format default is the enum's number in the schema, which the bindings
+            # refuse (``randperm(n, dtype=4)``); theirs is the same default. Later ones are then passed by name.
             continue
         if argument.kwarg_only or len(args) < position:  # (positions before it passed by name: so is it)
             kwargs[argument.name] = argument.default_value
