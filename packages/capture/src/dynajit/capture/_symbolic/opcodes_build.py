@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.registry import handler
 from dynajit.capture._symbolic.variables import (
+    VT,
     DictVar,
     ListVar,
     SetVar,
@@ -53,36 +54,46 @@ def _build_slice(tx: Tracer, inst: Inst) -> None:
     tx.push(SliceVar(tx.popn(inst.arg)))
 
 
+def _building(tx: Tracer, target: VT) -> VT:
+    """The container a comprehension or display is building, its change recorded when it comes from outside
+    the trace: a resume function takes the list of a comprehension a break cut as an argument, and an append
+    that only changed the tracker was lost (``[f(x) for x in xs]`` with a break in ``f`` returned ``[]``)."""
+    if target.source is not None:
+        if not isinstance(target, (ListVar, DictVar)):
+            unsupported(f"adding to a {target.python_type().__name__} the frame did not make")
+        target.mutated(tx)
+    return target
+
+
 @handler("LIST_APPEND")
 def _list_append(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
-    target = tx.stack[-inst.arg]
-    target.items.append(value)  # type: ignore[attr-defined]
+    _building(tx, tx.stack[-inst.arg]).items.append(value)  # type: ignore[attr-defined]
 
 
 @handler("LIST_EXTEND")
 def _list_extend(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].items.extend(value.unpack(tx))  # type: ignore[attr-defined]
+    _building(tx, tx.stack[-inst.arg]).items.extend(value.unpack(tx))  # type: ignore[attr-defined]
 
 
 @handler("SET_ADD")
 def _set_add(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].values.add(value.const())  # type: ignore[attr-defined]
+    _building(tx, tx.stack[-inst.arg]).values.add(value.const())  # type: ignore[attr-defined]
 
 
 @handler("SET_UPDATE")
 def _set_update(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].values.update(v.const() for v in value.unpack(tx))  # type: ignore[attr-defined]
+    _building(tx, tx.stack[-inst.arg]).values.update(v.const() for v in value.unpack(tx))  # type: ignore[attr-defined]
 
 
 @handler("MAP_ADD")
 def _map_add(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-inst.arg].items[key.const()] = value  # type: ignore[attr-defined]
+    _building(tx, tx.stack[-inst.arg]).items[key.const()] = value  # type: ignore[attr-defined]
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
@@ -90,7 +101,7 @@ def _dict_update(tx: Tracer, inst: Inst) -> None:
     value = tx.pop()
     if not isinstance(value, DictVar):
         unsupported(f"merging {value} into a dict")
-    target = tx.stack[-inst.arg]
+    target = _building(tx, tx.stack[-inst.arg])
     if inst.opname == "DICT_MERGE" and set(value.items) & set(target.items):  # type: ignore[attr-defined]
         unsupported("duplicate keyword argument raises TypeError")
     target.items.update(value.items)  # type: ignore[attr-defined]

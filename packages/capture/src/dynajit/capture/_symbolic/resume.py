@@ -46,6 +46,7 @@ __all__ = [
     "live_locals",
     "resume_code",
     "set_region_depths",
+    "super_receiver",
 ]
 
 # Stack slot kinds of a resume function's layout: (kind, count).
@@ -125,6 +126,20 @@ def _origin_of(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
     return code, index
 
 
+def super_receiver(code: types.CodeType) -> str | None:
+    """The argument a resume function of ``code`` must take first, or None.
+
+    Python 3.11's zero-argument ``super()`` takes the frame's first local as its object (3.12's LOAD_SUPER_ATTR
+    loads it by name): a resume function of a method calling it takes the method's first argument first.
+    """
+    origin = _origins.get(code, (code, 0))[0]
+    if PY >= (3, 12) or "__class__" not in origin.co_freevars or "super" not in origin.co_names:
+        return None
+    if not origin.co_argcount or origin.co_varnames[0] in origin.co_cellvars:
+        return None
+    return origin.co_varnames[0]
+
+
 def unrolled_too_far(code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]) -> bool:
     """True when resuming at ``target`` with ``layout`` would compile more than MAX_LOOP_STEPS steps of a loop."""
     if not any(kind in (ITER, LIST_ITER) for kind, _ in layout):
@@ -188,7 +203,10 @@ def resume_code(
             index += 1
         body.append(item)
     stack_names = [f"{_STACK_PREFIX}{i}" for i, (kind, _) in enumerate(layout) if kind in TAKES_ARGUMENT]
-    argnames = [*stack_names, *live, *([EXCEPTION] if raising is not None else [])]
+    receiver = super_receiver(code)
+    first = [receiver] if receiver else []
+    exception = [EXCEPTION] if raising is not None else []
+    argnames = [*first, *stack_names, *(name for name in live if name != receiver), *exception]
     if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
         raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
     if set(argnames) & set(bc.cellvars):

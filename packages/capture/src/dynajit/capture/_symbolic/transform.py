@@ -51,6 +51,7 @@ from dynajit.capture._symbolic.resume import (
     Slot,
     live_locals,
     resume_code,
+    super_receiver,
     unrolled_too_far,
 )
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
@@ -234,12 +235,24 @@ class _FrameEmitter:
 
     def push_resume(
         self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None = None
-    ) -> None:
-        """Push the (intercepted) resume function at ``target`` and the NULL a call needs with it.
+    ) -> tuple[int, list[str]]:
+        """Push the (intercepted) resume function at ``target``, the NULL a call needs with it, and the argument
+        it takes before the stack (see ``super_receiver``). Returns how many arguments were pushed, and the live
+        locals the caller loads after the stack.
 
         A raise-resume function (``raising``) runs in Python with its call sites intercepted: it only
         raises into the original handler, which the interpreter does not trace.
         """
+        self._push_resume_function(target, layout, live, raising)
+        receiver = super_receiver(self.code)
+        if receiver is None:
+            return 0, live
+        self.cg.load_local(receiver)
+        return 1, [name for name in live if name != receiver]
+
+    def _push_resume_function(
+        self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None
+    ) -> None:
         name, code = resume_code(self.code, target, layout, tuple(live), raising=raising)
         if any(kind == LIST_ITER for kind, _ in layout):
             self.result.new_globals[NEXT] = next
@@ -272,11 +285,11 @@ class _FrameEmitter:
 
     def call_resume(self, target: Inst, layout: tuple[Slot, ...], saved: list[str | None], live: list[str]) -> None:
         """Call the resume function at ``target`` with the saved stack and the live locals; return its result."""
-        self.push_resume(target, layout, live)
+        first, rest = self.push_resume(target, layout, live)
         self.load_saved(saved)
-        for local in live:
+        for local in rest:
             self.cg.load_local(local)
-        self.cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout) + len(live))
+        self.cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout) + len(rest))
         self.cg.emit("RETURN_VALUE")
 
     def local_value(self, name: str) -> VT:
@@ -380,12 +393,12 @@ class _Protected:
         cg.emit("STORE_FAST", exc)
         live = emitter.live_at(region.handler)
         outer = tuple(layout[: region.depth])
-        emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
+        first, rest = emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
         emitter.load_saved(saved[: region.depth])
-        for local in live:
+        for local in rest:
             cg.load_local(local)
         cg.emit("LOAD_FAST", exc)
-        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in outer) + len(live) + 1)
+        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in outer) + len(rest) + 1)
         cg.emit("RETURN_VALUE")
 
 
@@ -437,14 +450,14 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
         _emit_instruction(emitter, inst)
         protected.leave()
     else:
-        emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
+        first, rest = emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
         emitter.load_saved(saved_below)
         _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
         protected.leave()
-        for local in live:
+        for local in rest:
             cg.load_local(local)
-        cg.call(sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + len(live))
+        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + len(rest))
         cg.emit("RETURN_VALUE")
     protected.handle(layout, saved_below)
     return emitter.finish()
