@@ -177,7 +177,8 @@ class CodeCache:
                 continue
             if not isinstance(value, torch.Tensor):
                 continue
-            size = tuple(value.shape)
+            with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ would run on .shape
+                size = tuple(value.shape)
             seen = self.sizes_seen.setdefault(name, size)
             if len(seen) == len(size):
                 changed = {d for d, (old, new) in enumerate(zip(seen, size)) if old != new}

@@ -105,7 +105,12 @@ def _trace_and_transform(
     while True:
         output = OutputGraph(ctx)
         attempts.append(output)
-        tracer = RootTracer(fn, args, output, break_at)
+        try:
+            tracer = RootTracer(fn, args, output, break_at)
+        except Unsupported as exc:  # an argument that cannot be traced (guarded as far as it was read)
+            if ctx.export or ctx.fullgraph:
+                raise
+            return _calls_intercepted(fn, ctx, GraphBreak(exc.reason, ()), output)
         try:
             tracer.run()
             break
@@ -191,18 +196,21 @@ def _frame_only(fn: types.FunctionType, ctx: FrameContext) -> ConvertedFrame:
     return _calls_intercepted(fn, ctx, None)
 
 
-def _calls_intercepted(fn: types.FunctionType, ctx: FrameContext, brk: GraphBreak | None) -> ConvertedFrame:
+def _calls_intercepted(
+    fn: types.FunctionType, ctx: FrameContext, brk: GraphBreak | None, output: OutputGraph | None = None
+) -> ConvertedFrame:
     """fn's own code in Python with every call site intercepted, so the functions it calls are still compiled.
 
     The fallback for a graph break that cannot be resumed (inside a try/with block, ...): the frame itself
-    runs eagerly, its callees do not. Valid for every input, so only the global guards apply.
+    runs eagerly, its callees do not. Valid for every input, so only the global guards apply, and those of
+    ``output`` when given (an argument that cannot be traced, guarded by its type: others are traced).
     """
     if brk is not None:
         _log_break(brk)
     return ConvertedFrame(
         original_code=fn.__code__,
         code=intercept_call_sites(fn.__code__),
-        guards=build_guards(OutputGraph(ctx), ctx),
+        guards=build_guards(output or OutputGraph(ctx), ctx),
         graphs=[],
         graph_breaks=[brk] if brk is not None else [],
         new_globals={INTERCEPT: ctx.intercept},

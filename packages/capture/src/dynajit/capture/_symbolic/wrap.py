@@ -28,6 +28,7 @@ from dynajit.capture._symbolic.variables import (
     TupleVar,
     UserFunctionVar,
     UserObjectVar,
+    unsupported,
 )
 from dynajit.capture._symbolic.variables.autograd_function import is_function_apply, wrap_autograd_function_apply
 from dynajit.capture._symbolic.variables.collections_ import DefaultDictVar, DequeVar
@@ -79,6 +80,10 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
     return _wrap(output, value, path)
 
 
+# nn.Parameter's: a parameter's ops give plain tensors and run no Python code.
+_NO_TORCH_FUNCTION = torch._C._disabled_torch_function_impl
+
+
 def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     from dynajit.capture._symbolic import marks
 
@@ -90,6 +95,13 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return numpy_value
 
     if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and type(value).__torch_function__ is not _NO_TORCH_FUNCTION:
+            # Checked on the type alone: any metadata read would already run the subclass's Python code.
+            output.guard("type_match", path, value)
+            unsupported(
+                f"a {type(value).__qualname__}, a tensor subclass whose __torch_function__ runs on every op, is not "
+                "traced (its results are of the subclass, and its code may change what an op does)"
+            )
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
             return module_tensor(output, value, path)
         return output.input_tensor(value, path)
