@@ -73,6 +73,10 @@ _BREAKING_TENSOR_FUNCTIONS = {getattr(torch.Tensor, name): reason for name, reas
 # torch functions that must not become graph nodes.
 _NOT_IN_GRAPH = {
     torch.manual_seed: "torch.manual_seed changes global state",
+    # A backend traces the graph once: the state read would be the trace's, and a state set inside the graph
+    # would not reach the random ops after it (the default generator is a global, not a graph input).
+    torch.get_rng_state: "torch.get_rng_state reads the global generator's state",
+    torch.set_rng_state: "torch.set_rng_state changes global state",
     torch.save: "torch.save does I/O",
     torch.load: "torch.load does I/O",
 }
