@@ -46,7 +46,8 @@ class Features:
     int_arg: bool = True  # a Python int argument whose value changes between calls
     shape_control: bool = True  # if/else on shapes, dims, dtypes and constants
     data_branch: bool = True  # if on tensor values (x.sum() > 0), .item()/float()/int() of tensors
-    containers: bool = True  # lists, tuples and dicts built, indexed, unpacked, appended
+    containers: bool = True  # lists, tuples and dicts built, indexed, unpacked, appended; with graph_breaks,
+    # comprehensions whose element breaks, and locals a closure reads rebound after a break
     loops: bool = True  # for loops over ranges, lists, unbind, enumerate and dict items
     helpers: bool = True  # calls of module-level helper functions
     nested_helpers: bool = True  # nested defs (closures over locals) and their calls

@@ -483,7 +483,10 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         if not names:
             return False
         items = [self._pick(names) for _ in range(rng.randint(1, 3))]
-        name = self.fresh(rng.choice(["lst", "tup", "d"]))
+        kinds = ["lst", "tup", "d"] + (["comp", "cell"] if self.features.graph_breaks else [])
+        name = self.fresh(rng.choice(kinds))
+        if name.startswith(("comp", "cell")):
+            return self._try(Stmt(self._across_a_break(name, items[0])))
         if name.startswith("lst"):
             lines = [f"{name} = [{', '.join(items)}]", f"{name}.append({items[0]} * 2)"]
             use = [f"{name}[-1]", f"{name}[0] + {name}[-1]", f"torch.stack({name})", f"sum({name})"]
@@ -502,6 +505,25 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         target = self.fresh()
         lines.append(f"{target} = {rng.choice(use)}")
         return self._try(Stmt(lines))
+
+    def _across_a_break(self, name: str, item: str) -> list[str]:
+        """A comprehension whose element breaks the graph (3.12 inlines it: the list being built is on the stack
+        at the break), or a local a closure reads, rebound after a break (the resume function must share its cell)."""
+        rng, brk, target = self.rng, self.rng.choice(['print(end="")', "dynajit.capture.graph_break()"]), self.fresh()
+        k = f"k{self.counter}"
+        if name.startswith("comp"):
+            if rng.random() < 0.5:
+                return [
+                    f"{name} = [{brk} or {item} * ({k} + 1) for {k} in range({rng.randint(1, 3)})]",
+                    f"{target} = {rng.choice([f'{name}[-1]', f'sum({name})', f'torch.stack({name})'])}",
+                ]
+            return [
+                f"{name} = {{{k}: {brk} or {item} + {k} for {k} in range({rng.randint(1, 3)})}}",
+                f"{target} = {name}[0] * len({name})",
+            ]
+        read = f"read{self.counter}"  # (no `nonlocal`: bodies are also run at module level while generating)
+        return [f"{name} = {item} * 2", f"def {read}():", f"    return {name}", f"{target} = {read}()", brk,
+                f"{name} = {name} + 1", f"{target} = {target} + {read}()"]  # fmt: skip
 
     def _helper_body(self, params: list[tuple[str, str]], closure: bool, body: list[Stmt]) -> str | None:
         """Generate a function body in a new frame; return its result expression."""
