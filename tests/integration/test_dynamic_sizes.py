@@ -297,3 +297,21 @@ def test_outputs_viewing_one_intermediate_share_its_memory_with_symbolic_sizes(s
         first.mul_(-1)  # seen through the other output, as in eager
         results.append((first, second, arg, second.stride()))
     torch.testing.assert_close(results[0], results[1])
+
+
+def _sized_by_negative_arithmetic(x: torch.Tensor) -> Any:
+    n = x.shape[0]
+    v = -n // 3  # a negative intermediate: C's `/` and `%` truncate where Python's floor
+    return torch.stack([x[: v % (n + 1)].sum(), x[: max(0, min(n, (3 - n) % 4))].sum(), torch.tensor(float(v))])
+
+
+def _sized_by_a_float_remainder(x: torch.Tensor) -> Any:
+    return torch.full((2,), float(x.shape[0] % 2.5)) * x.sum()
+
+
+@pytest.mark.parametrize("fn", [_sized_by_negative_arithmetic, _sized_by_a_float_remainder])
+def test_python_arithmetic_on_a_dynamic_size_gives_pythons_answer(fn: Callable[..., Any]) -> None:
+    # A slice bounded by `-n // 3 % (n + 1)` was empty from the second size on (the kernels' C arithmetic), and
+    # `n % 2.5` kept its first value: torch's guard for a float computed from a size is False, which no check
+    # can evaluate, and was dropped. The float is now computed in Python at each call (a graph break).
+    _compare(fn, [lambda n=n: (torch.arange(float(n)),) for n in (3, 5, 4, 7, 2, 9, 16)])

@@ -287,7 +287,11 @@ def free_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
     return found
 
 
-# ------------------------------------------------------------------ printing (non-negative integer arithmetic)
+# ------------------------------------------------------------------ printing (integer arithmetic)
+
+
+def _nonnegative(expr: Any) -> bool:
+    return expr >= 0 if isinstance(expr, int) else getattr(expr, "is_nonnegative", None) is True
 
 
 def _render(expr: Any, lang: str) -> str:
@@ -316,10 +320,13 @@ def _render(expr: Any, lang: str) -> str:
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
         return "(" + "*".join([args[0]] * int(expr.exp)) + ")"
     div = "/" if lang == "c" else "//"
+    # C's `/` and `%` truncate: where an operand may be negative (``-s0 // 3`` of a size a program computes), the
+    # prelude's floor division and Python remainder give Python's answers.
+    floor = lang == "c" and not all(_nonnegative(a) for a in expr.args)
     if isinstance(expr, FloorDiv):
-        return f"({args[0]} {div} {args[1]})"
+        return f"dj_floordiv<int64_t>({args[0]}, {args[1]})" if floor else f"({args[0]} {div} {args[1]})"
     if isinstance(expr, (Mod, PythonMod, sympy.Mod)):
-        return f"({args[0]} % {args[1]})"
+        return f"dj_remainder<int64_t>({args[0]}, {args[1]})" if floor else f"({args[0]} % {args[1]})"
     if isinstance(expr, ModularIndexing):
         return f"(({args[0]} {div} {args[1]}) % {args[2]})"
     if isinstance(expr, (Max, Min, sympy.Max, sympy.Min)):
@@ -333,7 +340,7 @@ def _render(expr: Any, lang: str) -> str:
 
 
 def c_text(expr: Size) -> str:
-    """C++ source of a size (int64 arithmetic; sizes are non-negative so ``/`` is floor division)."""
+    """C++ source of a size (int64 arithmetic, floor division and Python remainder where an operand may be negative)."""
     return str(expr) if isinstance(expr, int) else _render(expr, "c")
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import sympy
 import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
@@ -364,7 +365,12 @@ class OutputGraph:
             return SymIntVar(node, example, rebuild=self.shapes.python_of)
         if isinstance(example, torch.SymBool | torch.SymFloat):
             # Python code branches on it or computes with it as a number: specialise (the ShapeEnv keeps the guard).
-            return ConstVar(bool(example) if isinstance(example, torch.SymBool) else float(example))
+            recorded = len(self.fake_mode.shape_env.guards)
+            value = bool(example) if isinstance(example, torch.SymBool) else float(example)
+            if any(g.expr is sympy.false for g in self.fake_mode.shape_env.guards[recorded:]):
+                # (``size % 2.5``: torch's guard for the value is False) Python computes it at run time instead.
+                unsupported(f"{example.node.expr} of a dynamic size has a value torch cannot guard")
+            return ConstVar(value)
         if isinstance(example, (tuple, list)) and (
             not isinstance(example, torch.Size) or any(isinstance(s, torch.SymInt) for s in example)
         ):

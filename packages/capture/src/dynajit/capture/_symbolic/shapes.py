@@ -196,6 +196,8 @@ class ShapePlan:
         made: dict[str, guards.Guard] = {}
 
         def add(expr: Any, description: str) -> None:
+            if expr is sympy.false or expr is False:  # torch could not state the condition: nothing can check it
+                raise Unsupported(f"a shape condition torch records as False ({description})")
             if expr is sympy.true or isinstance(expr, bool):
                 return
             free = expr.free_symbols
