@@ -16,7 +16,7 @@ import bytecode
 import torch
 
 from dynajit.capture._symbolic.instructions import PY
-from dynajit.capture._symbolic.paths import Attr, Closure, Item, Local, Path
+from dynajit.capture._symbolic.paths import Attr, Closure, Item, Local, PassedCell, Path
 from dynajit.capture._symbolic.variables import VT, TensorVar, is_literal, unsupported
 
 __all__ = ["CodeGen", "assemble", "collect_tensors"]
@@ -131,7 +131,7 @@ class CodeGen:
         """Store the value on top of the stack at ``path``."""
         if isinstance(path, Local):
             self.store_local(path.local)
-        elif isinstance(path, Closure):
+        elif isinstance(path, (Closure, PassedCell)):
             self.emit("STORE_DEREF", self._cell_arg(path.var))
         elif isinstance(path, Attr):
             path.base.emit(self)

@@ -17,7 +17,7 @@ from dynajit.guards import AttrSource, ClosureSource, GlobalSource, ItemSource, 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
 
-__all__ = ["Attr", "Closure", "Global", "Item", "Local", "Path", "Stash"]
+__all__ = ["Attr", "Closure", "Global", "Item", "Local", "PassedCell", "Path", "Stash"]
 
 
 _UNSET = object()
@@ -86,6 +86,23 @@ class Global(Path):
 
     def name(self) -> str:
         return f"G[{self.glob!r}]"
+
+
+@dataclass(frozen=True)
+class PassedCell(Path):
+    """The contents of a cell a resume function takes as an argument (its frame's cell variable ``var``)."""
+
+    var: str
+
+    @_source_once
+    def to_source(self) -> Any:
+        return AttrSource(LocalSource(self.var), "cell_contents")  # a guard sees the argument: the cell
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.load_deref(self.var)  # the frame holds it as its cell variable
+
+    def name(self) -> str:
+        return f"L[{self.var!r}].cell_contents"
 
 
 @dataclass(frozen=True)

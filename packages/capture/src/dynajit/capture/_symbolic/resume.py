@@ -44,6 +44,7 @@ __all__ = [
     "VALUE",
     "Slot",
     "live_locals",
+    "passed_cells",
     "resume_code",
     "set_region_depths",
     "super_receiver",
@@ -124,6 +125,12 @@ def _origin_of(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
         origin, shift = _origins[code]
         return origin, index - shift
     return code, index
+
+
+def passed_cells(code: types.CodeType) -> tuple[str, ...]:
+    """The cell variables a resume code takes as its last arguments (before a raise-resume's exception): the
+    frame's own cell objects, not values (see ``resume_code``)."""
+    return code.co_cellvars if code in _origins else ()
 
 
 def super_receiver(code: types.CodeType) -> str | None:
@@ -209,12 +216,14 @@ def resume_code(
     argnames = [*first, *stack_names, *(name for name in live if name != receiver), *exception]
     if len(set(argnames)) != len(argnames):  # a repeated name would shift every later argument
         raise ValueError(f"resume function {name}: repeated argument names in {argnames}")
-    if set(argnames) & set(bc.cellvars):
-        raise ValueError(f"resume function {name}: cell variables {sorted(set(argnames) & set(bc.cellvars))} passed")
-    prologue = _cells_made_free(prologue, body, len(bc.freevars) + len(bc.cellvars))
+    # The frame's cells themselves come after the live locals: no MAKE_CELL wraps them in new cells, so a closure
+    # made before the break (a `nonlocal` counter) and the resumed code share each one.
+    argnames = [*argnames[: len(argnames) - len(exception)], *bc.cellvars, *exception]
+    if len(set(argnames)) != len(argnames):
+        raise ValueError(f"resume function {name}: cell variables passed twice in {argnames}")
+    prologue = [i for i in prologue if not (isinstance(i, bytecode.Instr) and i.name == "MAKE_CELL")]
     new = bytecode.Bytecode([*prologue, *body])
     new._copy_attr_from(bc)
-    new.freevars, new.cellvars = [*bc.freevars, *bc.cellvars], []
     new.argnames = argnames
     new.argcount = len(argnames)
     new.posonlyargcount = 0
@@ -233,29 +242,6 @@ def resume_code(
     _origins[result[1]] = (code, sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length)
     _cache[key] = result
     return result
-
-
-def _cells_made_free(prologue: list[Any], body: list[Any], free_count: int) -> list[Any]:
-    """Turn the original's cell variables into free variables of the resume function (``body`` in place).
-
-    A closure made before the break (``def inc(): nonlocal n; ...``) holds the frame's cell: the resume
-    function must read and write that same cell, so it is made over the frame's cells (``_ResumeMaker``)
-    instead of making new ones from values passed in, which the closure would never see.
-    """
-    cells = {item.arg.name for item in prologue if isinstance(item, bytecode.Instr) and item.name == "MAKE_CELL"}
-    for item in (*prologue, *body):
-        if not isinstance(item, bytecode.Instr):
-            continue
-        if isinstance(item.arg, bytecode.CellVar):
-            item.arg = bytecode.FreeVar(item.arg.name)
-        elif item.name == "LOAD_FAST" and item.arg in cells:  # 3.13's LOAD_CLOSURE: the cell object itself
-            item.arg = bytecode.FreeVar(item.arg)
-        elif isinstance(item.arg, tuple) and cells.intersection(item.arg):
-            raise ValueError(f"{item.name} {item.arg} reads a cell as a plain local")
-    kept = [i for i in prologue if not (isinstance(i, bytecode.Instr) and i.name in ("MAKE_CELL", "COPY_FREE_VARS"))]
-    if free_count:
-        kept.insert(0, bytecode.Instr("COPY_FREE_VARS", free_count, location=kept[0].location))
-    return kept
 
 
 def set_region_depths(code: types.CodeType, bc: bytecode.Bytecode) -> None:

@@ -32,8 +32,9 @@ from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
 from dynajit.capture._symbolic.output import OutputGraph
-from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, Path
+from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, PassedCell, Path
 from dynajit.capture._symbolic.registry import BREAKS, lookup
+from dynajit.capture._symbolic.resume import passed_cells
 from dynajit.capture._symbolic.variables import (
     VT,
     BoundMethodVar,
@@ -324,8 +325,12 @@ class RootTracer(Tracer):
         code = fn.__code__
         n_args = code.co_argcount + code.co_kwonlyargcount
         n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        passed = passed_cells(code)
         for name, value in zip(code.co_varnames[:n_args], args):
-            self.locals[name] = self.wrap(value, Local(name))
+            if name in passed:  # a resume function's argument that is its frame's cell itself
+                self.cells[name] = output.cell_for(value, PassedCell(name))
+            else:
+                self.locals[name] = self.wrap(value, Local(name))
         if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
             self.self_value = args[0]
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):

@@ -181,7 +181,8 @@ class _FrameEmitter:
         """
         pending: dict[str, VT] = {}
         for name, cell in self._own_cells().items():
-            if cell.contents.source != Local(name):
+            unchanged = cell.contents.source == (cell.source or Local(name))  # (a resume function's cell: its path)
+            if not unchanged:
                 pending[name] = cell.contents
         for name in locals_:
             value = self.local_value(name)
@@ -235,20 +236,29 @@ class _FrameEmitter:
 
     def push_resume(
         self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None = None
-    ) -> tuple[int, list[str]]:
+    ) -> tuple[int, Callable[[], int]]:
         """Push the (intercepted) resume function at ``target``, the NULL a call needs with it, and the argument
-        it takes before the stack (see ``super_receiver``). Returns how many arguments were pushed, and the live
-        locals the caller loads after the stack.
+        it takes before the stack (see ``super_receiver``). Returns how many arguments were pushed, and what
+        loads those after the stack (the live locals, then the frame's cells; see ``resume_code``), which
+        returns how many it loaded.
 
         A raise-resume function (``raising``) runs in Python with its call sites intercepted: it only
         raises into the original handler, which the interpreter does not trace.
         """
         self._push_resume_function(target, layout, live, raising)
         receiver = super_receiver(self.code)
-        if receiver is None:
-            return 0, live
-        self.cg.load_local(receiver)
-        return 1, [name for name in live if name != receiver]
+        if receiver is not None:
+            self.cg.load_local(receiver)
+        rest = [name for name in live if name != receiver]
+
+        def load_after_stack() -> int:
+            for name in rest:
+                self.cg.load_local(name)
+            for name in self.code.co_cellvars:
+                self.cg.load_cell(name)
+            return len(rest) + len(self.code.co_cellvars)
+
+        return int(receiver is not None), load_after_stack
 
     def _push_resume_function(
         self, target: Inst, layout: tuple[Slot, ...], live: list[str], raising: Region | None
@@ -285,11 +295,10 @@ class _FrameEmitter:
 
     def call_resume(self, target: Inst, layout: tuple[Slot, ...], saved: list[str | None], live: list[str]) -> None:
         """Call the resume function at ``target`` with the saved stack and the live locals; return its result."""
-        first, rest = self.push_resume(target, layout, live)
+        first, load_after_stack = self.push_resume(target, layout, live)
         self.load_saved(saved)
-        for local in rest:
-            self.cg.load_local(local)
-        self.cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout) + len(rest))
+        after = load_after_stack()
+        self.cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout) + after)
         self.cg.emit("RETURN_VALUE")
 
     def local_value(self, name: str) -> VT:
@@ -299,7 +308,7 @@ class _FrameEmitter:
         return self.tracer.cells[name].get(self.tracer)
 
     def live_at(self, index: int) -> list[str]:
-        """The locals a resume function at ``index`` takes as arguments (cells reach it in its closure)."""
+        """The locals a resume function at ``index`` takes by value (the frame's cells it takes as they are)."""
         return live_locals(self.tracer.insts, index, set(self.tracer.locals) - set(self.code.co_cellvars))
 
 
@@ -393,12 +402,11 @@ class _Protected:
         cg.emit("STORE_FAST", exc)
         live = emitter.live_at(region.handler)
         outer = tuple(layout[: region.depth])
-        first, rest = emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
+        first, load_after_stack = emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
         emitter.load_saved(saved[: region.depth])
-        for local in rest:
-            cg.load_local(local)
+        after = load_after_stack()
         cg.emit("LOAD_FAST", exc)
-        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in outer) + len(rest) + 1)
+        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in outer) + after + 1)
         cg.emit("RETURN_VALUE")
 
 
@@ -450,14 +458,13 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
         _emit_instruction(emitter, inst)
         protected.leave()
     else:
-        first, rest = emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
+        first, load_after_stack = emitter.push_resume(tracer.insts[inst.index + 1], layout_after, live)
         emitter.load_saved(saved_below)
         _load_consumed(emitter, saved_consumed)
         _emit_instruction(emitter, inst)
         protected.leave()
-        for local in rest:
-            cg.load_local(local)
-        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + len(rest))
+        after = load_after_stack()
+        cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout_after) + after)
         cg.emit("RETURN_VALUE")
     protected.handle(layout, saved_below)
     return emitter.finish()
