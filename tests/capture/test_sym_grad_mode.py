@@ -165,3 +165,29 @@ def test_set_grad_enabled_needs_a_bool():
     with pytest.raises(TypeError):
         capture.optimize(CompileCounter())(f)(torch.ones(1))
     assert torch.is_grad_enabled()
+
+
+def view_made_in_an_enable_grad_block(x):
+    with torch.enable_grad():
+        v = x.select(0, -1)
+    v.unsqueeze_(0)  # a graph break (a layout change of an input's view without gradients)
+    return v * 2, v.squeeze(), torch.is_grad_enabled()
+
+
+def test_the_mode_after_a_graph_that_ends_in_its_views_mode():
+    # The graph ends in the mode its returned view was made in (enable_grad), and the frame stopped in the mode
+    # it started in (no_grad): the transformed code set nothing after the graph, so the code after the break
+    # ran with gradients and the gradient reached the leaf, where eager records none.
+    def run(fn):
+        leaf = torch.ones(2, 1, requires_grad=True)
+        x = leaf.clone()
+        with torch.no_grad():
+            doubled, squeezed, mode = fn(x)
+        for out in (doubled, squeezed):
+            if out.requires_grad:
+                out.sum().backward()
+        return [(t.requires_grad, t.grad_fn is None) for t in (doubled, squeezed)], mode, leaf.grad
+
+    capture.reset()
+    compiled = capture.optimize(CompileCounter())(view_made_in_an_enable_grad_block)
+    assert run(compiled) == run(view_made_in_an_enable_grad_block)

@@ -147,3 +147,25 @@ def test_retain_grad_inside_the_function_keeps_the_gradient_as_in_eager(backend,
         return kept.detach(), kept.grad, x.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
+def _view_made_in_an_enable_grad_block(x):
+    with torch.enable_grad():
+        v = x.select(0, -1)
+    v.unsqueeze_(0)  # a graph break
+    return v * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_no_gradient_after_a_graph_ending_in_the_mode_of_its_view(backend):
+    # The graph ended with gradients on (its view's mode) and nothing set the caller's no_grad back: `v * 2`
+    # recorded a history and the backward reached the leaf, where eager records nothing.
+    def run(fn):
+        leaf = torch.ones(2, 1, requires_grad=True)
+        x = leaf.clone()
+        with torch.no_grad():
+            out = fn(x)
+        return out.requires_grad, out.detach()
+
+    compiled = compiler.compile(_view_made_in_an_enable_grad_block, backend=backend)
+    torch.testing.assert_close(run(compiled), run(_view_made_in_an_enable_grad_block))

@@ -143,9 +143,14 @@ class _FrameEmitter:
             self.result.new_globals[name] = graph.compiled
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
-        if self.tracer.grad_at_stop != self.tracer.grad_at_entry:
+        changes_mode = any(
+            node.op == "call_function" and node.target is torch._C._set_grad_enabled
+            for node in self.output.builder.graph.nodes
+        )
+        if self.tracer.grad_at_stop != self.tracer.grad_at_entry or (compiled is not None and changes_mode):
             # The grad mode the traced code reached (inside a grad-mode block a break cut, or after leaving
-            # a block a resume function started in): backends need not run the graph's grad-mode nodes.
+            # a block a resume function started in): backends need not run the graph's grad-mode nodes, and a
+            # graph may end in the mode its returned views were made in (a view made in an enable_grad block).
             mode = self.tracer.grad_at_stop
 
             def load_mode() -> int:
