@@ -248,10 +248,11 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         ops += [f"torch.add({target}, {b}, out={target})", f"torch.Tensor.mul_({target}, 2)"]
         if t.is_floating_point():
             ops += [f"{target}.clamp_(min=0)", f"{target}.div_(2)", f"torch.relu_({target})", f"{target}.sigmoid_()"]
-            ops += [
-                f"torch.nn.functional.relu({target}, inplace=True)",
-                f"torch.nn.functional.hardtanh({target}, -1.0, 1.0, True)",
-            ]
+            ops.append(f"torch.nn.functional.relu({target}, inplace=True)")
+            if not any(a.specials for a in self.program.args):
+                # eager's own gradient of hardtanh at a NaN is 0 in its vectorised loop and 1 in the loop's scalar
+                # tail (16 NaNs give 0s, a 17th gets 1): no compiled answer can match it by position
+                ops.append(f"torch.nn.functional.hardtanh({target}, -1.0, 1.0, True)")
         if t.dim() >= 1:
             idx = rng.choice(["0", "-1", "1:", "::2", "..., 0", ":, 1:" if t.dim() >= 2 else "1:"])
             val = rng.choice(["0", "1", b])

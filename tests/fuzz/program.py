@@ -400,7 +400,7 @@ if __name__ == "__main__":
         torch.testing.assert_close(snapshots(compiled_args), snapshots(eager_args), equal_nan=True, rtol=1e-3, atol=1e-3)
         {extra}
         if before is not None:
-            torch.testing.assert_close(dict(MODS.state_dict()), dict(eager_state), rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(dict(MODS.state_dict()), dict(eager_state), rtol=1e-3, atol=1e-3, equal_nan=True)
         actual_grads = grads(actual, compiled_leaves)
         if expected_grads is not None and actual_grads is not None:  # a compiled graph's unreached input: zeros
             actual_grads = [

@@ -25,6 +25,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
 
     from dynajit.fxgraph import (
         DECOMPOSED_UNLIKE_EAGER,
+        EAGER_BRANCH_KERNELS,
         batch_norms_in_eager_layout,
         checking_saved_versions,
         keep_written_strides,
@@ -44,8 +45,9 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     run_forward = viewing_real_layouts(run_graph_as_is)
 
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
-    # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them
-    with python_kernels_replaced(dict.fromkeys(DECOMPOSED_UNLIKE_EAGER)):
+    # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them, and
+    # the backward formulas that branch on the data take eager's branch
+    with python_kernels_replaced({**dict.fromkeys(DECOMPOSED_UNLIKE_EAGER), **EAGER_BRANCH_KERNELS}):
         forward = aot_module_simplified(
             keep_written_strides(batch_norms_in_eager_layout(gm)),
             inputs,

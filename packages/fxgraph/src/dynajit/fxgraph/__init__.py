@@ -7,7 +7,11 @@ objects (:class:`Config`) and log artifacts (:func:`artifact_logger`).
 from dynajit.fxgraph._below_autograd import running_below_autograd
 from dynajit.fxgraph._builder import GraphBuilder, batch_norms_in_eager_layout, in_canonical_layout, in_suggested_layout
 from dynajit.fxgraph._config import Config, ConfigError, option
-from dynajit.fxgraph._cpu_formulas import matching_eager_backward_formulas, rewrite_spread_gradients
+from dynajit.fxgraph._cpu_formulas import (
+    EAGER_BRANCH_KERNELS,
+    matching_eager_backward_formulas,
+    rewrite_spread_gradients,
+)
 from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._inference import compiling_outside_inference_mode
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
@@ -46,6 +50,7 @@ __all__ = [
     "ARTIFACTS",
     "AUGMENTED_OPERATORS",
     "DECOMPOSED_UNLIKE_EAGER",
+    "EAGER_BRANCH_KERNELS",
     "EXAMPLE_VALUE",
     "NN_MODULE_STACK",
     "SOURCE_FN_STACK",

@@ -5,6 +5,12 @@ over the elements equal to the result with ``zeros.masked_fill_(mask, grad / cou
 ``mask * (grad / count)`` for a tensor subclass, which a fake tensor is. The two differ when the gradient is
 not finite: the product puts NaN on every element (``0 * nan``), eager only on the maxima. Traced, the product
 is rewritten to eager's ``where(mask, grad / count, 0)``.
+
+``prod`` branches on the data: on CPU its gradient is ``grad * result / x`` when ``x`` holds no zero, and the
+product of the other elements otherwise (zeros for a whole-tensor product with two zeros), while a fake tensor
+always takes the product of the others. The two differ beside an infinity or a NaN (``inf / inf`` against
+``1``): :data:`EAGER_BRANCH_KERNELS` are Python kernels for the Autograd key that record eager's choice as a
+``where`` over both branches, for a backend to trace with (``python_kernels_replaced``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any, TypeGuard
 import torch
 import torch.fx
 
-__all__ = ["matching_eager_backward_formulas", "rewrite_spread_gradients"]
+__all__ = ["EAGER_BRANCH_KERNELS", "matching_eager_backward_formulas", "rewrite_spread_gradients"]
 
 aten = torch.ops.aten
 
@@ -74,3 +80,63 @@ def matching_eager_backward_formulas(bw_compiler: Callable[..., Any]) -> Callabl
         return bw_compiler(gm, example_inputs)
 
     return compile_backward
+
+
+def _product_of_others(grad: torch.Tensor, x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``grad`` times each element's product of the others along ``dim``: exclusive cumulative products from both
+    ends, exact beside zeros (autograd's ``prod_safe_zeros_backward``)."""
+    if x.numel() == 0:
+        return grad.expand_as(x)
+    n = x.size(dim)
+    if n == 1:
+        return grad
+    ones = torch.ones_like(x.narrow(dim, 0, 1))
+    before = torch.cat([ones, x.narrow(dim, 0, n - 1)], dim).cumprod(dim)
+    after = torch.cat([ones, x.narrow(dim, 1, n - 1).flip(dim)], dim).cumprod(dim).flip(dim)
+    return grad * (before * after).conj()
+
+
+class _EagerProd(torch.autograd.Function):
+    """``prod`` whose backward takes the branch eager's CPU formula takes for the same data."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int | None, keepdim: bool, dtype: torch.dtype | None) -> torch.Tensor:
+        result = aten.prod.default(x, dtype=dtype) if dim is None else aten.prod.dim_int(x, dim, keepdim, dtype=dtype)
+        ctx.save_for_backward(x, result)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return result
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        x, result = ctx.saved_tensors
+        x = x.to(grad.dtype)
+        if x.dim() == 0:
+            return grad, None, None, None
+        zeros = (x == 0).sum()
+        if ctx.dim is None:
+            others = _product_of_others(grad, x.reshape(-1), 0).view_as(x)
+            with_zeros = torch.where(zeros > 1, 0.0, others)  # eager's zeros_like for two zeros or more
+        else:
+            dim = ctx.dim % x.dim()
+            if not ctx.keepdim:
+                grad, result = grad.unsqueeze(dim), result.unsqueeze(dim)
+            with_zeros = _product_of_others(grad, x, dim)
+        return torch.where(zeros == 0, grad * (result / x).conj(), with_zeros), None, None, None
+
+
+def _prod_kernel(overload: Any, with_dim: bool) -> Callable[..., Any]:
+    def run(x: torch.Tensor, *args: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+        if not (torch.is_grad_enabled() and x.requires_grad):
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(x, *args, dtype=dtype)
+        dim, keepdim = (args[0], args[1] if len(args) > 1 else False) if with_dim else (None, False)
+        return _EagerProd.apply(x, dim, keepdim, dtype)
+
+    return run
+
+
+# Python kernels for the Autograd key whose backward takes eager's data-dependent branch (see the module).
+EAGER_BRANCH_KERNELS: dict[Any, Callable[..., Any]] = {
+    aten.prod.default: _prod_kernel(aten.prod.default, with_dim=False),
+    aten.prod.dim_int: _prod_kernel(aten.prod.dim_int, with_dim=True),
+}

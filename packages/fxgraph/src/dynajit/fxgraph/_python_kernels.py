@@ -38,20 +38,26 @@ _KEYS = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
 @contextlib.contextmanager
 def python_kernels_replaced(replacements: Mapping[Any, Callable[..., Any] | None]) -> Iterator[None]:
     """Within: each op's Python kernels at the Autograd keys replaced by its kernel in ``replacements``, or removed
-    where that is None (an op without one there is left as it is)."""
-    replaced = []
+    where that is None; an op without one there gets its kernel at the Autograd key (or is left as it is)."""
+    replaced, added = [], []
     for overload, kernel in replacements.items():
-        for key in _KEYS:
-            if key in overload.py_kernels:
-                replaced.append((overload, key, overload.py_kernels[key]))
-                if kernel is None:
-                    del overload.py_kernels[key]
-                else:
-                    overload.py_kernels[key] = kernel
+        present = [key for key in _KEYS if key in overload.py_kernels]
+        for key in present:
+            replaced.append((overload, key, overload.py_kernels[key]))
+            if kernel is None:
+                del overload.py_kernels[key]
+            else:
+                overload.py_kernels[key] = kernel
+        if not present and kernel is not None:
+            overload.py_kernels[DispatchKey.Autograd] = kernel
+            added.append(overload)
         overload._dispatch_cache.clear()
     try:
         yield
     finally:
         for overload, key, kernel in replaced:
             overload.py_kernels[key] = kernel
+            overload._dispatch_cache.clear()
+        for overload in added:
+            del overload.py_kernels[DispatchKey.Autograd]
             overload._dispatch_cache.clear()

@@ -654,7 +654,8 @@ def _aten_reading_data(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
     def run_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
-    return aot_module_simplified(gm, inputs, fw_compiler=run_as_is, bw_compiler=run_as_is)
+    with our_autograd_kernels():
+        return aot_module_simplified(gm, inputs, fw_compiler=run_as_is, bw_compiler=run_as_is)
 
 
 _INPLACE_OPERATORS = {

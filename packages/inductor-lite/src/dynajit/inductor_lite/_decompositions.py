@@ -17,7 +17,13 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from dynajit.fxgraph import DECOMPOSED_UNLIKE_EAGER, in_canonical_layout, in_suggested_layout, python_kernels_replaced
+from dynajit.fxgraph import (
+    DECOMPOSED_UNLIKE_EAGER,
+    EAGER_BRANCH_KERNELS,
+    in_canonical_layout,
+    in_suggested_layout,
+    python_kernels_replaced,
+)
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
@@ -268,7 +274,8 @@ def _below_autograd(overload: Any, decompose: Callable[..., Any]) -> Callable[..
 
 def our_autograd_kernels() -> contextlib.AbstractContextManager[None]:
     """A context within which AOT autograd traces the ops torch decomposes unlike eager at the Autograd keys with
-    this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``)."""
+    this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``), and the
+    ops whose backward formula branches on the data with eager's branch (``dynajit.fxgraph.EAGER_BRANCH_KERNELS``)."""
     table = decomposition_table()
     ours = {op: None if op in _KEEP else _below_autograd(op, table[op]) for op in DECOMPOSED_UNLIKE_EAGER}
-    return python_kernels_replaced(ours)
+    return python_kernels_replaced({**ours, **EAGER_BRANCH_KERNELS})
