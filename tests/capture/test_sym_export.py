@@ -1,6 +1,7 @@
 """export: one GraphModule with the function's own inputs and output structure; metadata survives re-capture."""
 
 import operator
+import re
 
 import pytest
 import torch
@@ -88,3 +89,41 @@ def test_recaptured_graph_module_keeps_original_stack_trace(t):
     (gm,) = counter.graphs
     traces = [n.meta.get("stack_trace", "") for n in gm.graph.nodes if n.op == "call_function"]
     assert any("self.linear(x)" in trace for trace in traces)
+
+
+def _first_half_scaled(x, scale=2.0):
+    n = x.shape[0]
+    return x[: n // 2] * n * scale
+
+
+def test_an_exported_graph_refuses_inputs_its_guards_refuse():
+    # the graph holds the example's facts (the slice's end and the factor 8, the scale 2.0): on another size it
+    # would answer for the example's, so it raises naming the guard, as the compiled function would recompile
+    gm = capture.export(_first_half_scaled)(torch.ones(8)).graph_module
+    x = torch.arange(8.0)
+    torch.testing.assert_close(gm(x), _first_half_scaled(x))
+    refused = {
+        "size()[0]: expected 8, got 6": ((torch.ones(6),), {}),
+        "dtype: expected float32, got float64": ((torch.ones(8, dtype=torch.float64),), {}),
+        "local 'scale' changed: expected 2.0, got 3.0": ((x,), {"scale": 3.0}),
+        "stride()[0]": ((torch.ones(16)[::2],), {}),
+    }
+    for reason, (args, kwargs) in refused.items():
+        with pytest.raises(capture.ExportInputError, match=re.escape(reason)):
+            gm(*args, **kwargs)
+    # under no_grad (the grad mode is the program's, not the input's) and traced on fakes, it still runs
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), _first_half_scaled(x))
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    traced = make_fx(gm, tracing_mode="fake")(torch.ones(8))
+    torch.testing.assert_close(traced(x), _first_half_scaled(x))
+
+
+def test_an_exported_module_refuses_another_batch_but_not_new_weights():
+    model = Small()
+    gm = capture.export(model)(torch.ones(2, 4)).graph_module
+    with pytest.raises(capture.ExportInputError, match=r"L\['x'\] size\(\)\[0\]: expected 2, got 5"):
+        gm(torch.ones(5, 4))
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(gm(x), model(x))

@@ -9,7 +9,7 @@ bytecode. ``export(fn)(*args)`` captures one whole graph. The marks
 """
 
 from dynajit.capture import testing
-from dynajit.capture._export import ExportError, ExportResult, export
+from dynajit.capture._export import ExportError, ExportInputError, ExportResult, export
 from dynajit.capture._frame import CompiledGraph, GraphBreak
 from dynajit.capture._marks import (
     allow_in_graph,
@@ -51,6 +51,7 @@ __all__ = [
     "CompiledGraph",
     "DynamicShapeError",
     "ExportError",
+    "ExportInputError",
     "ExportResult",
     "FrameRecord",
     "GraphBreak",

@@ -2,7 +2,9 @@
 
 Export converts the frame with fullgraph semantics and ``ctx.export`` set,
 through a backend that only records the graph (no backend compiler runs), so
-it works with dynajit-capture and its lower layers alone.
+it works with dynajit-capture and its lower layers alone. The graph module it
+returns answers only for inputs like the example's: called on others (another
+size, dtype, rank), it raises :class:`ExportInputError` naming the guard.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ import torch
 from dynajit.capture import _dispatch, _marks, _observe
 from dynajit.capture._runtime import original_of
 
-__all__ = ["ExportError", "ExportResult", "export"]
+__all__ = ["ExportError", "ExportInputError", "ExportResult", "export"]
 
 
 class ExportError(RuntimeError):
     """The function cannot be exported as one graph; the message gives the reason and the user's line."""
+
+
+class ExportInputError(RuntimeError):
+    """An exported graph module was called on inputs its guards refuse (another size, dtype or rank)."""
 
 
 @dataclass
@@ -197,6 +203,56 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
             graph_module = converted.graphs[0].graph_module
         else:
             _take_user_signature(graph_module, function, len(bound), where)
+            _check_inputs_on_call(graph_module, function, len(bound), converted.guards, where)
         return ExportResult(graph_module=graph_module, guards=converted.guards)
 
     return run_export
+
+
+def _check_inputs_on_call(
+    gm: torch.fx.GraphModule, fn: types.FunctionType, n_bound: int, guards: Any, where: str
+) -> None:
+    """Make ``gm`` refuse, with :class:`ExportInputError`, the arguments the guards on ``fn``'s own parameters refuse.
+
+    The graph holds what the trace read from its example inputs (sizes as constants, a branch on a dtype), so
+    another input would get a silently wrong answer. Guards on globals and a bound ``self`` are not checked: the
+    exported program is a snapshot of those. Fake and traced tensors pass unchecked, so the graph module can
+    itself be traced.
+    """
+    from dynajit.guards import GuardSet
+
+    layout = _dispatch.layout_of(fn.__code__)
+    own = set(layout.names[n_bound:])
+
+    def on_parameters(guard: Any) -> bool:
+        roots = [source.root() for source in guard.sources]
+        return bool(roots) and all(getattr(root, "local_name", None) in own for root in roots)
+
+    kept = GuardSet(guard for guard in guards if on_parameters(guard))
+    if not kept:
+        return
+    closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    compiled = kept.compile(arg_names=layout.names, f_globals=fn.__globals__, closure=closure)
+    bind = _dispatch.binder(fn)
+    unbound = (None,) * n_bound  # no kept guard reads a bound argument
+
+    def check(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if any(_traced(value) for value in (*args, *kwargs.values())):
+            return
+        values = bind(*unbound, *args, **kwargs)
+        if not compiled.check(*values):
+            raise ExportInputError(
+                f"the graph exported from {where} was called on inputs its guards refuse: "
+                f"{compiled.failure_reason(*values)}; export it again on inputs like these"
+            )
+
+    gm.register_forward_pre_hook(check, with_kwargs=True)
+
+
+def _traced(value: Any) -> bool:
+    """A value a tracer or a fake mode made (its metadata may be symbolic or a proxy's)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(value, (torch.fx.Proxy, FakeTensor)) or (
+        isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter)
+    )
