@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["OUT_OF_PLACE", "OutputGraph"]
+__all__ = ["OUT_OF_PLACE", "OutputGraph", "sets_grad_mode"]
 
 _graph_ids = itertools.count()
 
@@ -447,7 +447,7 @@ class OutputGraph:
         the mode the trace stopped in after the graph (see transform.py).
         """
         for node in list(self.builder.graph.nodes):
-            if node.op == "call_function" and node.target is torch._C._set_grad_enabled and not node.users:
+            if sets_grad_mode(node) and not node.users:
                 self.builder.graph.erase_node(node)
 
     def _end_in_the_grad_mode_of_its_views(self, outputs: list[TensorVar]) -> None:
@@ -474,12 +474,12 @@ class OutputGraph:
         for node in reversed(list(graph.nodes)):
             if node.op in ("placeholder", "get_attr"):
                 continue
-            if node.op != "call_function" or node.target is not torch._C._set_grad_enabled or node.users:
+            if not sets_grad_mode(node) or node.users:
                 break
             graph.erase_node(node)
         mode = self.grad_at_start
         for node in graph.nodes:
-            if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            if sets_grad_mode(node):
                 mode = bool(node.args[0])
         if mode != wanted:
             self.effect_node(torch._C._set_grad_enabled, (wanted,))
@@ -499,6 +499,11 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def sets_grad_mode(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a grad-mode change the trace recorded (``torch._C._set_grad_enabled``)."""
+    return node.op == "call_function" and node.target is torch._C._set_grad_enabled
 
 
 def _check_derivative(target: Any, result: VT) -> None:
