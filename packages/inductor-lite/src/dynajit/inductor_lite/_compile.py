@@ -146,6 +146,11 @@ def compile_graph(
     ``check_inputs``: a dynamic graph's wrapper checks that the inputs' sizes agree with its shape symbols.
     """
     stats.graphs_compiled += 1
+    elsewhere = _off_kernel_devices(gm, example_inputs)
+    if elsewhere is not None:
+        # A kernel reads and writes memory: a meta tensor has none (the kernel crashed the process).
+        log.info("inductor-lite: this graph has %s tensors; its aten graph runs as it is", elsewhere)
+        return _aten_graph(gm, RuntimeError(f"tensors on {elsewhere}"))
     shape_env = _shape_env(example_inputs)
     with _sym.use_shapes(shape_env):
         try:
@@ -158,6 +163,18 @@ def compile_graph(
             # Something of this graph can only be generated for fixed sizes: run its aten graph as it is.
             log.warning("inductor-lite: %s; running this dynamic graph through aten", err)
             return _aten_graph(gm, err)
+
+
+_KERNEL_DEVICES = ("cpu", "cuda")
+
+
+def _off_kernel_devices(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
+    """The device of a tensor of the graph no kernel runs on (``meta``), or None."""
+    values = [*example_inputs, *(node.meta.get("val") for node in gm.graph.nodes)]
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.device.type not in _KERNEL_DEVICES:
+            return value.device.type
+    return None
 
 
 def _raiser(error: Exception) -> Callable[..., Any]:

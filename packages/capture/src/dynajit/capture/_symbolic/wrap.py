@@ -102,6 +102,16 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
                 f"a {type(value).__qualname__}, a tensor subclass whose __torch_function__ runs on every op, is not "
                 "traced (its results are of the subclass, and its code may change what an op does)"
             )
+        if value.is_nested and value.layout == torch.strided:
+            output.guard("equals_match", _attr(path, "is_nested"), True)
+            unsupported("a nested tensor of the strided layout has no size to trace with: the frame runs in Python")
+        # Fake tensors have no sparse storage or quantizer: the frame runs in Python.
+        if value.layout != torch.strided:
+            output.guard("equals_match", _attr(path, "layout"), value.layout)
+            unsupported(f"a tensor of layout {value.layout} is not traced: the frame runs in Python")
+        if value.is_quantized:
+            output.guard("equals_match", _attr(path, "is_quantized"), True)
+            unsupported(f"a quantized tensor ({value.dtype}) is not traced: the frame runs in Python")
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
             return module_tensor(output, value, path)
         return output.input_tensor(value, path)

@@ -1,0 +1,104 @@
+"""Tensors other than dense CPU ones as arguments: meta, nested, sparse and quantized, eager and compiled alike.
+
+A meta tensor has no memory for a kernel to read (a compiled kernel crashed the process); a strided nested
+tensor has no size to trace with (reading it raised from the compiler). Each case runs the same function
+eagerly and compiled on the same arguments and compares results, layouts and devices.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from dynajit import compiler
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+BACKENDS = ["inductor", "aot_eager", "eager"]
+
+
+def _same(actual, expected):
+    assert type(actual) is type(expected)
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            _same(a, e)
+    elif isinstance(expected, torch.Tensor):
+        assert (actual.device, actual.layout, actual.is_nested) == (
+            expected.device,
+            expected.layout,
+            expected.is_nested,
+        )
+        assert (actual.dtype, actual.requires_grad) == (expected.dtype, expected.requires_grad)
+        if expected.is_nested:
+            for a, e in zip(actual.unbind(), expected.unbind(), strict=True):
+                torch.testing.assert_close(a, e)
+        elif expected.device.type == "meta":
+            assert actual.shape == expected.shape and actual.stride() == expected.stride()
+        elif expected.layout != torch.strided:
+            torch.testing.assert_close(actual.to_dense(), expected.to_dense())
+        else:
+            torch.testing.assert_close(actual, expected)
+    else:
+        assert actual == expected
+
+
+def _meta_products(x, w):
+    scratch = torch.empty(3, 3, device="meta")
+    return torch.nn.functional.linear(x, w).relu().sum(-1), (x @ x.t()).softmax(-1), (scratch * 2).shape
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_meta_tensors_give_eagers_shapes_and_then_real_tensors_real_values(backend):
+    compiled = compiler.compile(_meta_products, backend=backend)
+    meta = (torch.empty(2, 4, device="meta"), torch.empty(3, 4, device="meta"))
+    _same(compiled(*meta), _meta_products(*meta))
+    real = (torch.randn(2, 4), torch.randn(3, 4))
+    _same(compiled(*real), _meta_products(*real))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_module_built_on_the_meta_device_runs_compiled(backend):
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
+    x = torch.empty(3, 8, device="meta")
+    _same(compiler.compile(model, backend=backend)(x), model(x))
+
+
+def _add_one(t):
+    return t + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_strided_nested_tensor_runs_in_python_and_plain_tensors_stay_compiled(backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: the strided nested layout is a prototype
+        nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
+    compiled = compiler.compile(_add_one, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a failed compile would warn and run eagerly
+        for value in (nested, torch.ones(2), nested, torch.arange(3.0)):
+            _same(compiled(value), _add_one(value))
+
+
+_SPARSE = torch.randn(4, 4) * (torch.rand(4, 4, generator=torch.Generator().manual_seed(0)) > 0.6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (lambda s, x: (torch.sparse.mm(s, x) * 2, (s + s).to_dense()), lambda: _SPARSE.to_sparse()),
+        (lambda s, x: (s @ x + 1, s.values().sum()), lambda: _SPARSE.to_sparse_csr()),
+        (
+            lambda q, x: (q.dequantize() @ x, q.int_repr().float().sum()),
+            lambda: torch.quantize_per_tensor(_SPARSE, 0.1, 0, torch.qint8),
+        ),
+    ],
+    ids=["coo", "csr", "quantized"],
+)
+def test_sparse_and_quantized_arguments_are_eagers(backend, fn, make):
+    x = torch.randn(4, 3)
+    _same(compiler.compile(fn, backend=backend)(make(), x), fn(make(), x))
