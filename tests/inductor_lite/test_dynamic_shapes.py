@@ -386,6 +386,24 @@ def test_a_size_with_max_prints_in_cpp_kernels() -> None:
     assert "dj_imax(" in compiled_graphs(c)[0].kernel_source
 
 
+def _heads_of_a_grown_cache(x):  # a KV cache grown by one step, split into heads and laid out per head
+    grown = torch.cat([x, x[:, :1]], 1)
+    return (grown.view(2, -1, 2, 16).transpose(1, 2).contiguous().view(4, -1, 16).sum(1),)
+
+
+def _channels_of_a_grown_sequence(x):
+    return (torch.cat([x, x[:, :1]], 1).view(2, -1, 4, 8).transpose(1, 2).reshape(2, 4, -1).sum(-1),)
+
+
+@pytest.mark.parametrize("fn", [_heads_of_a_grown_cache, _channels_of_a_grown_sequence])
+def test_a_stride_divided_by_a_symbolic_size_is_a_polynomial_in_kernels(fn, caplog) -> None:
+    # (32*s + 32) / (8*s + 8) stayed a fraction, which no kernel can index with: the graph ran through aten
+    with caplog.at_level(logging.WARNING, logger="dynajit.inductor_lite"):
+        c = check_sizes(fn, lambda n: [_x(2, n, 32)], [{1: None}], atol=1e-5, rtol=1e-5)
+    assert "through aten" not in caplog.text
+    assert not compiled_graphs(c)[0].info["fallbacks"]
+
+
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_a_float_computed_from_sizes_is_evaluated_per_call(backend) -> None:
     if backend == "triton":

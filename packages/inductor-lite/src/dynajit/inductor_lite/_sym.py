@@ -253,10 +253,11 @@ def divisible(value: Size, div: Size) -> bool:
 
 
 def exact_quotient(value: Size, div: Size) -> Size:
-    """``value / div`` where :func:`divisible` holds."""
+    """``value / div`` where :func:`divisible` holds: a polynomial (sympy keeps ``(64*s + 64)/(32*s + 32)`` as a
+    fraction until it is cancelled, and a fraction is no index)."""
     if isinstance(value, int) and isinstance(div, int):
         return value // div
-    return norm(sympy.sympify(value) / div)
+    return norm(sympy.cancel(sympy.sympify(value) / div))
 
 
 def floordiv(value: Size, div: Size) -> Size:
