@@ -175,9 +175,11 @@ class CodeCache:
                 if self.ints_seen.setdefault(name, value) != value:
                     self.dynamic_ints.add(name)
                 continue
-            if not isinstance(value, torch.Tensor) or (value.is_nested and value.layout == torch.strided):
-                continue  # (a strided nested tensor has no size: its components have theirs)
+            if not isinstance(value, torch.Tensor):
+                continue
             with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ would run on .shape
+                if value.is_nested and value.layout == torch.strided:
+                    continue  # (a strided nested tensor has no size: its components have theirs)
                 size = tuple(value.shape)
             seen = self.sizes_seen.setdefault(name, size)
             if len(seen) == len(size):
