@@ -187,11 +187,14 @@ class ExpressionMixin:
         ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
         if t.is_floating_point():
             ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean", "is_max", "is_min"]
+            ops += ["nanmedian"]
         if t.dtype != torch.bool:
-            ops += ["cumsum"]
+            ops += ["cumsum", "median"]
         op = rng.choice(ops)
-        if op in ("argmax", "argmin", "max", "min", "is_max", "is_min") and near_ties(t):
-            op = "sum"  # which of two values equal up to rounding is the largest is rounding's choice
+        if op in ("argmax", "argmin", "max", "min", "is_max", "is_min", "median", "nanmedian") and near_ties(t):
+            op = "sum"  # which of two values equal up to rounding is the largest (the middle) is rounding's choice
+        if op in ("median", "nanmedian"):
+            return f"{a}.{op}()" if d is None else f"{a}.{op}({d}, keepdim={keep}).values"
         if op in ("is_max", "is_min"):
             # The elements equal to their own maximum: exact only if every loop computing them rounds alike.
             extreme = "amax" if op == "is_max" else "amin"
