@@ -207,6 +207,27 @@ def test_an_unreached_output_written_through_an_index_puts_no_nan_into_the_gradi
     torch.testing.assert_close(run(compiler.compile(_written_statistic, backend=backend)), run(_written_statistic))
 
 
+def _product_beside_a_gathered_running_product(x):
+    running = torch.gather(x.cumprod(0), 0, torch.zeros_like(x, dtype=torch.long))
+    product = x.prod(0, keepdim=True)
+    running.unsqueeze_(0)  # a graph break: `running` leaves the graph, an output the loss never reaches
+    return product
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unreached_output_gathered_puts_no_nan_into_the_gradients(backend):
+    # The zero gradient of `running` is scattered into zeros by gather's backward before cumprod's: it must stay
+    # a structural zero through the scatter, or 0 * inf puts NaN into the gradient of the product beside it.
+    def run(f):
+        leaf = torch.tensor([0.66, 0.27, -float("inf")]).requires_grad_()
+        out = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    fn = _product_beside_a_gathered_running_product
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn), equal_nan=True)
+
+
 def _squared_max_of_log1p(x):
     return torch.log1p(x).max() ** 2
 

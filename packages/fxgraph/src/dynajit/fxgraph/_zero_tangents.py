@@ -49,6 +49,12 @@ _SUMS = {aten.add.Tensor, aten.sub.Tensor}
 # A base with a source written into part of it: zero when both are.
 _SCATTERS = {aten.select_scatter.default, aten.slice_scatter.default, aten.diagonal_scatter.default,
              aten.as_strided_scatter.default}  # fmt: skip
+# A base with values written or added at indices (``gather``'s and ``index_select``'s backwards scatter their
+# gradient into zeros this way): the positions of the base and the values, zero when both are.
+_INDEXED_WRITES: dict[Any, tuple[int, int]] = {
+    aten.scatter_add.default: (0, 3), aten.scatter.src: (0, 3), aten.index_add.default: (0, 3),
+    aten.index_copy.default: (0, 3), aten.index_put.default: (0, 2), aten.masked_scatter.default: (0, 2),
+}  # fmt: skip
 
 
 def _is_backward_op(target: Any) -> bool:
@@ -72,6 +78,9 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
         return len(args) > 1 and _is_zero(args[1], zero)
     if node.target in _SCATTERS:
         return len(args) > 1 and _is_zero(args[0], zero) and _is_zero(args[1], zero)
+    if node.target in _INDEXED_WRITES:
+        written = [args[p] for p in _INDEXED_WRITES[node.target] if p < len(args)]
+        return len(written) == 2 and all(_is_zero(a, zero) for a in written) and any(a in zero for a in written)
     if node.target in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
         # (``select_backward`` decomposes into ``where(index == i, grad, full(0))``)
         return all(_is_zero(a, zero) for a in args[1:3]) and any(a in zero for a in args[1:3])
