@@ -1,7 +1,8 @@
 """Survey the zoo: per entry, dynajit's result against eager next to torch.compile's graphs and breaks.
 
-Run ``python tests/models/survey.py [--json out.jsonl] [name ...]`` (all entries
-whose package is installed when no name is given). Prints one markdown row per
+Run ``python tests/models/survey.py [--json out.jsonl] [--wide] [name ...]`` (all entries
+whose package is installed when no name is given; ``--wide``: the ~150 generic entries of
+``wide_zoo.py`` instead of the suite's). Prints one markdown row per
 entry as it finishes, then the distinct failure classes ranked by how many
 entries they affect.
 """
@@ -59,8 +60,13 @@ def main() -> None:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--json", type=pathlib.Path)
     parser.add_argument("--no-reference", action="store_true", help="skip torch.compile's counts")
+    parser.add_argument("--wide", action="store_true", help="survey wide_zoo.py's entries")
     options = parser.parse_args()
-    entries = [e for e in ENTRIES if e.available() and (not options.names or e.name in options.names)]
+    if options.wide:
+        from wide_zoo import WIDE_ENTRIES as pool
+    else:
+        pool = ENTRIES
+    entries = [e for e in pool if e.available() and (not options.names or e.name in options.names)]
     print(HEADER, flush=True)
     classes: dict[str, set[str]] = collections.defaultdict(set)
     for entry in entries:

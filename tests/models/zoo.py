@@ -87,8 +87,16 @@ def tensors_of(value: Any) -> list[torch.Tensor]:
         return [t for item in value for t in tensors_of(item)]
     layers = getattr(value, "layers", None)
     if isinstance(layers, list):
-        return [t for layer in layers for t in tensors_of([layer.keys, layer.values])]
+        return [t for layer in layers for t in tensors_of(_layer_state(layer))]
     return []
+
+
+def _layer_state(layer: Any) -> list[Any]:
+    """A cache layer's tensors: an attention layer's keys and values, else its attributes in name order (the
+    states of a linear-attention or state-space layer)."""
+    if hasattr(layer, "keys") and hasattr(layer, "values"):
+        return [layer.keys, layer.values]
+    return [value for _, value in sorted(vars(layer).items())]
 
 
 def _seeded(fn: Callable[[], Built]) -> Callable[[], Built]:
