@@ -69,6 +69,36 @@ def _run(model: nn.Module, x: torch.Tensor, faster: bool, monkeypatch, caplog) -
     return [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
 
 
+class ConvAttention(nn.Module):
+    """Convolutions feeding an attention over their (channel, row, column) output (fuzz a60-1:698): channels-last
+    reaches the flash kernel's inputs with a last dim of stride 8, which that kernel reads as contiguous."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depthwise = nn.Conv2d(3, 3, 3, padding=1, groups=3)
+        self.pointwise = nn.Conv2d(3, 8, 1)
+
+    def forward(self, x):
+        v = self.pointwise(self.depthwise(x).flip(3))
+        return nn.functional.scaled_dot_product_attention(v, v * 0.5, v, is_causal=True)
+
+
+def test_an_attention_reading_channels_last_values_gets_its_last_dim_contiguous(monkeypatch, caplog):
+    torch.manual_seed(0)
+    model = ConvAttention()
+    decisions = _run(model.eval(), torch.randn(1, 3, 2, 2), True, monkeypatch, caplog)
+    assert any("channels-last" in d for d in decisions), decisions
+    compiler.reset()  # and in training: the flash kernel's backward, with the gradients
+    compiled = compiler.compile(model.train(), options={"layout_optimization": True})
+    x = torch.randn(1, 3, 2, 2)
+    compiled(x).sum().backward()
+    actual = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for a, e in zip(actual, [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+
+
 def test_convolutions_that_pay_run_channels_last_and_outputs_keep_eager_strides(monkeypatch, caplog):
     torch.manual_seed(0)
     decisions = _run(Net().eval(), torch.randn(2, 3, 16, 16), True, monkeypatch, caplog)

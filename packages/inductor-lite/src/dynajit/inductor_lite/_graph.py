@@ -90,6 +90,25 @@ EXTERN_BY_DESIGN = {
     aten.randn.default,
 }
 
+# Aten kernels that read each tensor argument's last dim as contiguous whatever its strides say: eager's
+# scaled_dot_product_attention takes the flash kernel only for such inputs, but a graph's layout pass
+# (channels-last carried from a convolution into an attention) can hand it others. Such an argument is
+# copied into a contiguous one for the call.
+_LAST_DIM_CONTIGUOUS = frozenset({
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+})  # fmt: skip
+
+
+def _last_dim_unit_stride(example: Any) -> bool:
+    """True unless ``example`` is a tensor whose last dim is not known to have stride 1 (a symbolic one counts
+    as not: code generation adds no guards, and a copy is always right)."""
+    if not isinstance(example, torch.Tensor) or example.dim() == 0:
+        return True
+    stride = example.stride(-1)
+    return isinstance(stride, int) and stride == 1
+
+
 # Realize a lazy value whose expression grew past this many ops, so loaders stay small.
 MAX_INLINE_COST = 48
 
@@ -269,6 +288,8 @@ class GraphLowering:
             if isinstance(a, torch.fx.Node):
                 example = a.meta.get("val")
                 a = self.env[a]
+                if node.target in _LAST_DIM_CONTIGUOUS and not _last_dim_unit_stride(example):
+                    example = example.contiguous()
             if isinstance(a, TensorValue):
                 return self.extern_arg(a, example)
             if isinstance(a, (list, tuple)):
