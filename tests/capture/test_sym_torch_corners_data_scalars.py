@@ -61,6 +61,16 @@ def failing_check(x, k):
     return x * n
 
 
+def tensor_as_size(x, k):
+    # the 0-d tensor `k` where new_zeros expects an int: eager reads its value (longformer's `chunks_count`)
+    return x.new_zeros((2, k + 1)) + x.sum()
+
+
+def size_from_constants(x):
+    # torch.div of two ints is a tensor whose value the trace knows: view reads it as a size (longformer's `_chunk`)
+    return x.view(x.size(0), torch.div(x.size(1), 4, rounding_mode="trunc"), 4) * 2
+
+
 def vec(n):
     return lambda: (torch.randn(n),)
 
@@ -70,6 +80,22 @@ def test_without_the_options_data_reads_are_breaks():
     assert breaks(scale_by_item, torch.randn(3)) == [
         "Tensor.item() reads the tensor's data (set capture_scalar_outputs to trace it)"
     ]
+
+
+def test_a_tensor_where_a_number_is_expected_is_a_break_without_the_option():
+    for k in (3, 5):
+        run_both(tensor_as_size, lambda k=k: (torch.randn(4), torch.tensor(k)), graphs=2)
+    assert breaks(tensor_as_size, torch.randn(4), torch.tensor(3)) == [
+        "new_zeros reads a tensor's value as a number (set capture_scalar_outputs to trace it)"
+    ]
+
+
+def test_a_tensor_computed_from_constants_is_a_size_in_one_graph():
+    run_both(size_from_constants, lambda: (torch.randn(2, 8),), graphs=1, fullgraph=True)
+
+
+def test_a_tensor_where_a_number_is_expected_is_a_symbolic_value_with_the_option(capture_data):
+    run_both(tensor_as_size, lambda: (torch.randn(4), torch.tensor(3)), graphs=1, fullgraph=True)
 
 
 def test_item_and_tolist_are_symbolic_values_in_one_graph(capture_data):

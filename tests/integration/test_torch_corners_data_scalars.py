@@ -57,3 +57,21 @@ def test_values_read_from_data_on_aot_backends(backend):
             assert got[1] == want[1]
             torch.testing.assert_close(got[2], want[2])
     assert counter.frame_count == 3
+
+
+def solved_size(x, k):
+    # `k` (0-d) read as a size, then the view to x's shape solves its symbol: every example value is static,
+    # yet the graph reads data, so the AOT backends must trace it with the placeholders' ShapeEnv
+    z = x.new_zeros((x.shape[0], k + 1, 4, 3))
+    return z.view(x.shape[0], x.shape[1], 3) + x
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_value_read_from_data_whose_symbol_is_solved(backend):
+    capture.reset()
+    counter = CompileCounterWithBackend(dynajit.compiler._compile.resolve_backend(backend))
+    with config.patch(capture_scalar_outputs=True):
+        compiled = capture.optimize(counter, fullgraph=True)(solved_size)
+        x, k = torch.randn(2, 8, 3), torch.tensor(1)
+        torch.testing.assert_close(compiled(x, k), solved_size(x, k))
+    assert counter.frame_count == 1

@@ -151,6 +151,7 @@ def reads_data(gm: torch.fx.GraphModule) -> bool:
     """
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+    shape_envs = set()
     for node in gm.graph.nodes:
         example = node.meta.get("example_value")
         leaves = example if isinstance(example, (tuple, list)) else (example,)
@@ -159,7 +160,12 @@ def reads_data(gm: torch.fx.GraphModule) -> bool:
                 leaf
             ):
                 return True
-    return False
+            mode = getattr(leaf, "fake_mode", None)
+            if mode is not None and mode.shape_env is not None:
+                shape_envs.add(mode.shape_env)
+    # A value read from data can leave no symbol behind: `x.new_zeros((n + 1, 4))` of a 0-d tensor `n`
+    # whose result is then viewed as `x`'s shape solves its symbol, so every example value is static.
+    return any(free_unbacked_symbols(tuple(env.var_to_range)) for env in shape_envs)
 
 
 def symbols_of(value: object) -> set[sympy.Symbol]:

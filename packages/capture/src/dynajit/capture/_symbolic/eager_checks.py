@@ -115,15 +115,18 @@ _SCALAR_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
 def _real(value: Any, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``value`` with each tensor (an FX node's example value) replaced by ``make(example)`` and each symbolic
-    scalar by the value it was traced with (a dtype check does not read it: ``bool_tensor.mul_(n)`` raises for
-    every int ``n``); LookupError for a value known only symbolically (its checks cannot be run here)."""
+    """``value`` with each tensor (an FX node's example value) replaced by ``make(example)`` (by its value when
+    its fake holds one) and each symbolic scalar by the value it was traced with (a dtype check does not read it:
+    ``bool_tensor.mul_(n)`` raises for every int ``n``); LookupError for a value known only symbolically (its
+    checks cannot be run here)."""
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("example_value")
         if value is None:
             raise LookupError
     if isinstance(value, torch.Tensor):
-        return make(value)
+        # a fake computed from constants alone (``torch.div(8, 4)``) knows its value, which may be used as a number
+        constant = getattr(value, "constant", None)
+        return constant.clone() if isinstance(constant, torch.Tensor) else make(value)
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         hint = value.node.hint
         if hint is None:

@@ -93,7 +93,11 @@ class OutputGraph:
         # configured (as in torch.compile's default): backends then compile graphs whose sizes come from inputs.
         from dynajit.capture.config import config
 
-        shape_env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+        # Likewise a value read from tensor data where a number is expected (a 0-d tensor as a size).
+        shape_env = ShapeEnv(
+            allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+            allow_scalar_outputs=config.capture_scalar_outputs,
+        )
         self.fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
         self.builder = GraphBuilder(self.fake_mode)
         # The frame's own graph: inputs and module tensors are read into it even while a branch of a
@@ -342,6 +346,8 @@ class OutputGraph:
             reason = f"{name} cannot be traced on fake tensors ({type(exc).__name__}: {str(exc)[:200]})"
             if isinstance(exc, DynamicOutputShapeException):
                 reason = f"{name}: the size of its result depends on the tensor's data ({exc.func})"
+            if isinstance(exc, DataDependentOutputException):
+                reason = f"{name} reads a tensor's value as a number (set capture_scalar_outputs to trace it)"
             if _is_user_error(exc):
                 raise RaisesInPython(reason) from None
             unsupported(reason)
