@@ -83,6 +83,48 @@ def test_cache_size_limit_falls_back_to_eager_with_one_warning() -> None:
     assert len([w for w in caught if issubclass(w.category, capture.RecompileLimitWarning)]) == 1
 
 
+class BlockWithBreak(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.lin(x).relu()
+        print(end="")  # a graph break: each layer's forward is a frame of its own
+        return x * 2
+
+
+def test_the_cache_size_limit_counts_entries_per_module_instance() -> None:
+    """Twelve equal layers with a break inside forward: each compiles its own entry, none runs eagerly."""
+    layers = torch.nn.Sequential(*(BlockWithBreak() for _ in range(12)))
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(layers)
+    x = torch.randn(2, 4)
+    with capture.config.patch(strict=True), capture.observe() as seen:
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), layers(x))
+    assert {frame.kind for frame in seen.frames} <= {"compiled", "skip"}  # no fallback
+    assert counter.frame_count == 12 + 1  # each layer's forward, and the resume function they share
+
+
+def test_the_cache_size_limit_still_bounds_one_module_instance_and_all_in_all() -> None:
+    layer, other = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    compiled, compiled_other = capture.optimize(CompileCounter())(layer), capture.optimize(CompileCounter())(other)
+    dtypes = (torch.float32, torch.float64, torch.bfloat16)
+    with capture.config.patch(cache_size_limit=2, strict=True):
+        for dtype in dtypes[:2]:
+            layer.to(dtype), other.to(dtype)
+            compiled(torch.randn(2, 4, dtype=dtype))
+            compiled_other(torch.randn(2, 4, dtype=dtype))  # another instance: its own two
+        with pytest.raises(capture.StrictModeError, match=r"config.cache_size_limit \(2\)"):
+            layer.to(dtypes[2])
+            compiled(torch.randn(2, 4, dtype=dtypes[2]))
+    with capture.config.patch(accumulated_cache_size_limit=4, strict=True):
+        third = torch.nn.Linear(4, 4).to(dtypes[1])
+        with pytest.raises(capture.StrictModeError, match=r"config.accumulated_cache_size_limit \(4\)"):
+            capture.optimize(CompileCounter())(third)(torch.randn(2, 4, dtype=dtypes[1]))
+
+
 def test_fullgraph_graph_break_names_reason_and_line() -> None:
     from dynajit.capture._frame import Unsupported
 

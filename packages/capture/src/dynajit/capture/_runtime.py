@@ -31,7 +31,7 @@ from dynajit.capture._gc_deferral import full_collections_deferred
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
-from dynajit.guards import GuardSet
+from dynajit.guards import IDENTITY_KINDS, GuardSet, LocalSource, identity_of
 
 __all__ = [
     "CompiledFunction",
@@ -270,6 +270,20 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
     return settings
 
 
+def _same_identities(entry: _cache.CacheEntry, arguments: dict[str, Any]) -> bool:
+    """Whether every argument ``entry`` is guarded on by identity (``self``) is the same object in ``arguments``.
+
+    TorchDynamo counts its recompile limit per such identities too: each layer of a stack of equal modules
+    compiles its own entry, and the limit still stops one layer's inputs recompiling without end.
+    """
+    for guard in entry.guards if isinstance(entry.guards, GuardSet) else ():
+        if guard.kind in IDENTITY_KINDS and isinstance(guard.sources[0], LocalSource):
+            name = guard.sources[0].local_name
+            if name in arguments and identity_of(guard) is not arguments[name]:
+                return False
+    return True
+
+
 def _drop_unreachable_entries(cache: _cache.CodeCache, running: Callable[..., Any], collect: bool) -> bool:
     """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went.
 
@@ -494,17 +508,17 @@ class CompiledFunction:
             )
         observed = _observe.active()
         with _lock:
-            limit = config.cache_size_limit
-            if len(self.cache.entries) >= limit and not (
+            limit = self._limit_reached(values)
+            if limit and not (
                 _drop_unreachable_entries(self.cache, self.settings.backend, not self.cache.limit_warned)
-                and len(self.cache.entries) < limit
+                and not self._limit_reached(values)
             ):
                 if config.strict:
-                    self._strict_limit(values, observed)
-                self._warn_limit(values)
+                    self._strict_limit(values, observed, limit)
+                self._warn_limit(values, limit)
                 if observed:
                     failures = tuple(self._failure_reasons(values))
-                    reason = f"config.cache_size_limit ({limit}) reached"
+                    reason = f"{limit} reached"
                     _observe.notify(self._record("cache_limit", recompile_reasons=failures, reason=reason))
                 return self.fn
             reasons = (
@@ -526,6 +540,15 @@ class CompiledFunction:
         if observed:
             _observe.notify(self._entry_record(entry, tuple(reasons), time.perf_counter() - start))
         return instance.run
+
+    def _limit_reached(self, values: Sequence[Any]) -> str:
+        """The limit (``config.<name> (<n>)``) a new entry for ``values`` would pass, or ''."""
+        entries = self.cache.entries
+        if len(entries) >= config.accumulated_cache_size_limit:
+            return f"config.accumulated_cache_size_limit ({config.accumulated_cache_size_limit})"
+        arguments = dict(zip(self.layout.names, values))
+        same = sum(1 for entry in entries if _same_identities(entry, arguments))
+        return f"config.cache_size_limit ({config.cache_size_limit})" if same >= config.cache_size_limit else ""
 
     def _record(self, kind: str, **details: Any) -> _observe.FrameRecord:
         return _observe.FrameRecord(code=self.code, name=self.fn.__qualname__, kind=kind, **details)
@@ -549,14 +572,14 @@ class CompiledFunction:
             reasons.append(f"{entry.compile_id}: {reason or 'guards failed'}")
         return reasons or ["no compiled entry"]
 
-    def _warn_limit(self, values: Sequence[Any]) -> None:
+    def _warn_limit(self, values: Sequence[Any], limit: str) -> None:
         if self.cache.limit_warned:
             return
         self.cache.limit_warned = True
         last = self._failure_reasons(values)[0]
         warnings.warn(
             f"dynajit: function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
-            f"config.cache_size_limit ({config.cache_size_limit}) compiled entries; inputs that match none of them "
+            f"{limit} compiled entries; inputs that match none of them "
             f"now run eagerly, without compiling. Last guard failure: {last}. To allow more entries, raise the limit: "
             f"dynajit.capture.config.cache_size_limit = N (or DYNAJIT_CACHE_SIZE_LIMIT=N); to see why each "
             f"recompile happened, enable the 'recompiles' log (DYNAJIT_LOGS=recompiles).",
@@ -564,12 +587,12 @@ class CompiledFunction:
             stacklevel=5,
         )
 
-    def _strict_limit(self, values: Sequence[Any], observed: bool) -> None:
+    def _strict_limit(self, values: Sequence[Any], observed: bool, limit: str) -> None:
         """Raise the ``StrictModeError`` for a frame past ``config.cache_size_limit`` (strict mode)."""
         failures = tuple(self._failure_reasons(values))
         message = (
             f"dynajit (strict mode): function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
-            f"config.cache_size_limit ({config.cache_size_limit}) compiled entries and would run eagerly. "
+            f"{limit} compiled entries and would run eagerly. "
             f"Last guard failure: {failures[0]}. Raise the limit "
             f"(dynajit.capture.config.cache_size_limit = N) or make the inputs match a compiled entry."
         )

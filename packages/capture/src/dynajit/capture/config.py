@@ -17,8 +17,13 @@ class CaptureConfig(Config):
 
     cache_size_limit: int = option(
         8,
-        "Compiled entries kept per code object (all backends together). Past it, inputs that match no "
-        "entry run eagerly and a one-time warning says so.",
+        "Compiled entries kept per code object and per identity of the arguments its entries are guarded on by "
+        "identity (each instance of a repeated module has its own count: a graph break inside a transformer "
+        "layer's forward compiles it once per layer). Past it, inputs that match no entry run eagerly and a "
+        "one-time warning says so.",
+    )
+    accumulated_cache_size_limit: int = option(
+        256, "Compiled entries kept per code object in all (all argument identities and backends together)."
     )
     inline_depth_limit: int = option(24, "How deep the interpreter inlines nested user function calls.")
     automatic_dynamic_shapes: bool = option(

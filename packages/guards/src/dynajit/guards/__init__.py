@@ -14,6 +14,7 @@ from ._expression import expression
 from ._guard import Check, Cost, Guard
 from ._guard_set import GuardSet
 from ._kinds import (
+    IDENTITY_KINDS,
     constant_match,
     dict_contains,
     dict_keys,
@@ -21,6 +22,7 @@ from ._kinds import (
     function_match,
     hasattr_match,
     id_match,
+    identity_of,
     is_none,
     length_check,
     nn_module,
@@ -48,6 +50,7 @@ from ._state import backend_match, global_module_hooks, global_module_hooks_dict
 from ._tensor import storage_apart, tensor_aliasing, tensor_match
 
 __all__ = [
+    "IDENTITY_KINDS",
     "AttrSource",
     "BufferSource",
     "Check",
@@ -88,5 +91,6 @@ __all__ = [
     "tensor_aliasing",
     "tensor_match",
     "type_match",
+    "identity_of",
     "weak_referents",
 ]

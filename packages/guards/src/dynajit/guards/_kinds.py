@@ -14,6 +14,7 @@ from ._guard import Check, Cost, Guard, hashable_value, short_repr
 from ._sources import Source
 
 __all__ = [
+    "IDENTITY_KINDS",
     "constant_match",
     "dict_contains",
     "dict_keys",
@@ -21,6 +22,7 @@ __all__ = [
     "function_match",
     "hasattr_match",
     "id_match",
+    "identity_of",
     "is_none",
     "length_check",
     "nn_module",
@@ -31,6 +33,9 @@ __all__ = [
     "type_name",
     "weak_referents",
 ]
+
+# The kinds whose first check is that the value is one object (``identity_of`` returns it).
+IDENTITY_KINDS = ("ID_MATCH", "FUNCTION_MATCH", "NN_MODULE")
 
 # Python scalars CONSTANT_MATCH accepts; anything else equality-comparable goes through EQUALS_MATCH.
 _CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented))
@@ -113,6 +118,14 @@ def function_match(source: Source, fn: Any, *, weak: bool = False) -> Guard:
     if not callable(fn):
         raise TypeError(f"function_match() expects a callable for {source.name()}, got {short_repr(fn)}")
     return _identity_guard("FUNCTION_MATCH", source, fn, weak)
+
+
+def identity_of(guard: Guard) -> Any:
+    """The object an identity guard (ID_MATCH, FUNCTION_MATCH, NN_MODULE) expects (None once a weakly held one died)."""
+    if guard.kind not in IDENTITY_KINDS:
+        raise ValueError(f"identity_of() takes an identity guard ({', '.join(IDENTITY_KINDS)}), got {guard.kind}")
+    check = guard.checks[0]  # the identity check comes first
+    return check.constants["ref"]() if "ref" in check.constants else check.constants["obj"]
 
 
 def weak_referents(guard: Guard) -> list[weakref.ref[Any]]:
