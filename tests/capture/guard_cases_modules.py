@@ -88,6 +88,41 @@ def module_forward_replaced_on_instance():
     return f, _ones(2), lambda: setattr(lin, "forward", lambda v: v * 100)
 
 
+class _OwnForward(torch.nn.Module):
+    """``self.forward = self.forward_split`` in __init__ (timm's FasterNet): the instance's forward runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.forward = self.forward_split
+
+    def forward_split(self, x):
+        return self.lin(x) + 1
+
+    def forward_scaled(self, x):
+        return self.lin(x) * 3
+
+
+@case
+def module_own_forward_rebound():
+    m = _OwnForward()
+
+    def f(x):
+        return m(x)
+
+    return f, _ones(2), lambda: setattr(m, "forward", m.forward_scaled)
+
+
+@case
+def module_own_forward_removed():
+    m = _OwnForward()
+
+    def f(x):
+        return m(x)
+
+    return f, _ones(2), lambda: delattr(m, "forward")  # then Module's own forward raises NotImplementedError
+
+
 @case
 def module_buffer_replaced():
     bn = torch.nn.BatchNorm1d(2).eval()

@@ -25,6 +25,26 @@ def test_transformer_encoder_layer_is_one_graph(check, t):
     check(run, m, t(2, 5, 8), graphs=1)
 
 
+class SplitMixing(nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.forward = self.forward_scaled if mode == "scaled" else self.forward_split_cat
+
+    def forward_scaled(self, x):
+        return self.conv(x[:, :2]).repeat(1, 2, 1, 1) * 2
+
+    def forward_split_cat(self, x):
+        x1, x2 = torch.split(x, [2, 2], dim=1)
+        return torch.cat((self.conv(x1), x2), 1)
+
+
+def test_a_module_with_its_own_forward_attribute_is_one_graph(check, t):
+    torch.manual_seed(0)
+    m = nn.Sequential(SplitMixing("scaled"), nn.ReLU(), SplitMixing("split_cat")).eval()
+    check(run, m, t(2, 4, 5, 5), graphs=1)
+
+
 def test_conv_block(check, t):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten()).eval()

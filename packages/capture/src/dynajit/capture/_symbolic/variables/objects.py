@@ -553,7 +553,9 @@ class NNModuleVar(UserObjectVar):
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
             unsupported(f"{type(module).__name__} modules run eagerly (a fused recurrent kernel per call)")
         if "forward" in vars(module):
-            unsupported(f"this {type(module).__name__} has its own forward attribute, which calls run instead")
+            # ``self.forward = self.forward_split_cat`` in __init__: Module.__call__ reads the instance's own
+            with tx.output.module_scope(self):
+                return self.getattr(tx, "forward").call(tx, args, kwargs)
         self.guard_not_shadowed(tx, "forward")
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
