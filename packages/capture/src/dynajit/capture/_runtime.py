@@ -31,7 +31,7 @@ from dynajit.capture._gc_deferral import full_collections_deferred
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
-from dynajit.guards import IDENTITY_KINDS, GuardSet, LocalSource, identity_of
+from dynajit.guards import GuardSet, LocalSource, identity_of
 
 __all__ = [
     "CompiledFunction",
@@ -270,14 +270,16 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
     return settings
 
 
-def _same_identities(entry: _cache.CacheEntry, arguments: dict[str, Any]) -> bool:
-    """Whether every argument ``entry`` is guarded on by identity (``self``) is the same object in ``arguments``.
+def _same_modules(entry: _cache.CacheEntry, arguments: dict[str, Any]) -> bool:
+    """Whether every module argument ``entry`` is guarded on by identity (``self``) is the same in ``arguments``.
 
     TorchDynamo counts its recompile limit per such identities too: each layer of a stack of equal modules
-    compiles its own entry, and the limit still stops one layer's inputs recompiling without end.
+    compiles its own entry, and the limit still stops one layer's inputs recompiling without end. Modules
+    only: a function or object made anew on every call (a closure live across a graph break) would otherwise
+    be a new identity on every call, each compiling its own entry up to the accumulated limit.
     """
     for guard in entry.guards if isinstance(entry.guards, GuardSet) else ():
-        if guard.kind in IDENTITY_KINDS and isinstance(guard.sources[0], LocalSource):
+        if guard.kind == "NN_MODULE" and isinstance(guard.sources[0], LocalSource):
             name = guard.sources[0].local_name
             if name in arguments and identity_of(guard) is not arguments[name]:
                 return False
@@ -547,7 +549,7 @@ class CompiledFunction:
         if len(entries) >= config.accumulated_cache_size_limit:
             return f"config.accumulated_cache_size_limit ({config.accumulated_cache_size_limit})"
         arguments = dict(zip(self.layout.names, values))
-        same = sum(1 for entry in entries if _same_identities(entry, arguments))
+        same = sum(1 for entry in entries if _same_modules(entry, arguments))
         return f"config.cache_size_limit ({config.cache_size_limit})" if same >= config.cache_size_limit else ""
 
     def _record(self, kind: str, **details: Any) -> _observe.FrameRecord:

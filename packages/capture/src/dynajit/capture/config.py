@@ -17,8 +17,8 @@ class CaptureConfig(Config):
 
     cache_size_limit: int = option(
         8,
-        "Compiled entries kept per code object and per identity of the arguments its entries are guarded on by "
-        "identity (each instance of a repeated module has its own count: a graph break inside a transformer "
+        "Compiled entries kept per code object and per identity of the module arguments its entries are guarded "
+        "on by identity (each instance of a repeated module has its own count: a graph break inside a transformer "
         "layer's forward compiles it once per layer). Past it, inputs that match no entry run eagerly and a "
         "one-time warning says so.",
     )
