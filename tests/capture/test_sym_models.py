@@ -7,6 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+import dynajit.capture as capture
+from dynajit.capture.testing import CompileCounter
+
 
 def run(m, *args):
     return m(*args)
@@ -43,6 +46,55 @@ def test_a_module_with_its_own_forward_attribute_is_one_graph(check, t):
     torch.manual_seed(0)
     m = nn.Sequential(SplitMixing("scaled"), nn.ReLU(), SplitMixing("split_cat")).eval()
     check(run, m, t(2, 4, 5, 5), graphs=1)
+
+
+class PlainActivation(nn.Module):
+    """No __init__ of its own (transformers' SiLUActivation): constructing it runs only nn.Module's."""
+
+    def forward(self, x):
+        return nn.functional.silu(x)
+
+
+class Instantiator(dict):
+    def __getitem__(self, key):
+        return super().__getitem__(key)()  # transformers' ACT2FN: a new module at each lookup
+
+
+ACTIVATIONS = Instantiator(silu=PlainActivation)
+
+
+def activation_from_registry(x):
+    y = x + 1
+    return ACTIVATIONS["silu"](y) * 2
+
+
+def activation_escapes(x):
+    act = PlainActivation()
+    return act(x), act
+
+
+def test_a_plain_module_made_in_forward_is_one_graph(check, t):
+    check(activation_from_registry, t(3, 4), graphs=1)
+    compiled = capture.optimize(CompileCounter())(activation_escapes)
+    out, act = compiled(torch.ones(2))
+    assert type(act) is PlainActivation and act is not compiled(torch.ones(2))[1]  # made anew, as in eager
+    torch.testing.assert_close(out, nn.functional.silu(torch.ones(2)))
+
+
+def test_a_module_with_its_own_init_made_in_forward_is_a_break():
+    class Counting(nn.Module):
+        made = 0
+
+        def __init__(self):
+            super().__init__()
+            Counting.made += 1
+
+        def forward(self, x):
+            return x + 1
+
+    compiled = capture.optimize(CompileCounter())(lambda x: Counting()(x))
+    compiled(torch.ones(2))
+    assert Counting.made == 1  # its __init__ ran once, in Python: never while tracing
 
 
 def test_conv_block(check, t):

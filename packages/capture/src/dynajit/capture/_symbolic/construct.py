@@ -35,6 +35,7 @@ __all__ = [
     "constructs_instances",
     "construct_instance",
     "construct_torch_module",
+    "is_plain_module_subclass",
     "is_stateless_torch_module_class",
     "python_new",
     "why_not_constructible",
@@ -170,6 +171,26 @@ def is_stateless_torch_module_class(cls: Any) -> bool:
         and cls.__module__.startswith("torch.nn.modules.")
         and getattr(torch.nn, cls.__name__, None) is cls
     )
+
+
+# What a class may define that nn.Module's own construction would run (or that changes what it makes).
+_CONSTRUCTION_HOOKS = ("__init__", "__new__", "__setattr__", "__getattr__", "__getattribute__", "__del__")
+
+
+def is_plain_module_subclass(cls: Any) -> bool:
+    """A Module subclass whose construction runs only ``nn.Module.__init__`` (transformers' ``SiLUActivation``,
+    made by ``ACT2FN["silu"]`` inside forward): no class before ``nn.Module`` in its MRO defines a construction
+    hook or a data descriptor (``nn.Module.__init__`` sets attributes through them), and its metaclass is type."""
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)) or type(cls) is not type:
+        return False
+    for base in cls.__mro__:
+        if base is torch.nn.Module:
+            return True
+        if any(name in vars(base) for name in _CONSTRUCTION_HOOKS):
+            return False
+        if any(hasattr(type(value), "__set__") or hasattr(type(value), "__delete__") for value in vars(base).values()):
+            return False
+    return False
 
 
 def construct_torch_module(tx: Tracer, cls: type, args: list[VT], kwargs: dict[str, VT]) -> VT:

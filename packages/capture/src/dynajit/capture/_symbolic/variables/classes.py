@@ -43,6 +43,7 @@ class ClassVar(ObjectVar):
             construct_instance,
             construct_torch_module,
             constructs_instances,
+            is_plain_module_subclass,
             is_stateless_torch_module_class,
         )
         from dynajit.capture._symbolic.variables.contexts import CONTEXT_MANAGER_CALLS
@@ -51,6 +52,8 @@ class ClassVar(ObjectVar):
         cls = self.value
         if is_enum_class(cls):
             return enum_call(tx, self, args, kwargs)
+        if is_plain_module_subclass(cls) and not args and not kwargs:
+            return construct_torch_module(tx, cls, args, kwargs)  # made for real: only nn.Module.__init__ runs
         if cls not in BUILTINS and cls not in CONTEXT_MANAGER_CALLS and constructs_instances(cls):
             meta_call = python_metaclass_call(tx, self)
             if meta_call is not None:
