@@ -30,6 +30,30 @@ def dict_key_removed():
     return f, _ones(2), lambda: d.pop("b")
 
 
+def _handler():
+    return None
+
+
+@case
+def dict_by_class_value_changed():
+    registry = {float: 1, int: 2, _handler: 3}  # a registry of classes and functions (pytree's SUPPORTED_NODES)
+
+    def f(x):
+        return x * registry[int] + registry[_handler]
+
+    return f, _ones(2), lambda: registry.__setitem__(int, 5)
+
+
+@case
+def dict_by_class_key_added():
+    registry = {float: 1, int: 2}
+
+    def f(x):
+        return x + (10 if bool in registry else 0)
+
+    return f, _ones(2), lambda: registry.__setitem__(bool, 3)
+
+
 @case
 def dict_value_changed():
     d = {"a": 1}

@@ -97,6 +97,19 @@ def test_a_module_with_its_own_init_made_in_forward_is_a_break():
     assert Counting.made == 1  # its __init__ ran once, in Python: never while tracing
 
 
+SCALES = {torch.Tensor: 2.0, int: 3, PlainActivation: 4}
+
+
+def scaled_by_type(x):
+    y = x.sin()
+    scale = SCALES[type(x)] if type(x) in SCALES else 1  # `in` reads the whole dict: its keys are guarded
+    return y * scale + len(SCALES) + sum(v for k, v in SCALES.items() if k is not int)
+
+
+def test_a_dict_keyed_by_classes_is_read_in_one_graph(check, t):
+    check(scaled_by_type, t(3), graphs=1)
+
+
 def test_conv_block(check, t):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten()).eval()

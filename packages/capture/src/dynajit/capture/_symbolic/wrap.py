@@ -32,7 +32,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.autograd_function import is_function_apply, wrap_autograd_function_apply
 from dynajit.capture._symbolic.variables.collections_ import DefaultDictVar, DequeVar
-from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES
+from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES, constant_key
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.context_vars import wrap_context_var_object
 from dynajit.capture._symbolic.variables.contexts import (
@@ -141,13 +141,13 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         maxlen = wrap_value(output, value.maxlen, _attr(path, "maxlen")).const()
         elements = [wrap_value(output, v, Item(path, i) if path is not None else None) for i, v in enumerate(value)]
         return DequeVar(elements, maxlen, path)
-    if type(value) is collections.defaultdict and all(isinstance(k, (str, int)) for k in value):
+    if type(value) is collections.defaultdict and all(constant_key(k) for k in value):
         output.guard("type_match", path, value)
         output.guard("dict_keys", path, value)
         factory = wrap_value(output, value.default_factory, _attr(path, "default_factory"))
         items = {k: wrap_value(output, v, Item(path, k) if path is not None else None) for k, v in value.items()}
         return DefaultDictVar(factory, items, path)
-    if type(value) in (dict, collections.OrderedDict) and all(isinstance(k, (str, int)) for k in value):
+    if type(value) in (dict, collections.OrderedDict) and all(constant_key(k) for k in value):
         output.guard("type_match", path, value)
         output.guard("dict_keys", path, value)
         items = {k: wrap_value(output, v, Item(path, k) if path is not None else None) for k, v in value.items()}

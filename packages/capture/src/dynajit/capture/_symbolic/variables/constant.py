@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["CONSTANT_TYPES", "ConstVar", "is_literal"]
+__all__ = ["CONSTANT_TYPES", "ConstVar", "constant_key", "is_literal"]
 
 CONSTANT_TYPES = (
     int,
@@ -101,3 +101,15 @@ def fold(op: Any, *values: Any) -> ConstVar:
 
 
 __all__ += ["fold"]
+
+
+def constant_key(key: Any) -> bool:
+    """A dict key the trace may hold as a constant: a str or int, or a class or function, hashed and compared by
+    identity (pytree's registry of node types, ``SUPPORTED_NODES``, holds both): guards look such a key up by a
+    bound reference."""
+    if isinstance(key, (str, int)):
+        return True
+    if isinstance(key, types.FunctionType):
+        return True
+    meta = type(key)
+    return isinstance(key, type) and meta.__eq__ is type.__eq__ and meta.__hash__ is type.__hash__

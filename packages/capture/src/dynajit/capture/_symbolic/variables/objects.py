@@ -17,7 +17,7 @@ import torch
 from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
-from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.constant import ConstVar, constant_key
 from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
 from dynajit.capture._symbolic.variables.functions import (
     BoundMethodVar,
@@ -275,8 +275,8 @@ class UserObjectVar(ObjectVar):
         assert self.source is not None and isinstance(self.value, dict)
         tx.output.guard("dict_keys", self.source, self.value)
         keys = list(dict.keys(self.value))
-        if any(type(key) not in (str, int) for key in keys):
-            unsupported(f"reading a {type(self.value).__name__} object with keys other than str and int")
+        if not all(constant_key(key) for key in keys):
+            unsupported(f"reading a {type(self.value).__name__} object with keys other than str, int and classes")
         return {key: tx.wrap(dict.__getitem__(self.value, key), Item(self.source, key)) for key in keys}
 
     def guard_not_shadowed(self, tx: Tracer, name: str) -> None:
