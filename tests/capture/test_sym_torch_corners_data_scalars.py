@@ -86,7 +86,7 @@ def test_a_tensor_where_a_number_is_expected_is_a_break_without_the_option():
     for k in (3, 5):
         run_both(tensor_as_size, lambda k=k: (torch.randn(4), torch.tensor(k)), graphs=2)
     assert breaks(tensor_as_size, torch.randn(4), torch.tensor(3)) == [
-        "new_zeros reads a tensor's value as a number (set capture_scalar_outputs to trace it)"
+        "new_zeros reads a tensor's data (set capture_scalar_outputs to trace it)"
     ]
 
 

@@ -347,7 +347,7 @@ class OutputGraph:
             if isinstance(exc, DynamicOutputShapeException):
                 reason = f"{name}: the size of its result depends on the tensor's data ({exc.func})"
             if isinstance(exc, DataDependentOutputException):
-                reason = f"{name} reads a tensor's value as a number (set capture_scalar_outputs to trace it)"
+                reason = f"{name} reads a tensor's data (set capture_scalar_outputs to trace it)"
             if _is_user_error(exc):
                 raise RaisesInPython(reason) from None
             unsupported(reason)
