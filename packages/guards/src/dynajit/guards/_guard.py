@@ -50,7 +50,7 @@ def short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _describe(value: Any, limit: int) -> str:
+def _describe(value: Any, limit: int, depth: int = 0) -> str:
     if isinstance(value, torch.Tensor):
         return f"{type(value).__name__}(size={list(value.shape)}, dtype={value.dtype})"
     if isinstance(value, torch.nn.Module):
@@ -63,14 +63,19 @@ def _describe(value: Any, limit: int) -> str:
         return repr(value)
     if isinstance(value, (type, types.MethodType)):
         return f"<{type(value).__name__} {value.__qualname__}>"
-    if type(value) in (tuple, list, set, frozenset) and len(value) <= limit:
-        items = ", ".join(_describe(item, limit) for item in value)
+    # Containers are described a few levels deep: one may hold itself (a module's globals, through a function)
+    if type(value) in (tuple, list, set, frozenset) and len(value) <= limit and depth < _DEPTH:
+        items = ", ".join(_describe(item, limit, depth + 1) for item in value)
         if type(value) is tuple:
             return f"({items}{',' if len(value) == 1 else ''})"
         return f"[{items}]" if type(value) is list else f"{{{items}}}"
-    if type(value) is dict and len(value) <= limit:
-        return "{" + ", ".join(f"{_describe(k, limit)}: {_describe(v, limit)}" for k, v in value.items()) + "}"
+    if type(value) is dict and len(value) <= limit and depth < _DEPTH:
+        items = (f"{_describe(k, limit, depth + 1)}: {_describe(v, limit, depth + 1)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     return f"<{type(value).__qualname__} object at {id(value):#x}>"
+
+
+_DEPTH = 3
 
 
 @dataclass(frozen=True, eq=False)

@@ -54,11 +54,44 @@ _FACTORIES: dict[str, Any] = {
 }
 
 
+def _cell_relations(output: OutputGraph) -> list[guards.Guard]:
+    """Which closure cells of functions guarded by their code are one cell, and which are apart.
+
+    One tracker per real cell means the trace relied on each cell it reached through two paths being one
+    object (a write through one closure seen by the other), and on cells it reached as different objects
+    staying different. A cell such a function shares with one that is fixed (the frame's own closure, a
+    function guarded by identity) is only that cell while the function is that function: its identity is
+    guarded instead.
+    """
+    groups: dict[int, list[tuple[Any, Any]]] = {}
+    for cell, path, owner in output.cell_paths:
+        groups.setdefault(id(cell), []).append((path, owner))
+    found: list[guards.Guard] = []
+    apart: list[Any] = []
+    for members in groups.values():
+        owners = [owner for _, owner in members if owner is not None]
+        if owners and any(path is None for path, _ in members):
+            for owner in owners:
+                owner.const()
+            continue
+        sources = list(dict.fromkeys(s for path, _ in members if path is not None and (s := path.to_source())))
+        if len(sources) >= 2:
+            found.append(guards.tensor_aliasing(sources, []))
+        if sources:
+            apart.append(sources[0])
+    if len(apart) >= 2:
+        found.append(guards.tensor_aliasing([], apart))
+    return found
+
+
 def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardSet:
     """Every guard the trace relied on, plus the global torch state and the backend the entry belongs to."""
     from dynajit.capture._runtime import current_backend
 
+    cell_guards = _cell_relations(output) if output is not None else []  # may guard identities: first
     result = guards.GuardSet()
+    for guard in cell_guards:
+        result.add(guard)
     result.add(guards.global_state(output.autocast_dtype_devices if output is not None else ()))
     result.add(guards.backend_match(current_backend, ctx.backend))
     if output is None:

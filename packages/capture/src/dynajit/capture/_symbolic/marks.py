@@ -18,6 +18,7 @@ __all__ = [
     "is_disabled",
     "is_disabled_frame_only",
     "is_disallowed_in_graph",
+    "is_marked",
     "is_nonstrict_traced",
     "nonstrict_trace_function",
     "substitute_for",
@@ -76,6 +77,22 @@ def has_constant_result(fn: Any) -> bool:
 
 def substitute_for(fn: Any) -> Any:
     return _ask("substitute_for", fn, None)
+
+
+def is_marked(fn: Any) -> bool:
+    """Whether any mark of the registry names ``fn`` (or it is the graph-break or nonstrict-trace function)."""
+    return bool(
+        is_disabled(fn)
+        or is_disabled_frame_only(fn)
+        or is_allowed_in_graph(fn)
+        or is_disallowed_in_graph(fn)
+        or is_nonstrict_traced(fn)
+        or has_constant_result(fn)
+        or substitute_for(fn) is not None
+        or fn is graph_break_function()
+        or fn is nonstrict_trace_function()
+        or is_compile_query(fn)
+    )
 
 
 def graph_break_function() -> Any:

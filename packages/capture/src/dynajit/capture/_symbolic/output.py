@@ -120,6 +120,10 @@ class OutputGraph:
         # check_input_effects). Holding the tensor keeps its storage's number from naming another storage.
         self.saved_for_backward: dict[int, list[tuple[torch.fx.Node, torch.Tensor]]] = {}
         self.aliases: list[tuple[Path, Path]] = []
+        # Closure cells of functions guarded by their code, not their identity (made anew on every call): each
+        # with the path reaching the cell object and the function's tracker (``cells_by_code``), and the frame's
+        # own cells (path None) and the cells it takes as arguments, whose identity relations guards state.
+        self.cell_paths: list[tuple[Any, Path | None, Any]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
         self._by_id: dict[int, TensorVar] = {}
         self._attr_names: dict[int, TensorVar] = {}

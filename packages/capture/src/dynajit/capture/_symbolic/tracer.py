@@ -172,7 +172,8 @@ class Tracer:
 
     def call(self, fn: VT, args: list[VT], kwargs: dict[str, VT]) -> VT:
         if fn.is_const():
-            target = fn.const()
+            # (a function guarded by its code is called, not compared: its identity is not read here)
+            target = fn.value if isinstance(fn, UserFunctionVar) else fn.const()
             if target is marks.graph_break_function() and target is not None:
                 unsupported("graph_break() was called")
             query = marks.is_compile_query(target)
@@ -329,6 +330,7 @@ class RootTracer(Tracer):
         for name, value in zip(code.co_varnames[:n_args], args):
             if name in passed:  # a resume function's argument that is its frame's cell itself
                 self.cells[name] = output.cell_for(value, PassedCell(name))
+                output.cell_paths.append((value, Local(name), None))
             else:
                 self.locals[name] = self.wrap(value, Local(name))
         if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
@@ -337,6 +339,7 @@ class RootTracer(Tracer):
             # One tracker per real cell: a function reached from here that closes over the same cell (a
             # ``nonlocal`` counter beside this frame) must see this frame's writes, and this frame its.
             self.cells[name] = output.cell_for(cell, Closure(name))
+            output.cell_paths.append((cell, None, None))
         self.break_at = break_at
         self.steps = 0
         self.stopped_at: Inst | None = None
@@ -425,8 +428,9 @@ def bind_arguments(
 
 def _real_callable(vt: VT) -> Any:
     """The Python callable a tracker stands for, when the interpreter holds it (None otherwise)."""
+    # (const(): a signature holds the defaults' values, which a function guarded by its code has not guarded)
     if isinstance(vt, UserFunctionVar | NNModuleVar):
-        return vt.value
+        return vt.const()
     if isinstance(vt, BoundMethodVar) and isinstance(vt.func, UserFunctionVar) and isinstance(vt.obj, UserObjectVar):
-        return types.MethodType(vt.func.value, vt.obj.value)
+        return types.MethodType(vt.func.const(), vt.obj.value)
     return None

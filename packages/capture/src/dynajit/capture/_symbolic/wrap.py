@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.paths import Item, Path
+from dynajit.capture._symbolic import marks as _marks
+from dynajit.capture._symbolic.paths import Attr, Item, Local, Path
 from dynajit.capture._symbolic.variables import (
     VT,
     BuiltinVar,
@@ -197,6 +198,8 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     if is_graphable_torch_function(value) and not isinstance(value, types.MethodType):
         output.guard("function_match", path, value)
         return TorchFunctionVar(value, path)
+    if isinstance(value, types.FunctionType) and path is not None and _made_per_call(value, path):
+        return _by_code(output, value, path)
     if isinstance(value, types.FunctionType):
         output.guard("function_match", path, value)
         compiled = value.__dict__.get("_dynajit_compiled")
@@ -244,6 +247,41 @@ def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:
     tracker = output.module_tensor(value, path)
     tracker.module_tensor = value
     return tracker
+
+
+def _made_per_call(fn: types.FunctionType, path: Path) -> bool:
+    """A nested function handed to the frame as an argument (a closure live across a graph break, passed to
+    the resume function): made anew by every call, so guarding its identity would compile again at every call
+    (its entry dies with it). Such a function without attributes or marks is guarded by what it is made of."""
+    return (
+        isinstance(path, Local)
+        and type(fn) is types.FunctionType
+        and (fn.__closure__ is not None or "<locals>" in fn.__qualname__)
+        and not fn.__dict__
+        and not _marks.is_marked(fn)
+    )
+
+
+def _by_code(output: OutputGraph, fn: types.FunctionType, path: Path) -> VT:
+    """Guards of what a function made by a ``def`` is: its type, code and globals, its defaults' shape (their
+    values are guarded where read), no attributes, and its cells (their contents guarded where read, their
+    identity relations by ``guarding``); its own identity only where the trace reads it (``const()``)."""
+    output.guard("type_match", path, fn)
+    output.guard("id_match", Attr(path, "__code__"), fn.__code__)
+    output.guard("id_match", Attr(path, "__globals__"), fn.__globals__)
+    output.guard("dict_keys", Attr(path, "__dict__"), fn.__dict__)
+    if fn.__defaults__ is None:
+        output.guard("constant_match", Attr(path, "__defaults__"), None)
+    else:
+        output.guard("length_check", Attr(path, "__defaults__"), fn.__defaults__)
+    if fn.__kwdefaults__ is None:
+        output.guard("constant_match", Attr(path, "__kwdefaults__"), None)
+    else:
+        output.guard("dict_keys", Attr(path, "__kwdefaults__"), fn.__kwdefaults__)
+    made = UserFunctionVar(fn, path, identity_unguarded=output)
+    for i, cell in enumerate(fn.__closure__ or ()):
+        output.cell_paths.append((cell, Item(Attr(path, "__closure__"), i), made))
+    return made
 
 
 def _has_builtin_handler(value: Any) -> bool:

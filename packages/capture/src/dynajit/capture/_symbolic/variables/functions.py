@@ -139,8 +139,18 @@ class UserFunctionVar(HeldVar):
     def truth(self, tx: Tracer) -> bool:
         return True  # a function or method defines neither __bool__ nor __len__
 
-    def __init__(self, fn: types.FunctionType, source: Any = None) -> None:
+    def __init__(self, fn: types.FunctionType, source: Any = None, identity_unguarded: Any = None) -> None:
         super().__init__(fn, source)
+        # The output whose guards state only the function's code (a function made anew on every call): reading
+        # its constant (to compare, hash or look it up by identity) guards its identity there first.
+        self.identity_unguarded = identity_unguarded
+        self.by_code = identity_unguarded is not None  # its cells were recorded with their paths when wrapped
+
+    def const(self) -> Any:
+        if self.identity_unguarded is not None:
+            self.identity_unguarded.guard("function_match", self.source, self.value)
+            self.identity_unguarded = None
+        return self.value
 
     @property
     def code(self) -> types.CodeType:
@@ -170,6 +180,8 @@ class UserFunctionVar(HeldVar):
         for i, cell in enumerate(self.value.__closure__ or ()):
             path = Attr(Item(Attr(self.source, "__closure__"), i), "cell_contents") if self.source else None
             cells.append(tx.output.cell_for(cell, path))
+            if not self.by_code:  # a cell this function, guarded by identity, always has
+                tx.output.cell_paths.append((cell, None, None))
         return cells
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
