@@ -265,6 +265,29 @@ def test_variance_and_deviation_of_large_values_are_eagers(dtype, statistic):
     differential(lambda a: fns[statistic](a * 1), x)
 
 
+_NEAR_FLOAT_MAX = torch.finfo(torch.float32).max
+
+
+def test_var_mean_of_values_near_the_largest_float_is_eagers():
+    """Eager's ``var_mean`` of float32 accumulates in double: the mean of two values near the largest float32 is
+    finite, where a float32 sum of them overflows to inf."""
+    x = torch.tensor([[_NEAR_FLOAT_MAX, _NEAR_FLOAT_MAX, 0.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    differential(lambda a: torch.var_mean(a * 1, 1, correction=0), x)
+
+
+def test_training_batch_norm_statistics_of_values_near_the_largest_float_are_eagers():
+    """Eager's training-mode batch norm computes its statistics in double (found by the fuzzer): a channel
+    holding two values near the largest float32 has a finite mean, so its running mean is finite too; a float32
+    sum gave inf. The output and the updated running statistics (mutated inputs) match eager's."""
+    x = torch.tensor([0.0, 0.5, 1.0, 2.0]).repeat(2, 4, 1).view(2, 4, 2, 2).clone()
+    x[0, 0, 0, 0] = x[1, 0, 1, 1] = _NEAR_FLOAT_MAX
+
+    def train_step(a, running_mean, running_var, weight):
+        return torch.nn.functional.batch_norm(a * 1, running_mean, running_var, weight, None, training=True)
+
+    differential(train_step, x, torch.zeros(4), torch.ones(4), torch.ones(4))
+
+
 def _spread_of_equal_values(x):
     x[0] += 1
     y = x / x  # every element 1 (the inputs have no zero)

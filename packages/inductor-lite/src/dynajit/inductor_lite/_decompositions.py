@@ -10,6 +10,7 @@ eager's kernels raise.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -137,15 +138,36 @@ def _kept_where_the_value_may_not_fit(position: int, decompose: Callable[..., An
     return run
 
 
-def _in_double(statistic: Callable[..., torch.Tensor], self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    """``var`` or ``std`` of a float32 or 16-bit input computed in double, as eager's kernel does.
+# Set while a layer or group norm decomposes: their ``var_mean`` stays in the input's type (see ``_in_double``).
+_ROW_MOMENTS_IN_FLOAT: contextvars.ContextVar[bool] = contextvars.ContextVar("row_moments_in_float", default=False)
 
-    In float32 a deviation above 2**64 squares to inf: eager's std of ``[0, 1e30, 0]`` is 5.8e29. (``var_mean`` is
-    not widened: it is also the statistics of layer and batch norm, whose eager kernels compute in float32.)
+
+def _in_double(statistic: Callable[..., Any], self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``var``, ``std`` or ``var_mean`` of a float32 or 16-bit input computed in double, as eager's kernels do.
+
+    In float32 a deviation above 2**64 squares to inf: eager's std of ``[0, 1e30, 0]`` is 5.8e29; and a sum of
+    two values near the largest float32 overflows: eager's training-mode batch norm (whose statistics are
+    ``var_mean``'s in its decomposition) of a channel holding them had a finite mean, a float sum inf. Layer and
+    group norm keep theirs in float32: their eager kernels' moments are float32 too.
     """
-    if self.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if self.dtype not in (torch.float32, torch.float16, torch.bfloat16) or _ROW_MOMENTS_IN_FLOAT.get():
         return NotImplemented  # traced as the op itself: double already, or eager's own error for an integer
-    return statistic(self.to(torch.float64), *args, **kwargs).to(self.dtype)
+    result = statistic(self.to(torch.float64), *args, **kwargs)
+    return tuple(r.to(self.dtype) for r in result) if isinstance(result, tuple) else result.to(self.dtype)
+
+
+def _moments_in_float(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` with the ``var_mean`` it calls left in the input's type (layer and group norm)."""
+
+    @functools.wraps(decompose)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = _ROW_MOMENTS_IN_FLOAT.set(True)
+        try:
+            return decompose(*args, **kwargs)
+        finally:
+            _ROW_MOMENTS_IN_FLOAT.reset(token)
+
+    return run
 
 
 def _kept_for_integers(decompose: Callable[..., Any]) -> Callable[..., Any]:
@@ -187,6 +209,9 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.threshold.default] = _kept_for_integers(table[aten.threshold.default])
     table[aten.var.correction] = _checked(aten.var, functools.partial(_in_double, torch.var))
     table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
+    table[aten.var_mean.correction] = _checked(aten.var_mean, functools.partial(_in_double, torch.var_mean))
+    for norm in (aten.native_layer_norm.default, aten.native_group_norm.default):
+        table[norm] = _moments_in_float(table[norm])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
