@@ -369,3 +369,67 @@ def test_a_piece_rebuilt_after_a_break_gets_the_gradients_of_all_its_base(backen
 
     torch.testing.assert_close(run(compiler.compile(_splits_a_view_beside_a_written_select, backend=backend)),
                                run(_splits_a_view_beside_a_written_select))  # fmt: skip
+
+
+# ------------------------------------------------------------------ views whose elements share memory (expand)
+
+
+def _expanded_across_a_break(x, weight):
+    y = torch.nn.functional.linear(x, weight)
+    z = y.unsqueeze(0).expand(3, *y.shape)
+    print(end="")  # graph break: ``z`` leaves the first graph as an output, and enters the second as an input
+    piece = z.select(1, -1)
+    piece[0] += 1
+    return piece
+
+
+def _expanded_unbatched_convolution(x, weight):
+    y = torch.nn.functional.conv1d(x, weight, padding=1)  # an unbatched input: eager's result is a view
+    z = y.unsqueeze(0).expand(3, *y.shape)
+    print(end="")
+    z.select(1, 0)[-1].mul_(2)
+    return z
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    ("fn", "weight_shape"), [(_expanded_across_a_break, (2, 2)), (_expanded_unbatched_convolution, (3, 4, 3))]
+)
+def test_a_write_into_a_piece_of_an_expanded_output_has_eagers_gradients(backend, fn, weight_shape):
+    """An expand of an intermediate returned by a training graph is a view of that intermediate, as in eager: a
+    backend's autograd function returned it as a tensor of its own, so a later in-place write into a piece of it
+    was recorded into memory its elements share, and the backward raised "more than one element of the
+    written-to tensor refers to a single memory location" (found by the fuzzer)."""
+
+    def run(f):
+        x = torch.linspace(-1, 1, 8).view(4, 2).requires_grad_()
+        weight = torch.linspace(-2, 1, math.prod(weight_shape)).view(weight_shape).requires_grad_()
+        out = f(x, weight)
+        (out * torch.linspace(-1, 2, out.numel()).view(out.shape)).sum().backward()
+        return out.detach(), out.stride(), out._base is not None, x.grad, weight.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
+
+
+def _writes_into_a_piece_of_an_expanded_input(z):
+    piece = z.select(1, -1)
+    piece[0] += 1
+    return piece * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_write_into_a_piece_of_an_expanded_input_has_eagers_values_and_gradients(backend):
+    """A write into a piece of an input whose elements share memory: functionalized, it becomes a copy into the
+    whole input, each of whose shared elements is written once per copy, all with the written value."""
+
+    def run(f):
+        y = torch.linspace(-1, 1, 8).view(4, 2).requires_grad_()
+        z = (y * 1).unsqueeze(0).expand(3, 4, 2)
+        out = f(z)
+        (out * torch.linspace(-1, 2, out.numel()).view(out.shape)).sum().backward()
+        return out.detach(), z.detach(), y.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_writes_into_a_piece_of_an_expanded_input, backend=backend)),
+        run(_writes_into_a_piece_of_an_expanded_input),
+    )

@@ -31,6 +31,7 @@ __all__ = [
     "keeping_view_kinds",
     "layout_of",
     "noting_saved_tensors",
+    "overlapping_view_bases",
 ]
 
 
@@ -345,8 +346,53 @@ def _view_kind(example: Any) -> Any:
     return None if kind == torch._C._autograd.CreationMeta.DEFAULT else kind
 
 
+def _overlapping_view(example: Any) -> bool:
+    """Whether ``example`` is a view, some of whose elements share memory (an expand), with autograd history."""
+    return (
+        isinstance(example, torch.Tensor)
+        and example._is_view()
+        and example.grad_fn is not None
+        and eager_checks.shares_elements(example)
+    )
+
+
+def overlapping_view_bases(returned: list[torch.fx.Node], graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    """The bases, computed by the graph and not returned, of the returned views whose elements share memory.
+
+    A backend returns such a view (``y.unsqueeze(0).expand(3, *y.shape)`` of an intermediate ``y``) from its
+    autograd function as a tensor of its own, the base of its own views: an in-place op Python applies later
+    to a piece of it records a write into memory its elements share, whose backward autograd refuses ("more
+    than one element of the written-to tensor refers to a single memory location"), where eager's write is
+    recorded into ``y``. Returned too, the base is what :func:`keeping_view_kinds` remakes the view from.
+    """
+    by_example = {id(node.meta.get("example_value")): node for node in graph.nodes if node.op != "placeholder"}
+    bases: list[torch.fx.Node] = []
+    for node in returned:
+        example = node.meta.get("example_value")
+        if not _overlapping_view(example):
+            continue
+        # (a base the graph never held, as ``conv1d``'s of an unbatched input: the view's nearest dense ancestor)
+        base = by_example.get(id(example._base)) or _dense_ancestor(node)
+        if base is not None and base not in returned and base not in bases:
+            bases.append(base)
+    return bases
+
+
+def _dense_ancestor(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The nearest node computed by the graph that ``node``'s tensor views and whose elements share no memory."""
+    while node.args and isinstance(base := node.args[0], torch.fx.Node):
+        example, seen = eager_checks.example_tensor(node), eager_checks.example_tensor(base)
+        if example is None or seen is None or eager_checks.storage_key(seen) != eager_checks.storage_key(example):
+            return None
+        if not eager_checks.shares_elements(seen):
+            return base if base.op not in ("placeholder", "get_attr") else None
+        node = base
+    return None
+
+
 def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
-    """``compiled``, giving each view it returns the kind eager's view has (its creation meta).
+    """``compiled``, giving each view it returns the kind eager's view has (its creation meta), and each view
+    whose elements share memory its base (see :func:`overlapping_view_bases`).
 
     Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
     grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
@@ -357,7 +403,7 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
     """
     rebuilt = []
     for i, example in enumerate(examples):
-        if (kind := _view_kind(example)) is None:
+        if (kind := _view_kind(example)) is None and not _overlapping_view(example):
             continue
         base = _base_of(example, input_examples, examples)
         layout = layout_of(example)
@@ -381,7 +427,8 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
                 # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
                 owner = source if shared and source is not None else result
                 result = results[i] = owner.as_strided(result.size(), result.stride(), result.storage_offset())
-            torch._C._autograd._set_creation_meta(result, kind)
+            if kind is not None:
+                torch._C._autograd._set_creation_meta(result, kind)
         return results
 
     return run

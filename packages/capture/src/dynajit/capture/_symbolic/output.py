@@ -31,6 +31,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     keeping_view_kinds,
     layout_of,
     noting_saved_tensors,
+    overlapping_view_bases,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
@@ -418,8 +419,9 @@ class OutputGraph:
         if not self.has_ops():
             return None
         returned = [tv.node for tv in outputs]
-        extras = unused_value_checks(self.builder.graph, returned)
-        self.builder.output((*returned, *extras))
+        bases = overlapping_view_bases(returned, self.builder.graph)
+        extras = unused_value_checks(self.builder.graph, [*returned, *bases])
+        self.builder.output((*returned, *bases, *extras))
         self._restore_recorded_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
@@ -435,12 +437,14 @@ class OutputGraph:
             raise TypeError(f"backend {name} returned {type(compiled).__name__}, not a callable")
         seconds = time.perf_counter() - start
         if extras:
-            compiled = first_outputs(compiled, len(outputs))
+            compiled = first_outputs(compiled, len(outputs) + len(bases))
         compiled = keeping_view_kinds(
             compiled,
-            [tv.node.meta.get("example_value") for tv in outputs],
+            [node.meta.get("example_value") for node in (*returned, *bases)],
             [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
         )
+        if bases:
+            compiled = first_outputs(compiled, len(outputs))
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
