@@ -11,7 +11,7 @@ import torch
 from test_rt_support import converter_fixture, eager_backend  # noqa: F401  (the converter fixture)
 
 import dynajit.capture as capture
-from dynajit.capture import _cache, _runtime
+from dynajit.capture import _cache, _cache_limits, _runtime
 from dynajit.capture.testing import CompileCounter
 
 
@@ -130,7 +130,7 @@ def test_cache_size_limit_runs_eagerly_with_one_warning(converter, monkeypatch: 
         return x + n
 
     collections = []
-    monkeypatch.setattr(_runtime.gc, "collect", lambda *args: collections.append(args))
+    monkeypatch.setattr(_cache_limits.gc, "collect", lambda *args: collections.append(args))
     compiled = capture.optimize(eager_backend)(lim)
     x = torch.zeros(2)
     # strict=False: this test checks the non-strict fallback itself (test_rt_strict covers strict mode)

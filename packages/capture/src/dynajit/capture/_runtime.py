@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import gc
 import inspect
 import logging
 import threading
@@ -26,12 +25,12 @@ from typing import Any, NoReturn
 import torch
 from torch.nn.modules import module as module_globals
 
-from dynajit.capture import _cache, _dispatch, _marks, _observe, _stance
+from dynajit.capture import _cache, _cache_limits, _dispatch, _marks, _observe, _stance
 from dynajit.capture._gc_deferral import full_collections_deferred
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger
-from dynajit.guards import GuardSet, LocalSource, identity_of
+from dynajit.guards import GuardSet
 
 __all__ = [
     "CompiledFunction",
@@ -92,6 +91,10 @@ _live: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 # The wrappers optimize() returned: their backends are the ones whose entries can still run. (Interception
 # wrappers do not count: entries keep theirs alive through the globals they install.)
 _public: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+
+
+def _live_backends() -> list[Callable[..., Any]]:
+    return [compiled.settings.backend for compiled in _public]
 
 
 def current_backend() -> Callable[..., Any] | None:
@@ -268,44 +271,6 @@ def _settings(backend: Callable[..., Any], fullgraph: bool, dynamic: bool | None
         if shareable:
             _settings_table[key] = settings
     return settings
-
-
-def _same_modules(entry: _cache.CacheEntry, arguments: dict[str, Any]) -> bool:
-    """Whether every module argument ``entry`` is guarded on by identity (``self``) is the same in ``arguments``.
-
-    TorchDynamo counts its recompile limit per such identities too: each layer of a stack of equal modules
-    compiles its own entry, and the limit still stops one layer's inputs recompiling without end. Modules
-    only: a function or object made anew on every call (a closure live across a graph break) would otherwise
-    be a new identity on every call, each compiling its own entry up to the accumulated limit.
-    """
-    for guard in entry.guards if isinstance(entry.guards, GuardSet) else ():
-        if guard.kind == "NN_MODULE" and isinstance(guard.sources[0], LocalSource):
-            name = guard.sources[0].local_name
-            if name in arguments and identity_of(guard) is not arguments[name]:
-                return False
-    return True
-
-
-def _drop_unreachable_entries(cache: _cache.CodeCache, running: Callable[..., Any], collect: bool) -> bool:
-    """Remove entries whose backend no live wrapper uses any more (they can never hit); True if any went.
-
-    ``running`` is the backend of the wrapper asking (certainly live). With ``collect``, garbage is collected
-    first when some entry belongs to another backend, since dropped wrappers sit in reference cycles.
-    """
-    collect = collect and any(entry.backend is not running for entry in cache.entries)
-    for attempt in range(2 if collect else 1):
-        live = {id(compiled.settings.backend) for compiled in _public}
-        kept = [entry for entry in cache.entries if id(entry.backend) in live]
-        if len(kept) < len(cache.entries):
-            for entry in cache.entries:
-                if id(entry.backend) not in live:
-                    entry.uninstall_globals()
-            cache.entries = kept
-            cache.version += 1
-            return True
-        if collect and attempt == 0:
-            gc.collect()  # wrappers form reference cycles: collect them before concluding nothing is dead
-    return False
 
 
 def original_of(obj: Any) -> Any | None:
@@ -510,14 +475,14 @@ class CompiledFunction:
             )
         observed = _observe.active()
         with _lock:
-            limit = self._limit_reached(values)
+            limit = _cache_limits.limit_reached(self.cache, self.layout.names, values)
             if limit and not (
-                _drop_unreachable_entries(self.cache, self.settings.backend, not self.cache.limit_warned)
-                and not self._limit_reached(values)
+                _cache_limits.drop_unreachable_entries(
+                    self.cache, self.settings.backend, not self.cache.limit_warned, _live_backends
+                )
+                and not _cache_limits.limit_reached(self.cache, self.layout.names, values)
             ):
-                if config.strict:
-                    self._strict_limit(values, observed, limit)
-                self._warn_limit(values, limit)
+                self._refuse_past_limit(values, limit, observed)
                 if observed:
                     failures = tuple(self._failure_reasons(values))
                     reason = f"{limit} reached"
@@ -543,15 +508,6 @@ class CompiledFunction:
             _observe.notify(self._entry_record(entry, tuple(reasons), time.perf_counter() - start))
         return instance.run
 
-    def _limit_reached(self, values: Sequence[Any]) -> str:
-        """The limit (``config.<name> (<n>)``) a new entry for ``values`` would pass, or ''."""
-        entries = self.cache.entries
-        if len(entries) >= config.accumulated_cache_size_limit:
-            return f"config.accumulated_cache_size_limit ({config.accumulated_cache_size_limit})"
-        arguments = dict(zip(self.layout.names, values))
-        same = sum(1 for entry in entries if _same_modules(entry, arguments))
-        return f"config.cache_size_limit ({config.cache_size_limit})" if same >= config.cache_size_limit else ""
-
     def _record(self, kind: str, **details: Any) -> _observe.FrameRecord:
         return _observe.FrameRecord(code=self.code, name=self.fn.__qualname__, kind=kind, **details)
 
@@ -574,33 +530,19 @@ class CompiledFunction:
             reasons.append(f"{entry.compile_id}: {reason or 'guards failed'}")
         return reasons or ["no compiled entry"]
 
-    def _warn_limit(self, values: Sequence[Any], limit: str) -> None:
-        if self.cache.limit_warned:
-            return
-        self.cache.limit_warned = True
-        last = self._failure_reasons(values)[0]
-        warnings.warn(
-            f"dynajit: function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
-            f"{limit} compiled entries; inputs that match none of them "
-            f"now run eagerly, without compiling. Last guard failure: {last}. To allow more entries, raise the limit: "
-            f"dynajit.capture.config.cache_size_limit = N (or DYNAJIT_CACHE_SIZE_LIMIT=N); to see why each "
-            f"recompile happened, enable the 'recompiles' log (DYNAJIT_LOGS=recompiles).",
-            RecompileLimitWarning,
-            stacklevel=5,
-        )
-
-    def _strict_limit(self, values: Sequence[Any], observed: bool, limit: str) -> None:
-        """Raise the ``StrictModeError`` for a frame past ``config.cache_size_limit`` (strict mode)."""
-        failures = tuple(self._failure_reasons(values))
-        message = (
-            f"dynajit (strict mode): function {self.fn.__qualname__!r} ({_where(self.code)}) reached "
-            f"{limit} compiled entries and would run eagerly. "
-            f"Last guard failure: {failures[0]}. Raise the limit "
-            f"(dynajit.capture.config.cache_size_limit = N) or make the inputs match a compiled entry."
-        )
-        if observed:
-            _observe.notify(self._record("error", recompile_reasons=failures, reason=message))
-        raise StrictModeError(message)
+    def _refuse_past_limit(self, values: Sequence[Any], limit: str, observed: bool) -> None:
+        """Tell the user a new entry is past ``limit``: a warning once, or under ``config.strict`` an error."""
+        if config.strict:
+            failures = tuple(self._failure_reasons(values))
+            message = _cache_limits.strict_limit_message(self.fn.__qualname__, _where(self.code), limit, failures[0])
+            if observed:
+                _observe.notify(self._record("error", recompile_reasons=failures, reason=message))
+            raise StrictModeError(message)
+        if not self.cache.limit_warned:  # the guards' explanations are costly: once per code object
+            self.cache.limit_warned = True
+            last = self._failure_reasons(values)[0]
+            message = _cache_limits.limit_warning(self.fn.__qualname__, _where(self.code), limit, last)
+            warnings.warn(message, RecompileLimitWarning, stacklevel=5)
 
     def _context(self) -> Any:
         from dynajit.capture._frame import FrameContext
@@ -696,7 +638,7 @@ class CompiledFunction:
             "error or a failure of the backend compiler. It runs eagerly from now on for this backend. Set "
             "dynajit.capture.config.verbose = True for the traceback, and please report it if it is dynajit's.",
             RuntimeWarning,
-            stacklevel=6,
+            stacklevel=5,
         )
         if config.verbose:
             _log.warning("conversion of %s failed", self.fn.__qualname__, exc_info=error)

@@ -14,7 +14,6 @@ from ._expression import expression
 from ._guard import Check, Cost, Guard
 from ._guard_set import GuardSet
 from ._kinds import (
-    IDENTITY_KINDS,
     constant_match,
     dict_contains,
     dict_keys,
@@ -50,7 +49,6 @@ from ._state import backend_match, global_module_hooks, global_module_hooks_dict
 from ._tensor import storage_apart, tensor_aliasing, tensor_match
 
 __all__ = [
-    "IDENTITY_KINDS",
     "AttrSource",
     "BufferSource",
     "Check",
@@ -82,6 +80,7 @@ __all__ = [
     "global_state",
     "hasattr_match",
     "id_match",
+    "identity_of",
     "is_none",
     "length_check",
     "nn_module",
@@ -91,6 +90,5 @@ __all__ = [
     "tensor_aliasing",
     "tensor_match",
     "type_match",
-    "identity_of",
     "weak_referents",
 ]

@@ -14,7 +14,6 @@ from ._guard import Check, Cost, Guard, hashable_value, short_repr
 from ._sources import Source
 
 __all__ = [
-    "IDENTITY_KINDS",
     "constant_match",
     "dict_contains",
     "dict_keys",
@@ -35,7 +34,7 @@ __all__ = [
 ]
 
 # The kinds whose first check is that the value is one object (``identity_of`` returns it).
-IDENTITY_KINDS = ("ID_MATCH", "FUNCTION_MATCH", "NN_MODULE")
+_IDENTITY_KINDS = ("ID_MATCH", "FUNCTION_MATCH", "NN_MODULE")
 
 # Python scalars CONSTANT_MATCH accepts; anything else equality-comparable goes through EQUALS_MATCH.
 _CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented))
@@ -122,8 +121,8 @@ def function_match(source: Source, fn: Any, *, weak: bool = False) -> Guard:
 
 def identity_of(guard: Guard) -> Any:
     """The object an identity guard (ID_MATCH, FUNCTION_MATCH, NN_MODULE) expects (None once a weakly held one died)."""
-    if guard.kind not in IDENTITY_KINDS:
-        raise ValueError(f"identity_of() takes an identity guard ({', '.join(IDENTITY_KINDS)}), got {guard.kind}")
+    if guard.kind not in _IDENTITY_KINDS:
+        raise ValueError(f"identity_of() takes an identity guard ({', '.join(_IDENTITY_KINDS)}), got {guard.kind}")
     check = guard.checks[0]  # the identity check comes first
     return check.constants["ref"]() if "ref" in check.constants else check.constants["obj"]
 

@@ -19,12 +19,10 @@ from typing import Any, cast
 import torch
 
 from ._guard import Check, Guard
-from ._kinds import dict_contains, id_match
+from ._kinds import _IDENTITY_KINDS, dict_contains, id_match
 from ._sources import AttrSource, BufferSource, ParamSource, Source, SubmoduleSource
 
 __all__ = ["Rebaser", "pinned_modules", "representatives", "shortcuts"]
-
-_IDENTITY_KINDS = ("ID_MATCH", "FUNCTION_MATCH", "NN_MODULE")  # keyed (kind, source, id(obj), ...)
 
 
 def representatives(guards: Sequence[Guard]) -> dict[Source, Source]:

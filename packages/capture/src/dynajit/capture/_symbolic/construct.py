@@ -200,7 +200,7 @@ def construct_torch_module(tx: Tracer, cls: type, args: list[VT], kwargs: dict[s
     parameters or buffers (making those would draw random numbers or hold tensors the graph cannot
     know); calling it inlines its forward. When it escapes it is made again by the same call.
     """
-    from dynajit.capture._symbolic.variables.objects import NNModuleVar
+    from dynajit.capture._symbolic.variables.modules import NNModuleVar
 
     if not all(a.is_const() for a in [*args, *kwargs.values()]):
         unsupported(f"constructing {cls.__name__} from other than constants")

@@ -28,15 +28,9 @@ from dynajit.capture._symbolic.variables.functions import (
     NestedFunctionVar,
     UserFunctionVar,
 )
+from dynajit.capture._symbolic.variables.modules import ModuleSliceVar, NNModuleVar
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
-from dynajit.capture._symbolic.variables.objects import (
-    ExceptionVar,
-    ModuleSliceVar,
-    NNModuleVar,
-    ObjectVar,
-    PyModuleVar,
-    UserObjectVar,
-)
+from dynajit.capture._symbolic.variables.objects import ExceptionVar, ObjectVar, PyModuleVar, UserObjectVar
 from dynajit.capture._symbolic.variables.tensor import TensorMethodVar, TensorVar, TorchFunctionVar
 
 __all__ = [

@@ -185,7 +185,7 @@ class UserFunctionVar(HeldVar):
         return cells
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.objects import NNModuleVar
+        from dynajit.capture._symbolic.variables.modules import NNModuleVar
 
         if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
             # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
