@@ -1,4 +1,5 @@
-"""Shared pytest settings. Imports no dynajit package, so each package's tests run with that package alone."""
+"""Shared pytest settings. Imports no dynajit package but guards, if installed, so each package's tests run with
+that package alone."""
 
 import os
 
@@ -10,3 +11,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # compile, the cache size limit) raises instead. Tests of the fallback itself patch strict=False, saying why.
 # Set before any dynajit package is imported, since capture's config reads the environment when created.
 os.environ["DYNAJIT_STRICT"] = "1"
+
+
+def pytest_sessionstart(session):
+    """Wait for the guard machine (built once per interpreter, or loaded from its cache), so every test's guards
+    run on it, as a process's guards do once it is ready."""
+    try:
+        from dynajit.guards._native import machine_module
+    except ImportError:
+        return
+    machine_module(wait=True)

@@ -20,7 +20,7 @@ import torch
 
 from ._guard import Check, Guard
 from ._kinds import _IDENTITY_KINDS, dict_contains, id_match
-from ._sources import AttrSource, BufferSource, ParamSource, Source, SubmoduleSource
+from ._sources import AttrSource, BufferSource, InstanceAttrSource, ParamSource, Source, SubmoduleSource
 
 __all__ = ["Rebaser", "pinned_modules", "representatives", "shortcuts"]
 
@@ -71,13 +71,16 @@ def pinned_modules(guards: Sequence[Guard]) -> dict[Source, Any]:
 
 
 def _table_member(module: Any, name: str) -> type[Source] | None:
-    """The source kind reading ``module.<name>`` from its own table, when ``nn.Module.__getattr__`` is what
-    answers that read (no instance attribute, no class attribute, the stock lookup), else None."""
+    """The source kind reading ``module.<name>`` from its own table (the instance ``__dict__``, or the one of
+    ``_parameters``, ``_buffers`` and ``_modules`` where ``nn.Module.__getattr__`` answers the read), with no
+    class attribute of that name and the stock lookup, else None."""
     cls = type(module)
     if cls.__getattr__ is not torch.nn.Module.__getattr__ or cls.__getattribute__ is not object.__getattribute__:
         return None
-    if name in vars(module) or any(name in vars(k) for k in cls.__mro__):
+    if any(name in vars(k) for k in cls.__mro__):
         return None
+    if name in vars(module):
+        return InstanceAttrSource
     for table, kind in _MODULE_TABLES:
         if name in vars(module).get(table, ()):
             return kind
@@ -91,8 +94,9 @@ def shortcuts(guards: Sequence[Guard], modules: Mapping[Source, Any]) -> tuple[l
       identity check, so every module of one class shares the reads below its class.
     - ``m.<name>`` answered by ``nn.Module.__getattr__`` (a Python call, about 1 µs) is read from the module's
       table (``m._modules[name]``, 80 ns), with a check that no instance attribute of that name appeared
-      (what would take precedence). A class attribute added to a module class later is not seen, as in
-      TorchDynamo's guards on module state.
+      (what would take precedence); one the instance holds is read from its ``__dict__`` (a module's class
+      has a ``__getattr__``, so each plain read looks the name up in its class twice). A class attribute
+      added to a module class later is not seen, as in TorchDynamo's guards on module state.
 
     Each added check holds now, so adding it only narrows what passes; the identities are held weakly.
     """
@@ -116,7 +120,11 @@ def shortcuts(guards: Sequence[Guard], modules: Mapping[Source, Any]) -> tuple[l
                             members[source] = kind
                 source = source.base
     added = [id_match(source, cls, weak=True) for source, cls in classes.items()]
-    added += [dict_contains(AttrSource(source.base, "__dict__"), source.attr, False) for source in members]  # type: ignore[arg-type,attr-defined]
+    added += [
+        dict_contains(AttrSource(source.base, "__dict__"), source.attr, False)  # type: ignore[arg-type,attr-defined]
+        for source, kind in members.items()
+        if kind is not InstanceAttrSource
+    ]
     return added, members
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "Source",
     "StrideSource",
     "SubmoduleSource",
+    "InstanceAttrSource",
     "TypeSource",
 ]
 
@@ -342,6 +343,15 @@ class SubmoduleSource(_ModuleMemberSource):
     module_source: Source
     member: str
     table = "_modules"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceAttrSource(_ModuleMemberSource):
+    """An attribute a module holds in its instance ``__dict__`` (``training``, ``eps``): ``L['self'].norm.eps``."""
+
+    module_source: Source
+    member: str
+    table = "__dict__"
 
 
 @dataclass(frozen=True, slots=True)

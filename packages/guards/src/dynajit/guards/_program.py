@@ -1,0 +1,165 @@
+"""A compiled guard set as a program of the guard machine (``_vm.c``): the same checks, in the same order,
+reading the same values as the generated Python check function.
+
+Reads of arguments, attributes, items and closure cells, and identity and type checks, are instructions of
+the machine; any other read or check is the Python expression the check function evaluates, compiled into a
+small function the machine calls with the values it reads (a tensor's metadata, ``len(...) == n``, ...).
+"""
+
+from __future__ import annotations
+
+import array
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ._guard import Check
+from ._sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source, _is_literal, _ModuleMemberSource
+
+__all__ = ["Program"]
+
+(
+    OP_ARG,
+    OP_ATTR,
+    OP_ITEM,
+    OP_CELL,
+    OP_PYLOAD,
+    OP_IS,
+    OP_TYPE_IS,
+    OP_WEAK_IS,
+    OP_PYCHECK,
+    OP_IS_NOT,
+    OP_SAME,
+    OP_FALSY,
+    OP_CONTAINS,
+    OP_LACKS,
+    OP_EQ,
+    OP_LEN_EQ,
+) = range(16)
+
+# Check templates that are single instructions: (opcode, the constant's name, or None for a second source).
+_INSTRUCTIONS = {
+    "{ref}() is {0} is not None": (OP_WEAK_IS, "ref"),
+    "{0} is {obj}": (OP_IS, "obj"),
+    "{0} is {value}": (OP_IS, "value"),
+    "type({0}) is {cls}": (OP_TYPE_IS, "cls"),
+    "{0} is {1}": (OP_SAME, None),
+}
+_NONE_CHECKS = {"{0} is None": OP_IS, "{0} is not None": OP_IS_NOT}
+# Templates comparing the value with a constant: (opcode, the constant's name).
+_WITH_CONSTANT = {
+    "{member} in {0}": (OP_CONTAINS, "member"),
+    "not ({member} in {0})": (OP_LACKS, "member"),
+    "{0} == {value}": (OP_EQ, "value"),
+    "len({0}) == {length}": (OP_LEN_EQ, "length"),
+}
+# ``not ({0}.a or {0}.b ...)``: no module hooks.
+_NONE_TRUE = re.compile(r"not \(\{0\}\.(\w+)((?: or \{0\}\.\w+)*)\)")
+
+
+class Program:
+    """Builds one guard machine program; ``add(check)`` in the check function's order, then ``make()``."""
+
+    def __init__(self, ctx: Any, arg_names: Sequence[str]) -> None:
+        self.ctx = ctx
+        self.arg_index = {name: index for index, name in enumerate(arg_names)}
+        self.code = array.array("i")
+        self.consts: list[Any] = []
+        self._const_of: dict[int, int] = {}
+        self.registers: dict[Any, int] = {}
+        # Python pieces, compiled together at the end: (constant index, source text)
+        self._python: list[tuple[int, str]] = []
+
+    def const(self, value: Any) -> int:
+        index = self._const_of.get(id(value))
+        if index is None:
+            index = self._const_of[id(value)] = len(self.consts)
+            self.consts.append(value)
+        return index
+
+    def _emit(self, op: int, dst: int = 0, a: int = 0, b: int = 0) -> None:
+        self.code.extend((op, dst, a, b))
+
+    def _python_piece(self, params: Sequence[str], expr: str) -> int:
+        index = len(self.consts)
+        self.consts.append(None)  # filled by make()
+        self._python.append((index, f"lambda {', '.join(params)}: ({expr})"))
+        return index
+
+    def _register(self, key: Any) -> int:
+        register = self.registers[key] = len(self.registers)
+        return register
+
+    def value(self, source: Source) -> int:
+        """The register holding ``source``'s value, read now if it is not yet."""
+        known = self.registers.get(source)
+        if known is not None:
+            return known
+        base = self.value(source.base) if source.base is not None else -1
+        if isinstance(source, LocalSource) and source.local_name in self.arg_index:
+            register = self._register(source)
+            self._emit(OP_ARG, register, self.arg_index[source.local_name])
+        elif isinstance(source, AttrSource):
+            register = self._register(source)
+            self._emit(OP_ATTR, register, base, self.const(source.attr))
+        elif isinstance(source, ItemSource) and _is_literal(source.key):
+            register = self._register(source)
+            self._emit(OP_ITEM, register, base, self.const(source.key))
+        elif isinstance(source, _ModuleMemberSource):
+            table = self.registers.get((base, source.table))
+            if table is None:
+                table = self._register((base, source.table))
+                self._emit(OP_ATTR, table, base, self.const(source.table))
+            register = self._register(source)
+            self._emit(OP_ITEM, register, table, self.const(source.member))
+        elif isinstance(source, ClosureSource):
+            cell = self.ctx.closure_cell(source.free_name)  # (binds the cell: the same object the check reads)
+            register = self._register(source)
+            self._emit(OP_CELL, register, self.const(self.ctx.namespace[cell]))
+        else:
+            expr = source.access(self.ctx, "___base" if base >= 0 else None)
+            piece = self._python_piece(["___base"] if base >= 0 else [], expr)
+            register = self._register(source)
+            self._emit(OP_PYLOAD, register, piece, base)
+        return register
+
+    def add(self, check: Check) -> None:
+        """The instructions of ``check`` (its sources read first, as the check function reads them)."""
+        registers = [self.value(source) for source in check.sources]
+        single = _INSTRUCTIONS.get(check.template)
+        if single is not None and (single[1] is None or single[1] in check.constants):
+            op, name = single
+            self._emit(op, 0, registers[0], registers[1] if name is None else self.const(check.constants[name]))
+            return
+        if check.template in _NONE_CHECKS:
+            self._emit(_NONE_CHECKS[check.template], 0, registers[0], self.const(None))
+            return
+        with_constant = _WITH_CONSTANT.get(check.template)
+        if with_constant is not None and with_constant[1] in check.constants:
+            self._emit(with_constant[0], 0, registers[0], self.const(check.constants[with_constant[1]]))
+            return
+        if check.template == "{0}.training is {training}" and "training" in check.constants:
+            flag = self._register(object())  # (a scratch register)
+            self._emit(OP_ATTR, flag, registers[0], self.const("training"))
+            self._emit(OP_IS, 0, flag, self.const(check.constants["training"]))
+            return
+        if (falsy := _NONE_TRUE.fullmatch(check.template)) is not None and not check.constants:
+            for name in [falsy[1], *re.findall(r"\.(\w+)", falsy[2])]:  # each read only if the ones before are empty
+                value = self._register(object())
+                self._emit(OP_ATTR, value, registers[0], self.const(name))
+                self._emit(OP_FALSY, 0, value)
+            return
+        params = [f"___p{i}" for i in range(len(registers))]
+        expr = check.render(params, {key: self.ctx.bind(value) for key, value in check.constants.items()})
+        piece = self._python_piece(params, expr)
+        self._emit(OP_PYCHECK, 0, piece, self.const(tuple(registers)))
+
+    def make(self, machine: Any) -> Any:
+        """The machine's callable for this program (the Python pieces compiled in the check function's namespace)."""
+        if self._python:
+            source = "\n".join(f"___piece{index} = {text}" for index, text in self._python)
+            namespace = self.ctx.namespace
+            exec(compile(source, "<dynajit guard pieces>", "exec"), namespace)
+            for index, _ in self._python:
+                self.consts[index] = namespace.pop(f"___piece{index}")
+        return machine.make(self.code.tobytes(), tuple(self.consts), len(self.registers), len(self.arg_index))

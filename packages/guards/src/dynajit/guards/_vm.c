@@ -1,0 +1,274 @@
+/* dynajit guards' check machine: runs a compiled guard set's program without the bytecode interpreter.
+ *
+ * A program is a flat array of instructions over registers. Loads put a new reference in a register (an
+ * argument, an attribute, an item, a cell's contents, or what a Python function computes from a register);
+ * checks compare registers with constants, or call a Python function with registers and test its truth.
+ * Any exception derived from Exception makes the check answer False, as the generated Python function's
+ * ``try`` does; others (KeyboardInterrupt) propagate.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+
+enum {
+    OP_ARG = 0,       /* reg[dst] = args[a] */
+    OP_ATTR = 1,      /* reg[dst] = getattr(reg[a], const[b]) */
+    OP_ITEM = 2,      /* reg[dst] = reg[a][const[b]] */
+    OP_CELL = 3,      /* reg[dst] = const[a].cell_contents */
+    OP_PYLOAD = 4,    /* reg[dst] = const[a](reg[b]), or const[a]() for b < 0 */
+    OP_IS = 5,        /* reg[a] is const[b] */
+    OP_TYPE_IS = 6,   /* type(reg[a]) is const[b] */
+    OP_WEAK_IS = 7,   /* const[b]() is reg[a] is not None */
+    OP_PYCHECK = 8,   /* const[a](*[reg[i] for i in const[b]]) is true */
+    OP_IS_NOT = 9,    /* reg[a] is not const[b] */
+    OP_SAME = 10,     /* reg[a] is reg[b] */
+    OP_FALSY = 11,    /* not reg[a] */
+    OP_CONTAINS = 12, /* const[b] in reg[a] */
+    OP_LACKS = 13,    /* not (const[b] in reg[a]) */
+    OP_EQ = 14,       /* reg[a] == const[b] */
+    OP_LEN_EQ = 15,   /* len(reg[a]) == const[b] */
+};
+
+typedef struct {
+    int op, dst, a, b;
+} Instr;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t n_instr, n_regs, n_args;
+    Instr *code;
+    PyObject *consts; /* tuple */
+} Machine;
+
+static PyTypeObject MachineType;
+
+#define MAX_PY_ARGS 64
+
+/* 0: an exception derived from Exception was cleared (the check fails); -1: another one is pending. */
+static int swallow(void) {
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Machine *m = (Machine *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != m->n_args || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "guard check takes %zd positional arguments, got %zd", m->n_args, nargs);
+        return NULL;
+    }
+    PyObject *stack_regs[256];
+    PyObject **regs = stack_regs;
+    if (m->n_regs > 256) {
+        regs = PyMem_Calloc((size_t)m->n_regs, sizeof(PyObject *));
+        if (regs == NULL) return PyErr_NoMemory();
+    } else {
+        memset(regs, 0, sizeof(PyObject *) * (size_t)m->n_regs);
+    }
+    PyObject *consts = m->consts;
+    int result = 1; /* 1 pass, 0 fail, -1 error */
+    for (Py_ssize_t pc = 0; pc < m->n_instr && result == 1; pc++) {
+        const Instr *in = &m->code[pc];
+        PyObject *value = NULL;
+        switch (in->op) {
+        case OP_ARG:
+            value = Py_NewRef(args[in->a]);
+            break;
+        case OP_ATTR:
+            value = PyObject_GetAttr(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
+            break;
+        case OP_ITEM: {
+            PyObject *container = regs[in->a], *key = PyTuple_GET_ITEM(consts, in->b);
+            if (PyDict_CheckExact(container)) {
+                value = PyDict_GetItemWithError(container, key);
+                if (value != NULL) {
+                    Py_INCREF(value);
+                } else if (!PyErr_Occurred()) {
+                    PyErr_SetObject(PyExc_KeyError, key);
+                }
+            } else {
+                value = PyObject_GetItem(container, key);
+            }
+            break;
+        }
+        case OP_CELL:
+            value = PyCell_GET(PyTuple_GET_ITEM(consts, in->a));
+            if (value == NULL) {
+                PyErr_SetString(PyExc_ValueError, "Cell is empty");
+            } else {
+                Py_INCREF(value);
+            }
+            break;
+        case OP_PYLOAD:
+            value = in->b < 0 ? PyObject_CallNoArgs(PyTuple_GET_ITEM(consts, in->a))
+                              : PyObject_CallOneArg(PyTuple_GET_ITEM(consts, in->a), regs[in->b]);
+            break;
+        case OP_IS:
+            result = regs[in->a] == PyTuple_GET_ITEM(consts, in->b);
+            continue;
+        case OP_SAME:
+            result = regs[in->a] == regs[in->b];
+            continue;
+        case OP_FALSY: {
+            int truth = PyObject_IsTrue(regs[in->a]);
+            result = truth < 0 ? swallow() : !truth;
+            continue;
+        }
+        case OP_CONTAINS:
+        case OP_LACKS: {
+            int found = PySequence_Contains(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
+            result = found < 0 ? swallow() : (found == (in->op == OP_CONTAINS));
+            continue;
+        }
+        case OP_EQ: {
+            PyObject *out = PyObject_RichCompare(regs[in->a], PyTuple_GET_ITEM(consts, in->b), Py_EQ);
+            int truth = out == NULL ? -1 : PyObject_IsTrue(out);
+            Py_XDECREF(out);
+            result = truth < 0 ? swallow() : truth;
+            continue;
+        }
+        case OP_LEN_EQ: {
+            Py_ssize_t length = PyObject_Length(regs[in->a]);
+            result = length < 0 ? swallow() : length == PyLong_AsSsize_t(PyTuple_GET_ITEM(consts, in->b));
+            continue;
+        }
+        case OP_IS_NOT:
+            result = regs[in->a] != PyTuple_GET_ITEM(consts, in->b);
+            continue;
+        case OP_TYPE_IS:
+            result = (PyObject *)Py_TYPE(regs[in->a]) == PyTuple_GET_ITEM(consts, in->b);
+            continue;
+        case OP_WEAK_IS: {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyObject *referent = NULL;
+            if (PyWeakref_GetRef(PyTuple_GET_ITEM(consts, in->b), &referent) < 0) {
+                result = swallow();
+                continue;
+            }
+            result = referent != NULL && referent == regs[in->a] && referent != Py_None;
+            Py_XDECREF(referent);
+#else
+            PyObject *referent = PyWeakref_GetObject(PyTuple_GET_ITEM(consts, in->b)); /* borrowed */
+            if (referent == NULL) {
+                result = swallow();
+                continue;
+            }
+            result = referent == regs[in->a] && referent != Py_None;
+#endif
+            continue;
+        }
+        case OP_PYCHECK: {
+            PyObject *fn = PyTuple_GET_ITEM(consts, in->a), *which = PyTuple_GET_ITEM(consts, in->b);
+            Py_ssize_t n = PyTuple_GET_SIZE(which);
+            PyObject *small[MAX_PY_ARGS];
+            PyObject **argv = n <= MAX_PY_ARGS ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+            if (argv == NULL) {
+                PyErr_NoMemory();
+                result = -1;
+                continue;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) argv[i] = regs[PyLong_AsSsize_t(PyTuple_GET_ITEM(which, i))];
+            PyObject *out = PyObject_Vectorcall(fn, argv, (size_t)n, NULL);
+            if (argv != small) PyMem_Free(argv);
+            if (out == NULL) {
+                result = swallow();
+                continue;
+            }
+            int truth = PyObject_IsTrue(out);
+            Py_DECREF(out);
+            result = truth < 0 ? swallow() : truth;
+            continue;
+        }
+        default:
+            PyErr_SetString(PyExc_SystemError, "guard machine: unknown instruction");
+            result = -1;
+            continue;
+        }
+        if (value == NULL) {
+            result = swallow();
+            continue;
+        }
+        PyObject *old = regs[in->dst];
+        regs[in->dst] = value;
+        Py_XDECREF(old);
+    }
+    for (Py_ssize_t i = 0; i < m->n_regs; i++) Py_XDECREF(regs[i]);
+    if (regs != stack_regs) PyMem_Free(regs);
+    if (result < 0) return NULL;
+    return Py_NewRef(result ? Py_True : Py_False);
+}
+
+static void machine_dealloc(Machine *m) {
+    PyObject_GC_UnTrack(m);
+    Py_CLEAR(m->consts);
+    PyMem_Free(m->code);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static int machine_traverse(Machine *m, visitproc visit, void *arg) {
+    Py_VISIT(m->consts);
+    return 0;
+}
+
+static int machine_clear(Machine *m) {
+    Py_CLEAR(m->consts);
+    m->n_instr = 0; /* (a cleared machine has no constants left to run against) */
+    return 0;
+}
+
+/* make(code: bytes of int32 quadruples, consts: tuple, n_regs: int, n_args: int) -> machine */
+static PyObject *make(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "make(code: bytes, consts: tuple, n_regs: int, n_args: int)");
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t n_regs = PyLong_AsSsize_t(args[2]), n_args = PyLong_AsSsize_t(args[3]);
+    if ((n_regs < 0 || n_args < 0) && PyErr_Occurred()) return NULL;
+    if (size % (Py_ssize_t)sizeof(Instr) != 0) {
+        PyErr_SetString(PyExc_ValueError, "code is not a whole number of instructions");
+        return NULL;
+    }
+    Machine *m = PyObject_GC_New(Machine, &MachineType);
+    if (m == NULL) return NULL;
+    m->vectorcall = machine_call;
+    m->n_instr = size / (Py_ssize_t)sizeof(Instr);
+    m->n_regs = n_regs;
+    m->n_args = n_args;
+    m->code = PyMem_Malloc((size_t)size + 1);
+    m->consts = Py_NewRef(args[1]);
+    if (m->code == NULL) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    memcpy(m->code, PyBytes_AS_STRING(args[0]), (size_t)size);
+    PyObject_GC_Track(m);
+    return (PyObject *)m;
+}
+
+static PyTypeObject MachineType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynajit_guard_machine.Machine",
+    .tp_basicsize = sizeof(Machine),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Machine, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)machine_dealloc,
+    .tp_traverse = (traverseproc)machine_traverse,
+    .tp_clear = (inquiry)machine_clear,
+};
+
+static PyMethodDef methods[] = {
+    {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL, "A guard machine running a program."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "dynajit_guard_machine", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_dynajit_guard_machine(void) {
+    if (PyType_Ready(&MachineType) < 0) return NULL;
+    return PyModule_Create(&module_def);
+}
