@@ -595,6 +595,10 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         if values[0].dtype == torch.float32 and values[0].dim() == 4 and -3 in fixed:
             channels = values[0].shape[-3]
             training = _batch_statistics_conditioned(values, 1) and a not in self.channel_shifted
+            # eager's own training-mode BatchNorm2d backward over a height or width of 1 depends on the incoming
+            # gradient's strides: given a channels-last-like one (a transpose of the output), its weight gradient
+            # pairs the wrong elements (torch 2.13, 2.14), where float64 arithmetic agrees with the compiled one
+            training = training and all(v.shape[-1] > 1 and v.shape[-2] > 1 for v in values)
             mode = rng.choice(["", ".eval()"]) if training else ".eval()"
             shape = rng.choice(
                 ["1", "1", "1, bias=False", "1, stride=2", "3, padding=1", "3, padding=1, groups=" + str(channels)]
