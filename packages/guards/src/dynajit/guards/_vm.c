@@ -61,6 +61,7 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
         PyErr_Format(PyExc_TypeError, "guard check takes %zd positional arguments, got %zd", m->n_args, nargs);
         return NULL;
     }
+    if (m->consts == NULL) return Py_NewRef(Py_False); /* (cleared by the collector: nothing is known to hold) */
     PyObject *stack_regs[256];
     PyObject **regs = stack_regs;
     if (m->n_regs > 256) {
@@ -96,6 +97,10 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
             break;
         }
         case OP_CELL:
+            if (!PyCell_Check(PyTuple_GET_ITEM(consts, in->a))) {
+                PyErr_SetString(PyExc_TypeError, "guard machine: a closure source's constant is not a cell");
+                break;
+            }
             value = PyCell_GET(PyTuple_GET_ITEM(consts, in->a));
             if (value == NULL) {
                 PyErr_SetString(PyExc_ValueError, "Cell is empty");
@@ -216,7 +221,6 @@ static int machine_traverse(Machine *m, visitproc visit, void *arg) {
 
 static int machine_clear(Machine *m) {
     Py_CLEAR(m->consts);
-    m->n_instr = 0; /* (a cleared machine has no constants left to run against) */
     return 0;
 }
 
