@@ -44,15 +44,12 @@ _INSTRUCTIONS = {
     "{0} is {value}": (OP_IS, "value"),
     "type({0}) is {cls}": (OP_TYPE_IS, "cls"),
     "{0} is {1}": (OP_SAME, None),
-}
-_NONE_CHECKS = {"{0} is None": OP_IS, "{0} is not None": OP_IS_NOT}
-# Templates comparing the value with a constant: (opcode, the constant's name).
-_WITH_CONSTANT = {
     "{member} in {0}": (OP_CONTAINS, "member"),
     "not ({member} in {0})": (OP_LACKS, "member"),
     "{0} == {value}": (OP_EQ, "value"),
     "len({0}) == {length}": (OP_LEN_EQ, "length"),
 }
+_NONE_CHECKS = {"{0} is None": OP_IS, "{0} is not None": OP_IS_NOT}
 # ``not ({0}.a or {0}.b ...)``: no module hooks.
 _NONE_TRUE = re.compile(r"not \(\{0\}\.(\w+)((?: or \{0\}\.\w+)*)\)")
 
@@ -133,10 +130,6 @@ class Program:
             return
         if check.template in _NONE_CHECKS:
             self._emit(_NONE_CHECKS[check.template], 0, registers[0], self.const(None))
-            return
-        with_constant = _WITH_CONSTANT.get(check.template)
-        if with_constant is not None and with_constant[1] in check.constants:
-            self._emit(with_constant[0], 0, registers[0], self.const(check.constants[with_constant[1]]))
             return
         if check.template == "{0}.training is {training}" and "training" in check.constants:
             flag = self._register(object())  # (a scratch register)
