@@ -95,6 +95,7 @@ def measure(name: str, after: str) -> dict[str, Any]:
     impl.start_cold(tempfile.mkdtemp())
     fn = impl.wrap(case.target)
     times.clear()
+    gc.collect()  # as run.py: from a collected heap
     gc.callbacks.append(note)
     try:
         total, _ = timed_call(lambda: case.run(fn))  # as run.py times its cold compile

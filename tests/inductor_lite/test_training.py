@@ -98,3 +98,33 @@ def test_a_weight_is_saved_as_itself_and_its_transpose_made_in_the_backward():
     forward = compiled_graphs(_two_linear_layers_trained_once())[0].wrapper_source
     returned = forward[forward.rindex("return ") :]
     assert "as_strided" not in returned and re.search(r"\barg\d+\b", returned), returned
+
+
+def test_graphs_compile_without_full_collections_the_lazy_backward_too(monkeypatch):
+    """AOT autograd compiles the backward at its first backward call, outside any frame's compile: that compile
+    defers full collections as well, and the thresholds come back after it."""
+    import gc
+
+    from dynajit.inductor_lite import _compile
+
+    seen = []
+    real_compile_graph = _compile.compile_graph
+
+    def recording(graph, inputs, *args, **kwargs):
+        seen.append(gc.get_threshold())
+        return real_compile_graph(graph, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(_compile, "compile_graph", recording)
+    saved = gc.get_threshold()
+    gc.set_threshold(500, 7, 9)
+    try:
+        x, w = torch.randn(5, 3), torch.randn(3, requires_grad=True)
+        compiled = compile_fx(torch.fx.symbolic_trace(lambda x, w: ((x * w).sin().sum(),)), [x, w])
+        (loss,) = compiled(x, w)
+        assert len(seen) == 1 and gc.get_threshold() == (500, 7, 9)  # the backward is not compiled yet
+        loss.backward()
+        torch.testing.assert_close(w.grad, (x * w).cos().mul(x).sum(0))
+        assert seen == [(500, 1 << 30, 1 << 30)] * 2
+        assert gc.get_threshold() == (500, 7, 9)
+    finally:
+        gc.set_threshold(*saved)

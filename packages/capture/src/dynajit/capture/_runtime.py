@@ -26,10 +26,9 @@ import torch
 from torch.nn.modules import module as module_globals
 
 from dynajit.capture import _cache, _cache_limits, _dispatch, _marks, _observe, _stance
-from dynajit.capture._gc_deferral import full_collections_deferred
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture.config import config
-from dynajit.fxgraph import artifact_enabled, artifact_logger
+from dynajit.fxgraph import artifact_enabled, artifact_logger, full_collections_deferred
 from dynajit.guards import GuardSet
 
 __all__ = [

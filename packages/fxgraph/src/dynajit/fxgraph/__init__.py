@@ -13,6 +13,7 @@ from dynajit.fxgraph._cpu_formulas import (
     rewrite_spread_gradients,
 )
 from dynajit.fxgraph._forward_views import returning_no_views
+from dynajit.fxgraph._gc_deferral import full_collections_deferred
 from dynajit.fxgraph._inference import compiling_outside_inference_mode
 from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
@@ -73,6 +74,7 @@ __all__ = [
     "format_readable",
     "format_stack_trace",
     "format_tabular",
+    "full_collections_deferred",
     "graph_stats",
     "has_side_effects",
     "is_generated_forward",

@@ -38,6 +38,7 @@ from dynajit.fxgraph import (
     artifact_logger,
     checking_saved_versions,
     compiling_outside_inference_mode,
+    full_collections_deferred,
     is_symbolic,
     keep_written_strides,
     matching_eager_backward_formulas,
@@ -542,6 +543,9 @@ class _Specialized:
         settings = self.settings
         compiled_forward = False
 
+        # (AOT autograd compiles a training graph's backward at its first backward call, outside the frame's
+        # compile: without the deferral a collection of the whole heap fell inside it, a seventh of a ViT's step)
+        @full_collections_deferred()
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], inference: bool = False) -> CompiledGraph:
             nonlocal compiled_forward
             if inference and settings["layout_optimization"]:

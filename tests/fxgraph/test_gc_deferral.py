@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dynajit import capture
-from dynajit.capture._gc_deferral import full_collections_deferred
+from dynajit.fxgraph import full_collections_deferred
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,8 @@
-"""Compiling without old-generation garbage collections: what a compile made is collected young, once it ends."""
+"""Compiling without old-generation garbage collections: what a compile made is collected young, once it ends.
+
+Capture defers them while it compiles a frame; a backend, while it compiles a graph (AOT autograd compiles a
+training graph's backward at its first backward call, outside any frame's compile).
+"""
 
 from __future__ import annotations
 
