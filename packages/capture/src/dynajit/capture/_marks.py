@@ -222,7 +222,10 @@ def has_constant_result(fn: Any) -> bool:
     Libraries that must not import torch set that attribute themselves (transformers' install probes, such
     as ``is_torch_distributed_available``, which read package metadata at every call they trace).
     """
-    marked = inspect.getattr_static(fn, "_dynamo_marked_constant", False) is True
+    if type(fn) is types.FunctionType:  # (the common case: a function's attributes are its own __dict__'s)
+        marked = fn.__dict__.get("_dynamo_marked_constant", False) is True
+    else:
+        marked = inspect.getattr_static(fn, "_dynamo_marked_constant", False) is True
     return marked or _target(fn) in _constant_result
 
 

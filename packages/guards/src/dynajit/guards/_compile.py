@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -203,25 +204,34 @@ class CompiledGuards:
                 emitter.lines.append(f"if not ({expr}): return False")
                 if program is not None:
                     program.add(rebased)
-        self.code = _function(_CHECK_NAME, ctx.params.values(), _inline_single_uses(emitter.lines), "return True")
-        namespace = ctx.namespace
-        exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), namespace)
-        self.python_check: Callable[..., bool] = namespace[_CHECK_NAME]
+        self._check_lines, self._check_params = emitter.lines, tuple(ctx.params.values())
+        self._namespace = ctx.namespace
         # The guard machine runs the same checks without the bytecode interpreter, several times faster; the
-        # Python function serves until the machine is built, and wherever it cannot be.
+        # Python function (written and compiled at its first use) serves until the machine is built, and wherever
+        # it cannot be.
         self.check: Callable[..., bool] = self.python_check if program is None else program.make(machine)
         self._checks = checks
-        # The explaining twin is written now (it binds what the checks read) but compiled at its first use:
-        # compiling it doubled the cost of guarding a model's hundreds of parameters, for a failure to explain.
-        self._explainer_code, self._explainer_namespace, self._explained_sources = self._write_explainer(
-            checks, arg_names, f_globals, closure
-        )
+        # The explaining twin too is written and compiled at its first use: it doubled the cost of guarding a
+        # model's hundreds of parameters, for a failure to explain. Its reads give the values the checks read at
+        # any time (a global not defined yet is read as Python would, whenever it is written).
+        self._explainer_inputs = (arg_names, f_globals, closure)
         self._compiled_explainer: Callable[..., tuple[str, int, Any] | None] | None = None
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The Python check function's source."""
+        return _function(_CHECK_NAME, self._check_params, _inline_single_uses(self._check_lines), "return True")
+
+    @functools.cached_property
+    def python_check(self) -> Callable[..., bool]:
+        """The checks as a Python function (``check`` is the guard machine's, where it is built)."""
+        exec(compile(self.code, f"<dynajit guards {id(self):#x}>", "exec"), self._namespace)
+        return self._namespace[_CHECK_NAME]
 
     def _explain(self, *args: Any) -> tuple[str, int, Any] | None:
         if self._compiled_explainer is None:
-            namespace = self._explainer_namespace
-            exec(compile(self._explainer_code, "<dynajit guard explanation>", "exec"), namespace)
+            code, namespace, self._explained_sources = self._write_explainer(self._checks, *self._explainer_inputs)
+            exec(compile(code, "<dynajit guard explanation>", "exec"), namespace)
             self._compiled_explainer = namespace[_EXPLAIN_NAME]
         return self._compiled_explainer(*args)
 

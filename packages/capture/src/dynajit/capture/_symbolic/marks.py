@@ -40,9 +40,16 @@ def _registry() -> Any:
     return _found[0]
 
 
+_queries: dict[str, Any] = {}  # each query function of the registry, looked up once
+
+
 def _ask(name: str, fn: Any, default: Any = False) -> Any:
-    registry = _registry()
-    query = getattr(registry, name, None)
+    query = _queries.get(name)
+    if query is None:
+        registry = _registry()
+        if registry is None:
+            return default
+        query = _queries[name] = getattr(registry, name, None)
     if query is None:
         return default
     try:
