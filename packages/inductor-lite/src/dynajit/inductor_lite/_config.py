@@ -32,10 +32,12 @@ class InductorConfig(Config):
     )  # fmt: skip
     cxx: str = option("g++", "the C++ compiler used to build CPU kernels")
     cxx_flags: str = option(
-        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv",
+        "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv -fno-thread-jumps",
         "flags for the C++ compiler (no fast-math, and no contraction of a * b + c into one rounding: results must "
         "round as eager's op-by-op kernels do; -fwrapv: an integer overflow wraps, as eager's does, where g++ "
-        "would assume it never happens and fold ``bool + (2**63 - 1)`` to 2**63 - 1)",
+        "would assume it never happens and fold ``bool + (2**63 - 1)`` to 2**63 - 1; -fno-thread-jumps: g++ 12 "
+        "with AVX-512 dropped one of the masked stores its jump threading made of one store, leaving an element "
+        "of a short loop unwritten where the loop index and an integer value were both 0)",
     )
     cache_dir: str = option(
         "", "kernel cache directory; empty means $DYNAJIT_CACHE_DIR or ~/.cache/dynajit/inductor_lite"
