@@ -9,6 +9,7 @@ exception that is not an ``Exception`` (KeyboardInterrupt) must reach the caller
 from __future__ import annotations
 
 import gc
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from dynajit.guards import (
     dict_keys,
     equals_match,
     function_match,
+    global_state,
     hasattr_match,
     id_match,
     is_none,
@@ -255,3 +257,46 @@ def test_tensor_guards_agree():
         ([1, 2], b),  # not a tensor
     ]:
         _agree(compiled, x, y)
+
+
+class _RaisingTensorLike:
+    @property
+    def dtype(self) -> Any:
+        raise RuntimeError("no dtype")
+
+
+def test_tensor_metadata_and_global_state_agree():
+    a = torch.ones(2, 3)
+    compiled = GuardSet([tensor_match(X, a), global_state()]).compile(("x",), {})
+    assert _agree(compiled, a)
+    with torch.inference_mode():
+        inference = torch.ones(2, 3)
+    for x in [
+        inference,  # an inference tensor
+        torch.ones(2, 3, device="meta"),  # another device
+        torch.ones(3, 2).t(),  # strides
+        torch.ones(2, 3)._neg_view(),  # the negative bit
+        torch.ones(2, 3, dtype=torch.int64),  # dtype
+        torch.ones(2, 3).to_sparse(),  # layout
+        _RaisingTensorLike(),  # a read that raises
+    ]:
+        assert not _agree(compiled, x)
+    with torch.no_grad():
+        assert not _agree(compiled, a)  # grad mode
+    with torch.autocast("cpu"):
+        assert not _agree(compiled, a)  # autocast
+    assert _agree(compiled, torch.zeros(2, 3))
+
+
+def test_tensor_metadata_and_global_state_run_no_python():
+    # Reads of a tensor's metadata and of the global state are the machine's own instructions: a check of a
+    # tensor calls no Python function (each call cost as much as the rest of its check).
+    a = torch.ones(2, 3)
+    compiled = GuardSet([tensor_match(X, a), global_state()]).compile(("x",), {})
+    called: list[str] = []
+    sys.setprofile(lambda frame, event, arg: called.append(frame.f_code.co_filename) if event == "call" else None)
+    try:
+        assert compiled.check(a)
+    finally:
+        sys.setprofile(None)
+    assert called == []

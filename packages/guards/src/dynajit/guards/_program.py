@@ -35,7 +35,9 @@ __all__ = ["Program"]
     OP_LACKS,
     OP_EQ,
     OP_LEN_EQ,
-) = range(16)
+    OP_METHOD,
+    OP_TRUTHY,
+) = range(18)
 
 # Check templates that are single instructions: (opcode, the constant's name, or None for a second source).
 _INSTRUCTIONS = {
@@ -52,6 +54,15 @@ _INSTRUCTIONS = {
 _NONE_CHECKS = {"{0} is None": OP_IS, "{0} is not None": OP_IS_NOT}
 # ``not ({0}.a or {0}.b ...)``: no module hooks.
 _NONE_TRUE = re.compile(r"not \(\{0\}\.(\w+)((?: or \{0\}\.\w+)*)\)")
+# A tensor's metadata and the global state: ``{0}.dtype is {expected}``, ``{0}.stride() == {expected}``,
+# ``{read}() is {expected}`` (a read of an attribute, a method or a function without arguments, then a comparison);
+# ``{0}.is_cpu``: the read's truth; ``not {read}()``: its falsity.
+_READ_COMPARED = re.compile(
+    r"(?:\{0\}\.(?P<attr>\w+)(?P<call>\(\))?|\{(?P<fn>\w+)\}\(\)) (?P<op>is|==) \{(?P<const>\w+)\}"
+)
+_READ_TRUE = re.compile(r"\{0\}\.(\w+)")
+_CALL_FALSE = re.compile(r"not \{(\w+)\}\(\)")
+_COMPARISONS = {"is": OP_IS, "==": OP_EQ}
 
 
 class Program:
@@ -131,21 +142,47 @@ class Program:
         if check.template in _NONE_CHECKS:
             self._emit(_NONE_CHECKS[check.template], 0, registers[0], self.const(None))
             return
-        if check.template == "{0}.training is {training}" and "training" in check.constants:
-            flag = self._register(object())  # (a scratch register)
-            self._emit(OP_ATTR, flag, registers[0], self.const("training"))
-            self._emit(OP_IS, 0, flag, self.const(check.constants["training"]))
-            return
         if (falsy := _NONE_TRUE.fullmatch(check.template)) is not None and not check.constants:
             for name in [falsy[1], *re.findall(r"\.(\w+)", falsy[2])]:  # each read only if the ones before are empty
                 value = self._register(object())
                 self._emit(OP_ATTR, value, registers[0], self.const(name))
                 self._emit(OP_FALSY, 0, value)
             return
+        if self._read_compared(check, registers):
+            return
         params = [f"___p{i}" for i in range(len(registers))]
         expr = check.render(params, {key: self.ctx.bind(value) for key, value in check.constants.items()})
         piece = self._python_piece(params, expr)
         self._emit(OP_PYCHECK, 0, piece, self.const(tuple(registers)))
+
+    def _read_compared(self, check: Check, registers: list[int]) -> bool:
+        """The instructions of a check reading one value and comparing it with a constant (or testing its truth),
+        if ``check`` is one."""
+        if (truth := _READ_TRUE.fullmatch(check.template)) is not None and len(registers) == 1:
+            value = self._register(object())
+            self._emit(OP_ATTR, value, registers[0], self.const(truth[1]))
+            self._emit(OP_TRUTHY, 0, value)
+            return True
+        if (false := _CALL_FALSE.fullmatch(check.template)) is not None and not registers:
+            if false[1] not in check.constants:
+                return False
+            value = self._register(object())
+            self._emit(OP_PYLOAD, value, self.const(check.constants[false[1]]), -1)
+            self._emit(OP_FALSY, 0, value)
+            return True
+        found = _READ_COMPARED.fullmatch(check.template)
+        if found is None or found["const"] not in check.constants:
+            return False
+        if found["fn"] is not None and not registers and found["fn"] in check.constants:
+            value = self._register(object())
+            self._emit(OP_PYLOAD, value, self.const(check.constants[found["fn"]]), -1)
+        elif found["attr"] is not None and len(registers) == 1:
+            value = self._register(object())
+            self._emit(OP_METHOD if found["call"] else OP_ATTR, value, registers[0], self.const(found["attr"]))
+        else:
+            return False
+        self._emit(_COMPARISONS[found["op"]], 0, value, self.const(check.constants[found["const"]]))
+        return True
 
     def make(self, machine: Any) -> Any:
         """The machine's callable for this program (the Python pieces compiled in the check function's namespace)."""

@@ -1,7 +1,8 @@
 /* dynajit guards' check machine: runs a compiled guard set's program without the bytecode interpreter.
  *
  * A program is a flat array of instructions over registers. Loads put a new reference in a register (an
- * argument, an attribute, an item, a cell's contents, or what a Python function computes from a register);
+ * argument, an attribute, an item, a cell's contents, a method's or a function's result without arguments, or
+ * what a Python function computes from a register);
  * checks compare registers with constants, or call a Python function with registers and test its truth.
  * Any exception derived from Exception makes the check answer False, as the generated Python function's
  * ``try`` does; others (KeyboardInterrupt) propagate.
@@ -27,6 +28,8 @@ enum {
     OP_LACKS = 13,    /* not (const[b] in reg[a]) */
     OP_EQ = 14,       /* reg[a] == const[b] */
     OP_LEN_EQ = 15,   /* len(reg[a]) == const[b] */
+    OP_METHOD = 16,   /* reg[dst] = reg[a].const[b]() */
+    OP_TRUTHY = 17,   /* reg[a] is true */
 };
 
 typedef struct {
@@ -112,9 +115,17 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
             value = in->b < 0 ? PyObject_CallNoArgs(PyTuple_GET_ITEM(consts, in->a))
                               : PyObject_CallOneArg(PyTuple_GET_ITEM(consts, in->a), regs[in->b]);
             break;
+        case OP_METHOD:
+            value = PyObject_CallMethodNoArgs(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
+            break;
         case OP_IS:
             result = regs[in->a] == PyTuple_GET_ITEM(consts, in->b);
             continue;
+        case OP_TRUTHY: {
+            int truth = PyObject_IsTrue(regs[in->a]);
+            result = truth < 0 ? swallow() : truth;
+            continue;
+        }
         case OP_SAME:
             result = regs[in->a] == regs[in->b];
             continue;
