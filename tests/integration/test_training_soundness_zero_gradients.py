@@ -244,3 +244,34 @@ def test_a_nan_gradient_of_a_whole_max_reaches_only_the_maxima_as_in_eager(backe
         grads.append(x.grad)
     torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
     assert grads[0][1] == 0
+
+
+def _rolled_beside_a_chunk_of_a_root(x, w):
+    rolled = x.roll(-2)
+    piece = torch.nan_to_num(w.sqrt()).chunk(1, 0)[0]  # a view of an intermediate, returned from the graph
+    print(end="")  # a graph break: `piece` leaves the graph, read below for its size only
+    return x + rolled, piece.size(-1)
+
+
+def _rolled_beside_rows_of_a_root(x, w):
+    rolled = x.roll(-2)
+    rows = torch.nan_to_num(w.sqrt()).unbind(0)
+    print(end="")
+    return x + rolled, len(rows)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_rolled_beside_a_chunk_of_a_root, _rolled_beside_rows_of_a_root])
+def test_an_unreached_chunk_or_row_puts_no_gradient_behind_it(backend, fn):
+    # (the fuzzer's program a70-1:613) the backward of `chunk` and `unbind` joins the pieces' gradients with cat
+    # and stack: a zero gradient must stay a structural zero through them, or sqrt's infinite derivative gave
+    # `w` a NaN gradient where eager, which never reaches `w` from the loss, gives it none.
+    def run(f):
+        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor([[-1.0, 4.0]]).requires_grad_()
+        out, size = f(x.clone(), w.clone())
+        out.sum().backward()
+        return out.detach(), size, x.grad, w.grad
+
+    expected = run(fn)
+    assert expected[3] is None
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), expected)

@@ -84,6 +84,10 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
     if node.target in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
         # (``select_backward`` decomposes into ``where(index == i, grad, full(0))``)
         return all(_is_zero(a, zero) for a in args[1:3]) and any(a in zero for a in args[1:3])
+    if node.target in (aten.cat.default, aten.stack.default):
+        # (the backward of ``split``/``chunk`` and of ``unbind`` joins the pieces' gradients this way)
+        pieces = args[0] if args and isinstance(args[0], (list, tuple)) else ()
+        return bool(pieces) and all(_is_zero(p, zero) for p in pieces) and any(p in zero for p in pieces)
     if node.target in (aten.masked_fill.Scalar, aten.masked_fill.Tensor):
         # (the backward of ``std`` and ``norm`` clears the positions where the result was 0 this way)
         return len(args) > 2 and args[0] in zero and _is_zero(args[2], zero)
