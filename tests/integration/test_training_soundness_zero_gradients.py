@@ -260,6 +260,40 @@ def _rolled_beside_rows_of_a_root(x, w):
     return x + rolled, len(rows)
 
 
+# Ops whose backward is linear in the gradient: a roll, a triangle, a pad (its backward pads back by negative
+# amounts), a diagonal embedded (its backward takes the diagonal) and a trace (its backward fills a diagonal).
+_LINEAR_PIECES = {
+    "roll": lambda r: r.roll(1, 1),
+    "tril": lambda r: r.tril(),
+    "triu": lambda r: r.triu(1),
+    "pad": lambda r: torch.nn.functional.pad(r, (1, 2)),
+    "diag_embed": torch.diag_embed,
+    "trace": lambda r: torch.trace(r).reshape(1, 1),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("piece", sorted(_LINEAR_PIECES))
+def test_an_unreached_output_of_an_op_linear_in_its_gradient_puts_no_gradient_behind_it(backend, piece):
+    op = _LINEAR_PIECES[piece]
+
+    def fn(x, w):
+        rolled = x.roll(-2)
+        kept = op(torch.nan_to_num(w.sqrt()))
+        print(end="")  # a graph break: `kept` leaves the graph, read below for its size only
+        return x + rolled, kept.shape[-1]
+
+    def run(f):
+        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor([[-1.0, 4.0], [2.0, -3.0]]).requires_grad_()
+        out, size = f(x.clone(), w.clone())
+        out.sum().backward()
+        return out.detach(), size, x.grad, w.grad
+
+    expected = run(fn)
+    assert expected[3] is None
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), expected)
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("fn", [_rolled_beside_a_chunk_of_a_root, _rolled_beside_rows_of_a_root])
 def test_an_unreached_chunk_or_row_puts_no_gradient_behind_it(backend, fn):

@@ -42,7 +42,10 @@ _LINEAR_IN: dict[Any, tuple[int, ...]] = {
     aten.mean.dim: (0,), aten.mean.default: (0,), aten.mm.default: (0, 1), aten.bmm.default: (0, 1),
     aten._to_copy.default: (0,),
     aten.slice_backward.default: (0,), aten.select_backward.default: (0,), aten.expand_copy.default: (0,),
-    aten.cumsum.default: (0,), aten.flip.default: (0,), aten.repeat.default: (0,),
+    aten.cumsum.default: (0,), aten.flip.default: (0,), aten.repeat.default: (0,), aten.roll.default: (0,),
+    aten.tril.default: (0,), aten.triu.default: (0,), aten.diagonal.default: (0,),
+    aten.index.Tensor: (0,), aten._unsafe_index.Tensor: (0,), aten.index_select.default: (0,),
+    aten.gather.default: (0,),
     torch.ops.prims.convert_element_type.default: (0,),
 }  # fmt: skip
 _SUMS = {aten.add.Tensor, aten.sub.Tensor}
@@ -54,6 +57,7 @@ _SCATTERS = {aten.select_scatter.default, aten.slice_scatter.default, aten.diago
 _INDEXED_WRITES: dict[Any, tuple[int, int]] = {
     aten.scatter_add.default: (0, 3), aten.scatter.src: (0, 3), aten.index_add.default: (0, 3),
     aten.index_copy.default: (0, 3), aten.index_put.default: (0, 2), aten.masked_scatter.default: (0, 2),
+    aten.index_fill.int_Tensor: (0, 3),
 }  # fmt: skip
 
 
@@ -84,6 +88,8 @@ def _zero_result(node: torch.fx.Node, zero: set[torch.fx.Node]) -> bool:
     if node.target in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
         # (``select_backward`` decomposes into ``where(index == i, grad, full(0))``)
         return all(_is_zero(a, zero) for a in args[1:3]) and any(a in zero for a in args[1:3])
+    if node.target is aten.constant_pad_nd.default:  # (a pad's backward pads back, by negative amounts, with 0)
+        return args[0] in zero and (len(args) < 3 or _is_zero(args[2], zero))
     if node.target in (aten.cat.default, aten.stack.default):
         # (the backward of ``split``/``chunk`` and of ``unbind`` joins the pieces' gradients this way)
         pieces = args[0] if args and isinstance(args[0], (list, tuple)) else ()
