@@ -260,6 +260,20 @@ def _rolled_beside_rows_of_a_root(x, w):
     return x + rolled, len(rows)
 
 
+def _assert_no_gradient_reaches_w(fn, backend, w_values):
+    """``fn(x, w)``'s loss never reaches ``w``: eager leaves its gradient None, and so must the compiled call."""
+
+    def run(f):
+        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor(w_values).requires_grad_()
+        out, size = f(x.clone(), w.clone())
+        out.sum().backward()
+        return out.detach(), size, x.grad, w.grad
+
+    expected = run(fn)
+    assert expected[3] is None
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), expected)
+
+
 # Ops whose backward is linear in the gradient: a roll, a triangle, a pad (its backward pads back by negative
 # amounts), a diagonal embedded (its backward takes the diagonal) and a trace (its backward fills a diagonal).
 _LINEAR_PIECES = {
@@ -283,15 +297,7 @@ def test_an_unreached_output_of_an_op_linear_in_its_gradient_puts_no_gradient_be
         print(end="")  # a graph break: `kept` leaves the graph, read below for its size only
         return x + rolled, kept.shape[-1]
 
-    def run(f):
-        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor([[-1.0, 4.0], [2.0, -3.0]]).requires_grad_()
-        out, size = f(x.clone(), w.clone())
-        out.sum().backward()
-        return out.detach(), size, x.grad, w.grad
-
-    expected = run(fn)
-    assert expected[3] is None
-    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), expected)
+    _assert_no_gradient_reaches_w(fn, backend, [[-1.0, 4.0], [2.0, -3.0]])
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
@@ -300,12 +306,4 @@ def test_an_unreached_chunk_or_row_puts_no_gradient_behind_it(backend, fn):
     # (the fuzzer's program a70-1:613) the backward of `chunk` and `unbind` joins the pieces' gradients with cat
     # and stack: a zero gradient must stay a structural zero through them, or sqrt's infinite derivative gave
     # `w` a NaN gradient where eager, which never reaches `w` from the loss, gives it none.
-    def run(f):
-        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor([[-1.0, 4.0]]).requires_grad_()
-        out, size = f(x.clone(), w.clone())
-        out.sum().backward()
-        return out.detach(), size, x.grad, w.grad
-
-    expected = run(fn)
-    assert expected[3] is None
-    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), expected)
+    _assert_no_gradient_reaches_w(fn, backend, [[-1.0, 4.0]])
