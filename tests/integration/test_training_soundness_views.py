@@ -274,14 +274,29 @@ def _pieces_of_a_written_view(x):
     return v.split(1)[0], x.chunk(2)[1]
 
 
+def _last_piece_of_a_written_input(x):
+    x.mul_(2)
+    return x.unbind(0)[-1]
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-@pytest.mark.parametrize("fn", [_piece_of_a_written_input, _pieces_of_a_written_view])
-def test_a_piece_of_an_input_the_graph_wrote_is_a_view_of_that_input(backend, fn):
+@pytest.mark.parametrize(
+    ("fn", "leaf_shape", "step"),
+    [
+        (_piece_of_a_written_input, (4, 2), 1),
+        (_pieces_of_a_written_view, (4, 2), 1),
+        (_last_piece_of_a_written_input, (4, 2), 1),
+        (_last_piece_of_a_written_input, (2, 1), 2),
+        (_last_piece_of_a_written_input, (8, 2), 2),
+    ],
+)
+def test_a_piece_of_an_input_the_graph_wrote_is_a_view_of_that_input(backend, fn, leaf_shape, step):
     # The backend returned such a piece as a view of its own buffer of the written value: a write into it then
-    # missed the input, and autograd did not know the two shared elements.
+    # missed the input, and autograd did not know the two shared elements. An input that is itself every other
+    # row of a tensor the graph never sees (``step``) is the base of nothing the graph returns, yet holds the piece.
     def run(f):
-        leaf = torch.linspace(-1, 1, 8).view(4, 2).requires_grad_()
-        x = leaf.clone()
+        leaf = torch.linspace(-1, 1, math.prod(leaf_shape)).view(leaf_shape).requires_grad_()
+        x = leaf.clone()[::step]
         outs = f(x)
         outs = outs if isinstance(outs, tuple) else (outs,)
         shares = [o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for o in outs]

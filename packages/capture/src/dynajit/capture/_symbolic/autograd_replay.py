@@ -442,7 +442,29 @@ def _base_of(view: torch.Tensor, inputs: list[Any], outputs: list[Any]) -> tuple
     found = next((("input", k) for k, e in enumerate(inputs) if e is view._base), None)
     found = found or next((("output", j) for j, e in enumerate(outputs) if e is view._base), None)
     related = (k for k, e in enumerate(inputs) if isinstance(e, torch.Tensor) and _covers(e, view._base))
-    return found or next((("input", k) for k in related), None)
+    # (else an input, itself a piece of a base the graph never sees, whose elements hold all of the view's: the
+    # view the trace made of it, as ``x.unbind(0)[-1]`` of an input ``x = y[::2]``, is rebuilt from it)
+    holding = (k for k, e in enumerate(inputs) if isinstance(e, torch.Tensor) and _holds(e, view))
+    return found or next((("input", k) for k in related), None) or next((("input", k) for k in holding), None)
+
+
+def _holds(tensor: torch.Tensor, view: torch.Tensor) -> bool:
+    """Whether every element of ``view`` is an element of ``tensor`` (both of one storage, static layouts)."""
+    if _is_symbolic(view) or _is_symbolic(tensor) or view._base is None or tensor._base is not view._base:
+        return False
+    if view.numel() > _MAX_COMPARED_ELEMENTS or tensor.numel() > _MAX_COMPARED_ELEMENTS:
+        return False
+    return _element_offsets(view) <= _element_offsets(tensor)
+
+
+_MAX_COMPARED_ELEMENTS = 1 << 16  # (the offsets are compared as Python sets, once per compile)
+
+
+def _element_offsets(tensor: torch.Tensor) -> set[int]:
+    offsets = {tensor.storage_offset()} if tensor.numel() else set()
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        offsets = {offset + i * stride for offset in offsets for i in range(size)}
+    return offsets
 
 
 def _covers(view: torch.Tensor, base: torch.Tensor | None) -> bool:
