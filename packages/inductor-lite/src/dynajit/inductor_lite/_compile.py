@@ -57,6 +57,7 @@ from dynajit.inductor_lite._build import BuildError, failed_build, python_functi
 from dynajit.inductor_lite._codegen_cpp import PRELUDE, CppOptions, kernel_source, math_declarations
 from dynajit.inductor_lite._config import config, resolve_settings
 from dynajit.inductor_lite._decompositions import decomposition_table, our_autograd_kernels
+from dynajit.inductor_lite._direct import direct_inference
 from dynajit.inductor_lite._eager_checks import EagerError, run_on_ones
 from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import example_device, lower_graph
@@ -542,12 +543,14 @@ class _Specialized:
     def compile_for(self, example_inputs: Sequence[Any], symbolic: list[Any] | None = None) -> Callable[..., Any]:
         settings = self.settings
         compiled_forward = False
+        inferences: list[tuple[torch.fx.GraphModule, CompiledGraph]] = []
 
         # (AOT autograd compiles a training graph's backward at its first backward call, outside the frame's
         # compile: without the deferral a collection of the whole heap fell inside it, a seventh of a ViT's step)
         @full_collections_deferred()
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], inference: bool = False) -> CompiledGraph:
             nonlocal compiled_forward
+            traced = graph
             if inference and settings["layout_optimization"]:
                 graph = channels_last(graph, example_device(inputs)) or graph
             with config.patch(settings):
@@ -557,6 +560,8 @@ class _Specialized:
                 )
             compiled_forward = True
             self.graphs.append(compiled)
+            if inference:
+                inferences.append((traced, compiled))
             return compiled
 
         # Imported at the first compile: functorch.compile costs about a second to import.
@@ -592,6 +597,9 @@ class _Specialized:
         if symbolic is not None:
             self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
             return fn
+        if inferences and (direct := direct_inference(*inferences[-1], example_inputs, graph_module)) is not None:
+            fn = direct
+            inferences[-1][1].info["called_directly"] = True
         key = _signature(example_inputs)
         self.compiled[key] = fn
         self.last_key, self.last_fn = key, fn

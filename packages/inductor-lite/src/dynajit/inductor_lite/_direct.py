@@ -1,0 +1,63 @@
+"""Inference graphs called without AOT autograd's runtime wrapper, where that wrapper would change nothing.
+
+AOT autograd wraps every compiled graph in a runtime wrapper that writes the new values of mutated inputs back,
+regenerates outputs that alias an input or each other, turns grad mode off and autocast off. For an inference
+graph of plain tensors that needs none of it (no input is written, no output is a view or shares memory with
+anything, autocast off) the wrapper costs about two microseconds a call, more than the
+kernels of a small graph: such a graph is called straight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+__all__ = ["direct_inference"]
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def direct_inference(
+    graph: torch.fx.GraphModule, compiled: Callable[[list[Any]], Any], example_inputs: Sequence[Any], outer: Any
+) -> Callable[..., Any] | None:
+    """A call of ``compiled`` (the boxed compile of AOT autograd's inference ``graph``, traced from the graph
+    ``outer`` on ``example_inputs``) that skips AOT autograd's runtime wrapper, or None where that wrapper acts.
+
+    AOT autograd gives the inference graph one more input per token or seed it threads through and one more
+    output per input it writes or base of an aliased output: the same counts as ``outer`` rule those out.
+    """
+    if torch._C._is_any_autocast_enabled():
+        return None
+    if not all(type(a) in _PLAIN_TENSORS for a in example_inputs):
+        return None
+    placeholders = [n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"]
+    outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n for n in _outputs(graph)]
+    if len(placeholders) != len(example_inputs) or len(outputs) != len(_outputs(outer)):
+        return None
+    if not all(isinstance(v, torch.Tensor) for v in (*placeholders, *outputs)):
+        return None
+    seen = {v.untyped_storage()._cdata for v in placeholders}
+    for value in outputs:
+        if value._is_view() or value.requires_grad or value.untyped_storage()._cdata in seen:
+            return None
+        seen.add(value.untyped_storage()._cdata)
+
+    def run(*args: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return compiled(list(args))
+        # (as AOT autograd's wrapper: an inference graph's aten ops record no history, whoever calls it)
+        torch._C._set_grad_enabled(False)
+        try:
+            return compiled(list(args))
+        finally:
+            torch._C._set_grad_enabled(True)
+
+    return run
+
+
+def _outputs(gm: torch.fx.GraphModule) -> list[Any]:
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return pytree.tree_leaves(output.args[0])
