@@ -40,6 +40,7 @@ class Placed:
     step: int = 0
     stored: bool = False
     scratch: bool = False  # kept for later loops of its row in a per-thread row array, not in memory
+    index: list[Index] | None = None  # a full node's multi-index over the kernel's variables
 
 
 @dataclass
@@ -161,7 +162,7 @@ class _Geometry:
                 index = unflatten(self.flat_outer, buf.size)
             else:
                 return None
-            return Placed(buf, "full", buf.fn(index), buf.store_index(index))
+            return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
         if _sym.eq(numel, self.outer_numel):
             index = unflatten(self.flat_outer, buf.size)
             return Placed(buf, "row", buf.fn(index), buf.store_index(index))
@@ -172,8 +173,45 @@ class _Geometry:
                 _sym.prod(buf.size[k:]), self.inner_numel
             ):
                 index = unflatten(self.flat_outer, buf.size[:k]) + unflatten(self.flat_inner, buf.size[k:])
-                return Placed(buf, "full", buf.fn(index), buf.store_index(index))
+                return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
         return None
+
+    def place_as_read(self, buf: ComputedBuffer, placed: list[Placed]) -> Placed | None:
+        """``buf``, pointwise over as many elements as the loops, placed where the kernel's other nodes see its
+        elements: at the multi-index of a placed full node of its layout, or at the index a placed node reads
+        it from (a batch norm's backward reduces over batch and space, the channels in the middle: its
+        pointwise inputs follow the reduction's loops, so the reduction and its inputs are one kernel)."""
+        if not self.inner or not _sym.eq(buf.numel(), self.outer_numel * self.inner_numel):
+            return None
+        for p in placed:
+            if p.role == "full" and p.index is not None and p.buf.size == buf.size and p.buf.stride == buf.stride:
+                return Placed(buf, "full", buf.fn(p.index), buf.store_index(p.index), index=p.index)
+        loops = {v.name: v for v in (*self.outer, *self.inner) if v.size != 1}
+        for p in placed:
+            for name, read in loads(p.expr):
+                index = _multi_index(read, buf, loops) if name == buf.name else None
+                if index is not None:
+                    return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
+        return None
+
+
+def _multi_index(flat: Index, buf: ComputedBuffer, loops: dict[str, Var]) -> list[Index] | None:
+    """The multi-index of ``buf`` whose address is ``flat``, when each of the kernel's loops walks one of its
+    dims (same size, the dim's stride as coefficient) and every loop is used: then the kernel visits each of
+    its elements once."""
+    if flat.const != 0 or len(flat.terms) != len(loops):
+        return None
+    index: list[Index] = [Index()] * len(buf.size)
+    free = {d for d, size in enumerate(buf.size) if size != 1}
+    for atom, coefficient in flat.terms:
+        if not isinstance(atom, Var) or atom.name not in loops:
+            return None
+        d = next((d for d in free if buf.stride[d] == coefficient and buf.size[d] == atom.size), None)
+        if d is None:
+            return None
+        free.discard(d)
+        index[d] = Index.of(atom)
+    return None if free else index
 
 
 def _arrange(placed: list[Placed]) -> list[tuple[str, list[Placed]]] | None:
@@ -219,13 +257,20 @@ class _KernelBuilder:
 
     @staticmethod
     def _place_all(geometry: _Geometry, bufs: list[ComputedBuffer]):
-        placed = []
-        for buf in bufs:
-            p = geometry.place(buf)
-            if p is None:
+        placed: list[Placed | None] = [geometry.place(buf) for buf in bufs]
+        if any(p is None and (buf.is_reduction or not geometry.inner) for p, buf in zip(placed, bufs)):
+            return None
+        while any(p is None for p in placed):  # pointwise buffers placed where the others see them (each round places one)
+            known = [p for p in placed if p is not None]
+            k, p = next(
+                ((k, p) for k, buf in enumerate(bufs) if placed[k] is None
+                 if (p := geometry.place_as_read(buf, known)) is not None),
+                (None, None),
+            )  # fmt: skip
+            if k is None:
                 return None
-            placed.append(p)
-        steps = _arrange(placed)
+            placed[k] = p
+        steps = _arrange(placed)  # type: ignore[arg-type]
         return None if steps is None else (placed, steps)
 
     def try_add(self, buf: ComputedBuffer) -> bool:
