@@ -260,7 +260,8 @@ class _KernelBuilder:
         placed: list[Placed | None] = [geometry.place(buf) for buf in bufs]
         if any(p is None and (buf.is_reduction or not geometry.inner) for p, buf in zip(placed, bufs)):
             return None
-        while any(p is None for p in placed):  # pointwise buffers placed where the others see them (each round places one)
+        # The pointwise buffers left are placed where the others see them, one a round.
+        while any(p is None for p in placed):
             known = [p for p in placed if p is not None]
             k, p = next(
                 ((k, p) for k, buf in enumerate(bufs) if placed[k] is None
