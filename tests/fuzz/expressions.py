@@ -52,6 +52,10 @@ class ExpressionMixin:
     def value(self, name: str) -> Any:
         return self.spaces[0][name]
 
+    def _every_call(self, name: str) -> list[torch.Tensor]:
+        """``name``'s tensor value on each call (call 0's first), where it is a tensor."""
+        return [ns[name] for ns in self.spaces if isinstance(ns.get(name), torch.Tensor)]
+
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,6 +42,37 @@ CONTEXTS = (
 def _margin(t: torch.Tensor, value: float) -> float:
     """How near a threshold a value of ``t`` read by a condition may be before rounding could decide it."""
     return 1e-3 if t.dtype in (torch.float32, torch.float64) else rounding(t) * (1 + abs(value))
+
+
+def _clear_of(t: torch.Tensor, read: Callable[[torch.Tensor], Any], threshold: float) -> bool:
+    """Whether the value ``read`` takes from ``t`` is far enough from ``threshold`` that rounding cannot decide
+    which side of it a condition finds (an integer or bool tensor's values are exact: not read)."""
+    if not t.is_floating_point():
+        return True
+    value = float(read(t))
+    return abs(value - threshold) > _margin(t, value)
+
+
+def data_conditions(name: str, values: list[torch.Tensor]) -> list[str]:
+    """The conditions on the values of tensor ``name`` (``values``: its value on each call, call 0's first) that
+    rounding cannot decide.
+
+    A threshold a float lands on up to rounding (the sum of a LayerNorm's output is 0, a softmax's mean 1/n)
+    splits eager and compiled by rounding alone: such a condition is left out. It is checked on every call's
+    value: the facts a call sets (a BatchNorm put in training mode) can move a value onto its threshold.
+    """
+    first = values[0]
+    return [
+        cond
+        for cond, read, threshold in [
+            (f"{name}.sum() > 0", lambda v: v.sum(), 0.0),
+            (f"({name} > 0).any()", lambda v: v.max() if v.numel() else -1.0, 0.0),  # decided by the largest
+            (f"{name}.float().mean() < 0.5", lambda v: v.float().mean(), 0.5),
+            (f"{name}.max() > 1" if first.numel() else "False", lambda v: v.max() if v.numel() else 2.0, 1.0),
+            (f"{name}.numel() > 0 and {name}.flatten()[0] > 0", lambda v: v.flatten()[0] if v.numel() else 1.0, 0.0),
+        ]
+        if all(_clear_of(v, read, threshold) for v in values)
+    ]
 
 
 def _no_internal_overlap(t: torch.Tensor) -> bool:
@@ -382,19 +414,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             return False
         t = self.value(a)
         if data:
-            # A threshold a float lands on up to rounding (the sum of a LayerNorm's output is 0, a softmax's
-            # mean 1/n) splits eager and compiled by rounding alone: such a condition is left out.
-            conds = [
-                cond
-                for cond, read, threshold in [
-                    (f"{a}.sum() > 0", lambda: t.sum(), 0.0),
-                    (f"({a} > 0).any()", lambda: t.max() if t.numel() else -1.0, 0.0),  # decided by the largest
-                    (f"{a}.float().mean() < 0.5", lambda: t.float().mean(), 0.5),
-                    (f"{a}.max() > 1" if t.numel() else "False", lambda: t.max() if t.numel() else 2.0, 1.0),
-                    (f"{a}.numel() > 0 and {a}.flatten()[0] > 0", lambda: t.flatten()[0] if t.numel() else 1.0, 0.0),
-                ]
-                if not t.is_floating_point() or abs(float(read()) - threshold) > _margin(t, float(read()))
-            ] or ["True"]
+            conds = data_conditions(a, self._every_call(a)) or ["True"]
         else:
             d = rng.randrange(t.dim()) if t.dim() else None
             conds = [f"{a}.dim() == {t.dim()}", f"{a}.dtype == torch.float32", f"{a}.is_contiguous()", "True"]
@@ -418,16 +438,16 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         if a is None:
             return False
         name = self.fresh("f")
-        t = self.value(a)
+        values = self._every_call(a)
         code = self.rng.choice(
             [
                 f"float({a}.sum())",
                 f"{a}.max().item()",
-                f"int({a}.argmax())" if not near_ties(t) else f"{a}.max().item()",
+                f"int({a}.argmax())" if not any(near_ties(v) for v in values) else f"{a}.max().item()",
                 f"{a}.flatten()[0].item()",
                 # Every element zero up to rounding (the variance of equal values): rounding decides any().
                 f"bool({a}.any())"
-                if not t.is_floating_point() or t.abs().max() > _margin(t, 0.0)
+                if all(not v.numel() or _clear_of(v, lambda v: v.abs().max(), 0.0) for v in values)
                 else f"{a}.max().item()",
             ]
         )
@@ -578,7 +598,7 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         a = self.tensor(lambda t: t.dim() >= 1)
         if a is None:
             return False
-        values = [ns[a] for ns in self.spaces if isinstance(ns.get(a), torch.Tensor)]
+        values = self._every_call(a)
         fixed = {d for d in range(-values[0].dim(), 0) if len({v.dim() for v in values}) == 1}
         fixed = {d for d in fixed if len({v.shape[d] for v in values}) == 1}
         width, out = values[0].shape[-1], rng.choice([3, 5, 8])

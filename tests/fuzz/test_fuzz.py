@@ -266,6 +266,19 @@ def test_no_comparison_of_values_equal_up_to_rounding():
     assert not near_equal(x, "x.shape[0]") and not near_equal(x, torch.rand(3))  # (not a value here)
 
 
+def test_no_data_condition_that_rounding_decides_on_any_call():
+    # (a78-1:198) `if bn(x).sum() > 0` with the BatchNorm in eval mode on call 0 and in training mode on call 3,
+    # where its output's sum is 0 up to rounding (+9.5e-7 in eager, -9.5e-7 compiled): the branches differ.
+    from .generator import data_conditions
+
+    x = torch.randn(4, 3, 2, 2, generator=torch.Generator().manual_seed(0)) + 2
+    trained = torch.nn.functional.batch_norm(x, None, None, training=True)
+    assert "v.sum() > 0" in data_conditions("v", [x, x * 2])
+    assert "v.sum() > 0" not in data_conditions("v", [x, trained])
+    assert "v.sum() > 0" not in data_conditions("v", [trained, x])
+    assert "v.sum() > 0" in data_conditions("v", [torch.tensor([1, -1]), torch.tensor([3])])  # ints are exact
+
+
 def test_no_training_batch_norm_over_a_channel_of_equal_values():
     # (a31-1:704) `x[:, :, ::2].copy_(12)` and sums of it make every element 120: a training BatchNorm's output
     # is then a mean's last-ulp error over sqrt(eps), -0.0034 in eager and 0.0 compiled.
