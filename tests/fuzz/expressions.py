@@ -345,6 +345,10 @@ class ExpressionMixin:
             forms += [f"torch.gather({a}, 0, torch.zeros_like({a}, dtype=torch.long))"]
         if t.dim() >= 2 and t.shape[0] > 1 and t.shape[1] > 0:
             forms.append(f"{a}[[0, 1], [0, -1]]")
+        # Lookups at positions a tensor holds (a transformer's embeddings, a loss's gather), every one in range.
+        forms.append(f"torch.gather({a}, -1, (torch.arange({a}.numel()).view({a}.shape) * 5 + 3) % {a}.shape[-1])")
+        if t.dim() == 2:
+            forms.append(f"torch.nn.functional.embedding(torch.arange(2 * {a}.shape[0]).flip(0) % {a}.shape[0], {a})")
         return rng.choice(forms)
 
     def _e_model(self, a: str) -> str | None:

@@ -49,7 +49,7 @@ def _clear_of(t: torch.Tensor, read: Callable[[torch.Tensor], Any], threshold: f
     which side of it a condition finds (an integer or bool tensor's values are exact: not read)."""
     if not t.is_floating_point():
         return True
-    value = float(read(t))
+    value = float(read(t.detach()))
     return abs(value - threshold) > _margin(t, value)
 
 
