@@ -1,5 +1,6 @@
 """A size-1 dim's stride, which addresses nothing, still chooses a convolution's output layout: the ops whose
-eager kernels lay a contiguous result out as ``torch.empty`` does must give their readers the same strides.
+eager kernels lay a contiguous result out as ``torch.empty`` does must give their readers the same strides. And
+eager's overlap checks compare two views of one memory stride by stride, size-1 dims included.
 
 Each case runs eagerly and compiled with the default backend on the same input, whose size-1 dim has a
 stride other than the one ``torch.empty`` gives, and compares values and every stride.
@@ -74,3 +75,43 @@ def test_an_expand_of_a_floor_division_is_a_view_of_it_with_eagers_strides(op):
     expected, actual = fn(x, like), compiler.compile(fn)(x, like)
     assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
     torch.testing.assert_close(actual, expected)
+
+
+# Inputs with a size-1 dim whose stride is not the one ``torch.empty`` gives it; ``(n, 1)`` of ``randn(1, n).t()``
+# has a stride there that changes with ``n``.
+_SIZE_ONE_INPUTS = {
+    "transposed_last": lambda n: torch.randn(n, 1, 2).mT,
+    "transposed_row": lambda n: torch.randn(1, n).t(),
+}
+_VIEWS = {
+    "view": lambda x: x.view(x.shape),
+    "slice": lambda x: x[:],
+    "unsqueeze_select": lambda x: x.unsqueeze(0)[0],
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("view", list(_VIEWS))
+@pytest.mark.parametrize("make", list(_SIZE_ONE_INPUTS))
+def test_a_view_of_an_input_written_through_it_keeps_the_inputs_strides_across_a_break(backend, dynamic, view, make):
+    # a78-1:3788. The graph writes the input through the view and returns the view; AOT autograd rebuilds it from
+    # the input with the strides the compiled graph returns. A dynamic graph's kernel gave the size-1 dim the
+    # fake kernel's stride where eager's view keeps the input's, so Python's `x.mul_(v)` after the break raised
+    # (a partial overlap).
+    def fn(x):
+        v = _VIEWS[view](x)
+        torch.add(v, 1, out=v)
+        print(end="")  # a graph break: `v` crosses it as the first graph's output
+        x.mul_(v)
+        return v
+
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
+    for n in (2, 3, 4, 3):
+        x = _SIZE_ONE_INPUTS[make](n)
+        y = x.clone()
+        expected, actual = fn(x), compiled(y)
+        assert actual.stride() == expected.stride(), (n, actual.stride(), expected.stride())
+        assert actual.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(y, x)

@@ -169,6 +169,8 @@ class GraphLowering:
         # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
         self.storages: dict[str, Any] = {}
         self.input_vals: dict[str, torch.Tensor] = {}  # each input buffer's placeholder value
+        self.input_buffer_of: dict[torch.fx.Node, str] = {}  # each tensor placeholder's input buffer
+        self.written_values: dict[torch.fx.Node, str] = {}  # an input's new value -> that input's buffer
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -369,6 +371,7 @@ class GraphLowering:
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
+                    self.input_buffer_of[node] = buf.name
                     self.storages[buf.name] = storage_of(node.meta.get("val"))
                     if isinstance(node.meta.get("val"), torch.Tensor):
                         self.input_vals[buf.name] = node.meta["val"]
@@ -470,6 +473,8 @@ class GraphLowering:
         """
         if not isinstance(value, TensorValue):
             return OutputRef(None, value)
+        if (of_written := self._view_of_written_input(node)) is not None:
+            return of_written
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         storage = storage_of(val)
         shared = self._shared_output(node, val, storage)
@@ -529,14 +534,44 @@ class GraphLowering:
         found = input_view_chain(node)
         if found is None or getattr(self.env.get(found[0]), "buffer", None) is not buffer:
             return ()
+        return self._replayed(found[1])
+
+    def _replayed(self, views: Sequence[torch.fx.Node]) -> tuple[tuple[Any, tuple[Any, ...], dict[str, Any]], ...]:
+        """``views`` as aten calls to replay on a real tensor, or () when one takes a tensor computed here."""
         chain = []
-        for view in found[1]:
+        for view in views:
             rest = [self._arg(a) for a in view.args[1:]]
             kwargs = {k: self._arg(v) for k, v in view.kwargs.items()}
             if any(isinstance(v, TensorValue) for v in flat([rest, list(kwargs.values())])):
                 return ()
             chain.append((view.target, tuple(rest), kwargs))
         return tuple(chain)
+
+    def _view_of_written_input(self, node: Any) -> OutputRef | None:
+        """An output of a dynamic graph viewing the new value of an input it writes (``v = x.view(...)``, then
+        ``torch.add(v, 1, out=v)``), as eager's view ops replayed on the real input.
+
+        AOT autograd copies the new value into the input after the graph, then rebuilds the output from the
+        input with the strides returned here (its view replay skips ops taking symbolic sizes). The computed
+        value's strides on size-1 dims are the fake kernel's, not eager's, which follows the real input's
+        there (eager's kernel copies a dense input's strides): rebuilt from them, the view and its input would
+        partially overlap for eager's in-place ops (``x.mul_(v)``).
+        """
+        if not self.dynamic or not isinstance(node, torch.fx.Node):
+            return None
+        views = []
+        while node not in self.written_values:
+            target = node.target if node.op == "call_function" else None
+            if not (isinstance(target, torch._ops.OpOverload) and target.is_view and node.args):
+                return None
+            views.append(node)
+            node = node.args[0]
+            if not isinstance(node, torch.fx.Node):
+                return None
+        buffer = self.buffers[self.written_values[node]]
+        if not views or 1 not in buffer.size or not (replay := self._replayed(views[::-1])):
+            return None
+        return OutputRef(ExternArg(buffer.name, buffer.size, buffer.stride, 0, natural=True), replay=replay)
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
         """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).
@@ -558,6 +593,13 @@ class GraphLowering:
         self.output_bases: dict[torch.fx.Node, Buffer] = {}
         self.output_claims: dict[str, Any] = {}  # buffer name -> the output node returned as the buffer itself
         self.output_nodes = {a for a in results if isinstance(a, torch.fx.Node)}
+        # AOT autograd's description of each output: the new value of an input it writes, say.
+        descriptions = self.gm.graph.output_node().meta.get("desc") or ()
+        placeholders = {n.meta["desc"]: n for n in self.input_buffer_of if n.meta.get("desc") is not None}
+        for a, description in zip(results, descriptions):
+            written = placeholders.get(getattr(description, "mutated_input", None))
+            if isinstance(a, torch.fx.Node) and written is not None:
+                self.written_values[a] = self.input_buffer_of[written]
         for a in results:
             storage = storage_of(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
             if storage is not None:
