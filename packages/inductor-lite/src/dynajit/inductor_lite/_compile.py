@@ -241,10 +241,14 @@ def _compile_graph(
             calls, source = codegen_triton.build_kernels(kernels, dtypes, {**settings, "triton_block": variant})
         else:
             calls, source, ready = _build_cpp(kernels, dtypes, settings, variant)
-        call, wrapper_source = WrapperBuilder(lowered, items, check_inputs, _aten_call(gm)).build(calls)
+        builder = WrapperBuilder(lowered, items, check_inputs, _aten_call(gm))
+        call, wrapper_source = builder.build(calls)
+        info = {"externs_in_place": builder.in_place}
         if ready is None:
-            return CompiledGraph(call, wrapper_source, source, {})
-        return CompiledGraph(call, wrapper_source, source, {}, _binder(call, ready), _aten_call(gm), settings["strict"])
+            return CompiledGraph(call, wrapper_source, source, info)
+        return CompiledGraph(
+            call, wrapper_source, source, info, _binder(call, ready), _aten_call(gm), settings["strict"]
+        )
 
     if triton:
         base: Any = settings["triton_block"]

@@ -59,5 +59,4 @@ def direct_inference(
 
 
 def _outputs(gm: torch.fx.GraphModule) -> list[Any]:
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    return pytree.tree_leaves(output.args[0])
+    return pytree.tree_leaves(gm.graph.output_node().args[0])

@@ -162,7 +162,7 @@ class _Geometry:
                 index = unflatten(self.flat_outer, buf.size)
             else:
                 return None
-            return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
+            return _full(buf, index)
         if _sym.eq(numel, self.outer_numel):
             index = unflatten(self.flat_outer, buf.size)
             return Placed(buf, "row", buf.fn(index), buf.store_index(index))
@@ -173,7 +173,7 @@ class _Geometry:
                 _sym.prod(buf.size[k:]), self.inner_numel
             ):
                 index = unflatten(self.flat_outer, buf.size[:k]) + unflatten(self.flat_inner, buf.size[k:])
-                return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
+                return _full(buf, index)
         return None
 
     def place_as_read(self, buf: ComputedBuffer, placed: list[Placed]) -> Placed | None:
@@ -185,14 +185,19 @@ class _Geometry:
             return None
         for p in placed:
             if p.role == "full" and p.index is not None and p.buf.size == buf.size and p.buf.stride == buf.stride:
-                return Placed(buf, "full", buf.fn(p.index), buf.store_index(p.index), index=p.index)
+                return _full(buf, p.index)
         loops = {v.name: v for v in (*self.outer, *self.inner) if v.size != 1}
         for p in placed:
             for name, read in loads(p.expr):
                 index = _multi_index(read, buf, loops) if name == buf.name else None
                 if index is not None:
-                    return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
+                    return _full(buf, index)
         return None
+
+
+def _full(buf: ComputedBuffer, index: list[Index]) -> Placed:
+    """``buf`` computed and stored at each point of ``index``, one of its elements per iteration."""
+    return Placed(buf, "full", buf.fn(index), buf.store_index(index), index=index)
 
 
 def _multi_index(flat: Index, buf: ComputedBuffer, loops: dict[str, Var]) -> list[Index] | None:

@@ -143,6 +143,29 @@ def with_defaults(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     return args, kwargs
 
 
+# Out-of-place aten ops that copy ``self`` and write into the copy, with the in-place method that writes ``self``
+# itself (a gradient's rows added into zeros: an embedding's backward; a loss's scatter): called on a kernel's
+# buffer that dies at the call, the copy and its allocation are saved. ``_unsafe_index_put`` gets the checked
+# method: its indices are valid, so the check only costs the loop over them.
+_IN_PLACE = {
+    aten.index_put.default: torch.Tensor.index_put_,
+    aten._unsafe_index_put.default: torch.Tensor.index_put_,
+    aten.scatter.value: torch.Tensor.scatter_,
+    aten.scatter.src: torch.Tensor.scatter_,
+    aten.scatter_add.default: torch.Tensor.scatter_add_,
+    aten.index_add.default: torch.Tensor.index_add_,
+}
+
+
+def _tensor_buffers(value: Any) -> Iterator[str]:
+    """The buffers the extern arguments in ``value`` (an argument, or a list or tuple of them) read."""
+    if isinstance(value, ExternArg):
+        yield value.buffer
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensor_buffers(item)
+
+
 def _overwritable(
     kernel: Kernel, pos: int, last_use: dict[str, int], kept: set[str], buffers: dict[str, Any], shapes: dict[str, Any]
 ) -> str | None:
@@ -242,6 +265,7 @@ class WrapperBuilder:
         self.fallback = fallback
         self.needed: set[sympy.Symbol] = set()
         self.allocated: dict[str, tuple] = {}  # kernel buffers allocated in their aten readers' shape
+        self.in_place = 0  # out-of-place aten calls made as their in-place methods on a dying buffer
         self.namespace: dict[str, Any] = {
             "torch": torch,
             "empty_strided": torch.empty_strided,
@@ -431,7 +455,12 @@ class WrapperBuilder:
                 self.below_autograd.update(range(start, len(self.lines)))
             else:
                 pool.release()  # an aten call allocates its result (and maybe scratch space)
-                self._extern(item)
+                written = self._writable_self(item, pos, last_use, outputs | viewed)
+                if written is None:
+                    self._extern(item)
+                else:
+                    last_use.pop(written)
+                    self._extern_in_place(item, written)
             # Each name goes at its last use, as eager drops a value: a kernel's buffer (an ``empty_strided`` of
             # its own) may serve a later kernel, an input or an aten result is deleted (the caller or a view may
             # still hold it; then only the name goes).
@@ -475,6 +504,33 @@ class WrapperBuilder:
         if _fresh_results(item):
             self.below_autograd.add(len(self.lines))
         self.lines.append(f"    {item.name} = {call}")
+
+    def _writable_self(self, item: ExternBuffer, pos: int, last_use: dict[str, int], kept: set[str]) -> str | None:
+        """The buffer an out-of-place op of :data:`_IN_PLACE` may write in place: its ``self``, a kernel's buffer
+        passed whole that dies at this call, that no other argument reads, laid out as the op's result."""
+        if item.target not in _IN_PLACE or item.tuple_index is not None or not item.args:
+            return None
+        first = item.args[0]
+        if not isinstance(first, ExternArg) or self.arg_text(first) != first.buffer:
+            return None
+        name = first.buffer
+        if not isinstance(self.graph.all_buffers.get(name), ComputedBuffer):
+            return None  # (an input or an aten result: its storage may be the caller's or another tensor's)
+        if last_use.get(name) != pos or name in kept:
+            return None
+        if name in _tensor_buffers((item.args[1:], tuple(item.kwargs.values()))):
+            return None
+        return name if self._layout(name) == (tuple(item.size), tuple(item.stride)) else None
+
+    def _extern_in_place(self, item: ExternBuffer, written: str) -> None:
+        """``item`` as its in-place method on ``written`` (its ``self``), which becomes ``item``'s tensor."""
+        args, kwargs = with_defaults(item.target, item.args, item.kwargs)
+        texts = [self.arg_text(a) for a in args[1:]] + [f"{k}={self.arg_text(v)}" for k, v in kwargs.items()]
+        self.in_place += 1
+        method = self.bind(_IN_PLACE[item.target], "op")
+        self.below_autograd.update((len(self.lines), len(self.lines) + 1))
+        self.lines.append(f"    {item.name} = {method}({', '.join([written, *texts])})")
+        self.lines.append(f"    del {written}")
 
     def _below_autograd(self, lines: list[str]) -> list[str]:
         """``lines`` with each stretch of lines that make only new tensors (allocations, kernel calls, aten calls
