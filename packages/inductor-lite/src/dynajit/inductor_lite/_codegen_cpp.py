@@ -20,9 +20,9 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._cpp_runtime import OPS, PRELUDE, SMALL_POWERS, math_declarations
-from dynajit.inductor_lite._index import Index, flatten
-from dynajit.inductor_lite._ir import Expr
-from dynajit.inductor_lite._scheduler import Kernel, Placed, loads
+from dynajit.inductor_lite._index import Index, Var, flatten
+from dynajit.inductor_lite._ir import Expr, IndexFault
+from dynajit.inductor_lite._scheduler import Kernel, Placed, loads, walk
 
 __all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "math_declarations"]
 
@@ -164,7 +164,10 @@ class _KernelWriter:
         self.guarded = False  # whether some load sits in a block entered only where a condition holds
         # Where a value the same for the whole row goes while a group's loop is written: (line, depth, scope, names)
         self.hoist: tuple[int, int, _Scope, set[str]] | None = None
+        self.hoisted_over: set[str] = set()  # the loop variables of the loop the hoisted values are declared before
+        self.masked_depth = 0  # how many blocks entered only where a condition holds enclose the code written
         self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
+        self.faults: list[tuple[IndexFault, str]] = []  # its indirect loads' errors and sizes, by site (1, 2, ...)
 
     def tmp(self) -> str:
         self.counter += 1
@@ -187,7 +190,9 @@ class _KernelWriter:
         elif expr.op == "size":
             text = f"static_cast<{compute_ctype(expr.dtype)}>({_size(expr.args[0])})"
         elif expr.op == "load":
-            name, index = expr.args
+            name, index = expr.args[:2]
+            if len(expr.args) > 2:
+                index = self._checked_index(expr, scope, depth)
             local = scope.local(name)
             if local is not None and index == self.store_index.get(name):
                 return local
@@ -223,6 +228,35 @@ class _KernelWriter:
         scope.cse[expr] = name
         return name
 
+    def _checked_index(self, expr: Expr, scope: _Scope, depth: int) -> Index:
+        """An indirect load's index, its stand-in variable replaced by the value it reads, kept in range (see
+        ``dj_in_range``); the value joins its site's least and largest, which the kernel checks after its loops."""
+        _, index, slot, value, fault = expr.args
+        site_key = (fault, _size(slot.size))
+        if site_key not in self.faults:
+            self.faults.append(site_key)
+        site = self.faults.index(site_key) + 1
+        hoist, mark = self.hoist, len(self.lines)
+        # (never out of a block a condition guards: the value may be read only where it holds, a concatenation's)
+        outside = hoist is not None and not self.masked_depth and not _uses(value, self.hoisted_over)
+        if outside:
+            # The same index for the whole loop (an embedding's row, read along the row): read and checked once
+            # before the loop, whose loads then stay contiguous vector loads.
+            assert hoist is not None
+            self.hoist, scope, depth = None, hoist[2], hoist[1]
+        read = self.value(value, scope, depth)
+        self.emit(depth, f"dj_lo{site} = {read} < dj_lo{site} ? {read} : dj_lo{site};")
+        self.emit(depth, f"dj_hi{site} = {read} > dj_hi{site} ? {read} : dj_hi{site};")
+        name = self.tmp()
+        self.emit(depth, f"const int64_t {name} = dj_in_range({read}, {site_key[1]});")
+        if outside:
+            assert hoist is not None
+            moved = self.lines[mark:]
+            del self.lines[mark:]
+            self.lines[hoist[0] : hoist[0]] = moved
+            self.hoist = (hoist[0] + len(moved), *hoist[1:])
+        return index.subs({slot.name: Index.of(Var(name, slot.size))})
+
     def _same_for_the_row(self, expr: Expr, operands: list[str]) -> bool:
         """Whether ``expr``, inside a group's loop, reads only constants and values of the row (its reductions'
         results and what was computed from them), in floating point or bool, which cannot trap: computed once
@@ -255,7 +289,9 @@ class _KernelWriter:
         self.emit(depth, f"{ctype} {name} = {ctype}(0);")
         self.emit(depth, f"if ({cond}) {{")
         self.guarded = True
+        self.masked_depth += 1
         inner = self.value(expr.args[1], _Scope(scope), depth + 1)  # its temporaries stay inside the block
+        self.masked_depth -= 1
         self.emit(depth + 1, f"{name} = {inner};")
         self.emit(depth, "}")
         scope.cse[expr] = name
@@ -346,6 +382,9 @@ class _KernelWriter:
             self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
             depth += 1
         if vector_loop is not None:
+            if outer:
+                # (only an indirect load's index is hoisted out of it: row values are a group's)
+                self.hoist, self.hoisted_over = (len(self.lines), depth, row_scope, set()), {vector_loop.name}
             if outer or not parallel:
                 # Iterations are independent (each writes its own elements), and the pragma lets calls to the
                 # math functions declared `simd` above use their vector versions.
@@ -382,6 +421,7 @@ class _KernelWriter:
             else:
                 for p in nodes:
                     self._pointwise(p, row_scope, depth)
+        self.hoist = None
         while depth > 1:
             depth -= 1
             self.emit(depth, "}")
@@ -396,7 +436,23 @@ class _KernelWriter:
             self.lines[0] = self.lines[0].replace(
                 'extern "C" ', 'extern "C" __attribute__((optimize("no-tree-loop-if-convert"))) ', 1
             )
+        if self.faults:
+            self._check_indices()
         return "\n".join(self.lines)
+
+    def _check_indices(self) -> None:
+        """Give each indirect load site its least and largest index, reduced by every loop, and after the loops
+        report the first site out of range to the Python entry (through the ``dj_fault`` parameter)."""
+        sites = range(1, len(self.faults) + 1)
+        clauses = "".join(f" reduction(min:dj_lo{k}) reduction(max:dj_hi{k})" for k in sites)
+        lines = [line + clauses if line.lstrip().startswith("#pragma omp") else line for line in self.lines]
+        checks = [
+            f"  if (dj_lo{k} < 0 || dj_hi{k} >= {size}) {{ *dj_fault = {{{k}, dj_lo{k} < 0 ? dj_lo{k} : dj_hi{k}, {size}}}; return; }}"
+            for k, (_, size) in zip(sites, self.faults, strict=True)
+        ]
+        declarations = [f"  int64_t dj_lo{k} = INT64_MAX, dj_hi{k} = INT64_MIN;" for k in sites]
+        signature = lines[0].removesuffix(") {") + ", dj_fault_t* dj_fault) {"
+        self.lines = [signature, *declarations, *lines[1:-1], *checks, lines[-1]]
 
     def _column_reduction(self, depth: int, parallel: bool, threads: str) -> None:
         """Reduce along a strided dimension a block of contiguous columns at a time (see _is_column_reduction).
@@ -498,6 +554,7 @@ class _KernelWriter:
         group_scope = _Scope(row_scope)
         row_names = {*self.row_results, *row_scope.cse.values(), *row_scope.locals.values()}
         self.hoist = (len(self.lines), depth, group_scope, row_names)
+        self.hoisted_over = {v.name for v in k.inner}
         lanes = self.options.vector_lanes
         use_lanes = (
             lanes > 0
@@ -615,6 +672,14 @@ COLUMN_BLOCK = 128
 COLUMN_RUN = 64
 
 
+def _uses(expr: Expr, names: set[str]) -> bool:
+    """Whether ``expr`` reads any of the loop variables ``names`` (in an index it loads at or computes)."""
+    for e in walk(expr):
+        if (e.op == "load" and e.args[1].variables() & names) or (e.op == "index" and e.args[0].variables() & names):
+            return True
+    return False
+
+
 def _is_column_reduction(k: Kernel) -> bool:
     """Reductions along a strided dimension whose output columns are contiguous in every input.
 
@@ -645,21 +710,29 @@ def kernel_source(
 ) -> tuple[str, list[str], list[str]]:
     """The C++ function for ``kernel``, the buffer names of its pointer parameters and its shape symbols, in order."""
     writer = _KernelWriter(kernel, options, dtypes)
-    text = writer.write() + python_entry(kernel.name, writer.param_types, len(writer.symbols))
+    body = writer.write()
+    faults = [fault for fault, _ in writer.faults]
+    text = body + python_entry(kernel.name, writer.param_types, len(writer.symbols), faults)
     return writer.includes + text, writer.param_names, writer.symbols
 
 
-def python_entry(name: str, pointer_types: Sequence[str], sizes: int) -> str:
+def python_entry(name: str, pointer_types: Sequence[str], sizes: int, faults: Sequence[IndexFault] = ()) -> str:
     """``DJ_PY(name)``: a METH_FASTCALL function calling kernel ``name`` with its pointers and sizes, passed as ints.
 
     The GIL is released while the kernel runs, as ctypes released it. A call with another number of arguments,
     or an argument that is not an int, raises TypeError before the kernel runs; a pointer of 0 is an empty
-    tensor's, and valid.
+    tensor's, and valid. A kernel with indirect loads reports the first index it found out of range: the
+    entry raises eager's error for it (``faults``, by site).
     """
     reads = [f"  auto a{i} = ({t})PyLong_AsVoidPtr(args[{i}]);" for i, t in enumerate(pointer_types)]
     n = len(pointer_types)
     reads += [f"  const int64_t a{n + j} = PyLong_AsLongLong(args[{n + j}]);" for j in range(sizes)]
-    arguments = ", ".join(f"a{i}" for i in range(n + sizes))
+    arguments = ", ".join([*(f"a{i}" for i in range(n + sizes)), *(["&fault"] if faults else [])])
+    raises = [
+        f'  if (fault.site == {site}) {{ PyErr_Format(PyExc_{f.exception}, "{f.message}", '
+        "(long long)fault.value, (long long)fault.size); return nullptr; }"
+        for site, f in enumerate(faults, 1)
+    ]
     return "\n".join(
         [
             "",
@@ -670,9 +743,11 @@ def python_entry(name: str, pointer_types: Sequence[str], sizes: int) -> str:
             "  }",
             *reads,
             "  if (PyErr_Occurred()) return nullptr;",
+            *(["  dj_fault_t fault = {0, 0, 0};"] if faults else []),
             "  void* released = PyEval_SaveThread();",
             f"  {name}({arguments});",
             "  PyEval_RestoreThread(released);",
+            *raises,
             "  return dj_py_none();",
             "}",
             "",

@@ -31,7 +31,10 @@ void* PyEval_SaveThread(void);
 void PyEval_RestoreThread(void*);
 void Py_IncRef(PyObject*);
 void PyErr_SetString(PyObject*, const char*);
+PyObject* PyErr_Format(PyObject*, const char*, ...);
 extern PyObject* PyExc_TypeError;
+extern PyObject* PyExc_IndexError;
+extern PyObject* PyExc_RuntimeError;
 extern char _Py_NoneStruct;
 }
 #define DJ_PY(name) dj_py_##name
@@ -59,6 +62,11 @@ DJ_INLINE bool djm_isinf(float x) { return __builtin_isinf(x); }
 template <typename T> DJ_INLINE bool djm_signbit(T x) { return __builtin_signbit((double)x); }
 DJ_INLINE bool djm_signbit(float x) { return __builtin_signbit(x); }
 DJ_INLINE int64_t dj_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+// An index read from a tensor (an embedding's row) is read through dj_in_range: one out of range reads row 0, so no
+// access leaves the tensor, and the least and largest index each load site read (min and max reductions of every
+// loop, which still vectorise) tell the Python entry after the loops whether to raise eager's error, with dj_fault_t.
+struct dj_fault_t { int64_t site, value, size; };
+DJ_INLINE int64_t dj_in_range(int64_t v, int64_t n) { return (uint64_t)v < (uint64_t)n ? v : 0; }
 DJ_INLINE int64_t dj_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 template <typename T> DJ_INLINE T dj_max(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> DJ_INLINE T dj_min(T a, T b) { return ((a != a) | (a < b)) ? a : b; }

@@ -24,6 +24,7 @@ import torch.fx
 from dynajit.fxgraph import input_view_chain
 from dynajit.inductor_lite import (
     _batch_norm,  # noqa: F401  (registers eval-mode batch norm)
+    _lower_indirect,  # noqa: F401  (registers the embedding and gather)
     _lower_masked,  # noqa: F401  (registers concatenation, padding and slice scatters)
     _lower_reduce,  # noqa: F401  (registers the reduction lowerings)
     _sym,
@@ -209,7 +210,7 @@ class GraphLowering:
             return value.buffer, value.buffer.stride, 0
         variables = value.fresh_vars("v")
         expr = value.loader([Index.of(v) for v in variables])
-        if expr.op != "load" or expr.args[1].has_divmod():
+        if expr.op != "load" or len(expr.args) > 2 or expr.args[1].has_divmod():
             return None
         name, index = expr.args
         strides = tuple(index.coefficient(v.name) if v.size != 1 else 0 for v in variables)

@@ -10,6 +10,12 @@ Expression ops are the names the code generators render, plus four structural on
 ``value`` where ``cond`` holds, else 0, with ``value``'s loads made only where ``cond`` holds, so a
 value may read a buffer at indices that are valid only under ``cond``, as a concatenation's
 pieces do).
+
+An *indirect* load (:func:`indirect_load`: an embedding's row, chosen by a value read from another
+tensor) is a ``load`` with three more arguments: the :class:`Var` standing in its index for the value,
+the value (an int64 expression), and the error eager raises for a value outside ``[0, var.size)``.
+To every analysis of indices the stand-in is a variable that is no loop's, so it is never taken for
+a plain strided read; the C++ generator checks the value and reads through it.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ __all__ = [
     "ConstantBuffer",
     "Expr",
     "ExternBuffer",
+    "IndexFault",
     "InputBuffer",
     "TensorValue",
     "const",
     "contiguous_strides",
+    "indirect_load",
     "load",
     "masked",
     "may_overflow",
@@ -89,6 +97,25 @@ def size_value(value: Any, dtype: torch.dtype) -> Expr:
 
 def load(name: str, index: Index, dtype: torch.dtype) -> Expr:
     return Expr("load", (name, index), dtype)
+
+
+@dataclass(frozen=True)
+class IndexFault:
+    """The error eager raises for an index read from a tensor that is out of range: the exception's name and
+    its message, a C format given the value (``%lld``) and the size it indexes (a second ``%lld``)."""
+
+    exception: str  # "IndexError" or "RuntimeError"
+    message: str
+
+
+def indirect_load(read: Expr, slot: Var, value: Expr, fault: IndexFault) -> Expr:
+    """``read`` (a plain load whose index uses ``slot``) made at ``slot = value``, once ``value`` is checked to lie
+    in ``[0, slot.size)``."""
+    if read.op != "load" or len(read.args) != 2:
+        raise ValueError(f"an indirect load wraps a plain load, not {read.op!r}")
+    if value.dtype != torch.int64:
+        value = op("cast", torch.int64, value)
+    return Expr("load", (*read.args, slot, value, fault), read.dtype)
 
 
 def masked(cond: Expr, value: Expr) -> Expr:

@@ -68,8 +68,10 @@ class Kernel:
         for p in self.nodes:
             sizes += p.store.sizes() + p.rindex_flat.sizes()
             for e in walk(p.expr):
-                if e.op in ("load", "index"):
-                    sizes += e.args[-1].sizes()
+                if e.op == "load":
+                    sizes += e.args[1].sizes()  # (an indirect load's stand-in variable: the size it indexes)
+                elif e.op == "index":
+                    sizes += e.args[0].sizes()
                 elif e.op == "size":
                     sizes.append(e.args[0])
         return sorted(s.name for s in _sym.free_symbols(sizes))
@@ -100,7 +102,8 @@ def subs_expr(expr: Expr, mapping: dict[str, Index], memo: dict[int, Expr] | Non
     if hit is not None:
         return hit
     if expr.op == "load":
-        out = Expr("load", (expr.args[0], expr.args[1].subs(mapping)), expr.dtype)
+        rest = tuple(subs_expr(a, mapping, memo) if isinstance(a, Expr) else a for a in expr.args[2:])  # (indirect)
+        out = Expr("load", (expr.args[0], expr.args[1].subs(mapping), *rest), expr.dtype)
     elif expr.op == "index":
         out = Expr("index", (expr.args[0].subs(mapping),), expr.dtype)
     else:
@@ -452,9 +455,10 @@ def _inline(expr: Expr, name: str, replacement: Expr, memo: dict[int, Expr] | No
     hit = memo.get(id(expr))
     if hit is not None:
         return hit
-    if expr.op == "load":
-        out = replacement if expr.args[0] == name else expr
-    elif any(isinstance(a, Expr) for a in expr.args):
+    if expr.op == "load" and expr.args[0] == name:
+        # (never an indirect load of ``name``: its index is not the stored one, so ``name`` is not inlined)
+        out = replacement
+    elif any(isinstance(a, Expr) for a in expr.args):  # (an indirect load's value reads ``name`` too)
         out = Expr(
             expr.op,
             tuple(_inline(a, name, replacement, memo) if isinstance(a, Expr) else a for a in expr.args),
@@ -485,7 +489,9 @@ _TRANSCENDENTAL = {
 
 
 def _expensive(expr: Expr) -> bool:
-    return any(e.op in _TRANSCENDENTAL for e in walk(expr))
+    """Whether ``expr`` costs more to recompute than to keep: transcendental math, or a read at a position another
+    tensor holds (an embedding's rows, gathered from a table that may not stay in cache between passes)."""
+    return any(e.op in _TRANSCENDENTAL or (e.op == "load" and len(e.args) > 2) for e in walk(expr))
 
 
 def _decide_stores(items: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:

@@ -1,0 +1,70 @@
+"""Lowerings whose elements are read at positions other tensors hold: an embedding's rows, a gather's elements.
+
+On CPU each is a lazy value whose every element is an indirect load (see
+:func:`~dynajit.inductor_lite._ir.indirect_load`): the row or element the indices name, checked against the
+size they index, with eager's error for one out of range. So the lookups of a transformer's token, position and
+type embeddings, their sum and the layer norm after it are one kernel, not three aten calls and a kernel. Other
+devices, and the lookups eager checks differently, stay aten calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from dynajit.inductor_lite import _sym
+from dynajit.inductor_lite._index import Index, Var
+from dynajit.inductor_lite._ir import IndexFault, TensorValue, indirect_load
+from dynajit.inductor_lite._lowering import lowering
+
+__all__: list[str] = []
+
+aten = torch.ops.aten
+
+# Stand-in variables are named apart from loop variables (and from each other): no name reaches the source.
+_slots = itertools.count()
+
+# Eager's own error for an index out of range: IndexError, "index out of range in self".
+_EMBEDDING_FAULT = IndexFault("IndexError", "index out of range in self")
+
+
+@lowering(aten.embedding.default)
+def _embedding(
+    ctx: Any, weight: TensorValue, indices: TensorValue, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Any:  # fmt: skip
+    # (padding_idx, scale_grad_by_freq and sparse change the backward only)
+    if ctx.device.type != "cpu" or len(weight.size) != 2 or indices.dtype not in (torch.int32, torch.int64):
+        return ctx.fallback()  # (the checks eager makes of other weights and indices are aten's)
+    rows, width = weight.size
+    if not _sym.provably_lt(0, width):
+        return ctx.fallback()  # (no element would read the indices: eager checks them all the same)
+    if ctx.strided_view(weight) is None:
+        weight = ctx.realize(weight)
+    slot = Var(f"embedding_row{next(_slots)}", rows)
+
+    def loader(index: list[Index]) -> Any:
+        row = weight.loader([Index.of(slot), index[-1]])
+        return indirect_load(row, slot, indices.loader(index[:-1]), _EMBEDDING_FAULT)
+
+    return TensorValue((*indices.size, width), weight.dtype, loader, weight.device)
+
+
+@lowering(aten.gather.default)
+def _gather(ctx: Any, x: TensorValue, dim: int, index: TensorValue, sparse_grad: bool = False) -> Any:
+    # The shapes were checked when the graph was traced (gather's meta function); the values are checked here.
+    if ctx.device.type != "cpu" or not x.size or len(index.size) != len(x.size):
+        return ctx.fallback()
+    dim %= len(x.size)
+    if ctx.strided_view(x) is None:
+        x = ctx.realize(x)
+    slot = Var(f"gather_position{next(_slots)}", x.size[dim])
+    fault = IndexFault("RuntimeError", f"index %lld is out of bounds for dimension {dim} with size %lld")
+
+    def loader(position: list[Index]) -> Any:
+        read = x.loader([*position[:dim], Index.of(slot), *position[dim + 1 :]])
+        return indirect_load(read, slot, index.loader(position), fault)
+
+    return TensorValue(tuple(index.size), x.dtype, loader, x.device)
