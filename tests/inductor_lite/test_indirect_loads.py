@@ -7,6 +7,8 @@ exception with eager's message, wherever it sits in the kernel.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -202,3 +204,20 @@ def test_a_training_step_through_lookups_gives_eagers_gradients():
         torch.testing.assert_close(actual.grad, expected.grad, atol=1e-5, rtol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
     forward, _ = compiled_graphs(compiled_model)
     assert "aten.embedding.default" not in str(forward.info["fallbacks"])
+
+
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1 when triton is imported"
+)
+def test_triton_kernels_leave_lookups_to_aten():
+    # Triton's generator has no indirect loads: its graphs call aten for them, and compute the rest.
+    pytest.importorskip("triton")
+
+    def fn(w, i):
+        return F.embedding(i, w) * 2 + torch.gather(w, 1, i.view(-1, 1) % 4)
+
+    w, i = torch.randn(10, 4), torch.randint(0, 10, (10,))
+    c = compiled(make_fx(fn)(w, i), w, i, options={"cpu_backend": "triton"})
+    torch.testing.assert_close(c(w, i), fn(w, i))
+    (graph,) = compiled_graphs(c)
+    assert graph.info["externs"] == 2 and graph.info["kernels"] >= 1, graph.info

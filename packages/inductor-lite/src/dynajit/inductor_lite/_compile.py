@@ -63,6 +63,7 @@ from dynajit.inductor_lite._freezing import fold_conv_batch_norm
 from dynajit.inductor_lite._graph import example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
+from dynajit.inductor_lite._lower_indirect import INDIRECT
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._uniform_math import load_uniform_math
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -227,7 +228,8 @@ def _compile_graph(
             "set TRITON_INTERPRET=1 in the environment before triton is imported"
         )
     # Triton's interpreter has no libdevice: those ops run through aten between the kernels.
-    unrenderable = LIBDEVICE_ONLY if triton and device.type != "cuda" else frozenset()
+    # (indirect loads are the C++ generator's alone: on Triton an embedding or a gather stays an aten call)
+    unrenderable = ((LIBDEVICE_ONLY if device.type != "cuda" else frozenset()) | INDIRECT) if triton else frozenset()
     lowered, fallbacks = lower_graph(gm, example_inputs, unrenderable)
     items = schedule(lowered)
     kernels = [i for i in items if isinstance(i, Kernel)]

@@ -19,9 +19,12 @@ from dynajit.inductor_lite._index import Index, Var
 from dynajit.inductor_lite._ir import IndexFault, TensorValue, indirect_load
 from dynajit.inductor_lite._lowering import lowering
 
-__all__: list[str] = []
+__all__ = ["INDIRECT"]
 
 aten = torch.ops.aten
+
+# The ops lowered here: for a code generator without indirect loads (Triton's), they stay aten calls.
+INDIRECT = frozenset({"embedding", "gather"})
 
 # Stand-in variables are named apart from loop variables (and from each other): no name reaches the source.
 _slots = itertools.count()
@@ -36,7 +39,7 @@ def _embedding(
     sparse: bool = False,
 ) -> Any:  # fmt: skip
     # (padding_idx, scale_grad_by_freq and sparse change the backward only)
-    if ctx.device.type != "cpu" or len(weight.size) != 2 or indices.dtype not in (torch.int32, torch.int64):
+    if len(weight.size) != 2 or indices.dtype not in (torch.int32, torch.int64):
         return ctx.fallback()  # (the checks eager makes of other weights and indices are aten's)
     rows, width = weight.size
     if not _sym.provably_lt(0, width):
@@ -55,7 +58,7 @@ def _embedding(
 @lowering(aten.gather.default)
 def _gather(ctx: Any, x: TensorValue, dim: int, index: TensorValue, sparse_grad: bool = False) -> Any:
     # The shapes were checked when the graph was traced (gather's meta function); the values are checked here.
-    if ctx.device.type != "cpu" or not x.size or len(index.size) != len(x.size):
+    if not x.size or len(index.size) != len(x.size):
         return ctx.fallback()
     dim %= len(x.size)
     if ctx.strided_view(x) is None:
