@@ -100,6 +100,27 @@ CASES = {
         lambda: (torch.randn(4, 6), torch.randint(0, 6, (2, 3))),
         1,
     ),
+    "cross entropy": (
+        lambda x, t: F.cross_entropy(x, t),
+        lambda: (torch.randn(6, 5), torch.randint(0, 5, (6,))),
+        2,
+    ),
+    "cross entropy summed, rows ignored": (
+        lambda x, t: F.cross_entropy(x, t, reduction="sum", ignore_index=2),
+        lambda: (torch.randn(6, 5, dtype=torch.float64), torch.tensor([0, 2, 4, 2, 2, 1])),
+        2,
+    ),
+    "cross entropy of every row ignored": (
+        lambda x, t: F.cross_entropy(x, t),
+        lambda: (torch.randn(3, 5), torch.full((3,), -100)),
+        2,
+    ),
+    "cross entropy of one row": (lambda x, t: F.cross_entropy(x, t), lambda: (torch.randn(5), torch.tensor(3)), 2),
+    "cross entropy of no rows": (
+        lambda x, t: F.cross_entropy(x, t),
+        lambda: (torch.randn(0, 5), torch.zeros(0, dtype=torch.long)),
+        3,
+    ),
 }
 
 
@@ -110,7 +131,7 @@ def test_a_lookup_is_read_where_it_is_used(name):
     expected = fn(*[t.clone() for t in inputs])
     c = compiled(make_fx(fn)(*inputs), *inputs)
     actual = c(*[t.clone() for t in inputs])
-    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert actual.stride() == expected.stride()
     (graph,) = compiled_graphs(c)
     assert graph.info["externs"] == 0 and graph.info["kernels"] <= most_kernels, graph.info
@@ -139,6 +160,16 @@ ERRORS = {
         lambda x, i: torch.gather(x, 0, i) * 2,
         (torch.randn(4, 6), torch.randint(0, 4, (2, 6))),
         lambda x, i: (x, i - 4),
+    ),
+    "a class past the last": (
+        lambda x, t: F.cross_entropy(x, t),
+        (torch.randn(6, 5), torch.randint(0, 5, (6,))),
+        lambda x, t: (x, t.index_fill(0, torch.tensor([4]), 5)),
+    ),
+    "a negative class that is not the ignored one": (
+        lambda x, t: F.cross_entropy(x, t),
+        (torch.randn(6, 5), torch.randint(0, 5, (6,))),
+        lambda x, t: (x, t.index_fill(0, torch.tensor([1]), -1)),
     ),
     "a lookup in a table with no columns": (
         lambda w, i: F.embedding(i, w),

@@ -164,7 +164,10 @@ class _KernelWriter:
         self.guarded = False  # whether some load sits in a block entered only where a condition holds
         # Where a value the same for the whole row goes while a group's loop is written: (line, depth, scope, names)
         self.hoist: tuple[int, int, _Scope, set[str]] | None = None
-        self.hoisted_over: set[str] = set()  # the loop variables of the loop the hoisted values are declared before
+        # The loop variables of the loop the hoisted values are declared before, and whether it runs at least once
+        # (an index is read before it only then: in an empty loop an empty tensor's index is never read).
+        self.hoisted_over: set[str] = set()
+        self.hoisted_over_runs = False
         self.masked_depth = 0  # how many blocks entered only where a condition holds enclose the code written
         self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
         self.faults: list[tuple[IndexFault, str]] = []  # its indirect loads' errors and sizes, by site (1, 2, ...)
@@ -238,7 +241,12 @@ class _KernelWriter:
         site = self.faults.index(site_key) + 1
         hoist, mark = self.hoist, len(self.lines)
         # (never out of a block a condition guards: the value may be read only where it holds, a concatenation's)
-        outside = hoist is not None and not self.masked_depth and not _uses(value, self.hoisted_over)
+        outside = (
+            hoist is not None
+            and self.hoisted_over_runs
+            and not self.masked_depth
+            and not _uses(value, self.hoisted_over)
+        )
         if outside:
             # The same index for the whole loop (an embedding's row, read along the row): read and checked once
             # before the loop, whose loads then stay contiguous vector loads.
@@ -385,6 +393,7 @@ class _KernelWriter:
             if outer:
                 # (only an indirect load's index is hoisted out of it: row values are a group's)
                 self.hoist, self.hoisted_over = (len(self.lines), depth, row_scope, set()), {vector_loop.name}
+                self.hoisted_over_runs = _sym.provably_lt(0, vector_loop.size)
             if outer or not parallel:
                 # Iterations are independent (each writes its own elements), and the pragma lets calls to the
                 # math functions declared `simd` above use their vector versions.
@@ -555,6 +564,7 @@ class _KernelWriter:
         row_names = {*self.row_results, *row_scope.cse.values(), *row_scope.locals.values()}
         self.hoist = (len(self.lines), depth, group_scope, row_names)
         self.hoisted_over = {v.name for v in k.inner}
+        self.hoisted_over_runs = all(_sym.provably_lt(0, v.size) for v in k.inner)
         lanes = self.options.vector_lanes
         use_lanes = (
             lanes > 0

@@ -1,4 +1,5 @@
-"""Lowerings whose elements are read at positions other tensors hold: an embedding's rows, a gather's elements.
+"""Lowerings whose elements are read at positions other tensors hold: an embedding's rows, a gather's elements,
+a classification loss's score at each row's target.
 
 On CPU each is a lazy value whose every element is an indirect load (see
 :func:`~dynajit.inductor_lite._ir.indirect_load`): the row or element the indices name, checked against the
@@ -16,7 +17,7 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index, Var
-from dynajit.inductor_lite._ir import IndexFault, TensorValue, indirect_load
+from dynajit.inductor_lite._ir import IndexFault, TensorValue, const, indirect_load, op
 from dynajit.inductor_lite._lowering import lowering
 
 __all__ = ["INDIRECT"]
@@ -24,7 +25,7 @@ __all__ = ["INDIRECT"]
 aten = torch.ops.aten
 
 # The ops lowered here: for a code generator without indirect loads (Triton's), they stay aten calls.
-INDIRECT = frozenset({"embedding", "gather"})
+INDIRECT = frozenset({"embedding", "gather", "nll_loss_forward"})
 
 # Stand-in variables are named apart from loop variables (and from each other): no name reaches the source.
 _slots = itertools.count()
@@ -71,3 +72,46 @@ def _gather(ctx: Any, x: TensorValue, dim: int, index: TensorValue, sparse_grad:
         return indirect_load(read, slot, index.loader(position), fault)
 
     return TensorValue(tuple(index.size), x.dtype, loader, x.device)
+
+
+# Eager's own error for a class past the last (or negative) that is not the ignored one.
+_TARGET_FAULT = IndexFault("IndexError", "Target %lld is out of bounds.")
+
+
+@lowering(aten.nll_loss_forward.default)
+def _nll_loss(
+    ctx: Any, scores: TensorValue, target: TensorValue, weight: Any, reduction: int, ignore_index: int
+) -> Any:
+    # The mean (1) or sum (2) of each row's negated score at its target class, the rows whose target is
+    # ``ignore_index`` left out, and how many rows counted (``total_weight``). A class weight, no reduction and
+    # 16-bit scores (eager's kernel accumulates those differently) stay aten calls.
+    if weight is not None or reduction not in (1, 2) or scores.dtype not in (torch.float32, torch.float64):
+        return ctx.fallback()
+    if target.dtype != torch.int64 or len(scores.size) not in (1, 2):
+        return ctx.fallback()
+    if ctx.strided_view(scores) is None:
+        scores = ctx.realize(scores)
+    dtype = scores.dtype
+    rows = (scores.size[0],) if len(scores.size) == 2 else ()
+    classes = scores.size[-1]
+    slot = Var(f"target_class{next(_slots)}", classes)
+    zero = const(0, dtype)
+
+    def ignored(row: list[Index]) -> Any:
+        return op("eq", torch.bool, target.loader(row), const(ignore_index, torch.int64))
+
+    def picked(_: Any, row: list[Index]) -> Any:
+        skip = ignored(row)
+        value = op("where", torch.int64, skip, const(0, torch.int64), target.loader(row))
+        read = indirect_load(scores.loader([*row, Index.of(slot)]), slot, value, _TARGET_FAULT)
+        return op("where", dtype, skip, zero, op("neg", dtype, read))
+
+    def counted(_: Any, row: list[Index]) -> Any:
+        return op("where", dtype, ignored(row), zero, const(1, dtype))
+
+    total = ctx.reduction((), rows, "sum", picked, dtype)
+    count = ctx.reduction((), rows, "sum", counted, dtype)
+    if reduction == 2:
+        return total, count
+    mean = TensorValue((), dtype, lambda idx: op("truediv", dtype, total.loader(idx), count.loader(idx)), ctx.device)
+    return mean, count
