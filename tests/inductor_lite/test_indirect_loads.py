@@ -252,3 +252,19 @@ def test_triton_kernels_leave_lookups_to_aten():
     torch.testing.assert_close(c(w, i), fn(w, i))
     (graph,) = compiled_graphs(c)
     assert graph.info["externs"] == 2 and graph.info["kernels"] >= 1, graph.info
+
+
+def test_indices_computed_in_the_kernel_that_reads_the_table():
+    # (fuzz b2:149) The indices of two lookups computed in the kernels that read them, at sizes that change
+    # (the recompile is dynamic, one size 0): an index of the kernel's own is read in its loop, never before it.
+    torch.manual_seed(0)
+    tables = torch.nn.ModuleList([torch.nn.Embedding(10, 3), torch.nn.Embedding(10, 8)])
+
+    def fn(x):
+        small, wide = torch.minimum(x + x, x), torch.cat((x.clamp(-1, 2), x.clamp(-1, 2)))
+        return wide / wide, tables[0](small.abs() % 10), F.layer_norm(tables[1](wide.abs() % 10), (8,))
+
+    c = dynajit.compiler.compile(fn)
+    for n in (3, 3, 0, 5):
+        x = torch.randint(-4, 5, (n,))
+        torch.testing.assert_close(c(x), fn(x), equal_nan=True)

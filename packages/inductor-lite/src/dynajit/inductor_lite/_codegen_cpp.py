@@ -246,6 +246,8 @@ class _KernelWriter:
             and self.hoisted_over_runs
             and not self.masked_depth
             and not _uses(value, self.hoisted_over)
+            # (and only from memory the kernel reads: a value of its own is computed in the loop, not before it)
+            and not {name for name, _ in loads(value)} & self.store_index.keys()
         )
         if outside:
             # The same index for the whole loop (an embedding's row, read along the row): read and checked once
