@@ -94,6 +94,12 @@ def _self_read_by_the_values(grad, ids):
     return z.index_put([ids[0]], z[1 : ids.shape[1] + 1], accumulate=True)  # (a view of z: read as it is written)
 
 
+def _dims_left_unindexed(grad, ids):
+    # (an upsampling's backward: indices for some dims only, None for the others, which the method refuses)
+    z = torch.zeros(grad.shape[0], 16, grad.shape[-1])
+    return torch.ops.aten.index_put(z, [None, ids[0]], grad, True)
+
+
 def _self_an_input(z, ids):
     return z.index_put([ids], torch.ones((*ids.shape, z.shape[-1])), accumulate=True)
 
@@ -104,6 +110,7 @@ def _self_an_input(z, ids):
         (_sums_returned_too, _embedding_case),
         (_zeros_read_later, _embedding_case),
         (_self_read_by_the_values, _embedding_case),
+        (_dims_left_unindexed, _embedding_case),
         (_self_an_input, lambda: (torch.randn(16, 4), torch.randint(0, 16, (3, 5)))),
     ],
 )

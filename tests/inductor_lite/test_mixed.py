@@ -1,5 +1,7 @@
 """Mixed cases: views of non-contiguous values, integer arithmetic, fallbacks, padding, arange, flips."""
 
+import re
+
 import pytest
 import torch
 from ilite_helpers import check, check_cases, compiled
@@ -152,7 +154,7 @@ def test_a_linear_layer_calls_linear_on_its_weight_and_reads_a_kernel_buffer_as_
         c = check(gm, torch.randn(2, 8, 32), atol=1e-5, rtol=1e-5)
     source = compiled_graphs(c)[0].wrapper_source
     assert "as_strided" not in source, source
-    assert source.count("empty_strided((16, 32), (32, 1)") == 1, source
+    assert len(re.findall(r"= new\d+\(\(16, 32\), \(32, 1\)\)", source)) == 1, source  # (allocated once)
     assert torch._C._nn.linear in compiled_graphs(c)[0].call.__globals__.values()
 
 

@@ -1,5 +1,7 @@
 """Reductions and the normalisations built from them (softmax, log_softmax, layer_norm, ...)."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -59,7 +61,7 @@ def test_softmax_is_one_kernel_with_three_loops():
     assert graph.info["kernels"] == 1
     assert graph.kernel_source.count("#pragma omp parallel") <= 1
     # exp(x - max) is recomputed in the last loop rather than written out: only the result is allocated.
-    assert graph.wrapper_source.count("empty_strided(") == 1
+    assert len(re.findall(r"= new\d+\(", graph.wrapper_source)) == 1
 
 
 @pytest.mark.parametrize("shape", [(300, 257), (3, 1000)])
