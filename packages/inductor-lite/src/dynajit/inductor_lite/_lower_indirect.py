@@ -1,11 +1,11 @@
 """Lowerings whose elements are read at positions other tensors hold: an embedding's rows, a gather's elements,
 a classification loss's score at each row's target.
 
-On CPU each is a lazy value whose every element is an indirect load (see
+On the C++ generator each is a lazy value whose every element is an indirect load (see
 :func:`~dynajit.inductor_lite._ir.indirect_load`): the row or element the indices name, checked against the
 size they index, with eager's error for one out of range. So the lookups of a transformer's token, position and
-type embeddings, their sum and the layer norm after it are one kernel, not three aten calls and a kernel. Other
-devices, and the lookups eager checks differently, stay aten calls.
+type embeddings, their sum and the layer norm after it are one kernel, not three aten calls and a kernel. On
+Triton's generator (:data:`INDIRECT`), and for the lookups eager checks differently, they stay aten calls.
 """
 
 from __future__ import annotations

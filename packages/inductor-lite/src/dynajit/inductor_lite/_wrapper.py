@@ -270,7 +270,6 @@ class WrapperBuilder:
         self.allocators: dict[tuple[torch.dtype, torch.device], str] = {}
         self.namespace: dict[str, Any] = {
             "torch": torch,
-            "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided,
             "restride": restride,
             "below_autograd": torch._C._AutoDispatchBelowADInplaceOrView,

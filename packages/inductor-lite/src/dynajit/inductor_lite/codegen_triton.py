@@ -253,7 +253,7 @@ class _TritonKernel:
         elif expr.op == "size":
             text = f"tl.full([], {_size(expr.args[0])}, {_compute(expr.dtype)})"
         elif expr.op == "load":
-            if len(expr.args) > 2:  # (lowered only for CPU graphs: see the embedding's lowering)
+            if len(expr.args) > 2:  # (never made for Triton: its graphs call aten for _lower_indirect.INDIRECT)
                 raise NotImplementedError("inductor-lite Triton codegen: no indirect loads")
             name, index = expr.args
             if name in locals_ and index == self.store_index.get(name):
