@@ -8,6 +8,7 @@ exception with eager's message, wherever it sits in the kernel.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -179,6 +180,10 @@ ERRORS = {
 }
 
 
+def _index_masked(message: str) -> str:
+    return re.sub(r"\b(index|Target) -?\d+", r"\1 <i>", message)
+
+
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_an_index_out_of_range_raises_eagers_error(name):
     fn, good, make_bad = ERRORS[name]
@@ -189,7 +194,8 @@ def test_an_index_out_of_range_raises_eagers_error(name):
         fn(*bad)
     with pytest.raises(type(eager.value)) as raised:
         c(*bad)
-    assert str(raised.value) == str(eager.value)
+    # (which bad index eager names is its kernel's order of reading, which torch 2.13's and 2.14's differ in)
+    assert _index_masked(str(raised.value)) == _index_masked(str(eager.value))
     torch.testing.assert_close(c(*good), fn(*good))  # (and the next call is right again)
 
 
