@@ -91,6 +91,27 @@ def _layer_norm() -> Case:
     return _inference(layer_norm, torch.randn(2048, 512), torch.randn(512), torch.randn(512))
 
 
+class Embeddings(nn.Module):
+    """A transformer's input layer: token, position and segment lookups summed, then LayerNorm (BERT's)."""
+
+    def __init__(self, vocab: int = 4096, positions: int = 512, dim: int = 256) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(positions, dim)
+        self.segments = nn.Embedding(2, dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, ids: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        return self.norm(self.tokens(ids) + self.positions(positions) + self.segments(segments))
+
+
+def _embeddings() -> Case:
+    _seeded()
+    ids, segments = torch.randint(0, 4096, (8, 128)), torch.randint(0, 2, (8, 128))
+    return _inference(Embeddings().eval(), ids, segments)
+
+
 class MLP(nn.Module):
     """Three linear layers with GELU between them."""
 
@@ -183,6 +204,7 @@ SUITE: list[Workload] = [
     Workload("pointwise_chain", "8 elementwise ops on two 1M-float vectors", _pointwise),
     Workload("softmax", "row softmax of a 1024x1024 matrix", _softmax),
     Workload("layer_norm", "layer_norm + GELU on 2048x512", _layer_norm),
+    Workload("embeddings", "3 embedding lookups summed + LayerNorm, batch 8 x seq 128, dim 256", _embeddings),
     Workload("mlp_inference", "3-layer GELU MLP 512-1024-512-10, batch 256, no_grad", _mlp_inference),
     Workload("mlp_training", "same MLP + cross-entropy, forward and backward", _mlp_training),
     Workload("transformer_block", "pre-norm block, dim 256, 4 heads, batch 8 x seq 128", make_transformer_case),
