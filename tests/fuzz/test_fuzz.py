@@ -279,6 +279,14 @@ def test_no_data_condition_that_rounding_decides_on_any_call():
     assert "v.sum() > 0" in data_conditions("v", [torch.tensor([1, -1]), torch.tensor([3])])  # ints are exact
 
 
+def test_no_gelu_of_arguments_holding_infinities():
+    # (a79-1:1899) eager's float32 GELU of +inf: NaN for two elements or more, inf for one (and in float64).
+    from .expressions import unary_ops
+
+    assert "nn.functional.gelu" in unary_ops(floating=True, specials=False)
+    assert "nn.functional.gelu" not in unary_ops(floating=True, specials=True)
+
+
 def test_no_training_batch_norm_over_a_channel_of_equal_values():
     # (a31-1:704) `x[:, :, ::2].copy_(12)` and sums of it make every element 120: a training BatchNorm's output
     # is then a mean's last-ulp error over sqrt(eps), -0.0034 in eager and 0.0 compiled.
