@@ -405,3 +405,26 @@ def test_an_unused_result_kept_for_its_checks_takes_no_part_in_the_backward(back
     _unused_gather_of_a_sqrt(x).sum().backward()
     compiler.compile(_unused_gather_of_a_sqrt, backend=backend)(twin).sum().backward()
     torch.testing.assert_close(twin.grad, x.grad)
+
+
+def _one_hot_rows(w, i):
+    return torch.nn.functional.one_hot(i, 10).float() @ w
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("classes", [[1, 9], [1, -1], [1, 10]], ids=["in_range", "negative", "past_the_last"])
+def test_a_check_returning_nothing_is_called_and_raises_as_in_eager(backend, classes):
+    """``one_hot`` checks its classes with ``_assert_async``, an op with no value: the default backend's aten
+    call of it read a value that op does not have, and the frame failed to compile. The traced check's message
+    is the decomposition's (``one_hot: `` before eager's), as under torch.compile."""
+    w, i = torch.randn(10, 4), torch.tensor([classes])
+    compiled = compiler.compile(_one_hot_rows, backend=backend)
+    with compiler.config.patch(strict=True):
+        if classes == [1, 9]:
+            torch.testing.assert_close(compiled(w, i), _one_hot_rows(w, i))
+            return
+        with pytest.raises(RuntimeError) as eager:
+            _one_hot_rows(w, i)
+        with pytest.raises(RuntimeError) as raised:
+            compiled(w, i)
+    assert str(eager.value) in str(raised.value)

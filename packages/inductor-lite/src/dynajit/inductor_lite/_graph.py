@@ -302,7 +302,7 @@ class GraphLowering:
         args = tuple(convert(a) for a in node.args)
         kwargs = {k: convert(v) for k, v in node.kwargs.items()}
         reads = _arg_buffers((args, kwargs))
-        val = node.meta["val"]
+        val = node.meta.get("val")  # (none for an op returning nothing: a check, ``_assert_async``)
         if isinstance(val, torch.Tensor):
             buf = ExternBuffer(
                 self._new_name(), val.dtype, _sym.shape_of(val), _sym.strides_of(val), val.device,
