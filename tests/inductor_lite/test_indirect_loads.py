@@ -274,3 +274,19 @@ def test_indices_computed_in_the_kernel_that_reads_the_table():
     for n in (3, 3, 0, 5):
         x = torch.randint(-4, 5, (n,))
         torch.testing.assert_close(c(x), fn(x), equal_nan=True)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # (a kernel that does not build runs its aten ops instead)
+def test_an_index_read_before_the_loop_reads_its_own_element_too():
+    # (fuzz a79-1:1619) The loop reads the scalar `x` for its own sum; the lookup's index, computed from `x` and
+    # read before the loop, reused that read, which is declared inside the loop: the kernel did not compile.
+    torch.manual_seed(0)
+    table = torch.nn.Embedding(10, 8).requires_grad_(False)
+
+    def fn(x, v):
+        return v * 1 + v.relu() + x.relu(), table(torch.stack([x, x + 1]).abs() % 10)
+
+    c = dynajit.compiler.compile(fn)
+    for x in (torch.tensor(3), torch.tensor(-7)):
+        v = torch.randn(4, 4)
+        torch.testing.assert_close(c(x, v), fn(x, v))

@@ -396,6 +396,9 @@ class _KernelWriter:
                 # (only an indirect load's index is hoisted out of it: row values are a group's)
                 self.hoist, self.hoisted_over = (len(self.lines), depth, row_scope, set()), {vector_loop.name}
                 self.hoisted_over_runs = _sym.provably_lt(0, vector_loop.size)
+                # The loop's own temporaries in a block of their own: a hoisted index must not reuse one of them
+                # (a load of the same element made in the loop is declared there, after the hoisted line).
+                row_scope = _Scope(row_scope)
             if outer or not parallel:
                 # Iterations are independent (each writes its own elements), and the pragma lets calls to the
                 # math functions declared `simd` above use their vector versions.
