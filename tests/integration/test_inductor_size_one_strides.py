@@ -115,3 +115,29 @@ def test_a_view_of_an_input_written_through_it_keeps_the_inputs_strides_across_a
         assert actual.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
         torch.testing.assert_close(actual, expected)
         torch.testing.assert_close(y, x)
+
+
+def _squeezed_then_viewed(x, other):
+    x.squeeze_()
+    return x.unsqueeze(0).expand(1, *x.shape), other * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("shape", [(0, 1, 0), (2, 1, 3)])
+def test_a_view_of_an_input_whose_layout_the_graph_changes_is_made_from_its_new_layout(backend, grad, shape):
+    # a79-0:1360. The graph squeezes the input in place and returns a view of it; the second call's other
+    # argument makes the graph dynamic. Its output was taken for a view of new data written into the input and
+    # made by the view ops replayed on the input as it came in, whose layout AOT autograd changes only after the
+    # graph: `unsqueeze` of the unsqueezed input, then an `expand` to one dim fewer, raised (an inference graph's).
+    compiled = compiler.compile(_squeezed_then_viewed, backend=backend)
+    for n in (0, 2, 3):
+        x = torch.randint(-4, 5, shape)
+        y = x.clone()
+        other = torch.randn(1, n, n)
+        with torch.set_grad_enabled(grad):
+            expected, actual = _squeezed_then_viewed(x, other), compiled(y, other)
+        for got, want in zip(actual, expected):
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want)
+        assert y.shape == x.shape and y.stride() == x.stride()

@@ -599,7 +599,7 @@ class GraphLowering:
         placeholders = {n.meta["desc"]: n for n in self.input_buffer_of if n.meta.get("desc") is not None}
         for a, description in zip(results, descriptions):
             written = placeholders.get(getattr(description, "mutated_input", None))
-            if isinstance(a, torch.fx.Node) and written is not None:
+            if isinstance(a, torch.fx.Node) and written is not None and _new_data_only(a, written):
                 self.written_values[a] = self.input_buffer_of[written]
         for a in results:
             storage = storage_of(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
@@ -639,6 +639,21 @@ class GraphLowering:
         if arg.natural and self.output_claims.setdefault(buf.name, claimant) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
+
+
+def _new_data_only(value: torch.fx.Node, placeholder: torch.fx.Node) -> bool:
+    """Whether ``value``, the new value of the input ``placeholder``, is new data in the input's layout, not
+    a layout change (``x.squeeze_()``, ``x.t_()``: a view of the input, or another shape or order), which AOT
+    autograd applies to the input only after the graph."""
+    new, old = value.meta.get("val"), placeholder.meta.get("val")
+    if (
+        not isinstance(new, torch.Tensor)
+        or not isinstance(old, torch.Tensor)
+        or same_storage(storage_of(new), storage_of(old))
+    ):
+        return False
+    size = _sym.shape_of(new)
+    return size == _sym.shape_of(old) and same_strides(_sym.strides_of(new), _sym.strides_of(old), size)
 
 
 def _eager_check(node: torch.fx.Node) -> None:
