@@ -11,7 +11,7 @@ their meaning: their layout is the caller's, the same in eager. A backward's inp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -59,16 +59,19 @@ def _of_input(node: Any) -> bool:
     return input_view_chain(node) is not None
 
 
-def input_view_chain(node: Any) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
+def input_view_chain(
+    node: Any, roots: Collection[torch.fx.Node] = ()
+) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
     """The graph input ``node`` views and the aten view nodes that make it from that input, the input's first
-    (none for the input itself), or None when ``node`` is not a chain of views of an input."""
+    (none for the input itself), or None when ``node`` is not a chain of views of an input. With ``roots``, the
+    chain also ends at the first of those nodes it reaches (an input's new value, which stands for the input)."""
     chain = []
-    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and node not in roots:
         target = node.target
         if not (isinstance(target, torch._ops.OpOverload) and target.is_view) or not node.args:
             return None
         chain.append(node)
         node = node.args[0]
-    if not (isinstance(node, torch.fx.Node) and node.op == "placeholder"):
+    if not (isinstance(node, torch.fx.Node) and (node.op == "placeholder" or node in roots)):
         return None
     return node, chain[::-1]

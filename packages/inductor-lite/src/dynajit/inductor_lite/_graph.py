@@ -170,8 +170,7 @@ class GraphLowering:
         # of a buffer only if eager's output shares that storage. A kernel's buffer is claimed by its first output.
         self.storages: dict[str, Any] = {}
         self.input_vals: dict[str, torch.Tensor] = {}  # each input buffer's placeholder value
-        self.input_buffer_of: dict[torch.fx.Node, str] = {}  # each tensor placeholder's input buffer
-        self.written_values: dict[torch.fx.Node, str] = {}  # an input's new value -> that input's buffer
+        self.written_values: dict[torch.fx.Node, Buffer] = {}  # an input's new value -> that input's buffer
 
     # ------------------------------------------------------------ helpers for lowerings
     def current_val(self) -> Any:
@@ -372,7 +371,6 @@ class GraphLowering:
                         example.device, position=position,
                     )  # fmt: skip
                     self.buffers[buf.name] = buf
-                    self.input_buffer_of[node] = buf.name
                     self.storages[buf.name] = storage_of(node.meta.get("val"))
                     if isinstance(node.meta.get("val"), torch.Tensor):
                         self.input_vals[buf.name] = node.meta["val"]
@@ -558,19 +556,11 @@ class GraphLowering:
         there (eager's kernel copies a dense input's strides): rebuilt from them, the view and its input would
         partially overlap for eager's in-place ops (``x.mul_(v)``).
         """
-        if not self.dynamic or not isinstance(node, torch.fx.Node):
+        found = input_view_chain(node, self.written_values) if self.dynamic else None
+        if found is None or found[0] not in self.written_values or not found[1]:
             return None
-        views = []
-        while node not in self.written_values:
-            target = node.target if node.op == "call_function" else None
-            if not (isinstance(target, torch._ops.OpOverload) and target.is_view and node.args):
-                return None
-            views.append(node)
-            node = node.args[0]
-            if not isinstance(node, torch.fx.Node):
-                return None
-        buffer = self.buffers[self.written_values[node]]
-        if not views or 1 not in buffer.size or not (replay := self._replayed(views[::-1])):
+        buffer = self.written_values[found[0]]
+        if 1 not in buffer.size or not (replay := self._replayed(found[1])):
             return None
         return OutputRef(ExternArg(buffer.name, buffer.size, buffer.stride, 0, natural=True), replay=replay)
 
@@ -596,11 +586,13 @@ class GraphLowering:
         self.output_nodes = {a for a in results if isinstance(a, torch.fx.Node)}
         # AOT autograd's description of each output: the new value of an input it writes, say.
         descriptions = self.gm.graph.output_node().meta.get("desc") or ()
-        placeholders = {n.meta["desc"]: n for n in self.input_buffer_of if n.meta.get("desc") is not None}
+        placeholders = {
+            n.meta["desc"]: n for n in self.gm.graph.find_nodes(op="placeholder") if n.meta.get("desc") is not None
+        }
         for a, description in zip(results, descriptions):
             written = placeholders.get(getattr(description, "mutated_input", None))
             if isinstance(a, torch.fx.Node) and written is not None and _new_data_only(a, written):
-                self.written_values[a] = self.input_buffer_of[written]
+                self.written_values[a] = self.env[written].buffer
         for a in results:
             storage = storage_of(a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
             if storage is not None:
