@@ -163,6 +163,33 @@ def test_layer_contract_rejects_an_upward_import(tmp_path: pathlib.Path) -> None
     assert "dynajit.guards._deliberately_bad" in run.stdout
 
 
+def _dynajit_modules_imported(path: pathlib.Path) -> set[str]:
+    """The dynajit packages a file imports anywhere in it (``import dynajit.x``, ``from dynajit[.x] import ...``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("dynajit."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "dynajit":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("dynajit."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_each_distributions_tests_import_only_what_installing_it_alone_brings(folder: str) -> None:
+    # ``nox -s package_tests`` installs one distribution with only its lower layers and runs its own tests.
+    names = {DISTRIBUTIONS[folder][0], *LAYERS[folder]}
+    allowed = {i for _, (n, imports) in DISTRIBUTIONS.items() if n in names for i in imports}
+    tests = ROOT / "tests" / folder.replace("-", "_")
+    above = {
+        path.relative_to(ROOT).as_posix(): sorted(modules - allowed)
+        for path in sorted(tests.rglob("*.py"))
+        if (modules := _dynajit_modules_imported(path)) - allowed
+    }
+    assert above == {}, f"not installed with {DISTRIBUTIONS[folder][0]} alone (move these tests to tests/integration)"
+
+
 def test_test_module_basenames_are_unique() -> None:
     """pytest imports test modules by basename (rootdir-relative), so two packages' tests may not share one."""
     names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
