@@ -3,6 +3,7 @@ that package alone."""
 
 import os
 
+import pytest
 import torch
 
 torch.manual_seed(0)
@@ -21,3 +22,37 @@ def pytest_sessionstart(session):
     except ImportError:
         return
     machine_module(wait=True)
+
+
+# torch's process state a test may change (``process_state`` restores it): thread count, anomaly mode,
+# warn-always, float32 matmul precision, deterministic algorithms, default dtype.
+_PROCESS_STATE = (
+    (torch.get_num_threads, torch.set_num_threads),
+    (torch.is_anomaly_enabled, torch.set_anomaly_enabled),
+    (torch.is_warn_always_enabled, torch.set_warn_always),
+    (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    (torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+    (torch.get_default_dtype, torch.set_default_dtype),
+)
+
+
+class ProcessState:
+    """``read()`` the state as a tuple; ``restore(state)`` sets it back to one read before."""
+
+    @staticmethod
+    def read():
+        return tuple(get() for get, _ in _PROCESS_STATE)
+
+    @staticmethod
+    def restore(state):
+        for (_, set_), value in zip(_PROCESS_STATE, state, strict=True):
+            set_(value)
+
+
+@pytest.fixture
+def process_state():
+    """The ProcessState helper; the state the test found is restored after it, and so is the global seed."""
+    before, seed = ProcessState.read(), torch.initial_seed()
+    yield ProcessState
+    ProcessState.restore(before)
+    torch.manual_seed(seed)

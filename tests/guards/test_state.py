@@ -4,8 +4,9 @@ import contextlib
 
 import pytest
 import torch
+import torch.utils._python_dispatch
 
-from dynajit.guards import GuardSet, backend_match, global_module_hooks, global_state
+from dynajit.guards import GuardSet, backend_match, global_module_hooks, global_state, process_state
 
 
 def compiled(*guards):
@@ -36,6 +37,11 @@ def deterministic(warn_only=False):
         _set_deterministic(previous[0], warn_only=previous[1])
 
 
+class _PassThrough(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
@@ -43,6 +49,7 @@ def deterministic(warn_only=False):
         (lambda: default_dtype(torch.float64), "global state default dtype: expected float32, got float64"),
         (deterministic, "global state deterministic algorithms: expected False, got True"),
         (lambda: torch.autocast("cpu"), "global state autocast: expected False, got True"),
+        (_PassThrough, "global state torch dispatch modes: expected 0, got 1"),
     ],
 )
 def test_global_state_misses_after_each_change(change, reason):
@@ -170,3 +177,23 @@ def test_global_state_made_under_no_grad_misses_under_inference_mode():
     with torch.no_grad():
         assert not made_inside.check()
         assert made_inside.failure_reason() == "global state inference mode: expected True, got False"
+
+
+def test_process_state_misses_when_the_read_changes():
+    threads = torch.get_num_threads()
+    c = compiled(process_state(torch.get_num_threads))
+    assert c.check()
+    torch.set_num_threads(threads + 1)
+    try:
+        assert not c.check()
+        assert c.failure_reason() == f"global state get_num_threads(): expected {threads}, got {threads + 1}"
+    finally:
+        torch.set_num_threads(threads)
+    assert c.check()
+
+
+def test_process_state_passes_its_arguments():
+    c = compiled(process_state(torch.get_autocast_dtype, ("cpu",)))
+    assert c.check()
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert not c.check()

@@ -464,6 +464,11 @@ class CompiledFunction:
             # called while a frame converts on this thread (a backend running user code): never convert
             # recursively, run the function as it is
             return self.fn
+        if torch._C._len_torch_dispatch_stack():
+            # Under a torch dispatch mode (the caller's, a fake-tensor mode, a tracer's) every aten op eager runs
+            # reaches the mode; a compiled graph's kernels would run none of them: the function runs as it is.
+            # (The entries' GLOBAL_STATE guards fail while the mode is on, which brings every call here.)
+            return self.fn
         stance = _stance.current_stance()
         if self.ordered and stance == "eager_on_recompile":
             return self.fn

@@ -45,10 +45,18 @@ from ._sources import (
     SubmoduleSource,
     TypeSource,
 )
-from ._state import backend_match, global_module_hooks, global_module_hooks_dicts, global_state
+from ._state import (
+    GLOBAL_STATE_READERS,
+    backend_match,
+    global_module_hooks,
+    global_module_hooks_dicts,
+    global_state,
+    process_state,
+)
 from ._tensor import storage_apart, tensor_aliasing, tensor_match
 
 __all__ = [
+    "GLOBAL_STATE_READERS",
     "AttrSource",
     "BufferSource",
     "Check",
@@ -86,6 +94,7 @@ __all__ = [
     "nn_module",
     "no_module_hooks",
     "not_none",
+    "process_state",
     "storage_apart",
     "tensor_aliasing",
     "tensor_match",

@@ -1,4 +1,5 @@
-"""Guards on process-wide state: torch's global modes (GLOBAL_STATE) and the running backend (BACKEND_MATCH)."""
+"""Guards on process-wide state: torch's global modes (GLOBAL_STATE), one state a trace read (PROCESS_STATE) and the
+running backend (BACKEND_MATCH)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ __all__ = [
     "global_module_hooks",
     "global_module_hooks_dicts",
     "global_state",
+    "process_state",
 ]
 
 # What GLOBAL_STATE snapshots: name -> function reading it. The C functions are called directly
@@ -30,6 +32,8 @@ GLOBAL_STATE_READERS: dict[str, Callable[[], Any]] = {
     "deterministic algorithms warn_only": torch._C._get_deterministic_algorithms_warn_only,
     "functorch transforms active": torch._C._are_functorch_transforms_active,
     "torch function modes": torch._C._len_torch_function_stack,
+    # A dispatch mode sees every aten op eager runs: a compiled graph's kernels would run none of them.
+    "torch dispatch modes": torch._C._len_torch_dispatch_stack,
     # -1 outside any forward_ad.dual_level(); a C-level partial, so reading it adds no Python frame either
     "forward AD level": functools.partial(getattr, torch.autograd.forward_ad, "_current_level"),
 }
@@ -108,7 +112,7 @@ def _default_dtype_checks(devices: Iterable[str], checks: list[Check]) -> tuple[
 
 def global_state(autocast_dtype_devices: Iterable[str] = ()) -> Guard:
     """GLOBAL_STATE: grad mode, inference mode, default dtype, deterministic algorithms, autocast (CPU and CUDA), functorch
-    transforms, torch-function modes and the forward-mode AD level are as they are now.
+    transforms, torch-function and torch-dispatch modes and the forward-mode AD level are as they are now.
 
     Autocast's per-device state is read only while some autocast is on. ``autocast_dtype_devices`` names
     devices whose autocast dtype (``torch.get_autocast_dtype(device)``: the dtype a ``torch.autocast(device)``
@@ -132,6 +136,21 @@ def global_state(autocast_dtype_devices: Iterable[str] = ()) -> Guard:
     detail += "".join(f", autocast({device}) dtype={_show(dtype)}" for device, dtype in defaults_snapshot)
     key = ("GLOBAL_STATE", snapshot, autocast_snapshot, defaults_snapshot)
     return Guard("GLOBAL_STATE", (), tuple(checks), detail, key)
+
+
+def process_state(read: Callable[..., Any], args: tuple[Any, ...] = ()) -> Guard:
+    """PROCESS_STATE: ``read(*args)`` (a function of torch's process state, such as ``torch.get_num_threads``, with
+    constant arguments) returns what it returns now. A trace that took such a value as a constant relies on it."""
+    if not callable(read):
+        raise TypeError(f"process_state() needs the function that reads the state, got {read!r}")
+    name = getattr(read, "__qualname__", None) or short_repr(read)
+    value = read(*args)
+    op = "is" if value is None or isinstance(value, bool | torch.dtype) else "=="
+    call = f"{name}({', '.join(map(repr, args))})"
+    template = f"{{read}}({', '.join(f'{{arg{i}}}' for i in range(len(args)))}) {op} {{expected}}"
+    constants = {"read": read, "expected": value, **{f"arg{i}": a for i, a in enumerate(args)}}
+    check = _state_check(call, template, constants, functools.partial(read, *args), value)
+    return Guard("PROCESS_STATE", (), (check,), f"{call} == {_show(value)}", ("PROCESS_STATE", read, args, value))
 
 
 def _backend_name(backend: Any) -> str:

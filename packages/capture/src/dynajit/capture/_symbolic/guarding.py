@@ -33,7 +33,10 @@ class _Sourceless(Path):
 SOURCELESS = _Sourceless()
 
 # Guards that take no source: requested with SOURCELESS as the path.
-_SOURCELESS_FACTORIES: dict[str, Any] = {"global_module_hooks": guards.global_module_hooks}
+_SOURCELESS_FACTORIES: dict[str, Any] = {
+    "global_module_hooks": guards.global_module_hooks,
+    "process_state": guards.process_state,
+}
 
 
 _FACTORIES: dict[str, Any] = {

@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.process_state import (
+    PROCESS_STATE_WRAPPERS,
+    call_process_state_function,
+    is_process_state_call,
+)
 from dynajit.capture._symbolic.variables.base import (
     VT,
     AttributeMissing,
@@ -113,6 +118,8 @@ def is_graphable_torch_function(fn: Any) -> bool:
     module = getattr(fn, "__module__", None) or ""
     qualname = getattr(fn, "__qualname__", "") or ""
     if isinstance(fn, types.FunctionType):
+        if fn in PROCESS_STATE_WRAPPERS:
+            return False
         if module == "torch._tensor":
             return qualname.startswith("Tensor.")
         return module in _PYTHON_GRAPH_MODULES and "." not in qualname
@@ -396,6 +403,8 @@ class TorchFunctionVar(HeldVar):
             if self.value is torch.get_autocast_dtype:
                 _note_autocast_dtype_read(tx, args, kwargs)
             return _call_on_examples(tx, self.value, args, kwargs)
+        if is_process_state_call(self.value, args, kwargs):
+            return call_process_state_function(tx, self.value, args, kwargs)
         return tx.output.call_function(self.value, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
