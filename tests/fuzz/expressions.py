@@ -239,6 +239,9 @@ class ExpressionMixin:
         nd = t.dim()
         forms = [f"{a}.reshape(-1)", f"{a}.flatten()", f"{a}.unsqueeze({rng.randint(-nd - 1, nd)})", f"{a}.squeeze()"]
         forms += [f"{a}.contiguous()", f"{a}.clone()", f"{a}.view({a}.shape)"]
+        if t.dtype in (torch.float32, torch.float64):
+            # a view whose elements aten reads negated (the negative bit): -a, held as a
+            forms.append(f"torch.complex({a}, {a}).conj().imag")
         if t.is_contiguous():
             forms.append(f"{a}.view(-1)")
         if nd >= 1:

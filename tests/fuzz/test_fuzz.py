@@ -421,3 +421,9 @@ def test_a_forced_layout_reaches_the_channels_last_pass_and_is_undone_after(matm
     assert any(m.startswith("inductor-lite: convolutions run channels-last") for m in messages)
     assert ("inductor-lite: 1 pointwise convolutions run as matrix products" in messages) is matmuls
     assert (_layout._conv_seconds, _layout._seconds, _layout._peak_bytes) == timings
+
+
+def test_views_include_one_whose_elements_aten_reads_negated():
+    # (a view with the negative bit, ``z.conj().imag``: inductor-lite's kernels read its memory unnegated)
+    sources = [generate(f"neg-{i}").source() for i in range(150)]
+    assert any(".conj().imag" in source for source in sources)

@@ -154,6 +154,12 @@ def compile_graph(
         # A kernel reads and writes memory: a meta tensor has none (the kernel crashed the process).
         log.info("inductor-lite: this graph has %s tensors; its aten graph runs as it is", elsewhere)
         return _aten_graph(gm, RuntimeError(f"tensors on {elsewhere}"))
+    lazy = _lazy_bit(gm, example_inputs)
+    if lazy is not None:
+        # A kernel reads memory as it is stored: a tensor read negated or conjugated (``z.conj().imag``, a view
+        # whose elements are the negated imaginary parts) would be read with the wrong sign.
+        log.info("inductor-lite: this graph has a tensor with the %s; its aten graph runs as it is", lazy)
+        return _aten_graph(gm, RuntimeError(f"a tensor with the {lazy}"))
     shape_env = _shape_env(example_inputs)
     with _sym.use_shapes(shape_env):
         try:
@@ -177,6 +183,18 @@ def _off_kernel_devices(gm: torch.fx.GraphModule, example_inputs: Sequence[Any])
     for value in pytree.tree_leaves(values):
         if isinstance(value, torch.Tensor) and value.device.type not in _KERNEL_DEVICES:
             return value.device.type
+    return None
+
+
+def _lazy_bit(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
+    """The lazy bit ("negative bit", "conjugate bit") a tensor of the graph has, if one has: its elements are
+    read negated or conjugated by aten (``_neg_view``, ``conj``), while its memory holds them as they were."""
+    values = [*example_inputs, *(node.meta.get("val") for node in gm.graph.nodes)]
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.is_neg():
+            return "negative bit"
+        if isinstance(value, torch.Tensor) and value.is_conj():
+            return "conjugate bit"
     return None
 
 
