@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import torch
 from torch.nn.modules import module as module_globals
+from torch.utils._device import DeviceContext
 
 from dynajit.capture import _cache, _cache_limits, _dispatch, _marks, _observe, _stance
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
@@ -464,10 +465,8 @@ class CompiledFunction:
             # called while a frame converts on this thread (a backend running user code): never convert
             # recursively, run the function as it is
             return self.fn
-        if torch._C._len_torch_dispatch_stack():
-            # Under a torch dispatch mode (the caller's, a fake-tensor mode, a tracer's) every aten op eager runs
-            # reaches the mode; a compiled graph's kernels would run none of them: the function runs as it is.
-            # (The entries' GLOBAL_STATE guards fail while the mode is on, which brings every call here.)
+        if _under_a_mode():
+            # (The entries' GLOBAL_STATE guards count the modes: each call under one comes here.)
             return self.fn
         stance = _stance.current_stance()
         if self.ordered and stance == "eager_on_recompile":
@@ -706,6 +705,21 @@ def _compile_target(obj: Any, settings: _Settings) -> Any:
     wrapper.__wrapped__ = obj  # type: ignore[attr-defined]
     wrapper._dynajit_compiled = compiled  # type: ignore[attr-defined]
     return wrapper
+
+
+def _under_a_mode() -> bool:
+    """Whether a torch dispatch mode, or a torch function mode other than a default device, is on.
+
+    Such a mode (the caller's op counter or logger, a fake-tensor mode, a tracer's) must see the ops eager runs,
+    no more and no fewer: a compiled graph runs kernels where eager runs aten ops, and compiling one runs torch's
+    own (fake tensors, AOT autograd), so the function runs as it is. A default device
+    (``torch.set_default_device``, ``with torch.device(...)``) only sets where factory functions put their
+    tensors, which tracing follows: functions compile under it.
+    """
+    if torch._C._len_torch_dispatch_stack():
+        return True
+    modes = (torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack()))
+    return any(not isinstance(mode, DeviceContext) for mode in modes)
 
 
 def optimize(
