@@ -99,3 +99,13 @@ def test_the_process_state_guard_names_the_read_when_it_fails() -> None:
     assert "get_num_threads" in check.readable()
     torch.set_num_threads(threads + 1)
     assert f"expected {threads}, got {threads + 1}" in check.explain(())
+
+
+def test_a_device_availability_read_is_no_graph_break() -> None:
+    # (torch.cuda.is_available() reads torch._C._cuda_getDeviceCount(): a read by its camelCase name)
+    def fn(x):
+        return x * (2 if torch.cuda.is_available() else 3)
+
+    counter = CompileCounter()
+    torch.testing.assert_close(capture.optimize(counter, fullgraph=True)(fn)(torch.ones(2)), fn(torch.ones(2)))
+    assert counter.frame_count == 1

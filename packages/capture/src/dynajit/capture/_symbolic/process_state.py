@@ -37,8 +37,9 @@ PROCESS_STATE_WRAPPERS = frozenset(
     if hasattr(torch, name)
 )  # fmt: skip
 
-# A read by its name; whatever else torch._C's module functions do (set, clear, push, increment) is a break.
-_READER = re.compile(r"_?(get|is|are|has)_|_len_")
+# A read by its name (``get_num_threads``, ``_get_warnAlways``, ``_cuda_getDeviceCount``, ``_len_torch_function_stack``);
+# whatever else torch._C's module functions do (set, clear, push, increment) is a break.
+_READER = re.compile(r"_?(?:[a-z0-9]+_)?(?:get|is|are|has)(?:_|[A-Z])|_len_")
 
 # Calls no program can see the effect of (torch's API-usage logging, as library code calls it): skipped.
 _UNSEEN = frozenset(
