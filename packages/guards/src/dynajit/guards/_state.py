@@ -56,11 +56,14 @@ def _state_check(what: str, template: str, constants: dict[str, Any], read: Call
     return Check(template, (), Cost.CHEAP, explain, constants)
 
 
-def _reader_check(what: str, read: Callable[[], Any]) -> tuple[Check, Any]:
-    value = read()
-    op = "==" if type(value) is int else "is"  # bools, dtypes and None are singletons
-    check = _state_check(what, f"{{read}}() {op} {{expected}}", {"read": read, "expected": value}, read, value)
-    return check, value
+def _reader_check(what: str, read: Callable[..., Any], args: tuple[Any, ...] = ()) -> tuple[Check, Any]:
+    """A check that ``read(*args)`` still returns what it returns now (the arguments passed as constants)."""
+    value = read(*args)
+    op = "is" if value is None or isinstance(value, bool | torch.dtype) else "=="  # (those are singletons)
+    names = [f"arg{i}" for i in range(len(args))]
+    template = f"{{read}}({', '.join(f'{{{name}}}' for name in names)}) {op} {{expected}}"
+    constants = {"read": read, "expected": value, **dict(zip(names, args, strict=True))}
+    return _state_check(what, template, constants, functools.partial(read, *args), value), value
 
 
 # Per-device autocast state, read only when some autocast is on: (what, reader taking the device type).
@@ -143,13 +146,8 @@ def process_state(read: Callable[..., Any], args: tuple[Any, ...] = ()) -> Guard
     constant arguments) returns what it returns now. A trace that took such a value as a constant relies on it."""
     if not callable(read):
         raise TypeError(f"process_state() needs the function that reads the state, got {read!r}")
-    name = getattr(read, "__qualname__", None) or short_repr(read)
-    value = read(*args)
-    op = "is" if value is None or isinstance(value, bool | torch.dtype) else "=="
-    call = f"{name}({', '.join(map(repr, args))})"
-    template = f"{{read}}({', '.join(f'{{arg{i}}}' for i in range(len(args)))}) {op} {{expected}}"
-    constants = {"read": read, "expected": value, **{f"arg{i}": a for i, a in enumerate(args)}}
-    check = _state_check(call, template, constants, functools.partial(read, *args), value)
+    call = f"{getattr(read, '__qualname__', None) or short_repr(read)}({', '.join(map(repr, args))})"
+    check, value = _reader_check(call, read, args)
     return Guard("PROCESS_STATE", (), (check,), f"{call} == {_show(value)}", ("PROCESS_STATE", read, args, value))
 
 

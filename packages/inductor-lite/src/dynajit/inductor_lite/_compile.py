@@ -149,17 +149,10 @@ def compile_graph(
     ``check_inputs``: a dynamic graph's wrapper checks that the inputs' sizes agree with its shape symbols.
     """
     stats.graphs_compiled += 1
-    elsewhere = _off_kernel_devices(gm, example_inputs)
-    if elsewhere is not None:
-        # A kernel reads and writes memory: a meta tensor has none (the kernel crashed the process).
-        log.info("inductor-lite: this graph has %s tensors; its aten graph runs as it is", elsewhere)
-        return _aten_graph(gm, RuntimeError(f"tensors on {elsewhere}"))
-    lazy = _lazy_bit(gm, example_inputs)
-    if lazy is not None:
-        # A kernel reads memory as it is stored: a tensor read negated or conjugated (``z.conj().imag``, a view
-        # whose elements are the negated imaginary parts) would be read with the wrong sign.
-        log.info("inductor-lite: this graph has a tensor with the %s; its aten graph runs as it is", lazy)
-        return _aten_graph(gm, RuntimeError(f"a tensor with the {lazy}"))
+    unreadable = _unreadable_by_kernels(gm, example_inputs)
+    if unreadable is not None:
+        log.info("inductor-lite: this graph has %s; its aten graph runs as it is", unreadable)
+        return _aten_graph(gm, RuntimeError(unreadable))
     shape_env = _shape_env(example_inputs)
     with _sym.use_shapes(shape_env):
         try:
@@ -177,24 +170,22 @@ def compile_graph(
 _KERNEL_DEVICES = ("cpu", "cuda")
 
 
-def _off_kernel_devices(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
-    """The device of a tensor of the graph no kernel runs on (``meta``), or None."""
+def _unreadable_by_kernels(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
+    """What of the graph's tensors no generated kernel can read, if any, said as "tensors on meta", "a tensor with
+    the negative bit".
+
+    A kernel reads and writes memory as it is stored: a meta tensor has none (the kernel crashed the process),
+    and a tensor with the negative or conjugate bit (``z.conj().imag``, ``_neg_view``) holds elements aten reads
+    negated or conjugated (the kernel read them with the wrong sign).
+    """
     values = [*example_inputs, *(node.meta.get("val") for node in gm.graph.nodes)]
     for value in pytree.tree_leaves(values):
-        if isinstance(value, torch.Tensor) and value.device.type not in _KERNEL_DEVICES:
-            return value.device.type
-    return None
-
-
-def _lazy_bit(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
-    """The lazy bit ("negative bit", "conjugate bit") a tensor of the graph has, if one has: its elements are
-    read negated or conjugated by aten (``_neg_view``, ``conj``), while its memory holds them as they were."""
-    values = [*example_inputs, *(node.meta.get("val") for node in gm.graph.nodes)]
-    for value in pytree.tree_leaves(values):
-        if isinstance(value, torch.Tensor) and value.is_neg():
-            return "negative bit"
-        if isinstance(value, torch.Tensor) and value.is_conj():
-            return "conjugate bit"
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.device.type not in _KERNEL_DEVICES:
+            return f"tensors on {value.device.type}"
+        if value.is_neg() or value.is_conj():
+            return f"a tensor with the {'negative' if value.is_neg() else 'conjugate'} bit"
     return None
 
 

@@ -11,6 +11,7 @@ that wrap them (``torch.set_warn_always``, ``torch.initial_seed``) are inlined, 
 from __future__ import annotations
 
 import re
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,7 +55,7 @@ def is_process_state_call(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> boo
     """Whether ``fn`` is one of torch._C's module functions (``torch.get_num_threads``, ``torch._C._is_tracing``),
     called with constants: it reads or sets process state (torch's ops are ``torch._C._VariableFunctions``'; a
     module function given a value of the trace, ``torch._C._has_torch_function(args)``, is called as before)."""
-    if not isinstance(fn, type(torch.ones)) or not all(vt.is_const() for vt in (*args, *kwargs.values())):
+    if not isinstance(fn, types.BuiltinFunctionType) or not all(vt.is_const() for vt in (*args, *kwargs.values())):
         return False
     owner = getattr(fn, "__self__", None)
     if owner is torch._C:
