@@ -1,5 +1,5 @@
-"""functools while tracing: ``reduce`` takes items as Python's does, ``lru_cache``/``cache`` wrappers trace the
-function they wrap (the cache is neither read nor filled, so no stale value is served), ``wraps`` copies names.
+"""functools while tracing: ``reduce`` takes items as Python's does, ``lru_cache``/``cache`` functions called with
+constants are served by their cache (more in ``test_sym_cached_functions``), ``wraps`` copies names.
 
 Each program runs eagerly and compiled with ``fullgraph=True`` on the same inputs, values or raised errors
 compared, and is one graph.
@@ -70,14 +70,14 @@ def _doubled(n):
 
 
 @functools.cache
-def _scaled(t, k):
-    return t * k
+def _scaled(k, offset=0):
+    return k * 10 + offset
 
 
-def test_lru_cache_and_cache_wrappers_trace_the_wrapped_function():
+def test_lru_cache_and_cache_functions_called_with_constants_are_one_graph():
     x = torch.randn(4)
     _same(lambda t: t * _doubled(3) + _doubled(1), x)
-    _same(lambda t: _scaled(t, 3) + 1, x)
+    _same(lambda t: _scaled(3, offset=1) + t, x)
 
 
 def test_wraps_keeps_the_wrapped_function_callable():

@@ -3,13 +3,14 @@ and weak references (nn.Modules are in ``modules``)."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import types
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
+from dynajit.capture._symbolic.cached_calls import CACHED_FUNCTION_TYPE, call_cached_function
+from dynajit.capture._symbolic.marks import is_marked
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar, constant_key
@@ -37,8 +38,6 @@ __all__ = [
     "UserObjectVar",
     "WeakRefVar",
 ]
-
-_LRU_CACHE_WRAPPER = type(functools.lru_cache(lambda: None))
 
 
 def _attr_path(vt: VT, name: str) -> Any:
@@ -122,11 +121,12 @@ class UserObjectVar(ObjectVar):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         # ``obj(...)`` looks __call__ up on the class, never on the instance.
         cls = type(self.value)
-        if cls is _LRU_CACHE_WRAPPER:
-            # ``functools.lru_cache``/``cache``: the wrapped function is traced, so its value is computed, never a
-            # stale cached one (the cache is neither read nor filled, as TorchDynamo does). Called as a call site,
-            # so the wrapped function's marks apply (``assume_constant_result`` under the cache).
+        if cls is CACHED_FUNCTION_TYPE and is_marked(self.value.__wrapped__):
+            # The marks of the function under the cache say how to treat its calls (``assume_constant_result``):
+            # it is called as a call site of its own.
             return tx.call(self.getattr(tx, "__wrapped__"), args, kwargs)
+        if cls is CACHED_FUNCTION_TYPE:
+            return call_cached_function(tx, self, args, kwargs)
         method = inspect.getattr_static(cls, "__call__", None)
         if not isinstance(method, types.FunctionType):
             unsupported(
