@@ -523,6 +523,39 @@ def test_python_operator_unsupported_operands_raise_as_eager():
     check(fn, x, graphs=None)
 
 
+class Signed:
+    def __init__(self, v):
+        self.v = v
+
+    def __neg__(self):
+        return Signed(-self.v)
+
+    def __pos__(self):
+        return Signed(self.v.abs())
+
+    def __invert__(self):
+        return self.v.flip(0)
+
+
+def test_python_unary_operator_methods():
+    def fn(x):
+        made, passed = -Signed(x), +Signed(x)
+        return made.v, passed.v, ~Signed(x + 1)
+
+    check(fn, x)
+
+
+def test_a_unary_operator_a_class_lacks_raises_as_eager():
+    def fn(x):
+        try:
+            -Vec(x)
+        except TypeError as error:
+            return x, str(error)
+        return x + 1, ""
+
+    check(fn, x, graphs=None)
+
+
 # ----------------------------------------------------------------- list and tuple subclasses
 
 

@@ -34,7 +34,7 @@ from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_get
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
 from dynajit.capture._symbolic.variables.objects import EnvironVar
-from dynajit.capture._symbolic.variables.operator_protocols import object_operator
+from dynajit.capture._symbolic.variables.operator_protocols import object_operator, object_unary_operator
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 from dynajit.capture._symbolic.variables.typing_folds import is_typing_object, subscript_typing_object
 
@@ -96,6 +96,8 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         through_methods = object_operator(tx, op, args[0], args[1])  # the classes' Python __add__, __radd__, ...
         if through_methods is not None:
             return through_methods
+    if len(args) == 1 and (through_method := object_unary_operator(tx, op, args[0])) is not None:
+        return through_method
     if len(args) == 2 and isinstance(args[0], DictViewVar):
         return args[0].operator(tx, op, args[1], reflected=False)
     if len(args) == 2 and isinstance(args[1], DictViewVar):

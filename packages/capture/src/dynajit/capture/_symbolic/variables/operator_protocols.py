@@ -1,4 +1,4 @@
-"""Binary operators on user objects, as Python dispatches them to the classes' Python special methods.
+"""Operators on user objects, as Python dispatches them to the classes' Python special methods.
 
 ``a + b`` tries ``type(a).__add__(a, b)``, then ``type(b).__radd__(b, a)``
 when that answers NotImplemented (the reflected method first when ``b``'s
@@ -8,7 +8,8 @@ class is a proper subclass of ``a``'s overriding it); ``a += b`` tries
 reached from the frame and a method found is written in Python (each is read
 through the class, guarded); a builtin number, string or None on the other
 side answers NotImplemented for a user class, as in Python. Anything else is
-left to the other operator rules.
+left to the other operator rules. A unary operator (``-a``, ``+a``, ``~a``) calls the class's ``__neg__``,
+``__pos__`` or ``__invert__``; a class without it raises TypeError.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dynajit.capture._symbolic.variables.subclassed_builtins import SEQUENCE_OPE
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["object_operator"]
+__all__ = ["object_operator", "object_unary_operator"]
 
 _SYMBOLS = {
     operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/", operator.floordiv: "//",
@@ -84,13 +85,30 @@ def _slot(vt: VT, name: str) -> Any:
     return _NO_METHOD
 
 
-def _call(tx: Tracer, obj: VT, name: str, other: VT) -> VT:
+def _call(tx: Tracer, obj: VT, name: str, *other: VT) -> VT:
     if isinstance(obj, NewObjectVar):
         method = tx.wrap(_slot(obj, name), obj.member_path(name))
-        return method.call(tx, [obj, other], {})
+        return method.call(tx, [obj, *other], {})
     from dynajit.capture._symbolic.variables.functions import call_dunder
 
-    return call_dunder(tx, obj, name, [other])
+    return call_dunder(tx, obj, name, list(other))
+
+
+_UNARY = {operator.neg: ("__neg__", "-"), operator.pos: ("__pos__", "+"), operator.invert: ("__invert__", "~")}
+
+
+def object_unary_operator(tx: Tracer, op: Any, a: VT) -> VT | None:
+    """``op(a)`` through the class's Python special method; None when this protocol does not decide it."""
+    if _class_of(a) is None or op not in _UNARY:
+        return None
+    name, symbol = _UNARY[op]
+    slot = _slot(a, name)
+    if slot is _NO_METHOD:
+        return None
+    if slot is None:
+        message = f"bad operand type for unary {symbol}: {_class_of(a).__name__!r}"  # type: ignore[union-attr]
+        raises_in_python(f"TypeError: {message}", TypeError(message))
+    return _call(tx, a, name)
 
 
 def object_operator(tx: Tracer, op: Any, a: VT, b: VT) -> VT | None:
