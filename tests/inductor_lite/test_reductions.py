@@ -1,6 +1,7 @@
 """Reductions and the normalisations built from them (softmax, log_softmax, layer_norm, ...)."""
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -147,3 +148,20 @@ def test_a_rows_statistics_are_computed_once_before_the_loop_that_reads_them(dty
         elif end is not None:
             body.append(line)
     assert bodies and not [line for body in bodies for line in body if "_final" in line], graph.kernel_source
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x.var(), lambda x: x.std(1, correction=3), lambda x: torch.var_mean(x, (0, 2))[0]],
+    ids=["var", "std_correction_3", "var_mean"],
+)
+def test_var_and_std_compile_without_a_warning_eager_never_gives(fn):
+    # The check of eager's errors runs the op on small stand-ins: of size 1, var and std warned that the degrees
+    # of freedom are <= 0, which under warnings-as-errors (pytest -W error) failed the compile.
+    from dynajit.inductor_lite import _eager_checks
+
+    _eager_checks._PASSED.clear()  # the check is made once per op and stand-ins: make it now
+    x = torch.randn(4, 5, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(fn, x)

@@ -39,7 +39,8 @@ def run_on_ones(
     fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], key: str | None = None, rank: bool = True
 ) -> None:
     """Call ``fn`` with each tensor argument replaced by ones of its dtype and rank, of size 1 in every dim
-    (of no dim without ``rank``: for a check of dtypes alone, where the recorded rank may be stale).
+    (2 or more for var and std, so their correction leaves degrees of freedom; of no dim without ``rank``: for a
+    check of dtypes alone, where the recorded rank may be stale).
 
     A tensor argument is a tensor (a fake one too) or, with ``key``, an FX node whose metadata ``key``
     (``val`` in aten graphs, ``example_value`` in the caller's) holds one. Arguments of size 1 broadcast
@@ -56,8 +57,14 @@ def run_on_ones(
     if any(x is missing or isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in leaves):
         return
 
+    # var and std reduce their stand-ins with a correction, 1 unless given: of size 1, torch would warn that the
+    # degrees of freedom are <= 0 (a warning eager never gave, an exception under ``-W error``)
+    size = 1
+    if str(getattr(fn, "__name__", "")).split(".")[0] in _CORRECTED:
+        size = 2 + int(abs(kwargs.get("correction") or 0))
+
     def shape(a: torch.Tensor) -> list[int]:
-        return [0 if isinstance(n, int) and n == 0 else 1 for n in a.shape] if rank else []
+        return [0 if isinstance(n, int) and n == 0 else size for n in a.shape] if rank else []
 
     def real(a: Any) -> Any:
         if key is not None and isinstance(a, torch.fx.Node):
@@ -94,6 +101,8 @@ def run_on_ones(
     if call is not None and len(_PASSED) < _PASSED_LIMIT:
         _PASSED.add(call)
 
+
+_CORRECTED = frozenset({"var", "std", "var_mean", "std_mean"})
 
 # The calls run_on_ones made that raised nothing, by op and stand-ins: the same check gives the same answer (a
 # CNN's graph checks each of its dozens of ReLU6 calls on the same stand-ins).
