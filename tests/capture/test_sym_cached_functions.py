@@ -49,7 +49,7 @@ def _break_reasons(fn, *args):
 BODY_RUNS = []
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=8)
 def _logged_double(n):
     BODY_RUNS.append(n)
     return n * 2

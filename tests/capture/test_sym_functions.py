@@ -468,3 +468,38 @@ def test_replacing_a_functions_code_object_recompiles(t):
     finally:
         _scaled.__code__ = original
     assert counter.frame_count == 2
+
+
+def _doubled(x, k=2):
+    return x * k
+
+
+class _Layer(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def test_a_called_function_whose_code_object_is_replaced_runs_the_new_code(t):
+    # The trace ran the function's code: its identity alone (FUNCTION_MATCH) stays true when __code__ is assigned.
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    layers = nn.Sequential(_Layer(), _Layer())
+
+    def calls(x):
+        return _doubled(x) + layers(x)
+
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(calls)
+    x = t(3)
+    torch.testing.assert_close(compiled(x), calls(x))
+    originals = _doubled.__code__, _Layer.forward.__code__
+    try:
+        _doubled.__code__ = (lambda x, k=2: x + k).__code__
+        torch.testing.assert_close(compiled(x), calls(x))
+        _Layer.forward.__code__ = (lambda self, x: x * 10).__code__
+        torch.testing.assert_close(compiled(x), calls(x))
+    finally:
+        _doubled.__code__, _Layer.forward.__code__ = originals
+    torch.testing.assert_close(compiled(x), calls(x))
+    assert counter.frame_count == 3

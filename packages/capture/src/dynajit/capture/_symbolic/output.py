@@ -126,6 +126,7 @@ class OutputGraph:
         # own cells (path None) and the cells it takes as arguments, whose identity relations guards state.
         self.cell_paths: list[tuple[Any, Path | None, Any]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
+        self.code_guarded: set[int] = set()  # functions whose __code__ a guard checks (see UserFunctionVar.call)
         self._by_id: dict[int, TensorVar] = {}
         self._attr_names: dict[int, TensorVar] = {}
         self._cells: dict[int, Any] = {}

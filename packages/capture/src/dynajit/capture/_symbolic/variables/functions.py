@@ -201,6 +201,14 @@ class UserFunctionVar(HeldVar):
             folded = call_typing_function(tx, self.value, args, kwargs)
             if folded is not None:
                 return folded
+        if self.source is not None and not self.by_code and id(self.value) not in tx.output.code_guarded:
+            # The code run is the function's __code__, assignable, unlike the identity FUNCTION_MATCH checks (a
+            # function made per call has its code guarded already). Every path reaching the function is guarded to
+            # reach this very object, so one path's check covers its code (a layer's forward, reached per layer).
+            from dynajit.capture._symbolic.paths import Attr
+
+            tx.output.guard("id_match", Attr(self.source, "__code__"), self.value.__code__)
+            tx.output.code_guarded.add(id(self.value))
         return tx.inline_call(self, args, kwargs)
 
     def getattr(self, tx: Tracer, name: str) -> VT:
