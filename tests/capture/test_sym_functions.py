@@ -503,3 +503,45 @@ def test_a_called_function_whose_code_object_is_replaced_runs_the_new_code(t):
         _doubled.__code__, _Layer.forward.__code__ = originals
     torch.testing.assert_close(compiled(x), calls(x))
     assert counter.frame_count == 3
+
+
+_BUILTIN_USERS = """
+import torch
+def scaled_by_rank(x):
+    return x * ord("a")
+def calls_helper(x, helper):
+    return helper(x) + 1
+"""
+
+
+def test_a_builtin_the_trace_used_is_guarded_against_a_global_shadowing_it_and_against_replacement(t):
+    # The compiled code keeps what the name meant: a global defined later with a builtin's name, or a replaced
+    # builtin, changes what Python calls, in the compiled function's own module and in a module it calls into.
+    import builtins
+    import types
+
+    import dynajit.capture as capture
+    from dynajit.capture.testing import CompileCounter
+
+    frame_module, other_module = {}, types.ModuleType("other_module")
+    exec(_BUILTIN_USERS, frame_module)
+    exec("def rank_of(x):\n    return x * ord('b')\n", vars(other_module))
+    x = t(3)
+    counter = CompileCounter()
+    direct = capture.optimize(counter)(frame_module["scaled_by_rank"])
+    through = capture.optimize(counter)(frame_module["calls_helper"])
+    original_ord = builtins.ord
+    try:
+        for change in (
+            lambda: None,
+            lambda: setattr(builtins, "ord", lambda v: 11),
+            lambda: frame_module.__setitem__("ord", lambda v: 5),
+            lambda: vars(other_module).__setitem__("ord", lambda v: 7),
+        ):
+            change()
+            torch.testing.assert_close(direct(x), frame_module["scaled_by_rank"](x))
+            expected = frame_module["calls_helper"](x, other_module.rank_of)
+            torch.testing.assert_close(through(x, other_module.rank_of), expected)
+    finally:
+        builtins.ord = original_ord
+    assert counter.frame_count == 6  # two, then each change recompiles the functions it reaches

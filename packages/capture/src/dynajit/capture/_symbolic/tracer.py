@@ -145,9 +145,24 @@ class Tracer:
             return GradModeExitVar(GRAD_EXITS[name].previous)
         if name in self.f_globals:
             return self.wrap(self.f_globals[name], self.global_path(name))
-        if hasattr(builtins, name):
-            return self.wrap(getattr(builtins, name), None)
-        unsupported(f"name {name!r} is not defined (NameError)")
+        return self._load_builtin(name)
+
+    def _load_builtin(self, name: str) -> VT:
+        """A name the globals lack, found in the module's builtins. The trace relies on both: a global of that
+        name made later shadows the builtin, and so does a builtin replaced (``builtins.print = ...``)."""
+        table = self.f_globals.get("__builtins__", builtins)
+        table = table if isinstance(table, dict) else vars(table)
+        if name not in table:
+            unsupported(f"name {name!r} is not defined (NameError)")
+        if self.global_path is Global:  # (read as Python reads it: the global if there is one, else the builtin)
+            return self.wrap(table[name], Global(name))
+        in_globals = self.global_path(name)
+        if not isinstance(in_globals, Item) or "__builtins__" not in self.f_globals:
+            return self.wrap(table[name], None)  # (the globals of a function no path reaches are not guarded)
+        self.output.guard("dict_contains", in_globals.base, name, False)
+        module_builtins = Item(in_globals.base, "__builtins__")  # a dict, or in __main__ the builtins module
+        found = Item if isinstance(self.f_globals["__builtins__"], dict) else Attr
+        return self.wrap(table[name], found(module_builtins, name))
 
     def store_global(self, name: str, value: VT) -> None:
         if self.global_path is not Global:
