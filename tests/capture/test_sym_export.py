@@ -127,3 +127,39 @@ def test_an_exported_module_refuses_another_batch_but_not_new_weights():
         gm(torch.ones(5, 4))
     x = torch.randn(2, 4)
     torch.testing.assert_close(gm(x), model(x))
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * 2
+
+
+def test_export_of_a_function_writing_python_state_is_an_error_naming_what_it_writes(t):
+    # The exported graph computes on tensors: called, it would leave the list and the attribute as they were.
+    def appends(x, log):
+        log.append(x.shape[0])
+        return x + 1
+
+    with pytest.raises(capture.ExportError, match=r"writes Python state \(the contents of L\['log'\]\)"):
+        capture.export(appends)(t(3), [])
+    with pytest.raises(capture.ExportError, match=r"writes Python state \(.*\.calls\)"):
+        capture.export(_Counter())(t(3))
+
+
+def test_export_of_a_function_writing_into_its_tensor_arguments_replays_the_writes(t):
+    def writes(x, y):
+        x.add_(1)
+        y[0] = 5
+        return x * y
+
+    x, y = t(3), t(3)
+    exported = capture.export(writes)(x.clone(), y.clone())
+    ex, ey = x.clone(), y.clone()
+    ax, ay = x.clone(), y.clone()
+    torch.testing.assert_close(exported.graph_module(ax, ay), writes(ex, ey))
+    torch.testing.assert_close((ax, ay), (ex, ey))

@@ -28,6 +28,10 @@ __all__ = ["export_graph"]
 def export_graph(
     fn: types.FunctionType, tracer: RootTracer, output: OutputGraph, transformed: Transformed
 ) -> torch.fx.GraphModule:
+    if output.side_effects:
+        # The graph computes on tensors; what the function writes into Python objects would be lost.
+        written = ", ".join(output.side_effects.describe())
+        unsupported(f"the function writes Python state ({written}), which an exported graph cannot write")
     code = fn.__code__
     n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     graph = torch.fx.Graph()

@@ -90,6 +90,22 @@ class SideEffects:
         self.writes += 1
         self._effects.setdefault(("custom", key), _Effect("custom", effect))
 
+    def describe(self) -> list[str]:
+        """What each effect writes, as the program names it (``st.items``'s contents, ``cfg.n``, global ``N``)."""
+
+        def named(vt: Any) -> str:
+            source = getattr(vt, "source", None)
+            return source.name() if source is not None else f"a {type(getattr(vt, 'value', vt)).__name__}"
+
+        described = {
+            "contents": lambda e: f"the contents of {named(e.target)}",
+            "attr": lambda e: f"{named(e.target[0])}.{e.target[1]}",
+            "global": lambda e: f"the global {e.target}",
+            "cell": lambda e: f"a closure variable ({named(e.target)})",
+            "custom": lambda e: f"{type(e.target).__name__}",
+        }
+        return [described[effect.kind](effect) for effect in self._effects.values()]
+
     def values(self) -> list[VT]:
         """The trackers whose state the replay writes (they may need graph outputs)."""
         return [v for effect in self._effects.values() for v in effect.values()]
