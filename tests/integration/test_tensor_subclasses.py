@@ -72,3 +72,26 @@ def test_a_parameter_subclass_is_still_traced():
     actual = compiled(MyParameter(torch.arange(3.0)))
     assert type(actual) is torch.Tensor
     torch.testing.assert_close(actual, fn(MyParameter(torch.arange(3.0))))
+
+
+class _WithSubclassedWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = MyParameter(torch.ones(3))
+
+    def forward(self, x):
+        quantized = isinstance(self.weight, MyParameter)  # (as libraries test their own parameter classes)
+        return x * (3 if quantized else 2), type(self.weight).__name__, isinstance(x, MyParameter)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_the_class_of_a_parameter_subclass_is_its_own_in_the_trace(backend):
+    # A traced Parameter subclass was read as nn.Parameter: isinstance with its own class was False, so a branch
+    # on it took the other way.
+    module, x = _WithSubclassedWeight(), torch.arange(3.0)
+    compiled = compiler.compile(module, backend=backend, fullgraph=True)
+    expected, actual = module(x), compiled(x)
+    torch.testing.assert_close(actual[0], expected[0])
+    assert actual[1:] == expected[1:] == ("MyParameter", False)
+    as_argument = compiler.compile(lambda p: (p * 2, type(p).__name__), backend=backend, fullgraph=True)
+    assert as_argument(MyParameter(torch.ones(2)))[1] == "MyParameter"

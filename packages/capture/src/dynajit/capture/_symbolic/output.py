@@ -163,7 +163,7 @@ class OutputGraph:
         if known is not None:
             if known.source is not None:
                 self.aliases.append((known.source, path))
-            return TensorVar(known.node, known.example, path)
+            return TensorVar(known.node, known.example, path, known.cls)
         if "data" in self.input_effects.get(eager_checks.storage_key(value), ()):
             unsupported(f"{path.name()} shares memory with an input this graph has written into")
         if history_refused(value):
@@ -180,7 +180,7 @@ class OutputGraph:
             example, dynamic_dims = self.shapes.fake_input(value, path)
         node = self.root_builder.placeholder(_placeholder_name(path), example_value=example)
         self._recorded_layouts[node] = layout_of(example)
-        tv = TensorVar(node, example, path)
+        tv = TensorVar(node, example, path, type(value))
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
         self.guard("tensor_match", path, value, dynamic_dims)
@@ -207,7 +207,7 @@ class OutputGraph:
             unsupported("a module parameter that cannot be reached from the frame")
         taken = {tv.node.target for tv in self._attr_names.values()}
         node = self.root_builder.get_attr(_unique_attr_name(path, taken), value)
-        tv = TensorVar(node, node.meta["example_value"], path)
+        tv = TensorVar(node, node.meta["example_value"], path, type(value))
         self._attr_names[id(value)] = tv
         self.guard("id_match", path, value)
         return tv

@@ -138,10 +138,13 @@ class TensorVar(VT):
 
     module_tensor: torch.Tensor | None = None  # the real tensor, for a module's parameter or buffer
 
-    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Any = None) -> None:
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Any = None, cls: type | None = None) -> None:
         self.node = node
         self._example = example
         self.source = source
+        # The class of the real tensor it stands for (an input's, guarded by TENSOR_MATCH; a parameter's, fixed by
+        # its identity guard): a subclass the trace follows, a Parameter subclass above all, is not its fake's.
+        self.cls = cls
 
     @property
     def example(self) -> torch.Tensor:
@@ -156,6 +159,8 @@ class TensorVar(VT):
         self._example = value
 
     def python_type(self) -> type:
+        if self.cls is not None:
+            return self.cls
         return torch.nn.Parameter if isinstance(self._example, torch.nn.Parameter) else torch.Tensor
 
     def truth(self, tx: Tracer) -> bool:
