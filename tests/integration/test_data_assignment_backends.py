@@ -53,3 +53,37 @@ def test_a_tensor_given_a_new_size_through_data_matches_eager(backend):
             out = f(w, x)
             results.append((out, w.detach().clone(), w.requires_grad, w.is_leaf))
         torch.testing.assert_close(results[1], results[0])
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("scale", torch.full((4,), 0.5))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_parameter_changed_in_place_between_calls_is_read_as_it_is_now(backend):
+    # Each tensor keeps its identity while its strides, dtype or requires_grad change; the input stays the same.
+    # The default backend's kernels, compiled for the old layout, read the weight transposed and the float64 scale
+    # as float32 (wrong numbers, no error) until these were guarded.
+    torch.manual_seed(0)
+    model = _Scaled()
+    compiled = compiler.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    weight = model.lin.weight
+    changes = [
+        lambda: None,
+        lambda: setattr(weight, "data", weight.data.t().contiguous().t()),  # the same values, strides swapped
+        lambda: setattr(model.scale, "data", model.scale.data.double()),
+        lambda: weight.requires_grad_(False),
+        lambda: setattr(model.scale, "data", model.scale.data[None].expand(3, 4)[1]),  # a view, stride 1 kept
+    ]
+    for change in changes:
+        change()
+        expected, actual = model(x), compiled(x)
+        assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
+        torch.testing.assert_close(actual, expected)

@@ -53,7 +53,7 @@ from ._state import (
     global_state,
     process_state,
 )
-from ._tensor import storage_apart, tensor_aliasing, tensor_match
+from ._tensor import layout_match, storage_apart, tensor_aliasing, tensor_match
 
 __all__ = [
     "GLOBAL_STATE_READERS",
@@ -90,6 +90,7 @@ __all__ = [
     "id_match",
     "identity_of",
     "is_none",
+    "layout_match",
     "length_check",
     "nn_module",
     "no_module_hooks",

@@ -1,5 +1,6 @@
 """Tensor guards: TENSOR_MATCH (class, dtype, device, layout, requires_grad, dispatch keys, sizes, strides),
-TENSOR_ALIASING (which inputs are, or are not, the same tensor) and STORAGE_APART (inputs a graph writes
+LAYOUT_MATCH (what can change in place under a fixed identity: dtype, device, requires_grad, sizes, strides,
+storage offset), TENSOR_ALIASING (which inputs are, or are not, the same tensor) and STORAGE_APART (inputs a graph writes
 into share memory with no other input).
 
 Cheapness drives the expressions chosen (measured in ``benchmarks/guards_bench.py``
@@ -22,11 +23,11 @@ from typing import Any
 
 import torch
 
-from ._guard import Check, Cost, Guard
+from ._guard import Check, Cost, Guard, short_repr
 from ._kinds import type_check, type_name
 from ._sources import Source
 
-__all__ = ["dtype_name", "storage_apart", "tensor_aliasing", "tensor_match"]
+__all__ = ["dtype_name", "layout_match", "storage_apart", "tensor_aliasing", "tensor_match"]
 
 _dispatch_keys = torch._C._dispatch_keys
 
@@ -208,6 +209,57 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
         dynamic,
     )
     return Guard("TENSOR_MATCH", (source,), tuple(checks), detail, key)
+
+
+def layout_match(source: Source, example: torch.Tensor) -> Guard:
+    """LAYOUT_MATCH: a tensor whose identity another guard fixes still has ``example``'s dtype, device,
+    requires_grad, sizes, strides and storage offset.
+
+    A module's parameter or buffer keeps its identity while ``param.data = ...``, ``module.half()`` or
+    ``requires_grad_()`` change these in place, and a backend's kernels, compiled for the old ones, would read
+    the new memory as the old. Its class, layout and dispatch keys cannot change without its identity.
+    """
+    if not isinstance(source, Source):
+        raise TypeError(f"layout_match() needs a Source as its first argument, got {source!r}")
+    if not isinstance(example, torch.Tensor) or example.layout != torch.strided:
+        raise TypeError(f"layout_match() needs a strided tensor example for {source.name()}, got {short_repr(example)}")
+    device = example.device
+    checks = [
+        _property_check(source, "dtype", "{0}.dtype is {expected}", example.dtype, dtype_name, lambda t: t.dtype),
+        _property_check(
+            source,
+            "device",
+            "{0}.is_cpu" if device.type == "cpu" else "{0}.device == {expected}",
+            device,
+            str,
+            lambda t: t.device,
+        ),
+        _property_check(
+            source,
+            "requires_grad",
+            "{0}.requires_grad is {expected}",
+            example.requires_grad,
+            str,
+            lambda t: t.requires_grad,
+        ),
+        *_dims_checks(source, "size", tuple(example.shape), frozenset()),
+        *_dims_checks(source, "stride", tuple(example.stride()), frozenset()),
+        _property_check(
+            source,
+            "storage offset",
+            "{0}.storage_offset() == {expected}",
+            example.storage_offset(),
+            str,
+            lambda t: t.storage_offset(),
+        ),
+    ]
+    detail = (
+        f"{dtype_name(example.dtype)} {device} requires_grad={example.requires_grad} size={list(example.shape)}"
+        f" stride={list(example.stride())} offset={example.storage_offset()}"
+    )
+    key = ("LAYOUT", source, example.dtype, str(device), example.requires_grad, tuple(example.shape),
+           tuple(example.stride()), example.storage_offset())  # fmt: skip
+    return Guard("LAYOUT_MATCH", (source,), tuple(checks), detail, key)
 
 
 def _normalize_dim(dim: int, ndim: int, source: Source) -> int:

@@ -41,6 +41,7 @@ _SOURCELESS_FACTORIES: dict[str, Any] = {
 
 _FACTORIES: dict[str, Any] = {
     "tensor_match": guards.tensor_match,
+    "layout_match": guards.layout_match,
     "constant_match": guards.constant_match,
     "equals_match": guards.equals_match,
     "type_match": guards.type_match,

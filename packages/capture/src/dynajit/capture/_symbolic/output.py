@@ -199,7 +199,8 @@ class OutputGraph:
         return var
 
     def module_tensor(self, value: torch.Tensor, path: Path | None) -> TensorVar:
-        """A parameter or buffer of a module: a get_attr node bound to the real tensor, guarded by identity."""
+        """A parameter or buffer of a module: a get_attr node bound to the real tensor, guarded by identity and
+        LAYOUT_MATCH."""
         known = self._attr_names.get(id(value))
         if known is not None:
             return known
@@ -210,6 +211,9 @@ class OutputGraph:
         tv = TensorVar(node, node.meta["example_value"], path, type(value))
         self._attr_names[id(value)] = tv
         self.guard("id_match", path, value)
+        # The graph is compiled for its dtype, sizes and strides, which change in place under the same identity
+        # (``param.data = ...``, ``module.double()``): a backend's kernels would read the new memory as the old.
+        self.guard("layout_match", path, value)
         return tv
 
     def known_tensor(self, value: torch.Tensor) -> TensorVar | None:

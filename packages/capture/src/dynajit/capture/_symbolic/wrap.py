@@ -241,7 +241,7 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
 def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:
     """A module's parameter or buffer: a get_attr node, remembering the real tensor.
 
-    Its identity is guarded; its metadata (shape, dtype, requires_grad, ...), which can change in place,
+    Its identity and layout (LAYOUT_MATCH) are guarded; the rest of its metadata, which can change in place,
     is guarded when Python code reads it (``TensorVar.metadata``).
     """
     tracker = output.module_tensor(value, path)
