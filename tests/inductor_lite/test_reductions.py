@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from ilite_helpers import check, check_cases
+from ilite_helpers import check, check_cases, compiled
 
 REDUCTIONS = {
     "sum_all": lambda x: x.sum(), "sum_0": lambda x: x.sum(0), "sum_1_keep": lambda x: x.sum(1, keepdim=True),
@@ -165,3 +165,20 @@ def test_var_and_std_compile_without_a_warning_eager_never_gives(fn):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check(fn, x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x / x.amax()).long(),  # a quotient of 1.0 came out 0.99999994 (fuzz a89-0:640), 0 as an int
+        lambda x: x / x.sum(-1, keepdim=True),
+        lambda x: x.amax(1, keepdim=True) / x,
+    ],
+    ids=["by_amax_then_long", "by_row_sum", "row_max_by_elements"],
+)
+def test_dividing_by_a_reduction_gives_eagers_quotients_exactly(fn):
+    # A division is a division: multiplying by the reciprocal of the row's result rounds differently.
+    x = torch.randn(4, 2, 4, 4, generator=torch.Generator().manual_seed(1)).abs() + 0.5
+    expected = fn(x)
+    actual = compiled(fn, x)(x)
+    assert torch.equal(actual, expected)

@@ -214,10 +214,6 @@ class _KernelWriter:
                 small = exponent.op == "const" and exponent.args[0] in SMALL_POWERS
                 # x**2 and x**3 (gelu's tanh form, variances) as products: exact in IEEE, and no libm call.
                 template = SMALL_POWERS[exponent.args[0]] if small else "dj_m_pow{F}({0}, {1})"
-            if expr.op == "truediv" and expr.dtype.is_floating_point and args[1] in self.row_results:
-                # Dividing by a statistic of the row (softmax's sum): one reciprocal per row, then products, as
-                # eager's softmax does; g++ hoists the reciprocal out of the loop.
-                template = "({0} * ({T}(1) / {1}))"
             if template is None:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
             ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._decomp.decompositions import _softmax_unbacked_safe_amax
 
 from dynajit.fxgraph import (
     DECOMPOSED_UNLIKE_EAGER,
@@ -213,6 +214,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     for norm in (aten.native_layer_norm.default, aten.native_group_norm.default):
         table[norm] = _moments_in_float(table[norm])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
+    table[aten._softmax.default] = _checked(aten._softmax, _softmax_as_eager)
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
     return table
@@ -234,6 +236,21 @@ def _logsumexp_as_eager(self: torch.Tensor, dim: Any, keepdim: bool = False) -> 
     maxes = torch.masked_fill(maxes, maxes.abs() == float("inf"), 0)
     maxes_squeezed = maxes if keepdim else torch.squeeze(maxes, dims)
     return torch.sum(torch.exp(self - maxes), dims, keepdim).log().add(maxes_squeezed)
+
+
+def _softmax_as_eager(self: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    """``softmax`` as eager's kernel computes it (ATen's ``_vec_softmax``): the exponentials of the differences
+    from the row's maximum times one reciprocal of their sum.
+
+    torch's decomposition divides every element by the sum, which can land an ulp away from eager's product;
+    code generation then divides as written, since a user's own ``x / x.amax()`` is a division in eager (whose
+    quotient, 1.0, became 0.99999994 through a reciprocal, and 0 after ``.long()``).
+    """
+    x = self.contiguous()  # (eager's result is contiguous)
+    computed = x.to(torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+    unnormalized = torch.exp(computed - _softmax_unbacked_safe_amax(computed, dim))
+    result = unnormalized * torch.reciprocal(torch.sum(unnormalized, dim, keepdim=True))
+    return result if half_to_float else result.to(x.dtype)
 
 
 def _logit_bounds_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
