@@ -190,6 +190,17 @@ def test_recurrent_modules_run_eagerly(check, t, cls):
     check(run, cls(4, 4), t(3, 2, 4), graphs=0)
 
 
+@pytest.mark.parametrize(
+    "make", [lambda m: torch.jit.trace(m, torch.ones(1, 4)), torch.jit.script], ids=["traced", "scripted"]
+)
+def test_torchscript_modules_run_as_they_are(check, t, make):
+    # A TorchScript module's class answers ``forward`` through a descriptor that raises: the compile failed with an
+    # internal error; such a module is a break, around which the rest compiles.
+    torch.manual_seed(0)
+    module = make(nn.Linear(4, 3))
+    check(lambda x: torch.relu(module(x * 2)) + 1, t(2, 4), graphs=2)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd=8, n_head=2, block=4):
         super().__init__()

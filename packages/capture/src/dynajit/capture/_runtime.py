@@ -243,7 +243,8 @@ class _Settings:
         if forward is not None:  # a forward set on the instance
             compiled = self.intercept(forward)
             return module if compiled is forward else compiled
-        return self._bind(type(module).forward, module, module)
+        # (read statically: a TorchScript module's class answers ``forward`` through a descriptor that raises)
+        return self._bind(inspect.getattr_static(type(module), "forward", None), module, module)
 
 
 def _detached_copy(fn: types.FunctionType) -> types.FunctionType:

@@ -92,6 +92,9 @@ class NNModuleVar(UserObjectVar):
         # Hooks registered later would run around forward: the entry holds only while there are none.
         tx.output.guard("no_module_hooks", self.source, module)
         tx.output.guard("global_module_hooks", SOURCELESS)
+        if isinstance(module, torch.jit.ScriptModule):
+            # (its class's ``forward`` is a descriptor that raises when read from the class)
+            unsupported(f"{type(module).__name__} is a TorchScript module, which runs as it is")
         if isinstance(module, torch.nn.RNNBase):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
