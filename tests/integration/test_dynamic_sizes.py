@@ -315,3 +315,16 @@ def test_python_arithmetic_on_a_dynamic_size_gives_pythons_answer(fn: Callable[.
     # `n % 2.5` kept its first value: torch's guard for a float computed from a size is False, which no check
     # can evaluate, and was dropped. The float is now computed in Python at each call (a graph break).
     _compare(fn, [lambda n=n: (torch.arange(float(n)),) for n in (3, 5, 4, 7, 2, 9, 16)])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x + (x.shape[0] * 2**62) % 7,  # a product past 64 bits, reduced again in Python's ints
+        lambda x: x + (x.shape[0] ** 30) % 11,  # fits for 3, not for 5
+    ],
+    ids=["large_constant", "high_power"],
+)
+def test_python_int_arithmetic_on_a_dynamic_size_past_64_bits_gives_pythons_answer(fn) -> None:
+    # The kernels computed these in int64 and wrapped around; Python's ints do not.
+    _compare(fn, [lambda n=n: (torch.arange(float(n)),) for n in (3, 4, 5, 6)])

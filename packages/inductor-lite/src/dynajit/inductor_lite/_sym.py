@@ -51,6 +51,7 @@ __all__ = [
     "free_symbols",
     "hint",
     "is_symbolic",
+    "kernel_py_text",
     "maximum",
     "minimum",
     "norm",
@@ -340,9 +341,36 @@ def _render(expr: Any, lang: str) -> str:
     raise Unsupported(f"inductor-lite: cannot print size expression {expr} ({type(expr).__name__})")
 
 
+def _fits_in_64_bits(expr: Any) -> bool:
+    """Whether a kernel may compute ``expr`` in int64: no constant of 32 bits or more and no cube or higher power
+    of a symbol. Sizes and their products fit (they count elements in memory); a program's own arithmetic on
+    them in Python ints (``x.shape[0] * 2**62 % 7``) may not, and wrapped around where Python's ints do not."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Integer) and abs(int(node)) >= 2**32:
+            return False
+        if isinstance(node, sympy.Pow) and node.exp.is_Integer and int(node.exp) >= 3 and node.free_symbols:
+            return False
+    return True
+
+
 def c_text(expr: Size) -> str:
     """C++ source of a size (int64 arithmetic, floor division and Python remainder where an operand may be negative)."""
-    return str(expr) if isinstance(expr, int) else _render(expr, "c")
+    if isinstance(expr, int):
+        return str(expr)
+    if not _fits_in_64_bits(expr):
+        raise Unsupported(
+            f"inductor-lite: size expression {expr} may exceed 64 bits in a kernel, where Python's ints do not"
+        )
+    return _render(expr, "c")
+
+
+def kernel_py_text(expr: Size) -> str:
+    """Source of a size for a Triton kernel (int64 arithmetic there, as in C++)."""
+    if not isinstance(expr, int) and not _fits_in_64_bits(expr):
+        raise Unsupported(
+            f"inductor-lite: size expression {expr} may exceed 64 bits in a kernel, where Python's ints do not"
+        )
+    return py_text(expr)
 
 
 def py_text(expr: Size) -> str:

@@ -191,10 +191,10 @@ def dj_mul(a, b):
 
 
 def _index_text(index: Index) -> str:
-    return index.source("//", _sym.py_text)
+    return index.source("//", _sym.kernel_py_text)
 
 
-_size = _sym.py_text
+_size = _sym.kernel_py_text
 
 
 def _is_literal(text: str) -> bool:
