@@ -182,3 +182,14 @@ def test_dividing_by_a_reduction_gives_eagers_quotients_exactly(fn):
     expected = fn(x)
     actual = compiled(fn, x)(x)
     assert torch.equal(actual, expected)
+
+
+def test_layer_norm_normalizes_as_eagers_affine_map_of_x():
+    # Eager's kernel computes x * rstd - rstd * mean: for a row of one largest float32 (nan_to_num of an inf, fuzz
+    # a91-1:291) both products overflow and the row is NaN, where (x - mean) * rstd gave 0.
+    fn = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b)
+    big = torch.tensor([[torch.finfo(torch.float32).max], [1.5], [-2.0]])
+    check(fn, big, torch.ones(1), torch.zeros(1))
+    x = torch.randn(6, 33, generator=torch.Generator().manual_seed(3)) * 3 + 1
+    check(fn, x, torch.randn(33), torch.randn(33))
+    check(fn, x.bfloat16(), torch.randn(33).bfloat16(), None)

@@ -192,6 +192,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The aten decompositions applied before lowering."""
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
+    table[aten.native_layer_norm.default] = _normalized_as_eager(table[aten.native_layer_norm.default])
     for op in _KEEP:
         table.pop(op, None)
     for op, decompose in table.items():
@@ -236,6 +237,31 @@ def _logsumexp_as_eager(self: torch.Tensor, dim: Any, keepdim: bool = False) -> 
     maxes = torch.masked_fill(maxes, maxes.abs() == float("inf"), 0)
     maxes_squeezed = maxes if keepdim else torch.squeeze(maxes, dims)
     return torch.sum(torch.exp(self - maxes), dims, keepdim).log().add(maxes_squeezed)
+
+
+def _normalized_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``native_layer_norm`` with its output computed as eager's kernel computes it: ``(x * rstd - rstd * mean) *
+    weight + bias``, an affine map of ``x``, where torch's decomposition computes ``(x - mean) * rstd``.
+
+    The two round differently, and differ past rounding where ``x * rstd`` overflows: a row holding the largest
+    float32 (``nan_to_num`` of an inf) normalizes to NaN in eager, to 0 by the difference (fuzz a91-1:291).
+    """
+
+    @functools.wraps(decompose)
+    def run(input: torch.Tensor, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Any:
+        # The statistics in eager's accumulator type (float32 for a 16-bit input, where the decomposition would
+        # round them to the input's type before returning them).
+        acc = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+        x = input.contiguous().to(acc)  # (eager's result is contiguous, whatever the input's layout)
+        _, mean, rstd = decompose(x, normalized_shape, None, None, eps)
+        result = x * rstd + (-rstd * mean)
+        if weight is not None:
+            result = result * weight.to(acc)
+        if bias is not None:
+            result = result + bias.to(acc)
+        return result.to(input.dtype), mean.to(input.dtype), rstd.to(input.dtype)
+
+    return run
 
 
 def _softmax_as_eager(self: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
