@@ -244,3 +244,15 @@ def test_triton_kernels_leave_lookups_to_aten():
     torch.testing.assert_close(c(w, i), fn(w, i))
     (graph,) = compiled_graphs(c)
     assert graph.info["externs"] == 2 and graph.info["kernels"] >= 1, graph.info
+
+
+@pytest.mark.parametrize("shape", [(4, 2), (4, 1, 2), (4, 3, 2), (2, 1, 3)])
+def test_a_reduction_of_a_gather_at_a_computed_index_sums_the_right_elements(shape):
+    # GCC 12.2's loop vectoriser summed the wrong elements of this kernel at -O3 (fuzz a92-1:471); such kernels
+    # are built without loop vectorisation.
+    def fn(x):
+        index = (torch.arange(x.numel()).view(x.shape) * 5 + 3) % x.shape[-1]
+        return torch.gather(x, -1, index).sum()
+
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(compiled(make_fx(fn)(x), x)(x), fn(x))

@@ -162,6 +162,7 @@ class _KernelWriter:
         self.scratch = {p.buf.name: p for p in kernel.nodes if p.scratch}
         self.row_results: set[str] = set()  # variables holding a finished reduction of the current row
         self.guarded = False  # whether some load sits in a block entered only where a condition holds
+        self.computed_index = False  # whether some indirect load reads at an index computed, not loaded
         # Where a value the same for the whole row goes while a group's loop is written: (line, depth, scope, names)
         self.hoist: tuple[int, int, _Scope, set[str]] | None = None
         # The loop variables of the loop the hoisted values are declared before, and whether it runs at least once
@@ -250,6 +251,8 @@ class _KernelWriter:
             # before the loop, whose loads then stay contiguous vector loads.
             assert hoist is not None
             self.hoist, scope, depth = None, hoist[2], hoist[1]
+        if not loads(value):
+            self.computed_index = True
         read = self.value(value, scope, depth)
         self.emit(depth, f"dj_lo{site} = {read} < dj_lo{site} ? {read} : dj_lo{site};")
         self.emit(depth, f"dj_hi{site} = {read} > dj_hi{site} ? {read} : dj_hi{site};")
@@ -441,10 +444,21 @@ class _KernelWriter:
     def _source(self) -> str:
         """The kernel's text. A reduction with a guarded load is built without loop if-conversion: GCC 12's
         vectoriser turned such a read into zeros (a sum of rows read through a slice's scatter); a pointwise loop
-        keeps it, since its selects vectorise through it."""
-        if self.guarded and self.kernel.is_reduction:
+        keeps it, since its selects vectorise through it. A reduction reading at an index it computes from its
+        loop variables is built without loop vectorisation: GCC 12.2's summed the wrong elements of
+        ``gather(x, -1, (arange(8).view(4, 2) * 5 + 3) % 2).sum()`` at -O3 (right at -O2; fuzz a92-1:471)."""
+        disabled = [
+            flag
+            for flag, applies in (
+                ("no-tree-loop-if-convert", self.guarded),
+                ("no-tree-loop-vectorize", self.computed_index),
+            )
+            if applies and self.kernel.is_reduction
+        ]
+        if disabled:
+            attribute = ", ".join(f'"{flag}"' for flag in disabled)
             self.lines[0] = self.lines[0].replace(
-                'extern "C" ', 'extern "C" __attribute__((optimize("no-tree-loop-if-convert"))) ', 1
+                'extern "C" ', f'extern "C" __attribute__((optimize({attribute}))) ', 1
             )
         if self.faults:
             self._check_indices()
