@@ -67,6 +67,18 @@ def _property_check(
     return Check(template, (source,), Cost.TENSOR, explain, {"expected": expected})
 
 
+def _device_check(source: Source, device: torch.device) -> Check:
+    """The tensor is on ``device`` (``x.is_cpu`` for the CPU: no ``torch.device`` is built)."""
+    template = "{0}.is_cpu" if device.type == "cpu" else "{0}.device == {expected}"
+    return _property_check(source, "device", template, device, str, lambda t: t.device)
+
+
+def _requires_grad_check(source: Source, requires_grad: bool) -> Check:
+    return _property_check(
+        source, "requires_grad", "{0}.requires_grad is {expected}", requires_grad, str, lambda t: t.requires_grad
+    )
+
+
 def _dims_explain(name: str, method: str, expected: Sequence[int], skip: frozenset[int]) -> Callable[[tuple], str]:
     def explain(values: tuple[Any, ...]) -> str:
         got = tuple(getattr(values[0], method)())
@@ -124,23 +136,9 @@ def tensor_match(source: Source, example: torch.Tensor, dynamic_dims: Iterable[i
     checks = [
         type_check(source, cls),
         _property_check(source, "dtype", "{0}.dtype is {expected}", dtype, dtype_name, lambda t: t.dtype),
-        _property_check(
-            source,
-            "device",
-            "{0}.is_cpu" if device.type == "cpu" else "{0}.device == {expected}",
-            device,
-            str,
-            lambda t: t.device,
-        ),
+        _device_check(source, device),
         _property_check(source, "layout", "{0}.layout is {expected}", layout, str, lambda t: t.layout),
-        _property_check(
-            source,
-            "requires_grad",
-            "{0}.requires_grad is {expected}",
-            example.requires_grad,
-            str,
-            lambda t: t.requires_grad,
-        ),
+        _requires_grad_check(source, example.requires_grad),
         _property_check(
             source,
             "inference tensor",
@@ -226,22 +224,8 @@ def layout_match(source: Source, example: torch.Tensor) -> Guard:
     device = example.device
     checks = [
         _property_check(source, "dtype", "{0}.dtype is {expected}", example.dtype, dtype_name, lambda t: t.dtype),
-        _property_check(
-            source,
-            "device",
-            "{0}.is_cpu" if device.type == "cpu" else "{0}.device == {expected}",
-            device,
-            str,
-            lambda t: t.device,
-        ),
-        _property_check(
-            source,
-            "requires_grad",
-            "{0}.requires_grad is {expected}",
-            example.requires_grad,
-            str,
-            lambda t: t.requires_grad,
-        ),
+        _device_check(source, device),
+        _requires_grad_check(source, example.requires_grad),
         *_dims_checks(source, "size", tuple(example.shape), frozenset()),
         *_dims_checks(source, "stride", tuple(example.stride()), frozenset()),
         _property_check(
