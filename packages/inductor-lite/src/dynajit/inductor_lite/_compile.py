@@ -64,6 +64,7 @@ from dynajit.inductor_lite._graph import example_device, lower_graph
 from dynajit.inductor_lite._ir import Buffer
 from dynajit.inductor_lite._layout import channels_last
 from dynajit.inductor_lite._lower_indirect import INDIRECT
+from dynajit.inductor_lite._one_trace import trace_inference_once
 from dynajit.inductor_lite._scheduler import Kernel, schedule
 from dynajit.inductor_lite._uniform_math import load_uniform_math
 from dynajit.inductor_lite._wrapper import WrapperBuilder
@@ -590,6 +591,17 @@ class _Specialized:
         try:
             # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
             with compiling_outside_inference_mode(), our_autograd_kernels():
+                once = (
+                    None
+                    if symbolic is not None
+                    else trace_inference_once(graph_module, example_inputs, decomposition_table())
+                )
+                if once is not None:
+                    compiled = compiler(once.graph, once.fake_inputs, inference=True)
+                    compiled.info["called_directly"] = compiled.info["traced_once"] = True
+                    fn = once.caller(compiled)
+                    self._keep(example_inputs, fn)
+                    return fn
                 aot_inputs = list(example_inputs if symbolic is None else symbolic)
                 fn = reporting_reached_outputs(aot_module_simplified(
                     graph_module, aot_inputs,
@@ -615,10 +627,13 @@ class _Specialized:
         if inferences and (direct := direct_inference(*inferences[-1], example_inputs, graph_module)) is not None:
             fn = direct
             inferences[-1][1].info["called_directly"] = True
+        self._keep(example_inputs, fn)
+        return fn
+
+    def _keep(self, example_inputs: Sequence[Any], fn: Callable[..., Any]) -> None:
         key = _signature(example_inputs)
         self.compiled[key] = fn
         self.last_key, self.last_fn = key, fn
-        return fn
 
     def __call__(self, *args: Any) -> Any:
         if self.dynamic_fn is not None and _kind(args, self.symbolic or ()) == self.dynamic_kind:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["direct_inference"]
+__all__ = ["direct_inference", "fresh_outputs"]
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
@@ -37,13 +37,8 @@ def direct_inference(
     outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n for n in _outputs(graph)]
     if len(placeholders) != len(example_inputs) or len(outputs) != len(_outputs(outer)):
         return None
-    if not all(isinstance(v, torch.Tensor) for v in (*placeholders, *outputs)):
+    if not fresh_outputs(placeholders, outputs):
         return None
-    seen = {v.untyped_storage()._cdata for v in placeholders}
-    for value in outputs:
-        if value._is_view() or value.requires_grad or value.untyped_storage()._cdata in seen:
-            return None
-        seen.add(value.untyped_storage()._cdata)
 
     def run(*args: Any) -> Any:
         if not torch.is_grad_enabled():
@@ -56,6 +51,19 @@ def direct_inference(
             torch._C._set_grad_enabled(True)
 
     return run
+
+
+def fresh_outputs(inputs: Sequence[Any], outputs: Sequence[Any]) -> bool:
+    """Whether a graph's recorded ``inputs`` and ``outputs`` are tensors, and each output a new tensor: not a view,
+    not requiring grad, and sharing memory with no input and no other output."""
+    if not all(isinstance(v, torch.Tensor) for v in (*inputs, *outputs)):
+        return False
+    seen = {v.untyped_storage()._cdata for v in inputs}
+    for value in outputs:
+        if value._is_view() or value.requires_grad or value.untyped_storage()._cdata in seen:
+            return False
+        seen.add(value.untyped_storage()._cdata)
+    return True
 
 
 def _outputs(gm: torch.fx.GraphModule) -> list[Any]:

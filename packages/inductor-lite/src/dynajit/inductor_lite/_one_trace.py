@@ -1,0 +1,137 @@
+"""Inference graphs traced to aten in one pass, where AOT autograd's first pass would find nothing to act on.
+
+AOT autograd traces a graph twice: a first pass learns which inputs it writes and which outputs alias an input
+or each other, a second records the aten graph, and a runtime wrapper then writes inputs back and regenerates
+aliased outputs. An inference graph of plain tensors that writes nothing it is given and returns only fresh
+tensors needs none of that. Such a graph is traced here once, through the same functionalization,
+decompositions, node metadata and dead-code elimination as AOT autograd's second pass, and its compiled form is
+called straight, parameters and buffers first. The trace itself shows whether the graph qualifies: a write to an
+input, parameter or buffer is a mutable op in it, and an aliased output shares its storage. A graph that does
+not qualify, or that the trace cannot take, is compiled through AOT autograd as before.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+import torch.fx.traceback as fx_traceback
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils import stateless
+from torch.utils import _pytree as pytree
+
+from dynajit.inductor_lite._direct import fresh_outputs
+
+__all__ = ["OneTrace", "trace_inference_once"]
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+class OneTrace:
+    """An inference graph traced once: the aten graph, its fake inputs, and the state tensors it takes first."""
+
+    def __init__(self, graph: torch.fx.GraphModule, fake_inputs: list[torch.Tensor], state: list[torch.Tensor]):
+        self.graph, self.fake_inputs, self.state = graph, fake_inputs, state
+
+    def caller(self, compiled: Callable[[list[Any]], Any]) -> Callable[..., Any]:
+        """Call ``compiled`` (boxed, on the state tensors then the arguments) as AOT autograd's inference graph
+        would be called: grad mode off for its duration."""
+        state = self.state
+
+        def run(*args: Any) -> Any:
+            if not torch.is_grad_enabled():
+                return compiled([*state, *args])
+            torch._C._set_grad_enabled(False)
+            try:
+                return compiled([*state, *args])
+            finally:
+                torch._C._set_grad_enabled(True)
+
+        return run
+
+
+def trace_inference_once(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], decompositions: dict[Any, Callable[..., Any]]
+) -> OneTrace | None:
+    """``gm``'s aten inference graph, traced once with fake copies of ``example_inputs`` (real, static tensors),
+    or None where the graph needs AOT autograd: grad mode is on at the call or turned on inside, autocast is on,
+    a result requires grad, it takes or holds a tensor subclass or a higher-order op, writes a tensor it is
+    given, or returns a view, an input or a tensor twice."""
+    if torch._C._is_any_autocast_enabled():
+        return None
+    if not all(type(a) in _PLAIN_TENSORS for a in example_inputs):
+        return None
+    named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers(remove_duplicate=False))}
+    state = list({id(t): t for t in named.values()}.values())
+    if not all(type(t) in _PLAIN_TENSORS for t in state):
+        return None
+    if torch.is_grad_enabled():
+        return None
+    if any(n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator) for n in gm.graph.nodes):
+        return None
+    position = {id(t): i for i, t in enumerate(state)}
+    fake_mode = FakeTensorMode()
+    fakes = [fake_mode.from_tensor(t) for t in (*state, *example_inputs)]
+
+    watch = _StateWatch(gm)
+
+    def run(*flat: torch.Tensor) -> Any:
+        replaced = {name: flat[position[id(t)]] for name, t in named.items()}
+        with stateless._reparametrize_module(gm, replaced), fx_traceback.preserve_node_meta():
+            return watch.run(*flat[len(state) :])
+
+    # (fake tensors never draw from the random generator; a trace that fails is left to AOT autograd to report,
+    # with grad mode as it was, whatever the graph set before failing)
+    try:
+        with torch.no_grad(), fake_mode, enable_python_dispatcher():
+            graph = make_fx(
+                torch.func.functionalize(run, remove="mutations"), decompositions, record_module_stack=True
+            )(*fakes)
+    except Exception:  # (AOT autograd traces the same graph next and raises what is wrong with it)
+        return None
+    if watch.needs_autograd:
+        return None
+    graph.graph.eliminate_dead_code()
+    graph.recompile()
+    if not _fresh_outputs_only(graph):
+        return None
+    return OneTrace(graph, fakes, state)
+
+
+class _StateWatch(torch.fx.Interpreter):
+    """Runs the caller's graph and notes whether it ever needs AOT autograd's view of autograd: grad mode or
+    autocast turned on by one of its nodes, or a node's result requiring grad (``requires_grad_()``)."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.needs_autograd = False
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if torch.is_grad_enabled() or torch._C._is_any_autocast_enabled():
+            self.needs_autograd = True
+        elif n.op not in ("placeholder", "get_attr") and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves(result)
+        ):
+            self.needs_autograd = True
+        return result
+
+
+def _fresh_outputs_only(graph: torch.fx.GraphModule) -> bool:
+    """Whether ``graph`` writes none of its inputs and returns only tensors that alias nothing else it sees."""
+    placeholders = []
+    for node in graph.graph.nodes:
+        if node.op == "placeholder":
+            placeholders.append(node.meta.get("val"))
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                continue
+            if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+                return False
+    outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n for n in graph.graph.output_node().args[0]]
+    return fresh_outputs(placeholders, outputs)
