@@ -328,3 +328,20 @@ def test_python_arithmetic_on_a_dynamic_size_gives_pythons_answer(fn: Callable[.
 def test_python_int_arithmetic_on_a_dynamic_size_past_64_bits_gives_pythons_answer(fn) -> None:
     # The kernels computed these in int64 and wrapped around; Python's ints do not.
     _compare(fn, [lambda n=n: (torch.arange(float(n)),) for n in (3, 4, 5, 6)])
+
+
+def _baddbmm_of_a_broadcast_input(x, a, b):
+    return torch.baddbmm(x, a, b, alpha=0.5) * 2
+
+
+def test_an_op_whose_meta_kernel_expands_its_input_traces_with_symbolic_sizes(caplog) -> None:
+    # baddbmm's meta kernel expands its input with a C++ expand that rejects symbolic sizes: the Python
+    # dispatcher's kernel does not, so the dynamic graph holds the op, with no error logged by fake tensors.
+    def sized(n: int) -> Callable[[], tuple[Any, ...]]:
+        return lambda: (torch.arange(float(n)), torch.full((2, n, 3), 0.5), torch.arange(6.0 * n).view(2, 3, n))
+
+    fn = _baddbmm_of_a_broadcast_input
+    with caplog.at_level("ERROR"):
+        _compare(fn, [sized(n) for n in (3, 4, 5, 7)], fullgraph=True)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+    assert compiler.explain(fn)(*sized(6)()).graph_break_count == 0

@@ -21,9 +21,11 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
+from dynajit.fxgraph._symbolic import is_symbolic
 
 __all__ = ["GraphBuilder", "batch_norms_in_eager_layout", "in_canonical_layout", "in_suggested_layout", "map_nodes"]
 
@@ -225,7 +227,12 @@ class GraphBuilder:
 
     def _run_fake(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         fake_args, fake_kwargs = self._fake_args((args, kwargs))
-        with self._mode():
+        mode = self._mode()
+        # Some meta kernels are written for concrete sizes (baddbmm expands its input with a C++ ``expand`` that
+        # rejects symbolic ones); once the trace has size symbols, ops run through the Python dispatcher, which
+        # takes their symbolic Python kernels.
+        symbolic = any(is_symbolic(leaf) for leaf in _iter_leaves((fake_args, fake_kwargs)))
+        with mode, enable_python_dispatcher() if symbolic else contextlib.nullcontext():
             result = fn(*fake_args, **fake_kwargs)
             if fn in _SUGGESTED_LAYOUT and fake_args and isinstance(fake_args[0], torch.Tensor):
                 result = in_suggested_layout(result, fake_args[0])
