@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["direct_inference", "fresh_outputs"]
+__all__ = ["PLAIN_TENSORS", "direct_inference", "fresh_outputs", "grad_off_caller"]
 
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def direct_inference(
@@ -31,7 +31,7 @@ def direct_inference(
     """
     if torch._C._is_any_autocast_enabled():
         return None
-    if not all(type(a) in _PLAIN_TENSORS for a in example_inputs):
+    if not all(type(a) in PLAIN_TENSORS for a in example_inputs):
         return None
     placeholders = [n.meta.get("val") for n in graph.graph.nodes if n.op == "placeholder"]
     outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n for n in _outputs(graph)]
@@ -40,13 +40,19 @@ def direct_inference(
     if not fresh_outputs(placeholders, outputs):
         return None
 
+    return grad_off_caller(compiled)
+
+
+def grad_off_caller(compiled: Callable[[list[Any]], Any], state: Sequence[Any] = ()) -> Callable[..., Any]:
+    """Call boxed ``compiled`` on ``state`` then the arguments, with grad mode off for the call."""
+
     def run(*args: Any) -> Any:
         if not torch.is_grad_enabled():
-            return compiled(list(args))
+            return compiled([*state, *args])
         # (as AOT autograd's wrapper: an inference graph's aten ops record no history, whoever calls it)
         torch._C._set_grad_enabled(False)
         try:
-            return compiled(list(args))
+            return compiled([*state, *args])
         finally:
             torch._C._set_grad_enabled(True)
 

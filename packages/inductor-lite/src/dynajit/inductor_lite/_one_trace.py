@@ -25,11 +25,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
 from torch.utils import _pytree as pytree
 
-from dynajit.inductor_lite._direct import fresh_outputs
+from dynajit.inductor_lite._direct import PLAIN_TENSORS, fresh_outputs, grad_off_caller
 
 __all__ = ["OneTrace", "trace_inference_once"]
-
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 class OneTrace:
@@ -41,18 +39,7 @@ class OneTrace:
     def caller(self, compiled: Callable[[list[Any]], Any]) -> Callable[..., Any]:
         """Call ``compiled`` (boxed, on the state tensors then the arguments) as AOT autograd's inference graph
         would be called: grad mode off for its duration."""
-        state = self.state
-
-        def run(*args: Any) -> Any:
-            if not torch.is_grad_enabled():
-                return compiled([*state, *args])
-            torch._C._set_grad_enabled(False)
-            try:
-                return compiled([*state, *args])
-            finally:
-                torch._C._set_grad_enabled(True)
-
-        return run
+        return grad_off_caller(compiled, self.state)
 
 
 def trace_inference_once(
@@ -62,15 +49,13 @@ def trace_inference_once(
     or None where the graph needs AOT autograd: grad mode is on at the call or turned on inside, autocast is on,
     a result requires grad, it takes or holds a tensor subclass or a higher-order op, writes a tensor it is
     given, or returns a view, an input or a tensor twice."""
-    if torch._C._is_any_autocast_enabled():
+    if torch.is_grad_enabled() or torch._C._is_any_autocast_enabled():
         return None
-    if not all(type(a) in _PLAIN_TENSORS for a in example_inputs):
+    if not all(type(a) in PLAIN_TENSORS for a in example_inputs):
         return None
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers(remove_duplicate=False))}
     state = list({id(t): t for t in named.values()}.values())
-    if not all(type(t) in _PLAIN_TENSORS for t in state):
-        return None
-    if torch.is_grad_enabled():
+    if not all(type(t) in PLAIN_TENSORS for t in state):
         return None
     if any(n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator) for n in gm.graph.nodes):
         return None
