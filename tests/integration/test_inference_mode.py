@@ -195,6 +195,34 @@ def test_a_layout_change_under_inference_mode_of_a_view_that_requires_grad(leaf,
     torch.testing.assert_close(results[1][3], results[0][3])
 
 
+def squeezes_its_input_then_reads_it(x):
+    x.squeeze_()
+    if x.float().mean() < 0.5:
+        return x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_reading_a_view_after_its_layout_changed_under_inference_mode(mode, backend):
+    # The trace read the changed view's history: a fake tensor's rebuild of it under inference mode failed an
+    # internal assert, and the compile fell back. Eager reads that history afterwards, and a backward reaches it.
+    compiler.reset()
+    compiled = compiler.compile(squeezes_its_input_then_reads_it, backend=backend)
+    for shape in ((2, 2), (2, 2), (1, 3), (3, 2)):  # a squeeze that keeps the shape, then ones that do not
+        results = []
+        for run in (squeezes_its_input_then_reads_it, compiled):
+            base = torch.randn(shape, generator=torch.Generator().manual_seed(shape[1])).requires_grad_()
+            x = base.clone().mT
+            with mode():
+                out = run(x)
+            (x * torch.arange(x.numel()).view(x.shape)).sum().backward()
+            results.append((tuple(x.shape), x.stride(), x.requires_grad, x.detach(), out, base.grad))
+        assert results[1][:3] == results[0][:3]
+        torch.testing.assert_close(results[1][3:], results[0][3:])
+        assert _kind(results[1][4]) == _kind(results[0][4])
+
+
 def copies_a_view_into_itself(x):
     v = x.movedim(0, 0)
     v.copy_(v)

@@ -27,6 +27,7 @@ __all__ = [
     "check_input_effects",
     "check_no_grad_view",
     "check_returned_views",
+    "history",
     "history_refused",
     "keeping_view_kinds",
     "layout_of",
@@ -287,12 +288,24 @@ def _check_symbolic_views_of_written_inputs(graph: OutputGraph, outputs: list[Te
             )
 
 
+def history(value: torch.Tensor) -> Any:
+    """The autograd node ``value`` comes from (its ``grad_fn``), read as eager would read it after the call.
+
+    A view whose layout changed in place rebuilds its history when read; a fake tensor's rebuild runs the view
+    through the fake mode, and inference mode makes that rebuild fail where eager's real tensor reads it.
+    """
+    if not torch.is_inference_mode_enabled():
+        return value.grad_fn
+    with torch.inference_mode(False):
+        return value.grad_fn
+
+
 def history_refused(value: torch.Tensor) -> bool:
     """Whether autograd raises on reading ``value``'s history (its ``grad_fn``)."""
     if not value._is_view():
         return False
     try:
-        value.grad_fn  # noqa: B018 (autograd checks the view when its history is read)
+        history(value)  # autograd checks the view when its history is read
     except RuntimeError:
         return True
     return False
@@ -315,7 +328,7 @@ def _made_in_inference_mode(value: torch.Tensor) -> bool:
 
 def _no_grad_leaf_view(value: Any) -> bool:
     """Whether ``value`` is a view made under no_grad of a tensor that requires grad (eager: a leaf requiring grad)."""
-    return isinstance(value, torch.Tensor) and value._is_view() and value.requires_grad and value.grad_fn is None
+    return isinstance(value, torch.Tensor) and value._is_view() and value.requires_grad and history(value) is None
 
 
 def _requires_grad(node: Any) -> bool:
@@ -351,7 +364,7 @@ def _overlapping_view(example: Any) -> bool:
     return (
         isinstance(example, torch.Tensor)
         and example._is_view()
-        and example.grad_fn is not None
+        and history(example) is not None
         and eager_checks.shares_elements(example)
     )
 

@@ -27,6 +27,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     check_input_effects,
     check_no_grad_view,
     check_returned_views,
+    history,
     history_refused,
     keeping_view_kinds,
     layout_of,
@@ -485,7 +486,7 @@ class OutputGraph:
         """
         made = [tv.example for tv in outputs if tv.node.op != "placeholder"]  # (an input is returned as it is)
         views = [t for t in made if isinstance(t, torch.Tensor) and t._is_view() and t.requires_grad]
-        modes = {view.grad_fn is not None for view in views}  # a view made under no_grad has no history
+        modes = {history(view) is not None for view in views}  # a view made under no_grad has no history
         if len(modes) > 1:
             unsupported("the graph returns views of tensors requiring grad made both with and without gradients")
         wanted = modes.pop() if modes else self.grad_at_start
@@ -532,7 +533,7 @@ def _check_derivative(target: Any, result: VT) -> None:
     every output when it compiles, and would fail on it.
     """
     example = result.example if isinstance(result, TensorVar) else None
-    if isinstance(example, torch.Tensor) and type(example.grad_fn).__name__ == "NotImplemented":
+    if isinstance(example, torch.Tensor) and type(history(example)).__name__ == "NotImplemented":
         name = getattr(target, "__name__", target)
         unsupported(f"{name} has no derivative for an input requiring grad: it runs in Python")
 
