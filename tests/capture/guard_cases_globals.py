@@ -173,6 +173,33 @@ def partial_argument_changed():
 
 
 @case
+def partial_keyword_changed_in_place():
+    def scale(x, k):
+        return x * k
+
+    fn = functools.partial(scale, k=2)
+
+    def f(x):
+        return fn(x)
+
+    return f, _ones(2), lambda: fn.keywords.__setitem__("k", 3)
+
+
+@case
+def helper_code_swapped():
+    def helper(x):
+        return x + 1
+
+    def f(x):
+        return helper(x) * 2
+
+    def swap():
+        helper.__code__ = (lambda x: x - 1).__code__
+
+    return f, _ones(2), swap
+
+
+@case
 def keyword_only_default_changed():
     def f(x, *, k=2):
         return x * k
@@ -231,6 +258,16 @@ def grad_mode_changed():
         torch.set_grad_enabled(False)
 
     return f, _ones(2), mutate
+
+
+@case
+def deterministic_algorithms_switched_on():
+    torch.use_deterministic_algorithms(False)
+
+    def f(x):
+        return x * (3 if torch.are_deterministic_algorithms_enabled() else 2)
+
+    return f, _ones(2), lambda: torch.use_deterministic_algorithms(True)
 
 
 @case

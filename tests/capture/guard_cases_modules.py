@@ -165,6 +165,31 @@ def module_forward_hook_added():
 
 
 @case
+def global_module_forward_hook_registered():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x)
+
+    # (restore_state removes it again)
+    return f, _ones(2), lambda: torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 10)
+
+
+@case
+def parameter_data_swapped_for_another_shape():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x)
+
+    def swap():
+        lin.weight.data = torch.ones(3, 2)
+        lin.bias.data = torch.zeros(3)
+
+    return f, _ones(2), swap
+
+
+@case
 def module_forward_pre_hook_added():
     lin = torch.nn.Linear(2, 2)
 

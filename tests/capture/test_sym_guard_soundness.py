@@ -67,8 +67,13 @@ def _same(a: Any, b: Any) -> bool:
 def restore_state():
     """Global torch state and guard_cases_globals' globals as they were: cases change them."""
     grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    hooks = dict(torch.nn.modules.module._global_forward_hooks)
     saved = {name: vars(guard_cases_globals)[name] for name in ("G_SCALE", "G_FLAG", "G_NAME", "_g_helper")}
     yield
+    torch.use_deterministic_algorithms(deterministic)
+    torch.nn.modules.module._global_forward_hooks.clear()
+    torch.nn.modules.module._global_forward_hooks.update(hooks)
     for name in ("DYNAJIT_SOUNDNESS_FLAG", "DYNAJIT_SOUNDNESS_SCALE"):
         os.environ.pop(name, None)
     torch.set_grad_enabled(grad)
