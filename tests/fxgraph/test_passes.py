@@ -1,5 +1,6 @@
 """Passes: each is checked by running the graph before and after it on the same inputs."""
 
+import math
 import operator
 
 import pytest
@@ -156,6 +157,19 @@ def test_cse_tells_equal_looking_constants_apart():
     gm = trace(fn)
     assert eliminate_common_subexpressions(gm) == 1
     assert_same_behaviour(fn, gm, (torch.arange(3),))
+
+
+def test_cse_tells_signed_zeros_apart_and_merges_nan_constants():
+    # 0.0 == -0.0 and they hash alike: merged, 1 / (x * -0.0) gave +inf where eager gives -inf.
+    def fn(x):
+        signs = [torch.view_as_real(x * 0j).signbit(), torch.view_as_real(x * complex(0.0, -0.0)).signbit()]
+        return 1 / (x * 0.0), 1 / (x * -0.0), *signs, (x + math.nan).isnan(), (x + math.nan).isnan()
+
+    gm = trace(fn)
+    assert eliminate_common_subexpressions(gm) == 2  # the second x + nan, and its isnan
+    assert_same_behaviour(fn, gm, (torch.arange(1.0, 4.0),))
+    got = gm(torch.arange(1.0, 4.0))
+    assert got[0].eq(math.inf).all() and got[1].eq(-math.inf).all()
 
 
 def test_cse_keeps_the_first_nodes_metadata_and_fills_gaps():

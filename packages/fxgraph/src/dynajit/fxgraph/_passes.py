@@ -8,6 +8,7 @@ pre-computes a node with an observable effect (see :mod:`._targets`).
 from __future__ import annotations
 
 import collections
+import struct
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,11 @@ def _hashable(value: Any) -> Hashable:
         return ("slice", _hashable(value.start), _hashable(value.stop), _hashable(value.step))
     if isinstance(value, torch.Tensor):
         return ("tensor", id(value))
+    if isinstance(value, float | complex):
+        # 0.0 == -0.0 with one hash, but x * -0.0 is not x * 0.0; NaN is unequal to itself, but one op of NaN
+        # gives what the same op gives: floats are keyed by their bits.
+        parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+        return (type(value), struct.pack(f">{len(parts)}d", *parts))
     try:
         hash(value)
     except TypeError:
