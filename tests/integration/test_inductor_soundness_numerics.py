@@ -183,6 +183,20 @@ def _same_signs_of_zero(fn, x):
     assert torch.equal(expected[zeros].signbit(), actual[zeros].signbit()), (expected, actual)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64], ids=str)
+def test_zero_and_negative_zero_constants_in_one_kernel_keep_their_signs(dtype):
+    """0.0 == -0.0, and the kernel's common-subexpression reuse computed ``x * -0.0`` as the ``x * 0.0`` beside
+    it: zeros of the wrong sign, and ``1 / (x * -0.0)`` gave the wrong infinity."""
+
+    def fn(a):
+        return a * 0.0, a * -0.0, 1 / (a * -0.0), 1 / (a * 0.0), -0.0 - a * 0.0
+
+    x = torch.tensor([1.0, 2.0, -3.0], dtype=dtype)
+    differential(fn, x)
+    for i in range(5):
+        _same_signs_of_zero(lambda a, i=i: fn(a)[i], x)
+
+
 @pytest.mark.parametrize("decimals", [1, 2, -1])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
 def test_rounding_to_decimals_is_eagers(dtype, decimals):

@@ -84,7 +84,30 @@ def const(value: Any, dtype: torch.dtype) -> Expr:
         value = int(value)
     else:
         value = float(value)
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            value = NegativeZero()
     return Expr("const", (value,), dtype)
+
+
+class NegativeZero(float):
+    """-0.0 as a constant: equal to -0.0 only. A float -0.0 equals 0.0 and hashes alike, and the kernels'
+    common-subexpression reuse would compute ``x * -0.0`` as the ``x * 0.0`` beside it (a zero of the wrong
+    sign, which ``1 / v`` turns into the wrong infinity)."""
+
+    def __new__(cls) -> NegativeZero:
+        return super().__new__(cls, -0.0)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and float(other) == 0.0 and math.copysign(1.0, other) < 0
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((NegativeZero, 0.0))
+
+    def __reduce__(self) -> tuple[type[NegativeZero], tuple[()]]:
+        return NegativeZero, ()
 
 
 def size_value(value: Any, dtype: torch.dtype) -> Expr:
