@@ -91,7 +91,8 @@ class ExpressionMixin:
             if shaped:
                 t = rng.choice(shaped)
                 return rng.choice([f"{t}.shape[{rng.randrange(self.value(t).dim())}]", f"{t}.size(-1)", f"{t}.numel()"])
-        return rng.choice(["2", "3", "-1", "0.5", "1.5", "-2.0", "1", "0"])
+        # (0.0 and -0.0 are equal and hash alike, but x / (y * -0.0) is not x / (y * 0.0))
+        return rng.choice(["2", "3", "-1", "0.5", "1.5", "-2.0", "1", "0", "0.0", "-0.0"])
 
     # ------------------------------------------------------------------ expressions
 
