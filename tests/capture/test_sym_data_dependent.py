@@ -1,5 +1,6 @@
 """Operations whose result size depends on tensor data break the graph, as torch.compile does by default."""
 
+import pytest
 import torch
 
 from dynajit.capture._convert import convert_frame
@@ -33,3 +34,27 @@ def test_boolean_mask_indexing_is_a_break_with_its_reason(check, t):
 def test_nonzero_and_unique_are_breaks_and_match_eager(check, t):
     check(d_nonzero_count, t(8), graphs=2)
     check(d_unique, t(8), graphs=2)
+
+
+def _length_after_a_data_dependent_break(x):
+    kept = torch.masked_select(x, x > 0)  # a graph break: the size depends on the data
+    return kept.sum() * 2, len(kept), kept.shape[0] + len(kept)
+
+
+def test_len_of_a_tensor_of_dynamic_size_is_the_int_of_each_call(check):
+    # The resumed graph takes `kept` with a dynamic size from the second call on: len() was a SymInt written
+    # into the resumed code as a constant, so the caller got the symbol itself (`s38`), not the length.
+    values = iter([torch.tensor([1.0, -1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-1.0, 0.5, 4.0])])
+    check(_length_after_a_data_dependent_break, calls=3, make_args=lambda: (next(values),))
+
+
+def test_a_symbolic_value_is_never_held_as_a_constant():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from dynajit.capture._symbolic.variables.constant import ConstVar
+
+    env = ShapeEnv()
+    size = env.create_unbacked_symint()
+    for value in (size, (1, size), torch.Size([2, size])):
+        with pytest.raises(TypeError, match="symbolic value"):
+            ConstVar(value)

@@ -210,3 +210,18 @@ def named_results(x):
 def test_named_results_of_torch_ops_keep_their_fields(check, t):
     # the harness compares types too: the returned `best` must be a torch.return_types.max again, not a tuple
     check(named_results, t(4, 5), graphs=1)
+
+
+def _in_place_and_out_results(x):
+    y = x.clone()
+    written = y.add_(1)
+    unsqueezed = y.unsqueeze_(0)
+    out = torch.empty(x.shape)
+    returned = torch.mul(x, 2, out=out)
+    view = y.view(-1)
+    return written is y, unsqueezed is y, returned is out, view is y, written is not x, y, out
+
+
+def test_an_in_place_or_out_result_is_the_tensor_it_wrote(check, t):
+    # an in-place op and an out= call return the very tensor they wrote: `is` tells it, as in eager
+    check(_in_place_and_out_results, t(3), graphs=1)

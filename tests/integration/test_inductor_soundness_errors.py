@@ -197,6 +197,19 @@ def test_an_unused_index_tensor_into_an_empty_dim_raises(backend, shape):
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
 
 
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(("shape", "dim"), [((1,), -2), ((3,), -2), ((2, 3), -3)])
+@pytest.mark.parametrize("used", [True, False])
+def test_a_select_at_a_negative_dim_out_of_range_raises(backend, shape, dim, used):
+    # (found by the fuzzer, --seed a103-0 --start 185) the fake kernel of select wraps a negative dim without
+    # checking its range: the graph computed a 0-d result, or dropped the unused op, where eager raises
+    def fn(x):
+        picked = x.select(dim, 0)
+        return picked * 2 if used else x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
 _EMPTY_SOURCE_INDEXING = {
     "index_select": lambda x: x.index_select(0, torch.tensor([0, 0])),
     "index_select_1d": lambda x: x.flatten().index_select(0, torch.tensor([0])),

@@ -123,6 +123,32 @@ def test_requires_grad_inside_the_function_sets_the_flag_as_in_eager(backend, fn
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
 
 
+def _leaf_made_inside(x):
+    weight = torch.linspace(0, 1, 5, requires_grad=True)
+    return weight, (x * weight).sum()
+
+
+def _backward_of_a_leaf_made_inside(x):
+    weight = torch.ones(5, requires_grad=True)
+    (x * weight).sum().backward()
+    return weight.grad, weight
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_leaf_made_inside, _backward_of_a_leaf_made_inside])
+def test_a_tensor_made_requiring_grad_inside_the_function_is_a_leaf_as_in_eager(backend, fn):
+    # Traced into the graph, torch.ones(..., requires_grad=True) came out of AOT autograd's graph not requiring
+    # grad, and the results computed from it without history: backward() raised, or no gradient reached it.
+    def run(f):
+        outs = f(torch.linspace(-1, 1, 5))
+        state = [(o.requires_grad, o.is_leaf) for o in outs]
+        if outs[-1].grad_fn is not None:
+            outs[-1].backward()
+        return [o.detach() for o in outs], state, [o.grad for o in outs if o.is_leaf and o.requires_grad]
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
 def _retained(x):
     y = x * 2
     y.retain_grad()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_input_effects",
+    "check_new_leaf",
     "check_no_grad_view",
     "check_returned_views",
     "history",
@@ -179,6 +180,27 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
         done.add(effect)
         if done == {"data", "view"}:
             unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+
+def check_new_leaf(node: torch.fx.Node, example: Any, what: Any) -> None:
+    """Leave to Python (a graph break) a tensor the graph would make requiring grad with no history
+    (``torch.ones(3, requires_grad=True)``), as TorchDynamo does. Eager's is a leaf of its own, gathering its
+    gradient in ``.grad``; a backend compiles a graph whose results a leaf made inside does not make require grad,
+    so they would come out without the history eager gives them. A tensor the op was given (an in-place op's,
+    ``out=``'s) is no new leaf.
+    """
+    for tensor in _tensors_of(example):
+        if (
+            tensor.requires_grad
+            and not tensor._is_view()
+            and history(tensor) is None
+            and not any(arg.meta.get("example_value") is tensor for arg in node.all_input_nodes)
+        ):
+            name = getattr(what, "__name__", what)
+            unsupported(
+                f"{name} makes a tensor that requires grad inside the graph: a leaf of its own in eager, which a "
+                "compiled graph cannot make (make it outside the compiled function)"
+            )
 
 
 def check_no_grad_view(graph: OutputGraph, node: torch.fx.Node, example: Any, what: Any) -> None:

@@ -152,6 +152,8 @@ def _len(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if isinstance(obj, TensorVar):
         if obj.metadata(tx).dim() == 0:
             unsupported("len() of a 0-d tensor raises TypeError")
+        if isinstance(obj.example.shape[0], torch.SymInt):
+            return obj.symbolic_sizes(tx, [ConstVar(0)], {})
         return ConstVar(obj.example.shape[0])
     if isinstance(obj, NNModuleVar):
         return ConstVar(len(obj.value))

@@ -255,6 +255,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
     if name is None:
         return
     _check_fill_value(name, args, kwargs)
+    _check_dim_in_range(name, args, kwargs)
     indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
     if not (indexing or pointwise or _tags(name) is not None):
         return
@@ -278,6 +279,29 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
             target(*real_args, **real_kwargs)
     except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as err:
         raises_in_python(f"{name} raises in eager for these dtypes ({type(err).__name__}: {str(err)[:200]})")
+
+
+# Ops whose fake kernel wraps a negative dim without checking that it is in range (``x.select(-2, 0)`` of a
+# 1-d ``x`` gives a 0-d fake where eager raises IndexError): where the dim is, and its keyword.
+_UNCHECKED_DIMS = {"select": (1, "dim")}
+
+
+def _check_dim_in_range(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's IndexError, in Python, for a dim out of range that the op's fake kernel lets through."""
+    where = _UNCHECKED_DIMS.get(name)
+    if where is None:
+        return
+    position, keyword = where
+    dim = args[position] if len(args) > position else kwargs.get(keyword)
+    tensor = example_tensor(args[0] if args else kwargs.get("input", kwargs.get("self")))
+    if type(dim) is not int or tensor is None:
+        return
+    rank = max(tensor.dim(), 1)
+    if not -rank <= dim < rank:
+        raises_in_python(
+            f"{name} raises in eager (IndexError: Dimension out of range (expected to be in range of "
+            f"[{-rank}, {rank - 1}], but got {dim}))"
+        )
 
 
 # Ops filling a tensor with a number: where the number is, and its keyword.

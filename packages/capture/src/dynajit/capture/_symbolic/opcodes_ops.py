@@ -312,7 +312,9 @@ def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
     if const_a is not _NOT_CONST and const_b is not _NOT_CONST:
         return const_a is const_b
     if isinstance(a, TensorVar) and isinstance(b, TensorVar):
-        return a.node is b.node
+        # An in-place op (``y = x.add_(1)``) or an ``out=`` call returns the very tensor it wrote: its fake is
+        # that tensor's fake, while its node is a new one.
+        return a.node is b.node or a._example is b._example
     if const_a is None or const_b is None or type(a) is not type(b):
         # A tensor, container or function is never None, nor an object of another kind.
         return False

@@ -25,6 +25,7 @@ from dynajit.capture._frame import CompiledGraph, FrameContext, SkipFrame, Unsup
 from dynajit.capture._symbolic import eager_checks, shapes
 from dynajit.capture._symbolic.autograd_replay import (
     check_input_effects,
+    check_new_leaf,
     check_no_grad_view,
     check_returned_views,
     history,
@@ -367,6 +368,7 @@ class OutputGraph:
             self.saved_for_backward.setdefault(eager_checks.storage_key(tensor), []).append((node, tensor))
         example = node.meta.get("example_value")
         check_no_grad_view(self, node, example, what)
+        check_new_leaf(node, example, what)
         if isinstance(example, torch.Tensor):
             self._recorded_layouts[node] = layout_of(example)
         bind_unbacked(self.fake_mode.shape_env, node)

@@ -45,6 +45,15 @@ _LITERAL_TYPES = (int, float, bool, complex, str, bytes, type(None), type(Ellips
 _PURE_METHOD_TYPES = (int, float, bool, complex, str, bytes, tuple, frozenset, torch.Size, range)
 
 
+_SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _symbolic(value: Any) -> bool:
+    if isinstance(value, _SYMBOLIC_TYPES):
+        return True
+    return type(value) in (tuple, torch.Size) and any(isinstance(v, _SYMBOLIC_TYPES) for v in value)
+
+
 def is_literal(value: Any) -> bool:
     """True when ``value`` can be a code constant (LOAD_CONST)."""
     if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
@@ -54,6 +63,13 @@ def is_literal(value: Any) -> bool:
 
 class ConstVar(HeldVar):
     """A Python constant known at trace time."""
+
+    def __init__(self, value: Any, source: Any = None) -> None:
+        if _symbolic(value):
+            # A SymInt held as a constant would be written into the resumed code as the symbol itself, and
+            # never guarded: the caller must keep it symbolic (SymIntVar) or specialise it (int(), guarded).
+            raise TypeError(f"dynajit internal error: the symbolic value {value!r} was taken for a constant")
+        super().__init__(value, source)
 
     def truth(self, tx: Tracer) -> bool:
         return bool(self.value)
