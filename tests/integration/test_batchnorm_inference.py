@@ -320,3 +320,13 @@ def test_a_reshape_of_a_batch_norm_of_a_transposed_input_views_it_as_in_eager(ba
         torch.testing.assert_close(actual, expected)
         shares = [o[0].untyped_storage().data_ptr() == o[1].untyped_storage().data_ptr() for o in (expected, actual)]
         assert shares[1] == shares[0]
+
+
+def test_an_eval_batch_norm_of_an_empty_vector_compiles():
+    # (OpInfo's samples) a 1-D input has no channel dim: the fused op read its statistics at dim 1 and the
+    # compile failed; eager accepts only an empty one, with empty statistics
+    def fn(x, mean, var):
+        return torch.nn.functional.batch_norm(x, mean, var, training=False) + 1
+
+    args = (torch.zeros(0), torch.zeros(0), torch.ones(0))
+    torch.testing.assert_close(compiler.compile(fn)(*args), fn(*args))  # (strict: no fallback)

@@ -56,3 +56,16 @@ def test_an_index_read_before_the_loop_reads_its_own_element_too():
     for x in (torch.tensor(3), torch.tensor(-7)):
         v = torch.randn(4, 4)
         torch.testing.assert_close(c(x, v), fn(x, v))
+
+
+@pytest.mark.parametrize("index", [torch.tensor(2), torch.tensor(-1), torch.tensor([[0, -2], [3, 1]])])
+def test_take_at_an_index_of_any_rank(index):
+    # (OpInfo's samples) torch's decomposition of take indexed by a 0-d index itself, which Python indexing reads as
+    # an int: a data-dependent item() that failed the compile
+    def fn(x, i):
+        return torch.take(x * 2, i) + 1
+
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(dynajit.compiler.compile(fn)(x, index), fn(x, index))  # (strict: no fallback)
+    with pytest.raises(IndexError):  # (eager's message is take's own; the compiled index names the dim)
+        dynajit.compiler.compile(fn)(x, torch.tensor(6))

@@ -463,3 +463,13 @@ def test_a_training_graphs_convolutions_and_their_gradients_run_channels_last(mo
                 assert all(n == 1 or sa == se for n, sa, se in zip(e.shape, a.stride(), e.stride())), (a, e)
     decisions = [r.getMessage() for r in caplog.records if "convolutions" in r.getMessage()]
     assert decisions and decisions[0].startswith("inductor-lite: convolutions run channels-last"), decisions
+
+
+def test_an_integer_convolution_is_timed_on_integers():
+    # Timing the layouts filled the convolution's inputs with normal_(), which has no integer kernel: the
+    # compile failed (a fallback to eager, an error in strict mode)
+    def fn(x, w):
+        return nn.functional.conv2d(x, w) * 2
+
+    x, w = torch.randint(-3, 3, (1, 2, 5, 5)), torch.randint(-3, 3, (3, 2, 3, 3))
+    torch.testing.assert_close(compiler.compile(fn)(x, w), fn(x, w))  # (strict: no fallback)

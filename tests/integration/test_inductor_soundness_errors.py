@@ -70,6 +70,10 @@ def _unused(op):
         (lambda x: x.remainder(0), torch.tensor([1, 2])),
         (lambda x: torch.nn.functional.linear(x, x.new_ones(2, 2)), torch.tensor([[True, False]])),
         (lambda x: x @ x.t(), torch.tensor([[True, False]])),
+        (lambda x: torch.complex(x, x.double()), torch.tensor([1.0, 2.0])),
+        (lambda x: torch.polar(x, x.double()), torch.tensor([1.0, 2.0])),
+        (lambda x: torch.complex(x, x, out=torch.empty(2, dtype=torch.complex64)), torch.tensor([1.0, 2.0]).double()),
+        (lambda x: torch.kthvalue(x, 2, out=(x, torch.empty((), dtype=torch.long))), torch.tensor([3.0, 1.0, 2.0])),
     ],
     ids=[
         "argmin_bool",
@@ -81,6 +85,10 @@ def _unused(op):
         "remainder_zero",
         "linear_bool",
         "matmul_bool",
+        "complex_of_float_and_double",
+        "polar_of_float_and_double",
+        "complex_into_an_out_of_another_dtype",
+        "kthvalue_into_its_own_input",  # out=(values, indices): values overlap the input eager reads
     ],
 )
 def test_an_unused_op_eager_refuses_raises_the_same_error(backend, op, x):

@@ -168,6 +168,8 @@ def _eval_batch_norm_args(node: torch.fx.Node) -> dict[str, Any] | None:
         return None
     if args["running_mean"] is None or args["running_var"] is None or example.device.type != "cpu":
         return None
+    if example.dim() < 2:  # (no channel dim: the statistics are read as eager reads them, by the decomposition)
+        return None
     return args
 
 
@@ -177,7 +179,7 @@ def eval_batch_norm(decompose: Callable[..., Any]) -> Callable[..., Any]:
     def run(
         input: torch.Tensor, weight: Any, bias: Any, running_mean: Any, running_var: Any, momentum: float, eps: float
     ) -> Any:
-        if input.device.type != "cpu" or running_mean is None or running_var is None:
+        if input.device.type != "cpu" or running_mean is None or running_var is None or input.dim() < 2:
             return decompose(input, weight, bias, running_mean, running_var, momentum, eps)
         output = BATCH_NORM_INFERENCE(input, weight, bias, running_mean, running_var, eps)
         # (eager's CPU kernel returns empty statistics of the input's dtype in eval mode)

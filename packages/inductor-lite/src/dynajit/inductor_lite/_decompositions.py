@@ -193,6 +193,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
     table[aten.native_layer_norm.default] = _normalized_as_eager(table[aten.native_layer_norm.default])
+    table[aten.take.default] = _take_by_a_flat_index
     for op in _KEEP:
         table.pop(op, None)
     for op, decompose in table.items():
@@ -219,6 +220,13 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
     return table
+
+
+def _take_by_a_flat_index(self: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``take`` as an index of the flattened tensor by the flattened index. torch's decomposition indexes by
+    ``index`` itself, and Python indexing reads a 0-d index as an int: a data-dependent ``item()``, which failed
+    the compile of ``torch.take(x, torch.tensor(0))``."""
+    return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
 
 
 def _logsumexp_as_eager(self: torch.Tensor, dim: Any, keepdim: bool = False) -> torch.Tensor:

@@ -128,8 +128,10 @@ class _ConvTiming:
 
 
 def _random(like: torch.Tensor, memory_format: torch.memory_format) -> torch.Tensor:
-    """Random values of ``like``'s size and dtype, laid out in ``memory_format``."""
-    return torch.empty(like.shape, dtype=like.dtype, device=like.device, memory_format=memory_format).normal_()
+    """Random values of ``like``'s size and dtype, laid out in ``memory_format`` (0s and 1s for an integer or bool
+    dtype, which ``normal_`` has no kernel for: an integer convolution's compile failed timing it)."""
+    values = torch.empty(like.shape, dtype=like.dtype, device=like.device, memory_format=memory_format)
+    return values.normal_() if values.is_floating_point() or values.is_complex() else values.random_(0, 2)
 
 
 def _run_convolutions(

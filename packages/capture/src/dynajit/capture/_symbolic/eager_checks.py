@@ -61,8 +61,9 @@ _OPERATOR_OPS = {
 # Ops whose checks depend on the values (``mvlgamma`` needs every element above (p-1)/2): ones could fail
 # where the caller's tensors pass.
 _VALUE_CHECKED = {"mvlgamma", "mvlgamma_"}
-# Pointwise ops aten does not tag so (``x // 0`` on integers raises in eager only).
-_UNTAGGED_POINTWISE = {"floor_divide", "floor_divide_", "true_divide", "true_divide_"}
+# Pointwise ops aten does not tag so (``x // 0`` on integers raises in eager only; ``complex`` and ``polar`` of a
+# float and a double, or into an ``out=`` of another dtype).
+_UNTAGGED_POINTWISE = {"floor_divide", "floor_divide_", "true_divide", "true_divide_", "complex", "polar"}
 # Products whose dtype checks live in their kernels (``mm`` of bools is not implemented): size-1 stand-ins keep
 # their shapes compatible, since every inner dim is 1.
 _PRODUCTS = {"mm", "bmm", "matmul", "addmm", "addmv", "mv", "dot", "linear", "baddbmm", "addbmm"}
@@ -462,7 +463,9 @@ def _overlaps(value: Any) -> bool:
 
 def written(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments (FX nodes and constants) whose elements a call of ``target`` writes: ``out=`` and self."""
-    out = [kwargs["out"]] if "out" in kwargs else []
+    given = kwargs.get("out")
+    # (each tensor of a tuple ``out=(values, indices)``)
+    out = list(given) if isinstance(given, (list, tuple)) else [given] if "out" in kwargs else []
     if args and (_writes_data(target, _aten_name(target)) or passes_inplace(target, args, kwargs)):
         out.append(args[0])
     return out
