@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import itertools
 import operator
 import typing
 
@@ -360,7 +361,7 @@ def list_methods(x):
 
 
 def reduce_and_accumulate(x):
-    return functools.reduce(operator.add, [x, x, x]), [x * i for i in __import__("itertools").accumulate([1, 2, 3])]
+    return functools.reduce(operator.add, [x, x, x]), [x * i for i in itertools.accumulate([1, 2, 3])]
 
 
 def in_place_results_are_their_tensors(x):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["CONSTANT_TYPES", "ConstVar", "constant_key", "is_literal"]
+__all__ = ["CONSTANT_TYPES", "ConstVar", "constant_key", "holds_symbols", "is_literal"]
 
 CONSTANT_TYPES = (
     int,
@@ -48,10 +48,11 @@ _PURE_METHOD_TYPES = (int, float, bool, complex, str, bytes, tuple, frozenset, t
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
-def _symbolic(value: Any) -> bool:
+def holds_symbols(value: Any) -> bool:
+    """Whether ``value`` is a SymInt, SymFloat or SymBool, or a tuple (a ``torch.Size`` too) holding one."""
     if isinstance(value, _SYMBOLIC_TYPES):
         return True
-    return type(value) in (tuple, torch.Size) and any(isinstance(v, _SYMBOLIC_TYPES) for v in value)
+    return isinstance(value, tuple) and any(isinstance(v, _SYMBOLIC_TYPES) for v in value)
 
 
 def is_literal(value: Any) -> bool:
@@ -65,7 +66,7 @@ class ConstVar(HeldVar):
     """A Python constant known at trace time."""
 
     def __init__(self, value: Any, source: Any = None) -> None:
-        if _symbolic(value):
+        if holds_symbols(value):
             # A SymInt held as a constant would be written into the resumed code as the symbol itself, and
             # never guarded: the caller must keep it symbolic (SymIntVar) or specialise it (int(), guarded).
             raise TypeError(f"dynajit internal error: the symbolic value {value!r} was taken for a constant")

@@ -25,7 +25,7 @@ from dynajit.capture._symbolic.variables.base import (
     raises_in_python,
     unsupported,
 )
-from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.constant import ConstVar, holds_symbols
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -185,7 +185,7 @@ class TensorVar(VT):
         return self.example
 
     def getattr(self, tx: Tracer, name: str) -> VT:
-        if name == "shape" and _has_symbols(self.example.shape):
+        if name == "shape" and holds_symbols(self.example.shape):
             return self.symbolic_sizes(tx, [], {})
         if name in _CONSTANT_ATTRS:
             return ConstVar(getattr(self.metadata(tx), name))
@@ -360,7 +360,7 @@ class TensorMethodVar(VT):
             except (IndexError, TypeError, ValueError, RuntimeError) as err:
                 # The tensor's rank and the arguments are guarded facts: eager raises the same on every call.
                 raises_in_python(f"Tensor.{self.name}() raises {type(err).__name__}: {err}", err)
-            if not _has_symbols(value):
+            if not holds_symbols(value):
                 return ConstVar(value)
             if self.name == "size":
                 return self.tensor.symbolic_sizes(tx, args, kwargs)
@@ -513,12 +513,6 @@ def _same_sizes(a: torch.Size, b: torch.Size) -> bool:
         return False
     # Symbolic sizes are compared as eager compares the real ones (the ShapeEnv guards the answer).
     return all(bool(x == y) for x, y in zip(a, b))
-
-
-def _has_symbols(value: Any) -> bool:
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return True
-    return isinstance(value, tuple) and any(isinstance(v, torch.SymInt) for v in value)
 
 
 def _note_autocast_dtype_read(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> None:
