@@ -12,6 +12,7 @@ and its other heuristic choices (reduction lanes) follow the example sizes.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -337,7 +338,7 @@ class _KernelWriter:
     # ---------------------------------------------------------------- structure
     def write(self) -> str:
         k = self.kernel
-        names = sorted(k.memory_reads | {b.name for b in k.stored_buffers()})
+        names = _parameter_order(k)
         params = []
         for i, name in enumerate(names):
             self.ptr[name] = f"p{i}"
@@ -738,7 +739,27 @@ def kernel_source(
     body = writer.write()
     faults = [fault for fault, _ in writer.faults]
     text = body + python_entry(kernel.name, writer.param_types, len(writer.symbols), faults)
-    return writer.includes + text, writer.param_names, writer.symbols
+    return _numbered_locals(writer.includes + text), writer.param_names, writer.symbols
+
+
+def _parameter_order(kernel: Kernel) -> list[str]:
+    """The buffers ``kernel`` reads from memory or writes, in the order its nodes first name them: the signature of
+    a kernel depends on what it computes, not on how its buffers are named (see ``_numbered_locals``)."""
+    wanted = kernel.memory_reads | {b.name for b in kernel.stored_buffers()}
+    named = [name for p in kernel.nodes for name in [*(n for n, _ in loads(p.expr)), p.buf.name]]
+    order = [name for name in dict.fromkeys(named) if name in wanted]
+    return order + sorted(wanted.difference(order))
+
+
+# A buffer's name reaches the C++ only inside the names of the kernel's own locals (``acc_buf12_final``,
+# ``scratch_buf3``). Numbered from 0 in each kernel, the kernels of two blocks of one shape are the same text,
+# which the build compiles once (a transformer's layers: distilbert's 10 kernels are 7 bodies).
+_BUFFER_IN_A_LOCAL = re.compile(r"(?<=_)buf\d+(?!\d)")
+
+
+def _numbered_locals(text: str) -> str:
+    numbers: dict[str, str] = {}
+    return _BUFFER_IN_A_LOCAL.sub(lambda m: numbers.setdefault(m.group(), f"v{len(numbers)}"), text)
 
 
 def python_entry(name: str, pointer_types: Sequence[str], sizes: int, faults: Sequence[IndexFault] = ()) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._decomp.decompositions import _softmax_unbacked_safe_amax
+from torch._prims_common import make_contiguous_strides_for
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from dynajit.fxgraph import (
     DECOMPOSED_UNLIKE_EAGER,
@@ -29,6 +31,7 @@ from dynajit.fxgraph import (
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
 from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
+from dynajit.inductor_lite._lower_reduce import lowers_layer_norm
 from dynajit.inductor_lite._lowering import in_dtype
 from dynajit.inductor_lite._upsample import upsampling_decompositions
 
@@ -74,6 +77,12 @@ _KEEP = {
     aten.bmm.default,
     aten.baddbmm.default,
     aten.gelu.default,
+    # views and ranges the lowering table takes as they are, where the decompositions trace them again as
+    # ``permute`` and ``arange.start_step``
+    aten.t.default,
+    aten.transpose.int,
+    aten.arange.default,
+    aten.arange.start,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
     # Their kernels check the indices and raise eager's own error: IndexError "Target 9 is out of bounds." for a
@@ -215,6 +224,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.var_mean.correction] = _checked(aten.var_mean, functools.partial(_in_double, torch.var_mean))
     for norm in (aten.native_layer_norm.default, aten.native_group_norm.default):
         table[norm] = _moments_in_float(table[norm])
+    table[aten.native_layer_norm.default] = _kept_for_canonical_inputs(table[aten.native_layer_norm.default])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
     table[aten._softmax.default] = _checked(aten._softmax, _softmax_as_eager)
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
@@ -268,6 +278,31 @@ def _normalized_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
         if bias is not None:
             result = result + bias.to(acc)
         return result.to(input.dtype), mean.to(input.dtype), rstd.to(input.dtype)
+
+    return run
+
+
+def _kept_for_canonical_inputs(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``native_layer_norm`` kept whole (lowered by ``_lower_reduce``) for an input laid out as ``torch.empty``
+    lays out its shape, the op's own fake result then being laid out as eager's, where ``lowers_layer_norm`` holds;
+    ``decompose`` for any other.
+
+    The decomposition traced a dozen ops per call, a tenth of a transformer's compile. For another input (a
+    transposed one, or one whose size-1 dim has another stride), the fake kernel follows the input's strides
+    where eager's result is contiguous, and a convolution reading it would choose another layout: the
+    decomposition's result is laid out as eager's (``_in_canonical_layout``).
+    """
+
+    @functools.wraps(decompose)
+    def run(input: torch.Tensor, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Any:
+        affine = [t.dtype for t in (weight, bias) if t is not None]
+        empty = any(statically_known_true(size == 0) for size in input.shape)
+        canonical = make_contiguous_strides_for(input.shape)
+        if lowers_layer_norm(input.dtype, affine, empty) and all(
+            statically_known_true(a == b) for a, b in zip(input.stride(), canonical)
+        ):
+            return NotImplemented  # traced as the op itself
+        return decompose(input, normalized_shape, weight, bias, eps)
 
     return run
 

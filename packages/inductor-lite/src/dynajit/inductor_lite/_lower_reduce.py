@@ -1,4 +1,5 @@
-"""Lowerings of reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, any/all, var, var_mean.
+"""Lowerings of reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, any/all, var, var_mean, and
+layer norm, built on var_mean.
 
 A reduction is a ComputedBuffer over the kept dims whose ``fn(index, rindex)`` reads the input at
 the merged index. Its accumulator dtype is float32 for 16-bit floats and int64 for integer sums;
@@ -9,6 +10,7 @@ the count, as eager does.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,8 +18,9 @@ import torch
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index
-from dynajit.inductor_lite._ir import Expr, TensorValue, const, op, opmath_dtype, size_value
+from dynajit.inductor_lite._ir import Expr, TensorValue, const, contiguous_strides, op, opmath_dtype, size_value
 from dynajit.inductor_lite._lowering import lowering
+from dynajit.inductor_lite._strides import dense_strides
 
 __all__: list[str] = []
 
@@ -171,7 +174,16 @@ def _any_all(ctx: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) 
     return _finish(ctx, reduce(ctx, x, dims, keepdim, rtype))
 
 
-def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) -> tuple[TensorValue, TensorValue]:
+def _var(
+    ctx: Any,
+    x: TensorValue,
+    dims: Any,
+    correction: Any,
+    keepdim: bool,
+    dtypes: tuple[torch.dtype, torch.dtype] | None = None,
+) -> tuple[TensorValue, TensorValue]:
+    """The variance and the mean of ``x`` over ``dims``, in ``dtypes`` (the current node's results' by default)."""
+    var_dtype, mean_dtype = dtypes or (ctx.current_val_at(0).dtype, ctx.current_val_at(1).dtype)
     n = _count(x, dims)
     correction = 1 if correction is None else correction
     if _sym.is_symbolic(n):
@@ -195,8 +207,8 @@ def _var(ctx: Any, x: TensorValue, dims: Any, correction: Any, keepdim: bool) ->
     sq = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation_sq)
     drift = reduce(ctx, x, dims, keepdim, "sum", value_dtype=acc_in, transform=deviation)
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
-    var = _per_count(_corrected(sq, drift, per_n), count_of(denom), ctx.current_val_at(0).dtype)
-    mean = _refined_mean(_reshape_keep(total, sq.size), drift, per_n, ctx.current_val_at(1).dtype)
+    var = _per_count(_corrected(sq, drift, per_n), count_of(denom), var_dtype)
+    mean = _refined_mean(_reshape_keep(total, sq.size), drift, per_n, mean_dtype)
     return var, mean
 
 
@@ -270,3 +282,70 @@ def _per_count(value: TensorValue, count: float | Per, dtype: torch.dtype) -> Te
 def _var_lower(ctx: Any, x: TensorValue, dims: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
     var, mean = _var(ctx, x, dims, correction, keepdim)
     return (var, mean) if ctx.current_node.target is aten.var_mean.correction else var
+
+
+_NORMALIZED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def lowers_layer_norm(dtype: torch.dtype, affine_dtypes: Sequence[torch.dtype], empty: bool) -> bool:
+    """Whether a ``native_layer_norm`` of a ``dtype`` input (with a weight and a bias of ``affine_dtypes``) is lowered
+    whole: a floating type shared by all three and no empty dim. Eager's kernel of mixed types returns float32
+    statistics where the fake kernel says the input's type, so such a call is never left to aten."""
+    return dtype in _NORMALIZED_DTYPES and all(d == dtype for d in affine_dtypes) and not empty
+
+
+@lowering(aten.native_layer_norm.default)
+def _layer_norm(ctx: Any, x: TensorValue, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Any:
+    """``native_layer_norm`` as eager's CPU kernel computes it: the row's moments in the accumulator type (float32
+    for a 16-bit input), and the output an affine map of ``x``, ``x * rstd + (-rstd * mean)``, then ``* weight +
+    bias``, rounded once to the input's type; the mean and ``rstd`` are returned in it too. The affine form rounds
+    as eager's does, and where ``x * rstd`` overflows it gives eager's NaN (a row holding the largest float32),
+    where ``(x - mean) * rstd`` gave 0.
+
+    The op reaches the lowering whole only where ``lowers_layer_norm`` holds and its input is laid out as
+    ``torch.empty`` lays it out (see ``_decompositions._kept_for_canonical_inputs``); it is decomposed elsewhere.
+    """
+    affine = [t for t in (weight, bias) if t is not None]
+    empty = any(isinstance(s, int) and s == 0 for s in x.size)
+    if not all(isinstance(t, TensorValue) for t in affine) or not lowers_layer_norm(
+        x.dtype, [t.dtype for t in affine], empty
+    ):
+        raise NotImplementedError(
+            f"inductor-lite: native_layer_norm of {x.dtype} (weight and bias {[t.dtype for t in affine]}, sizes"
+            f" {x.size}) reached its lowering: such a call is decomposed before lowering"
+        )
+    acc = opmath_dtype(x.dtype)
+    # Read four times, as eager's kernel reads it: contiguous, computed once (a permuted or computed input is
+    # copied first, as the kernel's own ``contiguous()`` does).
+    view = ctx.strided_view(x) if x.cost == 0 else None
+    canonical = contiguous_strides(x.size)
+    if view is None or not all(_sym.eq(s, 1) or _sym.eq(a, b) for s, a, b in zip(x.size, view[1], canonical)):
+        x = ctx.realize(x, canonical)
+    rank, k = len(x.size), len(normalized_shape)
+    x_acc = ctx.cast_value(x, acc)
+    var, mean = _var(ctx, x_acc, list(range(rank - k, rank)), 0, True, (acc, acc))
+
+    def rstd_loader(idx: Sequence[Index]) -> Expr:
+        return op("rsqrt", acc, op("add", acc, var.loader(idx), const(eps, acc)))
+
+    rstd = ctx.realize(TensorValue(var.size, acc, rstd_loader, ctx.device, cost=2))
+
+    def row(idx: Sequence[Index]) -> list[Index]:
+        return [*idx[: rank - k], *[Index()] * k]
+
+    def out_loader(idx: Sequence[Index]) -> Expr:
+        r = rstd.loader(row(idx))
+        value = op(
+            "add", acc, op("mul", acc, x_acc.loader(idx), r), op("mul", acc, op("neg", acc, r), mean.loader(row(idx)))
+        )
+        if weight is not None:
+            value = op("mul", acc, value, op("cast", acc, weight.loader(idx[rank - k :])))
+        if bias is not None:
+            value = op("add", acc, value, op("cast", acc, bias.loader(idx[rank - k :])))
+        return op("cast", x.dtype, value)
+
+    out = TensorValue(x.size, x.dtype, out_loader, ctx.device, cost=3 + len(affine))
+    uses = [user for user in ctx.current_node.users if user.target is operator.getitem and user.args[1] == 0]
+    if sum(len(user.users) for user in uses) > 1:  # (a getitem of it is not realized for its users)
+        out = ctx.realize(out, dense_strides(ctx.current_val_at(0)))
+    return out, ctx.cast_value(mean, x.dtype), ctx.cast_value(rstd, x.dtype)

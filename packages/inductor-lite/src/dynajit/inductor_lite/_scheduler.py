@@ -282,11 +282,26 @@ class _KernelBuilder:
         steps = _arrange(placed)  # type: ignore[arg-type]
         return None if steps is None else (placed, steps)
 
+    def _place_one_more(self, buf: ComputedBuffer):
+        """What ``_place_all`` gives for the kernel's buffers and ``buf`` in the same loops, the placed buffers
+        kept as they are: a buffer's placement depends on the loops and on the buffers placed before it."""
+        geometry = self.geometry
+        new = geometry.place(buf)
+        if new is None and not (buf.is_reduction or not geometry.inner):
+            new = geometry.place_as_read(buf, self.placed)
+        if new is None:
+            return None
+        placed = [*self.placed, new]
+        steps = _arrange(placed)  # (numbers each node's step from the ones before it: the placed keep theirs)
+        return None if steps is None else (placed, steps)
+
     def try_add(self, buf: ComputedBuffer) -> bool:
         geometry = self.geometry
         if buf.is_reduction and not geometry.inner:
             geometry = _Geometry.for_reduction(buf)
-        result = self._place_all(geometry, [*self.bufs, buf])
+            result = self._place_all(geometry, [*self.bufs, buf])
+        else:
+            result = self._place_one_more(buf)
         if result is None:
             return False
         self.bufs.append(buf)
