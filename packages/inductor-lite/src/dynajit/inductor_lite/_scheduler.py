@@ -283,8 +283,9 @@ class _KernelBuilder:
         return None if steps is None else (placed, steps)
 
     def _place_one_more(self, buf: ComputedBuffer):
-        """What ``_place_all`` gives for the kernel's buffers and ``buf`` in the same loops, the placed buffers
-        kept as they are: a buffer's placement depends on the loops and on the buffers placed before it."""
+        """The kernel's buffers as they were placed, and ``buf`` placed in the same loops: directly, or where the
+        placed nodes read it. (``_place_all`` of them all again at every join made the work grow with the square
+        of the kernel's size.)"""
         geometry = self.geometry
         new = geometry.place(buf)
         if new is None and not (buf.is_reduction or not geometry.inner):
