@@ -383,6 +383,12 @@ def _arange(ctx: Any, *args: Any, **_: Any) -> TensorValue:
     numbers = [a for a in args if isinstance(a, (int, float, sympy.Expr))]
     start, step = (0, 1) if len(numbers) == 1 else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
     dt = val.dtype
+    if _rounds(start, step, val.shape[0], dt):
+        # Eager's kernel rounds lane by lane from the start of each vector of its CPU's width (and of each thread's
+        # range): no formula of the index alone gives its values (arange(0, 1, 0.1)[9] was an ulp off, and 975
+        # elements of a bfloat16 arange(0, 8300)), nor an integer arange's of fractional bounds. Where every value
+        # is an integer the type holds, none rounds.
+        return ctx.fallback("an arange whose values round: eager's kernel rounds them vector lane by lane")
     compute = dt if (dt.is_floating_point or not any(isinstance(n, float) for n in numbers)) else torch.float64
 
     def number(value: Any) -> Expr:
@@ -394,6 +400,29 @@ def _arange(ctx: Any, *args: Any, **_: Any) -> TensorValue:
         return op("cast", dt, scaled)
 
     return TensorValue(_sym.shape_of(val), dt, loader, ctx.device)
+
+
+# Significand bits of each floating type: the integers up to 2 ** bits are exactly its values.
+_SIGNIFICAND_BITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
+
+
+def _rounds(start: Any, step: Any, length: Any, dtype: torch.dtype) -> bool:
+    """Whether ``start + k * step`` for ``k < length`` may take a value ``dtype`` does not hold: a fractional bound,
+    or in a floating type a value past the integers it holds exactly (or a length not known)."""
+
+    def integral(n: Any) -> bool:
+        if isinstance(n, sympy.Expr):
+            return bool(n.is_integer)
+        return isinstance(n, int) or (isinstance(n, float) and n.is_integer())
+
+    if not (integral(start) and integral(step)):
+        return True
+    if not dtype.is_floating_point:
+        return False
+    if not all(isinstance(n, (int, float)) for n in (start, step, length)):
+        return True
+    largest = max(abs(start), abs(start + (max(int(length), 1) - 1) * step))
+    return largest > 2 ** _SIGNIFICAND_BITS.get(dtype, 0)
 
 
 @lowering(torch.ops.prims.iota.default)
