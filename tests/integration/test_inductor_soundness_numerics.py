@@ -601,5 +601,11 @@ def test_an_arange_has_eagers_values(bounds, dtype):
         return torch.arange(*bounds, dtype=dtype) + x
 
     x = torch.zeros((), dtype=dtype or torch.get_default_dtype())
-    expected, actual = fn(x), compiler.compile(fn)(x)
+    try:
+        expected = fn(x)
+    except ValueError as error:  # (torch 2.13 refuses an integer arange whose step truncates to 0)
+        with pytest.raises(ValueError, match=str(error)):
+            compiler.compile(fn)(x)
+        return
+    actual = compiler.compile(fn)(x)
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
