@@ -85,11 +85,12 @@ def test_kernels_of_one_body_are_built_once():
 
 
 def test_the_scheduler_places_each_buffer_once_per_kernel():
-    # A chain of pointwise ops is one kernel; adding a buffer to it places that buffer only, so the work grows
-    # with the chain's length, not its square.
+    # A chain of pointwise buffers is one kernel; adding a buffer to it places that buffer only, so the work
+    # grows with the chain's length, not its square.
     def fn(x):
         for k in range(40):
-            x = (x * 1.01 + k).sin() if k % 2 else (x - k).cos()
+            x = (x + k).sin()
+            x = x * x  # (read twice, a sine is stored: buffers joining one kernel)
         return x
 
     placed = []
