@@ -117,7 +117,8 @@ def test_two_builds_of_one_kernel_at_once_share_no_temporary_file(tmp_path, monk
 def test_a_kernel_is_a_python_function_taking_ints_and_refusing_other_arguments(tmp_path):
     # Kernels are called through their METH_FASTCALL entry points (ctypes cost four times as much per call).
     from dynajit.inductor_lite._build import load_library, python_function
-    from dynajit.inductor_lite._codegen_cpp import PRELUDE, math_declarations, python_entry
+    from dynajit.inductor_lite._codegen_cpp import PRELUDE, math_declarations
+    from dynajit.inductor_lite._cpp_entry import python_entry
 
     kernel = 'extern "C" void add_rows(const float* p0, float* p1, const int64_t n) { for (int64_t i = 0; i < n; i++) p1[i] = p0[i] + 1; }'
     source = "\n".join(
