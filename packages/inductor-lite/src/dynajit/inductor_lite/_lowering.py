@@ -389,15 +389,14 @@ def _arange(ctx: Any, *args: Any, **_: Any) -> TensorValue:
         # elements of a bfloat16 arange(0, 8300)), nor an integer arange's of fractional bounds. Where every value
         # is an integer the type holds, none rounds.
         return ctx.fallback("an arange whose values round: eager's kernel rounds them vector lane by lane")
-    compute = dt if (dt.is_floating_point or not any(isinstance(n, float) for n in numbers)) else torch.float64
+    # (every value an integer ``dt`` holds: computed in ``dt`` itself, exactly)
 
     def number(value: Any) -> Expr:
-        return size_value(value, compute) if isinstance(value, sympy.Expr) else const(value, compute)
+        return size_value(value, dt) if isinstance(value, sympy.Expr) else const(value, dt)
 
     def loader(idx: Sequence[Index]) -> Expr:
-        i = op("cast", compute, Expr("index", (idx[0],), torch.int64))
-        scaled = op("add", compute, op("mul", compute, i, number(step)), number(start))
-        return op("cast", dt, scaled)
+        i = op("cast", dt, Expr("index", (idx[0],), torch.int64))
+        return op("add", dt, op("mul", dt, i, number(step)), number(start))
 
     return TensorValue(_sym.shape_of(val), dt, loader, ctx.device)
 
