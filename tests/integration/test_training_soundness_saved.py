@@ -59,6 +59,43 @@ def test_the_backward_of_a_graph_writing_into_an_input_sees_the_value_before_the
             torch.testing.assert_close(a, e)
 
 
+def _sigmoid_through_transpose(x):
+    v = x.mT
+    v.sigmoid_()
+    return v + v * 2
+
+
+def _tanh_through_unsqueeze(x):
+    v = x.unsqueeze(0)
+    v.tanh_()
+    return v * v
+
+
+def _exp_through_flat_view(x):
+    v = x.view(-1)
+    v.exp_()
+    return v.sum() * v
+
+
+@pytest.mark.parametrize("fn", [_sigmoid_through_transpose, _tanh_through_unsqueeze, _exp_through_flat_view])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_dynamic_graph_saves_the_value_it_wrote_through_a_view_of_an_input_not_that_view(fn, dynamic):
+    # The backward of sigmoid_ reads its result, the input's new value. Saved as a view of the input, the
+    # copy of the new value into the input after the graph bumped the view's version, and the backward
+    # raised "modified by an inplace operation" where eager's computes the gradient.
+    def run(f, columns):
+        x_leaf = torch.linspace(-1, 1, columns).view(1, columns).requires_grad_()
+        x = x_leaf.clone()
+        out = f(x)
+        out.backward(torch.linspace(0.5, 1.5, out.numel()).view(out.shape))
+        return out.detach(), x.detach(), x_leaf.grad
+
+    compiled = compiler.compile(fn, backend="inductor", dynamic=dynamic)
+    for columns in (1, 3, 2):
+        for expected, actual in zip(run(fn, columns), run(compiled, columns)):
+            torch.testing.assert_close(actual, expected)
+
+
 @pytest.mark.parametrize("strided", [False, True])
 def test_a_saved_input_copied_for_the_backward_is_read_with_the_copys_strides(strided):
     # The backward recomputes a clone of the input; the forward saves that clone, which is dense where the input

@@ -12,6 +12,7 @@ raises ``Unsupported`` and the node is called through aten instead.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 from collections.abc import Callable, Sequence
@@ -402,7 +403,11 @@ class GraphLowering:
                 self.env[node] = self._lower_call(node)
             elif node.op == "output":
                 self._count_output_storages(node.args[0])
-                outputs = [self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a) for a in node.args[0]]
+                descriptions = node.meta.get("desc") or ()
+                outputs = [
+                    self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a, saved=_saved(description))
+                    for a, description in itertools.zip_longest(node.args[0], descriptions[: len(node.args[0])])
+                ]
             else:
                 raise NotImplementedError(f"inductor-lite: FX op {node.op!r} is not supported in an aten graph")
         return LoweredGraph(inputs, constants, self.order, outputs, self.device, self.buffers, self.scalars)
@@ -463,16 +468,18 @@ class GraphLowering:
             return self.realize(value, dense_strides(node.meta["val"]))
         return value
 
-    def _output(self, value: Any, node: Any) -> OutputRef:
+    def _output(self, value: Any, node: Any, saved: bool = False) -> OutputRef:
         """A graph output: a view of a buffer when eager's output is one of the same storage, else a new buffer.
 
         Eager's tensor (the node's value) says which storage the output has and its strides: an output is
         never an alias of an input, a constant or another output that eager computes separately (the caller
-        may mutate either), and a new buffer gets eager's strides where they are dense.
+        may mutate either), and a new buffer gets eager's strides where they are dense. A value ``saved`` for
+        the backward is never a view of an input the graph writes: AOT autograd writes the input after the
+        graph, which would bump the saved view's version counter, and the backward would refuse it.
         """
         if not isinstance(value, TensorValue):
             return OutputRef(None, value)
-        if (of_written := self._view_of_written_input(node)) is not None:
+        if not saved and (of_written := self._view_of_written_input(node)) is not None:
             return of_written
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         storage = storage_of(val)
@@ -631,6 +638,11 @@ class GraphLowering:
         if arg.natural and self.output_claims.setdefault(buf.name, claimant) is not node:
             arg = replace(arg, natural=False)  # another tensor than eager's first one over the buffer: a view
         return OutputRef(arg)
+
+
+def _saved(description: Any) -> bool:
+    """Whether AOT autograd's description of a forward output says the backward reads it (a saved activation)."""
+    return type(description).__name__.startswith("SavedForBackwards")
 
 
 def _new_data_only(value: torch.fx.Node, placeholder: torch.fx.Node) -> bool:
