@@ -1,4 +1,4 @@
-"""keep_written_strides: in-place writes into tensors with gaps keep eager's strides under functionalization."""
+"""keep_written_strides: in-place writes into tensors not contiguous keep eager's strides under functionalization."""
 
 import operator
 
@@ -49,6 +49,17 @@ def test_a_write_into_a_tensor_with_gaps_keeps_its_strides_under_functionalizati
     x = torch.randn(4, 3)[::2]
     assert _strides_seen_after_write(_traced(sub_then_flatten, x), x) == (3, 1)  # what the fix is for
     assert _strides_seen_after_write(keep_written_strides(_traced(sub_then_flatten, x)), x) == (6, 1)
+
+
+def tril_then_flatten(x):
+    x.tril_()
+    return x.flatten()
+
+
+def test_a_write_into_a_transposed_tensor_keeps_its_order_under_functionalization():
+    x = torch.randn(3, 4).t()  # dense, but tril's out-of-place result is contiguous
+    assert _strides_seen_after_write(_traced(tril_then_flatten, x), x) == (3, 1)  # what the fix is for
+    assert _strides_seen_after_write(keep_written_strides(_traced(tril_then_flatten, x)), x) == (1, 4)
 
 
 def test_the_rewritten_graph_does_what_eager_does():

@@ -277,6 +277,43 @@ def test_a_written_argument_with_gaps_keeps_its_strides_for_later_choices(backen
     calls_agree(fn, [[x] for x in rows], backend=backend)
 
 
+# Out-of-place twins that return a contiguous result whatever their input's order: functionalization gave the
+# written tensor that layout, and what later ops computed from it got other strides than eager's.
+REORDERING_WRITES = {
+    "masked_fill_": lambda v: v.masked_fill_(v > 0, 0.25),
+    "scatter_": lambda v: v.scatter_(0, torch.zeros_like(v, dtype=torch.long), 1.5),
+    "index_add_": lambda v: v.index_add_(0, torch.tensor([0]), v[:1] * 2),
+    "tril_": lambda v: v.tril_(),
+    "cumsum_": lambda v: v.cumsum_(0),
+    "masked_scatter_": lambda v: v.masked_scatter_(v < 0, v * 3),
+    "mul_": lambda v: v.mul_(2),  # laid out as its input: right before the fix too
+}
+
+ORDERS = {
+    "transposed_view": lambda x: x.mT,
+    "channels_last_argument": lambda x: x,
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize("write", list(REORDERING_WRITES))
+def test_a_write_into_a_dense_tensor_in_another_order_keeps_its_layout(backend, write, order):
+    first, view = REORDERING_WRITES[write], ORDERS[order]
+
+    def fn(x):
+        v = view(x)
+        first(v)
+        return v * 2 + v, x.flatten()
+
+    if order == "channels_last_argument":
+        shapes = [(2, 3, 4, 5), (3, 3, 2, 6)]
+        calls = [[torch.randn(s).to(memory_format=torch.channels_last)] for s in shapes]
+    else:
+        calls = [[torch.randn(s)] for s in ((3, 4), (5, 2), (2, 6))]
+    calls_agree(fn, calls, backend=backend)
+
+
 # ------------------------------------------------------------------ writes through inplace=True
 
 

@@ -1,13 +1,16 @@
 """In-place writes that keep eager's strides when AOT autograd functionalizes a graph.
 
 Functionalization turns ``x.sub_(1)`` into ``x = sub(x, 1)`` and adopts the
-result's layout for ``x``. Eager keeps ``x``'s own strides, and for a tensor
-that is not dense (``t[::2]``, a narrowed column) the two differ: every later
-choice made from strides then goes the other way — ``flatten`` views where
-eager copies, ``contiguous`` returns its input, ``view`` succeeds or fails.
-:func:`keep_written_strides` routes each such write through a fresh tensor and
-a ``copy_`` back, which functionalization maps onto the written tensor's own
-layout. Dense tensors (nearly all of them) are left as they are.
+result's layout for ``x``. Eager keeps ``x``'s own strides, and the two differ
+for a tensor that is not dense (``t[::2]``, a narrowed column), and for a dense
+one in another order (a transpose, channels-last) under the many out-of-place
+ops that return a contiguous result (``masked_fill``, ``scatter``,
+``index_add``, ``tril``, ``cumsum``): every later choice made from strides then
+goes the other way — ``flatten`` views where eager copies, ``contiguous``
+returns its input, ``view`` succeeds or fails, a pointwise result is laid out
+otherwise. :func:`keep_written_strides` routes each such write through a fresh
+tensor and a ``copy_`` back, which functionalization maps onto the written
+tensor's own layout. Contiguous tensors (nearly all of them) are left as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._prims_common import is_non_overlapping_and_dense_or_false
+from torch._prims_common import is_contiguous_or_false
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE
 
@@ -111,19 +114,19 @@ def _inplace_position(fn: Any) -> int | None:
     return names.index("inplace") if "inplace" in names else None
 
 
-def _known_dense(value: Any) -> bool:
-    # A stride that depends on a symbol no guard settles counts as not dense.
-    return isinstance(value, torch.Tensor) and is_non_overlapping_and_dense_or_false(value)
+def _known_contiguous(value: Any) -> bool:
+    # A stride that depends on a symbol no guard settles counts as not contiguous.
+    return isinstance(value, torch.Tensor) and is_contiguous_or_false(value)
 
 
 def write_keeping_strides(fn: Callable[..., Any], where: int | str, *args: Any, **kwargs: Any) -> Any:
     """Run the in-place call ``fn(*args, **kwargs)`` so that the written tensor keeps its strides.
 
-    A tensor that is not dense is written through a fresh copy and a ``copy_`` back; ``where`` names
+    A tensor that is not contiguous is written through a fresh copy and a ``copy_`` back; ``where`` names
     the written argument (a position, or ``"out"``). The call returns what the in-place call returns.
     """
     target = kwargs[where] if isinstance(where, str) else args[where]
-    if not isinstance(target, torch.Tensor) or _known_dense(target):
+    if not isinstance(target, torch.Tensor) or _known_contiguous(target):
         return fn(*args, **kwargs)
     scratch = target.clone()
     if isinstance(where, str):
@@ -156,11 +159,11 @@ def _writer(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def keep_written_strides(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Return ``gm``, or a copy whose in-place writes into tensors not known to be dense keep their strides.
+    """Return ``gm``, or a copy whose in-place writes into tensors not known to be contiguous keep their strides.
 
     For a backend that hands the graph to AOT autograd: under functionalization, a tensor written in
-    place takes the layout of the out-of-place result, which for a tensor that is not dense differs
-    from eager's. A write whose target's recorded value is dense is left untouched; the others call
+    place takes the layout of the out-of-place result, which for a tensor that is not contiguous may
+    differ from eager's. A write whose target's recorded value is contiguous is left untouched; the others call
     :func:`write_keeping_strides`, which checks again with the values being traced.
     """
     writes = []
@@ -169,7 +172,7 @@ def keep_written_strides(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if where is None:
             continue
         written = node.kwargs[where] if isinstance(where, str) else node.args[where]
-        if isinstance(written, torch.fx.Node) and _known_dense(written.meta.get(EXAMPLE_VALUE)):
+        if isinstance(written, torch.fx.Node) and _known_contiguous(written.meta.get(EXAMPLE_VALUE)):
             continue
         if _callable(node) is not None:
             writes.append((node, where))
