@@ -210,3 +210,30 @@ def test_a_dynamic_input_with_another_layout_is_computed_right():
     inputs = [torch.randn(4, 5), torch.randn(6, 5), torch.randn(5, 6).t(), torch.randn(8, 10)[::2, ::2]]
     for x in inputs:
         differential(fn, x, compiled=compiled)
+
+
+@pytest.mark.parametrize(
+    "memory_format", [None, torch.preserve_format, torch.contiguous_format, torch.channels_last], ids=str
+)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(2, 3, 4, 5).transpose(1, 3),
+        lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+        lambda: torch.randn(2, 3, 4, 5),
+    ],
+    ids=["transposed", "channels_last", "contiguous"],
+)
+@pytest.mark.parametrize("template", ["same_size", "fewer_elements"])
+def test_resize_as_lays_its_result_out_as_eager(make, memory_format, template):
+    # Without a memory format eager's kernel only resizes; torch's decomposition restrided a transposed tensor
+    # of the same size to contiguous over its memory as it lay, and the elements came back transposed.
+    x = make()
+    like = torch.empty(x.shape) if template == "same_size" else torch.empty(2, 3, 2, 5)
+    if memory_format is torch.channels_last and like.dim() != 4:
+        pytest.skip("channels-last needs four dims")
+
+    def fn(x, like):
+        return x.clone().resize_as_(like, memory_format=memory_format) * 1
+
+    differential(fn, x, like)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._decomp.decompositions import _softmax_unbacked_safe_amax
-from torch._prims_common import make_contiguous_strides_for
+from torch._prims_common import make_contiguous_strides_for, suggest_memory_format
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from dynajit.fxgraph import (
@@ -203,6 +203,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table.update(get_decompositions(_EXTRA_DECOMPOSITIONS))
     table[aten.native_layer_norm.default] = _normalized_as_eager(table[aten.native_layer_norm.default])
     table[aten.take.default] = _take_by_a_flat_index
+    table[aten.resize_as.default] = _resize_as_eager_does
     for op in _KEEP:
         table.pop(op, None)
     for op, decompose in table.items():
@@ -230,6 +231,17 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
     return table
+
+
+def _resize_as_eager_does(
+    self: torch.Tensor, other: torch.Tensor, memory_format: torch.memory_format | None = None
+) -> torch.Tensor:
+    """``resize_as`` as eager's kernel: with no memory format it only resizes. torch's decomposition passes
+    ``contiguous_format``, which restrides a transposed tensor of the same size over its memory as it lies:
+    ``x.clone().resize_as_(y)`` of a column-major ``x`` returned its elements transposed."""
+    if memory_format == torch.preserve_format:
+        memory_format = suggest_memory_format(other)
+    return aten.resize(self, other.shape, memory_format=memory_format)
 
 
 def _take_by_a_flat_index(self: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
