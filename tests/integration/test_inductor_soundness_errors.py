@@ -218,6 +218,19 @@ def test_a_select_at_a_negative_dim_out_of_range_raises(backend, shape, dim, use
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
 
 
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("index", [7, -6, 5, 4, -5], ids=lambda i: f"index{i}")
+@pytest.mark.parametrize("used", [True, False])
+def test_a_select_scatter_at_an_index_out_of_range_raises(backend, index, used):
+    # torch's decomposition, and the lowering after it, wrapped the index without checking its range: the
+    # graph returned a tensor, or dropped the unused op, where eager raises IndexError
+    def fn(x, src):
+        scattered = torch.select_scatter(x, src, 0, index)
+        return scattered * 2 if used else x + 1
+
+    differential(fn, torch.randn(5, 4), torch.randn(4), compiled=compiler.compile(fn, backend=backend))
+
+
 _EMPTY_SOURCE_INDEXING = {
     "index_select": lambda x: x.index_select(0, torch.tensor([0, 0])),
     "index_select_1d": lambda x: x.flatten().index_select(0, torch.tensor([0])),

@@ -237,3 +237,36 @@ def test_resize_as_lays_its_result_out_as_eager(make, memory_format, template):
         return x.clone().resize_as_(like, memory_format=memory_format) * 1
 
     differential(fn, x, like)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(5, 4, 3).mT.contiguous().mT,
+        lambda: torch.randn(5, 4, 6)[..., ::2],
+        lambda: torch.randn(5, 4, 3),
+    ],
+    ids=["column_major", "gaps", "contiguous"],
+)
+def test_select_scatter_lays_its_result_out_as_eager(make, dim):
+    # eager's result keeps its input's order and gaps; torch's decomposition's was contiguous
+    x = make()
+    src = torch.randn(*(n for d, n in enumerate(x.shape) if d != dim % x.dim()))
+    differential(lambda x, src: torch.select_scatter(x, src, dim, 1), x, src)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(2, 6, 5, 4).to(memory_format=torch.channels_last),
+        lambda: torch.randn(2, 6, 5, 4, 3).to(memory_format=torch.channels_last_3d),
+        lambda: torch.randn(2, 6, 5, 4).transpose(2, 3),
+        lambda: torch.randn(2, 6, 5, 8)[..., ::2],
+        lambda: torch.randn(2, 6, 5),
+    ],
+    ids=["channels_last", "channels_last_3d", "transposed", "gaps", "three_dims"],
+)
+def test_channel_shuffle_lays_its_result_out_as_eager(make):
+    # eager's kernel keeps a channels-last input's format; the decomposition's views gave a contiguous result
+    differential(lambda x: torch.nn.functional.channel_shuffle(x, 3), make())

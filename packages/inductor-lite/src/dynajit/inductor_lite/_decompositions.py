@@ -83,6 +83,9 @@ _KEEP = {
     aten.transpose.int,
     aten.arange.default,
     aten.arange.start,
+    # lowered as a masked read laid out as eager's kernel lays it; the decomposition's result is contiguous
+    # where eager's keeps a transposed or strided input's order
+    aten.select_scatter.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
     # Their kernels check the indices and raise eager's own error: IndexError "Target 9 is out of bounds." for a
@@ -113,11 +116,12 @@ _CHECKED_COMPOSITES = {
 }  # fmt: skip
 
 
-# Batch norms, whose eager CPU kernel lays its output out in the input's suggested memory format (contiguous,
-# or channels-last for a channels-last input) where the decomposition follows the input's strides.
+# Ops whose eager CPU kernel lays its output out in the input's suggested memory format (contiguous, or
+# channels-last for a channels-last input): batch norms, whose decompositions follow the input's strides, and
+# channel shuffles, whose decompositions' views give a contiguous result.
 _SUGGESTED_LAYOUT = {
     aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
-    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit, aten.channel_shuffle, aten.native_channel_shuffle,
 }  # fmt: skip
 # Ops whose eager kernel gives a contiguous result the strides ``empty`` gives, where the decomposition keeps an
 # input's stride on a size-1 dim: a convolution reading the result would choose another output layout from it.
@@ -355,7 +359,8 @@ def _in_suggested_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(decompose)
     def run(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        return in_suggested_layout(tuple(decompose(input, *args, **kwargs)), input)
+        result = decompose(input, *args, **kwargs)
+        return in_suggested_layout(tuple(result) if isinstance(result, list) else result, input)
 
     return run
 

@@ -152,9 +152,9 @@ def _select_scatter(ctx: Any, x: TensorValue, src: Any, dim: int, index: int) ->
     val = ctx.current_val()
     size = _sym.shape_of(val)
     dim = dim % len(size)
-    if not isinstance(index, int) or not isinstance(x.size[dim], int):
-        return ctx.fallback()
-    index = index % x.size[dim] if x.size[dim] else index
+    if not isinstance(index, int) or not isinstance(x.size[dim], int) or not -x.size[dim] <= index < x.size[dim]:
+        return ctx.fallback()  # (aten's kernel raises eager's IndexError for an index out of range)
+    index = index % x.size[dim]
     src = to_value(ctx, src, val.dtype)
     dt = val.dtype
 

@@ -257,6 +257,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         return
     _check_fill_value(name, args, kwargs)
     _check_dim_in_range(name, args, kwargs)
+    _check_index_in_range(name, args, kwargs)
     indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
     if not (indexing or pointwise or _tags(name) is not None):
         return
@@ -302,6 +303,30 @@ def _check_dim_in_range(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         raises_in_python(
             f"{name} raises in eager (IndexError: Dimension out of range (expected to be in range of "
             f"[{-rank}, {rank - 1}], but got {dim}))"
+        )
+
+
+# Ops whose fake kernel takes an index along a dim without checking that it is in range
+# (``select_scatter(x, src, 0, 7)`` of 5 rows): where the dim and the index are, and their keywords.
+_UNCHECKED_INDICES = {"select_scatter": ((2, "dim"), (3, "index"))}
+
+
+def _check_index_in_range(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's IndexError, in Python, for an index out of its dim's range that the op's fake kernel lets
+    through (the graph computed a result, or dropped the unused op, where eager raises)."""
+    where = _UNCHECKED_INDICES.get(name)
+    if where is None:
+        return
+    (dim_at, dim_keyword), (index_at, index_keyword) = where
+    dim = args[dim_at] if len(args) > dim_at else kwargs.get(dim_keyword)
+    index = args[index_at] if len(args) > index_at else kwargs.get(index_keyword)
+    tensor = example_tensor(args[0] if args else kwargs.get("input", kwargs.get("self")))
+    if type(dim) is not int or type(index) is not int or tensor is None or not -tensor.dim() <= dim < tensor.dim():
+        return
+    size = tensor.shape[dim]
+    if type(size) is int and not -size <= index < size:
+        raises_in_python(
+            f"{name} raises in eager (IndexError: index {index} out of range for dim {dim} of size {size})"
         )
 
 
