@@ -223,6 +223,33 @@ def test_reading_a_view_after_its_layout_changed_under_inference_mode(mode, back
         assert _kind(results[1][4]) == _kind(results[0][4])
 
 
+def flattens_then_transposes(x):
+    v = x.flatten()
+    v.t_()  # changes nothing of a vector, but eager marks the view: it was changed under inference_mode
+    return v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("size", [0, 3])
+def test_a_layout_change_that_changes_nothing_under_inference_mode_marks_the_view_as_in_eager(size, backend):
+    # (found by the fuzzer, --seed a114-1 --start 220) the trace dropped the no-op t_(), so the returned view
+    # was unmarked, and using it where gradients are recorded worked where eager raises
+    compiler.reset()
+    compiled = compiler.compile(flattens_then_transposes, backend=backend)
+    errors = []
+    for run in (flattens_then_transposes, compiled):
+        x = torch.randn(1, 1, size).requires_grad_().clone()
+        with torch.inference_mode():
+            out = run(x)
+        try:
+            out * 2
+            errors.append(None)
+        except RuntimeError as err:
+            errors.append(str(err))
+    assert errors[0] is not None
+    assert errors[1] == errors[0]
+
+
 def copies_a_view_into_itself(x):
     v = x.movedim(0, 0)
     v.copy_(v)

@@ -452,6 +452,8 @@ def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         return False  # autograd's check of in-place ops on views (a piece of `unbind`) comes first: it may raise
     if example.is_inference() and not torch.is_inference_mode_enabled():
         return False  # so does the refusal of an in-place op on an inference tensor outside inference mode
+    if torch.is_inference_mode_enabled() and not example.is_inference():
+        return False  # so does the mark eager puts on a view of a normal tensor changed under inference_mode
     probe = example.detach().as_strided(example.shape, example.stride(), example.storage_offset())
     try:
         getattr(torch.Tensor, str(_aten_name(target)))(probe, *args[1:], **kwargs)
