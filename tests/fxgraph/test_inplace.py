@@ -7,7 +7,13 @@ import torch.fx
 from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from dynajit.fxgraph import EXAMPLE_VALUE, eliminate_dead_code, keep_written_strides, passes_inplace
+from dynajit.fxgraph import (
+    EXAMPLE_VALUE,
+    eliminate_dead_code,
+    keep_written_strides,
+    passes_inplace,
+    writes_in_place,
+)
 
 
 def _traced(fn, example):
@@ -95,3 +101,41 @@ def test_inplace_passed_by_position_is_a_write_passes_keep():
     assert eliminate_dead_code(gm) == 0
     x = torch.randn(5) * 3
     torch.testing.assert_close(gm(x.clone()), x.clamp(-1, 1) * 2)
+
+
+def _writes(fn, example):
+    gm = keep_written_strides(_traced(fn, example))
+    return [writes_in_place(n) for n in gm.graph.nodes if n.op.startswith("call_")]
+
+
+def test_writes_in_place_names_every_form_of_write_and_nothing_else():
+    def writes(x):
+        y = x * 2
+        y.add_(1)
+        torch.add(y, 1, out=y)
+        torch.nn.functional.relu(y, inplace=True)
+        y.copy_(x)
+        return y
+
+    assert _writes(writes, torch.ones(2, 3)) == [False, True, True, True, True]
+    graph = torch.fx.Graph()  # (as capture records ``x += 1`` and ``x[0] = 3``; symbolic_trace cannot)
+    x = graph.placeholder("x")
+    assert writes_in_place(graph.call_function(operator.iadd, (x, 1)))
+    assert writes_in_place(graph.call_function(operator.setitem, (x, 0, 3.0)))
+
+    def reads(x):
+        y = x.t_()  # (a layout change: the aten trace shows it, as ``as_strided_``)
+        return (y.relu() & y.bool()).float()
+
+    assert _writes(reads, torch.ones(2, 3)) == [False, False, False, False, False]
+
+
+def test_a_write_routed_through_a_copy_is_a_write():
+    def write(x):
+        x.sub_(1)
+        return x
+
+    gm = keep_written_strides(_traced(write, torch.ones(3, 4).t()))
+    (node,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert node.target.__name__ == "sub__keeping_strides"
+    assert writes_in_place(node)

@@ -181,3 +181,124 @@ def test_a_graph_the_single_trace_cannot_take_is_compiled_through_aot_autograd(m
         compiled = compile_fx(gm, [x])
         torch.testing.assert_close(tuple(compiled(x)), eager(x))
     assert not compiled_graphs(compiled)[-1].info.get("traced_once")
+
+
+# ------------------------------------------------------------------ traced as written where nothing is written
+
+
+class _Flattening(torch.fx.Tracer):
+    """Traces through every module to functions of parameters, as capture's graphs hold them."""
+
+    def is_leaf_module(self, m, name):
+        return False
+
+
+def _flat_trace(module):
+    return torch.fx.GraphModule(module, _Flattening().trace(module))
+
+
+class _Pooled(torch.nn.Module):  # adaptive_avg_pool1d's decomposition restrides its result in place
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.nn.functional.adaptive_avg_pool1d(self.lin(x).transpose(1, 2), 1).flatten(1).relu()
+
+
+class _WritesThroughAnAtenOp(torch.nn.Module):  # a write only the aten graph shows
+    def forward(self, x):
+        return torch.ops.aten.add_.Tensor(x * 2, x).relu()
+
+
+class _Plain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.randn(1, 1, 4))
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cat([self.token.expand(x.shape[0], -1, -1), self.lin(x).relu()], 1).softmax(-1)
+
+
+class _WritesAnIntermediate(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.add_(1)
+        return y.relu()
+
+
+def _traces(monkeypatch):
+    """The kinds of trace ``compile_fx`` makes: "functional" or "as written"."""
+    from dynajit.inductor_lite import _one_trace
+
+    made = []
+    functionalize = torch.func.functionalize
+    make_fx = _one_trace.make_fx
+
+    def marked_functionalize(fn, **kwargs):
+        functional = functionalize(fn, **kwargs)
+        functional.functionalized = True
+        return functional
+
+    def counted_make_fx(fn, *args, **kwargs):
+        made.append("functional" if getattr(fn, "functionalized", False) else "as written")
+        return make_fx(fn, *args, **kwargs)
+
+    monkeypatch.setattr(torch.func, "functionalize", marked_functionalize)
+    monkeypatch.setattr(_one_trace, "make_fx", counted_make_fx)
+    return made
+
+
+@pytest.mark.parametrize(
+    ("build", "kinds", "once"),
+    [
+        (_Plain, ["as written"], True),
+        (_WritesAnIntermediate, ["functional"], True),
+        (_WritesThroughAnAtenOp, ["as written", "functional"], True),
+        (_Pooled, ["as written"], False),
+    ],
+    ids=["writes_nothing", "writes_an_intermediate", "an_aten_op_writes", "restrides_in_place"],
+)
+def test_a_graph_that_writes_nothing_is_traced_as_written_and_one_that_writes_is_functionalized(
+    build, kinds, once, monkeypatch
+):
+    """Functionalization changes nothing where nothing is written: such a graph is traced as written. A write the
+    torch-level graph shows is functionalized at once; one only its aten graph shows is traced again,
+    functionalized. An in-place view op (``as_strided_`` in ``adaptive_avg_pool1d``'s decomposition) stays in a
+    functionalized graph too: that graph goes to AOT autograd at once."""
+    torch.manual_seed(0)
+    eager = build()
+    gm = _flat_trace(copy.deepcopy(eager))
+    x = torch.randn(2, 3, 4)
+    made = _traces(monkeypatch)
+    with torch.no_grad():
+        compiled = compile_fx(gm, [x.clone()])
+        got, want = compiled(x.clone()), eager(x.clone())
+    torch.testing.assert_close(got, want)
+    assert (got.shape, got.stride(), got.requires_grad) == (want.shape, want.stride(), want.requires_grad)
+    assert made == kinds
+    assert bool(compiled_graphs(compiled)[-1].info.get("traced_once")) is once
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+@pytest.mark.parametrize(("build", "make_input", "once"), CASES, ids=[c[0].__name__.strip("_") for c in CASES])
+def test_a_graph_of_functions_of_parameters_is_traced_once_only_where_aot_autograd_would_change_nothing(
+    build, make_input, once, mode
+):
+    """The cases above, traced through their modules: no node is a module call, so a graph that writes nothing
+    is traced as written."""
+    torch.manual_seed(0)
+    eager = build()
+    gm = _flat_trace(copy.deepcopy(eager))
+    x = make_input()
+    with torch.no_grad() if mode == "no_grad" else torch.inference_mode():
+        compiled = compile_fx(gm, [x.clone()])
+        results = [_flat(compiled(x.clone())) for _ in range(2)]
+        expected = [_flat(eager(x.clone())) for _ in range(2)]
+    for got, want in zip(results, expected):
+        torch.testing.assert_close(got, want)
+        assert [(o.dtype, o.shape, o.stride()) for o in got] == [(o.dtype, o.shape, o.stride()) for o in want]
+    state = eager.state_dict()  # (the traced copy holds a tied parameter once)
+    torch.testing.assert_close(dict(gm.state_dict()), {name: state[name] for name in gm.state_dict()})
+    assert bool(compiled_graphs(compiled)[-1].info.get("traced_once")) is once

@@ -13,7 +13,7 @@ import pytest
 import torch
 from inductor_differential import differential
 
-from dynajit import compiler
+from dynajit import capture, compiler
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -281,6 +281,48 @@ def test_an_unused_op_of_a_0d_operand_raises_what_eager_raises(backend, shape, o
         return x + 1
 
     differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
+_EMPTY_DIM_REDUCTIONS = {
+    "median": lambda v: v.median(2, keepdim=True),
+    "median_of_dim_1": lambda v: torch.median(v, dim=1),
+    "nanmedian": lambda v: v.nanmedian(2),
+    "mode": lambda v: v.mode(2),
+    "max_with_dim": lambda v: v.max(2),
+    "kthvalue": lambda v: v.kthvalue(1, 2),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(3, 0, 0), (3, 4, 0), (3, 4, 5)])
+@pytest.mark.parametrize("op", list(_EMPTY_DIM_REDUCTIONS))
+def test_an_unused_reduction_over_an_empty_dim_raises_what_eager_raises(backend, shape, op):
+    """Eager's median, nanmedian and mode refuse to reduce an empty dim ("Expected reduction dim 2 to have
+    non-zero size"); their meta kernels do not check, and the graph drops the unused op."""
+    reduce = _EMPTY_DIM_REDUCTIONS[op]
+
+    def fn(x):
+        reduce(x)  # dead code in the graph
+        return x + 1
+
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("op", ["median", "nanmedian", "mode"])
+def test_an_unused_reduction_over_an_empty_dim_of_a_tensor_of_symbolic_size_raises_what_eager_raises(backend, op):
+    """The empty slice of a tensor of symbolic size is checked at the size traced: the empty dim is static, so
+    eager's refusal holds for every size the guards admit."""
+
+    def fn(x):
+        getattr(x[:, :0], op)(1)  # dead code in the graph
+        return x + 1
+
+    compiled = compiler.compile(fn, backend=backend)
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        capture.mark_dynamic(x, 0)
+        differential(fn, x, compiled=compiled)
 
 
 _RANK_CHECKS = {

@@ -15,7 +15,13 @@ from dynajit.fxgraph._cpu_formulas import (
 from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._gc_deferral import full_collections_deferred
 from dynajit.fxgraph._inference import compiling_outside_inference_mode
-from dynajit.fxgraph._inplace import AUGMENTED_OPERATORS, keep_written_strides, passes_inplace, writes_elements
+from dynajit.fxgraph._inplace import (
+    AUGMENTED_OPERATORS,
+    keep_written_strides,
+    passes_inplace,
+    writes_elements,
+    writes_in_place,
+)
 from dynajit.fxgraph._logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from dynajit.fxgraph._meta import (
     EXAMPLE_VALUE,
@@ -108,6 +114,7 @@ __all__ = [
     "symbolic_int",
     "symbols_of",
     "writes_elements",
+    "writes_in_place",
     "target_name",
     "user_source_line",
 ]

@@ -27,7 +27,7 @@ from torch._prims_common import is_contiguous_or_false
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE
 
-__all__ = ["AUGMENTED_OPERATORS", "keep_written_strides", "passes_inplace", "writes_elements"]
+__all__ = ["AUGMENTED_OPERATORS", "keep_written_strides", "passes_inplace", "writes_elements", "writes_in_place"]
 
 #: Python's augmented assignments on a tensor: each writes its left operand.
 AUGMENTED_OPERATORS: frozenset[Any] = frozenset(
@@ -94,6 +94,16 @@ def _written_argument(node: torch.fx.Node) -> int | str | None:
     return 0
 
 
+def writes_in_place(node: torch.fx.Node) -> bool:
+    """Whether ``node`` writes a tensor as the program wrote it: an in-place function or method (``copy_`` and
+    ``resize_`` too), an ``out=`` or ``inplace=True`` call, an augmented or item assignment, or such a write that
+    :func:`keep_written_strides` routed through a copy."""
+    if _written_argument(node) is not None or hasattr(node.target, "keeps_strides_of"):
+        return True
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return name in NOT_VALUE_WRITES
+
+
 def passes_inplace(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
     """Whether a call of ``target`` passes ``inplace=True``, by keyword or by position (``hardtanh(x, -1.0, 1.0, True)``).
 
@@ -155,6 +165,7 @@ def _writer(fn: Callable[..., Any]) -> Callable[..., Any]:
         return write_keeping_strides(fn, where, *args, **kwargs)
 
     write.__name__ = write.__qualname__ = f"{getattr(fn, '__name__', 'write')}_keeping_strides"
+    write.keeps_strides_of = fn  # type: ignore[attr-defined]
     return write
 
 

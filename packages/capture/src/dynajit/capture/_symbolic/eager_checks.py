@@ -9,8 +9,8 @@ size 0 stays 0, for the checks of empty reductions), keeping its scalar argument
 for every input the trace's guards admit. What eager raises there stops the trace before the op
 (:class:`RaisesInPython`), so Python runs it and raises it itself. The same holds for the few other ops whose
 meta kernels skip eager's checks of ranks and dims (``sort``, ``bucketize``). Any other op with a degenerate
-operand (an indexing op's empty or 0-d one, another op's 0-d one, whose dims and positions the meta kernels do
-not check) runs once on zeros of its operands' own shapes.
+operand, 0-d or empty (whose dims, positions and empty reductions the meta kernels do not check:
+``empty.median(0)``), runs once on zeros of its operands' own shapes.
 
 Functionalization cannot express a write into a tensor some of whose elements share memory (an
 expanded tensor, a column of one): it scatters the written values back through the view as if each
@@ -144,9 +144,14 @@ def _ones_of_size_one(example: torch.Tensor) -> torch.Tensor:
 
 
 def _zeros_of_its_shape(example: torch.Tensor) -> torch.Tensor:
-    if any(not isinstance(n, int) for n in example.shape) or example.numel() > _ZEROS_LIMIT:
+    """Zeros of ``example``'s shape, a symbolic size at the value it was traced with: an error eager raises there
+    makes the op run in Python, right for every size (one that eager raises only at other sizes goes unchecked,
+    as it would with the size unknown)."""
+    shape = [_SCALAR_TYPES[type(n)](n.node.hint) if isinstance(n, torch.SymInt) and n.node.hint is not None else n
+             for n in example.shape]  # fmt: skip
+    if any(not isinstance(n, int) for n in shape) or torch.Size(shape).numel() > _ZEROS_LIMIT:
         raise LookupError
-    return torch.zeros(example.shape, dtype=example.dtype, device=example.device)
+    return torch.zeros(shape, dtype=example.dtype, device=example.device)
 
 
 def _stand_in(value: Any) -> Any:
@@ -207,7 +212,8 @@ def _check_index_bounds(args: tuple[Any, ...]) -> None:
 # Ops reading a source tensor at positions an index tensor holds: with an empty or a 0-d tensor among them, eager's
 # checks (an empty source dim for a non-empty index, mismatched sizes, a 0-d source read at more than one
 # position) fail whatever the index values are, and the meta kernels make none of them. Other ops' checks of a 0-d
-# operand are of its dims (``sort(dim=1)``, ``index_put_`` with an index), which the meta kernels skip too.
+# operand are of its dims (``sort(dim=1)``, ``index_put_`` with an index), and of an empty one its reduced dim
+# (``median``, ``mode`` and ``nanmedian`` of an empty dim raise IndexError), which the meta kernels skip too.
 _INDEXING = frozenset(
     {"index_select", "gather", "take", "take_along_dim", "embedding", "index_add", "index_copy", "index_fill"}
     | {"scatter", "scatter_add", "scatter_reduce", "index_reduce"}
@@ -216,20 +222,18 @@ _ZEROS_LIMIT = 1 << 20
 
 
 def _degenerate(example: torch.Tensor | None) -> bool:
-    """Whether ``example`` is 0-d or has an empty dim: the shapes whose indexing checks the meta kernels skip."""
+    """Whether ``example`` is 0-d or has an empty dim: the shapes whose checks the meta kernels skip."""
     return example is not None and (example.dim() == 0 or any(isinstance(n, int) and n == 0 for n in example.shape))
 
 
-def _check_degenerate(
-    target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], indexing: bool = True
-) -> None:
-    """Raise eager's error for an op with a degenerate operand, whose checks the meta kernel skips and which
-    dead-code elimination could drop (``scalar.index_select(0, torch.tensor([0, 0]))``, ``scalar.sort(1)``):
-    run it eagerly on zeros of the same shapes. An indexing op's operand is degenerate when it is 0-d or empty
-    (the index values cannot matter when the source is empty, and zeros are in bounds wherever anything is, a
-    0-d source's one position included); another op's when it is 0-d."""
+def _check_degenerate(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise eager's error for an op with a degenerate (0-d or empty) operand, whose checks the meta kernel
+    skips and which dead-code elimination could drop (``scalar.index_select(0, torch.tensor([0, 0]))``,
+    ``scalar.sort(1)``, ``empty.median(0)``): run it eagerly on zeros of the same shapes. The values cannot
+    matter where the operand is empty, and zeros are in bounds wherever anything is, a 0-d source's one position
+    included; should another op's check read them, a wrong refusal only leaves the op to Python."""
     examples = [example_tensor(a) for a in (*args, *kwargs.values())]
-    if not any(_degenerate(e) if indexing else (e is not None and e.dim() == 0) for e in examples):
+    if not any(_degenerate(e) for e in examples):
         return
     try:
         real_args = _real(args, _zeros_of_its_shape)
@@ -266,7 +270,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         if target is None:
             return
     if indexing or not pointwise:
-        _check_degenerate(target, name, args, kwargs, indexing)
+        _check_degenerate(target, name, args, kwargs)
         return
     try:
         real_args, real_kwargs = _stand_in(args), {k: _stand_in(v) for k, v in kwargs.items()}
