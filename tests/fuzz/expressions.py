@@ -201,15 +201,20 @@ class ExpressionMixin:
             return None
         d = self.dim(a)
         keep = rng.choice(["True", "False"])
-        ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min"]
+        ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "any", "all", "max", "min", "count_nonzero"]
         if t.is_floating_point():
             ops += ["mean", "std", "var", "logsumexp", "softmax", "log_softmax", "norm", "mean", "is_max", "is_min"]
-            ops += ["nanmedian"]
+            ops += ["nanmedian", "nansum", "nanmean", "logcumsumexp", "var_mean"]
         if t.dtype != torch.bool:
-            ops += ["cumsum", "median"]
+            ops += ["cumsum", "median", "kthvalue", "cummax", "cummin", "aminmax"]
         op = rng.choice(ops)
-        if op in ("argmax", "argmin", "max", "min", "is_max", "is_min", "median", "nanmedian") and near_ties(t):
+        ordered = ("argmax", "argmin", "max", "min", "is_max", "is_min", "median", "nanmedian", "kthvalue")
+        if op in (*ordered, "cummax", "cummin", "aminmax") and near_ties(t):
             op = "sum"  # which of two values equal up to rounding is the largest (the middle) is rounding's choice
+        if op in ("kthvalue", "cummax", "cummin", "logcumsumexp"):
+            return self._order_statistic(a, op, d, keep)
+        if op in ("count_nonzero", "nansum", "nanmean", "aminmax", "var_mean"):
+            return self._nan_aware_reduction(a, op, d, keep)
         if op in ("median", "nanmedian") and d is not None and t.dim() and t.stride(d) == 0 and t.shape[d] > 1:
             op = "sum"  # eager's median(dim) over an expanded dim reads memory it never wrote (torch 2.13, 2.14)
         if op in ("median", "nanmedian"):
@@ -234,6 +239,28 @@ class ExpressionMixin:
         if op == "sum" and rng.random() < 0.2:
             return f"torch.sum({a}, {d}, dtype=torch.float64)"
         return f"{a}.{op}({d}, keepdim={keep})" if op not in ("any", "all") or rng.random() < 0.5 else f"{a}.{op}({d})"
+
+    def _order_statistic(self, a: str, op: str, d: int | None, keep: str) -> str:
+        """The smallest value along a dim, or a running maximum, minimum or log-sum-exp (values only: which of
+        two equal elements is picked is the kernel's choice)."""
+        if op == "kthvalue":
+            return f"{a}.kthvalue(1)[0]" if d is None else f"{a}.kthvalue(1, {d}, keepdim={keep}).values"
+        dim = 0 if d is None else d
+        return f"{a}.{op}({dim})" if op == "logcumsumexp" else f"{a}.{op}({dim}).values"
+
+    def _nan_aware_reduction(self, a: str, op: str, d: int | None, keep: str) -> str:
+        """Reductions that skip NaNs or count, and the two-result ones (``aminmax``, ``var_mean``)."""
+        if op == "count_nonzero":
+            return f"torch.count_nonzero({a})" if d is None else f"torch.count_nonzero({a}, {d})"
+        if op == "aminmax":
+            pick = self.rng.choice(["min", "max"])
+            return f"torch.aminmax({a}).{pick}" if d is None else f"torch.aminmax({a}, dim={d}, keepdim={keep}).{pick}"
+        if op == "var_mean":
+            which = self.rng.choice([0, 1])
+            return (
+                f"torch.var_mean({a})[{which}]" if d is None else f"torch.var_mean({a}, {d}, keepdim={keep})[{which}]"
+            )
+        return f"{a}.{op}()" if d is None else f"{a}.{op}({d}, keepdim={keep})"
 
     def _e_view(self, a: str) -> str:
         rng, t = self.rng, self.value(a)

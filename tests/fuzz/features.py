@@ -16,7 +16,8 @@ class Features:
     """What generated programs may contain (each ``True`` by default)."""
 
     pointwise: bool = True  # unary/binary math, comparisons, where, clamp, python scalars
-    reductions: bool = True  # sum/mean/amax/argmax/max(dim)/median/std/any/cumsum/softmax, dim and keepdim
+    reductions: bool = True  # sum/mean/amax/argmax/max(dim)/median/std/any/cumsum/softmax, dim and keepdim,
+    # kthvalue/cummax/cummin/logcumsumexp, nansum/nanmean/count_nonzero/aminmax/var_mean
     reduce_size_one: bool = True  # reductions of tensors with a size-1 dimension or a single element
     views: bool = True  # view/reshape/flatten/unsqueeze/squeeze/transpose/permute/movedim/unflatten
     slices: bool = True  # basic indexing with offsets and steps, select, narrow, chunk/split/unbind

@@ -275,7 +275,8 @@ def _assert_no_gradient_reaches_w(fn, backend, w_values):
 
 
 # Ops whose backward is linear in the gradient: a roll, a triangle, a pad (its backward pads back by negative
-# amounts), a diagonal embedded (its backward takes the diagonal) and a trace (its backward fills a diagonal).
+# amounts), a diagonal embedded (its backward takes the diagonal), a trace (its backward fills a diagonal), and
+# the parts of a complex tensor (the fuzzer's program a117-0:252).
 _LINEAR_PIECES = {
     "roll": lambda r: r.roll(1, 1),
     "tril": lambda r: r.tril(),
@@ -283,6 +284,11 @@ _LINEAR_PIECES = {
     "pad": lambda r: torch.nn.functional.pad(r, (1, 2)),
     "diag_embed": torch.diag_embed,
     "trace": lambda r: torch.trace(r).reshape(1, 1),
+    # through complex numbers: their backwards view the gradient as complex, conjugate it and view it as real
+    "complex_real": lambda r: torch.complex(r, r).real,
+    "complex_conj_imag": lambda r: torch.complex(r, r * 2).conj().imag,
+    "complex_abs": lambda r: torch.complex(r, r).abs(),
+    "view_as_real": lambda r: torch.view_as_real(torch.complex(r, r)).sum(-1),
 }
 
 

@@ -47,6 +47,10 @@ _LINEAR_IN: dict[Any, tuple[int, ...]] = {
     aten.index.Tensor: (0,), aten._unsafe_index.Tensor: (0,), aten.index_select.default: (0,),
     aten.gather.default: (0,),
     torch.ops.prims.convert_element_type.default: (0,),
+    # a complex tensor's parts (the backwards of ``real``, ``imag``, ``conj`` and ``abs`` of one go through them)
+    aten.view_as_complex.default: (0,), aten.view_as_real.default: (0,), aten.real.default: (0,),
+    aten.imag.default: (0,), aten._conj.default: (0,), aten.conj_physical.default: (0,),
+    aten.resolve_conj.default: (0,), aten._neg_view.default: (0,), aten.resolve_neg.default: (0,),
 }  # fmt: skip
 _SUMS = {aten.add.Tensor, aten.sub.Tensor}
 # A base with a source written into part of it: zero when both are.
