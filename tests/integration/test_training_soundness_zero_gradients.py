@@ -275,8 +275,9 @@ def _assert_no_gradient_reaches_w(fn, backend, w_values):
 
 
 # Ops whose backward is linear in the gradient: a roll, a triangle, a pad (its backward pads back by negative
-# amounts), a diagonal embedded (its backward takes the diagonal), a trace (its backward fills a diagonal), and
-# the parts of a complex tensor (the fuzzer's program a117-0:252).
+# amounts), a diagonal embedded (its backward takes the diagonal), a trace (its backward fills a diagonal), the
+# parts of a complex tensor (the fuzzer's program a117-0:252), and the views, permutations, indexed writes and
+# Fourier transforms the backwards of the others keep whole.
 _LINEAR_PIECES = {
     "roll": lambda r: r.roll(1, 1),
     "tril": lambda r: r.tril(),
@@ -289,6 +290,16 @@ _LINEAR_PIECES = {
     "complex_conj_imag": lambda r: torch.complex(r, r * 2).conj().imag,
     "complex_abs": lambda r: torch.complex(r, r).abs(),
     "view_as_real": lambda r: torch.view_as_real(torch.complex(r, r)).sum(-1),
+    # views, permutations and writes some backwards keep whole, and the Fourier transforms
+    "as_strided": lambda r: r.as_strided((2, 1), (2, 1)),
+    "unbind": lambda r: r.unbind(1)[0].reshape(2, 1),
+    "take": lambda r: torch.take(r, torch.tensor([[0, 3]])),
+    "rot90": lambda r: r.rot90(),
+    "interpolate_nearest": lambda r: torch.nn.functional.interpolate(r[None, None], scale_factor=2)[0, 0],
+    "pixel_shuffle": lambda r: torch.nn.functional.pixel_shuffle(r.reshape(1, 4, 1, 1), 2)[0, 0],
+    "channel_shuffle": lambda r: torch.nn.functional.channel_shuffle(r.reshape(1, 2, 2, 1), 2).reshape(2, 2),
+    "fft": lambda r: torch.fft.fft(r).real,
+    "rfft": lambda r: torch.fft.rfft(r).abs(),
 }
 
 

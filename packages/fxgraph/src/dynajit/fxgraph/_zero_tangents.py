@@ -51,6 +51,10 @@ _LINEAR_IN: dict[Any, tuple[int, ...]] = {
     aten.view_as_complex.default: (0,), aten.view_as_real.default: (0,), aten.real.default: (0,),
     aten.imag.default: (0,), aten._conj.default: (0,), aten.conj_physical.default: (0,),
     aten.resolve_conj.default: (0,), aten._neg_view.default: (0,), aten.resolve_neg.default: (0,),
+    # views and permutations some backwards keep whole, and the Fourier transforms
+    aten.as_strided.default: (0,), aten.rot90.default: (0,), aten.pixel_shuffle.default: (0,),
+    aten.pixel_unshuffle.default: (0,), aten.channel_shuffle.default: (0,), aten.native_channel_shuffle.default: (0,),
+    aten._fft_c2c.default: (0,), aten._fft_r2c.default: (0,), aten._fft_c2r.default: (0,),
 }  # fmt: skip
 _SUMS = {aten.add.Tensor, aten.sub.Tensor}
 # A base with a source written into part of it: zero when both are.
@@ -62,6 +66,7 @@ _INDEXED_WRITES: dict[Any, tuple[int, int]] = {
     aten.scatter_add.default: (0, 3), aten.scatter.src: (0, 3), aten.index_add.default: (0, 3),
     aten.index_copy.default: (0, 3), aten.index_put.default: (0, 2), aten.masked_scatter.default: (0, 2),
     aten.index_fill.int_Tensor: (0, 3),
+    aten._unsafe_index_put.default: (0, 2), aten.put.default: (0, 2),
 }  # fmt: skip
 
 
@@ -125,6 +130,9 @@ def _is_zero(value: Any, zero: set[torch.fx.Node]) -> bool:
         return False
     if value in zero or value.target in _ZERO_FILLS:
         return True
+    positions = _LINEAR_IN.get(value.target)
+    if positions is not None and any(p < len(value.args) and _is_zero(value.args[p], zero) for p in positions):
+        return True  # (a view of zeros the graph makes: ``unbind``'s backward stacks expanded zeros)
     position = _FILL_POSITION.get(value.target)
     fill = value.args[position] if position is not None and len(value.args) > position else None
     return isinstance(fill, (int, float)) and fill == 0
