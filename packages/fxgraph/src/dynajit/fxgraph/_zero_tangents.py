@@ -56,6 +56,14 @@ _LINEAR_IN: dict[Any, tuple[int, ...]] = {
     aten.pixel_unshuffle.default: (0,), aten.channel_shuffle.default: (0,), aten.native_channel_shuffle.default: (0,),
     aten._fft_c2c.default: (0,), aten._fft_r2c.default: (0,), aten._fft_c2r.default: (0,),
 }  # fmt: skip
+# Ops that only move, repeat or drop their first argument's elements: zeros stay zeros, whatever else they read
+# (``div`` of zeros the graph makes is NaN where the divisor is 0).
+_REARRANGING = {
+    aten.expand.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
+    aten.t.default, aten.transpose.int, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+    aten.unsqueeze.default, aten.slice.Tensor, aten.select.int, aten.clone.default, aten.alias.default,
+    aten.as_strided.default, aten.expand_copy.default, aten.repeat.default, aten.flip.default, aten.roll.default,
+}  # fmt: skip
 _SUMS = {aten.add.Tensor, aten.sub.Tensor}
 # A base with a source written into part of it: zero when both are.
 _SCATTERS = {aten.select_scatter.default, aten.slice_scatter.default, aten.diagonal_scatter.default,
@@ -130,9 +138,8 @@ def _is_zero(value: Any, zero: set[torch.fx.Node]) -> bool:
         return False
     if value in zero or value.target in _ZERO_FILLS:
         return True
-    positions = _LINEAR_IN.get(value.target)
-    if positions is not None and any(p < len(value.args) and _is_zero(value.args[p], zero) for p in positions):
-        return True  # (a view of zeros the graph makes: ``unbind``'s backward stacks expanded zeros)
+    if value.target in _REARRANGING and value.args and _is_zero(value.args[0], zero):
+        return True  # (zeros the graph makes, rearranged: ``unbind``'s backward stacks expanded zeros)
     position = _FILL_POSITION.get(value.target)
     fill = value.args[position] if position is not None and len(value.args) > position else None
     return isinstance(fill, (int, float)) and fill == 0
