@@ -172,7 +172,7 @@ def _written_storages(graph: torch.fx.GraphModule) -> tuple[set[int], bool]:
                 for leaf in pytree.tree_leaves(value):
                     if isinstance(leaf, torch.fx.Node) and isinstance(leaf.meta.get("val"), torch.Tensor):
                         written.add(leaf.meta["val"].untyped_storage()._cdata)
-                    else:  # (a write the trace cannot place: treated as a write to an input)
+                    else:  # (a write the trace cannot place: not an input's storage, so the functionalized trace decides)
                         written.add(-1)
     return written, restrided
 
