@@ -324,3 +324,50 @@ def test_an_unreached_chunk_or_row_puts_no_gradient_behind_it(backend, fn):
     # and stack: a zero gradient must stay a structural zero through them, or sqrt's infinite derivative gave
     # `w` a NaN gradient where eager, which never reaches `w` from the loss, gives it none.
     _assert_no_gradient_reaches_w(fn, backend, [[-1.0, 4.0]])
+
+
+# Ops whose backward is linear in the gradient only as a whole: ``logcumsumexp``'s takes the log of its gradient,
+# and the solves divide by a diagonal, so a zero gradient taken through them step by step gave NaN beside an -inf
+# or a zero on the diagonal, where eager, which never reaches `w` from the loss, gives no gradient.
+_LINEAR_AS_A_WHOLE = {
+    "logcumsumexp": (lambda w: w.logcumsumexp(1), [[float("-inf"), 4.0], [2.0, -3.0]]),
+    "solve_triangular": (
+        lambda w: torch.linalg.solve_triangular(w.triu(), torch.ones(2, 1), upper=True),
+        [[0.0, 4.0], [2.0, 0.0]],
+    ),
+    "cholesky_solve": (lambda w: torch.cholesky_solve(torch.ones(2, 1), w.tril()), [[0.0, 4.0], [2.0, 0.0]]),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("piece", sorted(_LINEAR_AS_A_WHOLE))
+def test_an_unreached_output_of_an_op_linear_only_as_a_whole_puts_no_gradient_behind_it(backend, piece):
+    op, w_values = _LINEAR_AS_A_WHOLE[piece]
+
+    def fn(x, w):
+        rolled = x.roll(-2)
+        kept = op(w)
+        print(end="")  # a graph break: `kept` leaves the graph, read below for its size only
+        return x + rolled, kept.shape[-1]
+
+    _assert_no_gradient_reaches_w(fn, backend, w_values)
+
+
+def _unreached_beside_reached(x):
+    # one gradient for `x` adds what comes from the reached output and from the unreached one
+    doubled, total = x * 2, x.logcumsumexp(1)
+    print(end="")  # a graph break: `total` leaves the graph, the loss reads `doubled` only
+    return doubled, total
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_unreached_output_beside_a_reached_one_adds_nothing_to_their_input_gradient(backend):
+    def run(f):
+        leaf = torch.tensor([[float("-inf"), 4.0], [2.0, -3.0]]).requires_grad_()
+        out, total = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), total.detach(), leaf.grad
+
+    torch.testing.assert_close(
+        run(compiler.compile(_unreached_beside_reached, backend=backend)), run(_unreached_beside_reached)
+    )

@@ -179,6 +179,8 @@ def prune_zero_tangents(
     gm = torch.fx.GraphModule(graph_module, copy_graph(graph_module.graph))
     graph = gm.graph
     zero: set[torch.fx.Node] = {n for n in graph.nodes if n.op == "placeholder" and n.name in zero_tangents}
+    if unreached:
+        zero |= _unreached_contributions(graph, zero)
     materialized: dict[torch.fx.Node, torch.fx.Node] = {}
 
     def zeros_for(node: torch.fx.Node) -> torch.fx.Node:
@@ -225,6 +227,34 @@ def prune_zero_tangents(
     graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+def _unreached_contributions(graph: torch.fx.Graph, unreached: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The gradients computed from the ``unreached`` tangents alone where they meet gradients of the others or
+    leave the graph: zero, whatever the ops that made them.
+
+    A backward is linear in its tangents, so what it computes from some of them alone adds nothing when those
+    are zero, though the steps on the way need not be linear (``logcumsumexp``'s backward takes the log of its
+    gradient). Eager never takes those steps; computed on zeros, they may give NaN. Only floating-point values
+    count: a mask computed from those tangents is not a gradient."""
+    reached = {n for n in graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")} - unreached
+    from_unreached, from_reached = set(unreached), set(reached)
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            continue
+        inputs = node.all_input_nodes
+        if any(a in from_reached for a in inputs):
+            from_reached.add(node)
+        elif any(a in from_unreached for a in inputs):
+            from_unreached.add(node)
+    contributions = set()
+    for node in from_unreached - unreached:
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+            continue
+        if any(user.op == "output" or user in from_reached for user in node.users):
+            contributions.add(node)
+    return contributions
 
 
 def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
