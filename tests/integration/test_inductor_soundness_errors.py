@@ -231,6 +231,20 @@ def test_a_select_scatter_at_an_index_out_of_range_raises(backend, index, used):
     differential(fn, torch.randn(5, 4), torch.randn(4), compiled=compiler.compile(fn, backend=backend))
 
 
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("used", [True, False])
+def test_a_select_scatter_at_an_index_a_symbolic_size_leaves_out_of_range_raises(backend, used):
+    # the range check skipped a symbolic size: the graph compiled for 5 rows then 4, dynamic in the rows,
+    # dropped the unused op on 2 rows, where eager raises IndexError
+    def fn(x, src):
+        scattered = torch.select_scatter(x, src, 0, 3)
+        return scattered * 2 if used else x + 1
+
+    compiled = compiler.compile(fn, backend=backend, dynamic=None)
+    for rows in (5, 4, 2, 6):
+        differential(fn, torch.randn(rows, 4), torch.randn(4), compiled=compiled)
+
+
 _EMPTY_SOURCE_INDEXING = {
     "index_select": lambda x: x.index_select(0, torch.tensor([0, 0])),
     "index_select_1d": lambda x: x.flatten().index_select(0, torch.tensor([0])),

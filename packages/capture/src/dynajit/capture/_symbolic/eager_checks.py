@@ -328,7 +328,8 @@ def _check_index_in_range(name: str, args: tuple[Any, ...], kwargs: dict[str, An
     if type(dim) is not int or type(index) is not int or tensor is None or not -tensor.dim() <= dim < tensor.dim():
         return
     size = tensor.shape[dim]
-    if type(size) is int and not -size <= index < size:
+    # (a symbolic size is compared as one: the comparison is guarded, so the graph serves only sizes that agree)
+    if not (-size <= index and index < size):
         raises_in_python(
             f"{name} raises in eager (IndexError: index {index} out of range for dim {dim} of size {size})"
         )
