@@ -328,7 +328,9 @@ def test_an_unreached_chunk_or_row_puts_no_gradient_behind_it(backend, fn):
 
 # Ops whose backward is linear in the gradient only as a whole: ``logcumsumexp``'s takes the log of its gradient,
 # and the solves divide by a diagonal, so a zero gradient taken through them step by step gave NaN beside an -inf
-# or a zero on the diagonal, where eager, which never reaches `w` from the loss, gives no gradient.
+# or a zero on the diagonal, where eager, which never reaches `w` from the loss, gives no gradient. What the
+# unreached output alone computes is zero, so `w`'s gradient is zeros: a compiled graph is one autograd node, and
+# an input only its unreached outputs depend on gets zeros where eager leaves None, as with torch.compile.
 _LINEAR_AS_A_WHOLE = {
     "logcumsumexp": (lambda w: w.logcumsumexp(1), [[float("-inf"), 4.0], [2.0, -3.0]]),
     "solve_triangular": (
@@ -341,7 +343,7 @@ _LINEAR_AS_A_WHOLE = {
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 @pytest.mark.parametrize("piece", sorted(_LINEAR_AS_A_WHOLE))
-def test_an_unreached_output_of_an_op_linear_only_as_a_whole_puts_no_gradient_behind_it(backend, piece):
+def test_an_unreached_output_of_an_op_linear_only_as_a_whole_puts_no_nan_behind_it(backend, piece):
     op, w_values = _LINEAR_AS_A_WHOLE[piece]
 
     def fn(x, w):
@@ -350,7 +352,42 @@ def test_an_unreached_output_of_an_op_linear_only_as_a_whole_puts_no_gradient_be
         print(end="")  # a graph break: `kept` leaves the graph, read below for its size only
         return x + rolled, kept.shape[-1]
 
-    _assert_no_gradient_reaches_w(fn, backend, w_values)
+    def run(f):
+        x, w = torch.tensor(0.5).requires_grad_(), torch.tensor(w_values).requires_grad_()
+        out, size = f(x.clone(), w.clone())
+        out.sum().backward()
+        return out.detach(), size, x.grad, w.grad
+
+    *expected, expected_w_grad = run(fn)
+    *actual, actual_w_grad = run(compiler.compile(fn, backend=backend))
+    torch.testing.assert_close(actual, expected)
+    assert expected_w_grad is None
+    assert actual_w_grad is None or not actual_w_grad.count_nonzero(), actual_w_grad
+
+
+def _empty_cummax_beside_a_side_output(x, box):
+    # (the fuzzer's program a124:200) `x` is empty; the gradient `x` gets from the reached output is built from
+    # `x` alone, no tangent in it, and the unreached one, `box.t`, adds its tangent: eager reached `x`, so its
+    # gradient is an empty tensor, which came back None
+    box.t = x - 1
+    return x.cummax(-2).values
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(1, 0), (2, 3)])
+def test_a_gradient_the_loss_reaches_with_no_tangent_in_it_stays_a_tensor(backend, shape):
+    class Box:
+        t = None
+
+    def run(f):
+        leaf = torch.randn(shape, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        out = f(leaf.clone(), Box())
+        (out * 2).sum().backward()
+        return out.detach(), leaf.grad
+
+    expected = run(_empty_cummax_beside_a_side_output)
+    assert expected[1] is not None
+    torch.testing.assert_close(run(compiler.compile(_empty_cummax_beside_a_side_output, backend=backend)), expected)
 
 
 def _unreached_beside_reached(x):

@@ -179,8 +179,13 @@ def prune_zero_tangents(
     gm = torch.fx.GraphModule(graph_module, copy_graph(graph_module.graph))
     graph = gm.graph
     zero: set[torch.fx.Node] = {n for n in graph.nodes if n.op == "placeholder" and n.name in zero_tangents}
-    if unreached:
-        zero |= _unreached_contributions(graph, zero)
+    # Zeros by value only: what the unreached tangents alone computed, and what is zero because one of those is.
+    # A gradient among them may hold a part from a reached output that no tangent reaches (an empty tensor's,
+    # ``sign``'s): eager reached that input, so its gradient is a tensor of zeros. It is None only where the ops
+    # linear in the tangents say it is zero (``structural``): eager never reached it.
+    by_value = _unreached_contributions(graph, zero) if unreached else set()
+    structural = _structural_zeros(graph, zero) if by_value else zero
+    zero |= by_value
     materialized: dict[torch.fx.Node, torch.fx.Node] = {}
 
     def zeros_for(node: torch.fx.Node) -> torch.fx.Node:
@@ -210,6 +215,8 @@ def prune_zero_tangents(
             continue
         if node.op == "call_function" and _zero_result(node, zero):
             zero.add(node)
+            if any(a in by_value for a in zero_args):
+                by_value.add(node)
             continue
         if node.op == "call_function" and node.target in _SUMS and len(node.args) == 2:
             kept = _sum_without_zeros(node, zero)
@@ -221,12 +228,23 @@ def prune_zero_tangents(
             node.replace_input_with(arg, zeros_for(arg))
     output = graph.output_node()
     if unreached:
-        output.args = torch.fx.node.map_arg(output.args, lambda arg: None if arg in zero else arg)
+        output.args = torch.fx.node.map_arg(
+            output.args, lambda arg: None if arg in zero and (arg not in by_value or arg in structural) else arg
+        )
     for arg in [a for a in output.all_input_nodes if a in zero]:
         output.replace_input_with(arg, zeros_for(arg))
     graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+def _structural_zeros(graph: torch.fx.Graph, zero: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The nodes that are zero, by the rules of the ops linear in them, when the nodes in ``zero`` are."""
+    found = set(zero)
+    for node in graph.nodes:
+        if node.op == "call_function" and any(a in found for a in node.all_input_nodes) and _zero_result(node, found):
+            found.add(node)
+    return found
 
 
 def _unreached_contributions(graph: torch.fx.Graph, unreached: set[torch.fx.Node]) -> set[torch.fx.Node]:
