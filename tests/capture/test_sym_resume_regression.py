@@ -67,3 +67,24 @@ def test_closure_wrapper_breaking_on_code_attribute(check, t):
     model = _Model()
     check(model.forward, t(3), None, True, calls=2)
     check(model.forward, t(3), calls=2)
+
+
+def r_pair_of_late_locals_after_breaks(x0):
+    # (the fuzzer's program a125:354) 3.13 reads `v11` and `v8` with one instruction, four bits per local; the
+    # resume function after the dict comprehension's break numbers its locals anew, `v8` past 15, and the pair
+    # loaded another local: the call returned the comprehension's dict where eager returns a tensor
+    v1 = x0
+    v2 = v1 * 1
+    comp3 = [print(end="") or v2 * (k4 + 1) for k4 in range(1)]
+    v4 = comp3[-1]
+    tup5 = (v4, v2)
+    _p5, _q5 = tup5
+    v6 = tup5[0]
+    comp7 = {k8: capture.graph_break() or v6 + k8 for k8 in range(2)}
+    v8 = comp7[0] * len(comp7)
+    v11 = v1
+    return (v11, v8)
+
+
+def test_a_pair_of_locals_read_together_past_the_fifteenth_local(check, t):
+    check(r_pair_of_late_locals_after_breaks, t(1), calls=2)

@@ -20,7 +20,7 @@ from typing import Any
 
 import bytecode
 
-from dynajit.capture._symbolic.instructions import PY
+from dynajit.capture._symbolic.instructions import PY, split_local_pairs
 
 __all__ = ["INTERCEPT", "frame_only_function", "intercept_call_sites"]
 
@@ -104,7 +104,7 @@ def intercept_call_sites(code: types.CodeType) -> types.CodeType:
         body.extend(pending_call_setup)
         pending_call_setup = []
         body.append(item)
-    new = bytecode.Bytecode(body)
+    new = bytecode.Bytecode([part for item in body for part in split_local_pairs(item)])
     new._copy_attr_from(original)
     result = new.to_code(compute_exception_stack_depths=not known_depths)
     if known_depths:

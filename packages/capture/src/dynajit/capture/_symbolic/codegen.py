@@ -15,7 +15,7 @@ from typing import Any
 import bytecode
 import torch
 
-from dynajit.capture._symbolic.instructions import PY
+from dynajit.capture._symbolic.instructions import PY, split_local_pairs
 from dynajit.capture._symbolic.paths import Attr, Closure, Item, Local, PassedCell, Path
 from dynajit.capture._symbolic.variables import VT, TensorVar, is_literal, unsupported
 
@@ -220,7 +220,7 @@ def prefix_of(bc: bytecode.Bytecode) -> list[Any]:
 
 def assemble(original: bytecode.Bytecode, body: list[Any], **changes: Any) -> types.CodeType:
     """A code object with ``original``'s metadata (updated by ``changes``) and ``body`` as its instructions."""
-    new = bytecode.Bytecode(body)
+    new = bytecode.Bytecode([part for item in body for part in split_local_pairs(item)])
     new._copy_attr_from(original)
     for key, value in changes.items():
         setattr(new, key, value)

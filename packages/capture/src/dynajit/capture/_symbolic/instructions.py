@@ -17,7 +17,7 @@ from typing import Any
 
 import bytecode
 
-__all__ = ["PY", "Inst", "decode", "jump_opnames"]
+__all__ = ["PY", "Inst", "decode", "jump_opnames", "split_local_pairs"]
 
 PY = sys.version_info[:2]
 
@@ -65,6 +65,29 @@ def _normalise(name: str, arg: Any, inst: Inst) -> Any:
     elif isinstance(arg, (bytecode.CellVar, bytecode.FreeVar)):
         arg = arg.name
     return arg
+
+
+# 3.13's instructions on two locals give each local four bits of the argument (``Python/bytecodes.c``): code
+# assembled with its locals numbered anew (a resume function takes the saved stack first) may put one past 15,
+# which the pair cannot name (``LOAD_FAST_LOAD_FAST (15, 16)`` encoded as (16, 0) loaded another local).
+_LOCAL_PAIRS = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
+
+
+def split_local_pairs(item: Any) -> list[Any]:
+    """``item`` (a ``bytecode`` instruction, label or marker) as the instructions it stands for: a 3.13
+    instruction on two locals as its two single-local instructions, anything else as itself."""
+    pair = _LOCAL_PAIRS.get(item.name) if isinstance(item, bytecode.Instr) else None
+    if pair is None:
+        return [item]
+    first, second = item.arg
+    return [
+        bytecode.Instr(pair[0], first, location=item.location),
+        bytecode.Instr(pair[1], second, location=item.location),
+    ]
 
 
 def _dis_offsets(code: types.CodeType) -> list[int]:

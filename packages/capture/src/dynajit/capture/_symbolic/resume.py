@@ -31,7 +31,7 @@ from typing import Any
 import bytecode
 
 from dynajit.capture._symbolic.blocks import GRAD_EXIT_GLOBALS, Region, exception_entries
-from dynajit.capture._symbolic.instructions import PY, Inst, decode
+from dynajit.capture._symbolic.instructions import PY, Inst, decode, split_local_pairs
 from dynajit.capture._symbolic.variables import unsupported
 
 __all__ = [
@@ -66,7 +66,8 @@ _cache: dict[tuple[Any, ...], tuple[str, types.CodeType]] = {}
 
 MAX_LOOP_STEPS = 64  # loop steps, per loop, that get compiled resume functions
 _loop_steps: dict[tuple[Any, ...], set[tuple[Slot, ...]]] = {}
-_origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}  # resume code -> (its original, index shift)
+# resume code -> (its original, the original's index of each of its instructions)
+_origins: dict[types.CodeType, tuple[types.CodeType, tuple[int, ...]]] = {}
 
 _STOPS = frozenset(
     {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP",
@@ -122,8 +123,8 @@ def _origin_of(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
     resuming the original, so resume codes do not grow one prologue per break (nor differ per nesting).
     """
     if code in _origins:
-        origin, shift = _origins[code]
-        return origin, index - shift
+        origin, indices = _origins[code]
+        return origin, indices[index]
     return code, index
 
 
@@ -222,7 +223,19 @@ def resume_code(
     if len(set(argnames)) != len(argnames):
         raise ValueError(f"resume function {name}: cell variables passed twice in {argnames}")
     prologue = [i for i in prologue if not (isinstance(i, bytecode.Instr) and i.name == "MAKE_CELL")]
-    new = bytecode.Bytecode([*prologue, *body])
+    # Each instruction's index in the original: the body's follow the original's, one to one but for the pairs
+    # of locals split in two (the prologue's lie before the original's body: never a place to resume at).
+    shift = sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length
+    indices = [i - shift for i in range(prefix_length + shift)]
+    split_body: list[Any] = []
+    original = prefix_length
+    for item in body:
+        parts = split_local_pairs(item)
+        split_body.extend(parts)
+        if isinstance(item, bytecode.Instr):
+            indices.extend([original] * len(parts))
+            original += 1
+    new = bytecode.Bytecode([*prologue, *split_body])
     new._copy_attr_from(bc)
     new.argnames = argnames
     new.argcount = len(argnames)
@@ -239,7 +252,7 @@ def resume_code(
     # rebuilding: ``next``, the iterator and a default) holds for every instruction of the copy.
     made = made.replace(co_stacksize=max(made.co_stacksize, code.co_stacksize + 4))
     result = (name, made)
-    _origins[result[1]] = (code, sum(isinstance(i, bytecode.Instr) for i in prologue) - prefix_length)
+    _origins[result[1]] = (code, tuple(indices))
     _cache[key] = result
     return result
 
