@@ -1,4 +1,4 @@
-"""Automatic dynamic shapes for tensors held by objects (a KV cache that grows each decoding step)."""
+"""Automatic dynamic shapes for tensors and ints held by objects (a KV cache that grows each decoding step)."""
 
 import torch
 
@@ -80,3 +80,72 @@ def test_attribute_tensor_of_fixed_size_stays_static():
     assert all(not any(isinstance(s, torch.SymInt) for s in n.meta["example_value"].shape) for n in placeholders), (
         placeholders
     )
+
+
+class CountingCache:
+    """transformers' sliding-window cache layer: the tokens seen so far in an int attribute, updated each step."""
+
+    def __init__(self):
+        self.keys = torch.zeros(1, 0, 4)
+        self.cumulative_length = 0
+
+    def update(self, k):
+        self.cumulative_length += k.shape[1]
+        self.keys = torch.cat([self.keys, k], dim=1)[:, -3:]
+        return self.keys
+
+
+def counting_step(x, cache):
+    keys = cache.update(x)
+    return (keys * x).sum(1) * cache.cumulative_length + torch.arange(cache.cumulative_length).sum()
+
+
+def decode_counting(steps, **options):
+    capture.reset()
+    counter = CompileCounter()
+    compiled = capture.optimize(counter, **options)(counting_step)
+    cache, eager_cache = CountingCache(), CountingCache()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        x = torch.randn(1, 1, 4, generator=gen)
+        torch.testing.assert_close(compiled(x, cache), counting_step(x.clone(), eager_cache))
+        assert cache.cumulative_length == eager_cache.cumulative_length
+        assert type(cache.cumulative_length) is int
+    return counter
+
+
+# The counter read through an attribute changes every step: once seen to change it is a symbolic graph input,
+# as an int argument is, where each value compiled a graph of its own until the cache size limit ran the frame
+# eagerly (Mistral's and Gemma 2's decoding).
+def test_an_int_attribute_that_changes_becomes_symbolic_after_one_recompile():
+    counter = decode_counting(12)
+    assert counter.frame_count == 3  # (counters 1 and 2 compile apart, as the kept keys of 1 and 2 do)
+    placeholders = [n.meta["example_value"] for n in counter.graphs[-1].graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(e, torch.SymInt) for e in placeholders)
+
+
+def test_without_automatic_dynamic_each_counter_value_compiles():
+    assert decode_counting(5, dynamic=False).frame_count == 5
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def test_an_int_attribute_of_a_module_stays_a_constant_as_in_torchdynamo():
+    capture.reset()
+    counter = CompileCounter()
+    step = capture.optimize(counter)(lambda module, x: module(x) + 1)
+    for scale in (2, 3, 4):
+        module, x = Scaled(scale), torch.randn(3)
+        torch.testing.assert_close(step(module, x), module(x) + 1)
+    assert counter.frame_count == 3
+    for graph in counter.graphs:
+        assert not any(
+            isinstance(n.meta["example_value"], torch.SymInt) for n in graph.graph.nodes if n.op == "placeholder"
+        )

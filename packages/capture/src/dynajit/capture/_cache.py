@@ -101,16 +101,20 @@ class CacheEntry:
 
 
 class TracedSizes:
-    """The sizes each compile of one code object saw for the tensors it reached through attributes and items.
+    """The sizes each compile of one code object saw for the tensors it reached through attributes and items, and
+    the ints it read there.
 
     Arguments' sizes are noted at every call (:meth:`CodeCache.note_sizes`); a tensor held by an object (a KV
     cache in ``self.keys``) is only reached while tracing, so its sizes are compared between compiles: a dim
-    whose size differs from an earlier compile's is dynamic in every later one.
+    whose size differs from an earlier compile's is dynamic in every later one. So is an int read there whose value
+    differs from an earlier compile's (a cache's length counter): it becomes a symbolic graph input.
     """
 
     def __init__(self) -> None:
         self.sizes: dict[str, tuple[int, ...]] = {}
         self.dynamic: dict[str, set[int]] = {}
+        self.ints: dict[str, int] = {}
+        self.dynamic_ints: set[str] = set()
 
     def note(self, name: str, size: tuple[int, ...]) -> set[int]:
         """Record ``size`` for the tensor at path ``name``; return its dims seen to change (so far)."""
@@ -122,9 +126,17 @@ class TracedSizes:
         self.sizes[name] = size
         return self.dynamic.get(name, set())
 
+    def note_int(self, name: str, value: int) -> bool:
+        """Record ``value`` for the int at path ``name`` (a counter in ``self.steps``); whether it was seen to change."""
+        if self.ints.setdefault(name, value) != value:
+            self.dynamic_ints.add(name)
+        return name in self.dynamic_ints
+
     def clear(self) -> None:
         self.sizes.clear()
         self.dynamic.clear()
+        self.ints.clear()
+        self.dynamic_ints.clear()
 
 
 class CodeCache:

@@ -107,6 +107,10 @@ class FrameContext:
         """Record that this compile sees the tensor at path ``name`` with ``size``; the dims seen to change."""
         return set() if self.traced_sizes is None else set(self.traced_sizes.note(name, size))
 
+    def traced_int_changed(self, name: str, value: int) -> bool:
+        """Record that this compile reads ``value`` at path ``name``; whether an earlier compile read another."""
+        return self.traced_sizes is not None and self.traced_sizes.note_int(name, value)
+
 
 @dataclass
 class ConvertedFrame:

@@ -15,6 +15,7 @@ makes it a ``dynajit.guards.expression`` guard.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
@@ -126,18 +127,23 @@ class ShapePlan:
         return self.fake_mode.from_tensor(value, static_shapes=True), ()
 
     def wants_symbolic_int(self, value: Any, path: Path | None) -> bool:
-        """True when the int argument ``value`` should be a graph input rather than a constant."""
-        local = _root_local(path) if path is not None else None
-        if type(value) is not int or local is None:
+        """True when the int ``value`` should be a graph input rather than a constant: an argument under
+        ``dynamic=True`` or once seen to change; an int reached through an attribute or an item once an earlier
+        compile of this code read another value there."""
+        if type(value) is not int or path is None:
             return False
         from dynajit.capture.config import config
 
-        return (self.ctx.dynamic is True and not config.specialize_int) or (
-            self.ctx.dynamic is None and local in self.ctx.dynamic_ints
-        )
+        if config.specialize_int:
+            return False
+        local = _root_local(path)
+        if local is None:
+            return self.ctx.traced_int_changed(path.name(), value) and _nameable(path)
+        return self.ctx.dynamic is True or (self.ctx.dynamic is None and local in self.ctx.dynamic_ints)
 
     def symbolic_int(self, value: int, path: Path) -> torch.SymInt | int:
-        name = path.name()
+        # (named as its source prints it: a guard's code reads it, and a path's name is for people, `layers.0`)
+        name = path.to_source().name()
         example = symbolic_int(self.shape_env, value, name)
         if isinstance(example, torch.SymInt):
             self.origins.setdefault(example.node.expr, (path, None))
@@ -254,6 +260,16 @@ class ShapePlan:
 def _expr(value: Any) -> sympy.Expr:
     """The sympy expression behind a SymInt."""
     return value.node.expr
+
+
+def _nameable(path: Path) -> bool:
+    """Whether the source of ``path`` prints as Python, as the shape guards over its symbol are written
+    (an attribute named ``0``, a ModuleList's child, prints ``.'0'``)."""
+    try:
+        ast.parse(path.to_source().name(), mode="eval")
+    except SyntaxError:
+        return False
+    return True
 
 
 def _root_local(path: Path) -> str | None:

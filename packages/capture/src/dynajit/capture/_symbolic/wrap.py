@@ -116,7 +116,7 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         if isinstance(value, torch.nn.Parameter) and path is not None and _from_module(path):
             return module_tensor(output, value, path)
         return output.input_tensor(value, path)
-    if output.shapes.wants_symbolic_int(value, path):
+    if output.shapes.wants_symbolic_int(value, path) and not _module_attribute(output, path):
         return output.input_int(value, path)  # type: ignore[arg-type]
     if isinstance(value, _GUARDED_CONSTANTS):
         output.guard("constant_match", path, value)
@@ -306,6 +306,18 @@ def _is_plain_container(module: torch.nn.Module) -> bool:
         and not module._parameters
         and not module._buffers
         and not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks)
+    )
+
+
+def _module_attribute(output: OutputGraph, path: Path | None) -> bool:
+    """Whether ``path`` reads an attribute of an nn.Module (a layer's ``head_dim``): its ints stay constants, as
+    TorchDynamo keeps them, though another model of the same code read another value there."""
+    from dynajit.capture._symbolic.paths import Attr
+
+    if not isinstance(path, Attr):
+        return False
+    return any(
+        tracker.source == path.base and isinstance(owner, torch.nn.Module) for owner, tracker in output.wrapped.values()
     )
 
 
