@@ -149,3 +149,23 @@ def test_an_int_attribute_of_a_module_stays_a_constant_as_in_torchdynamo():
         assert not any(
             isinstance(n.meta["example_value"], torch.SymInt) for n in graph.graph.nodes if n.op == "placeholder"
         )
+
+
+class Settings:
+    steps = 1
+
+
+SETTINGS = Settings()
+
+
+def test_an_int_attribute_of_a_global_stays_a_constant_as_in_torchdynamo():
+    capture.reset()
+    counter = CompileCounter()
+    step = capture.optimize(counter)(lambda x: x * SETTINGS.steps)
+    try:
+        for steps in (2, 3, 4):
+            SETTINGS.steps = steps
+            torch.testing.assert_close(step(torch.ones(3)), torch.full((3,), float(steps)))
+    finally:
+        SETTINGS.steps = 1
+    assert counter.frame_count == 3

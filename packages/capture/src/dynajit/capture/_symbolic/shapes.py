@@ -138,7 +138,8 @@ class ShapePlan:
             return False
         local = _root_local(path)
         if local is None:
-            return self.ctx.traced_int_changed(path.name(), value) and _nameable(path)
+            # (as TorchDynamo: an int reached from a global, a closure or a default stays a constant)
+            return _under_a_local(path) and self.ctx.traced_int_changed(path.name(), value) and _nameable(path)
         return self.ctx.dynamic is True or (self.ctx.dynamic is None and local in self.ctx.dynamic_ints)
 
     def symbolic_int(self, value: int, path: Path) -> torch.SymInt | int:
@@ -260,6 +261,15 @@ class ShapePlan:
 def _expr(value: Any) -> sympy.Expr:
     """The sympy expression behind a SymInt."""
     return value.node.expr
+
+
+def _under_a_local(path: Path) -> bool:
+    """Whether ``path`` reaches its value through attributes and items of one of the frame's locals."""
+    from dynajit.capture._symbolic.paths import Attr, Item, Local
+
+    while isinstance(path, (Attr, Item)):
+        path = path.base
+    return isinstance(path, Local)
 
 
 def _nameable(path: Path) -> bool:
