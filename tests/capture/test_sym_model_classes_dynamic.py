@@ -37,7 +37,9 @@ def list_step(x, cache):
     return out
 
 
-def decode(step, make_cache, steps, **options):
+def decode(step, make_cache, steps, after_step=None, **options):
+    """Run ``step`` compiled and eagerly on caches of their own, comparing each step (and the caches, with
+    ``after_step(cache, eager_cache)``); the compile counter."""
     capture.reset()
     counter = CompileCounter()
     compiled = capture.optimize(counter, **options)(step)
@@ -46,6 +48,8 @@ def decode(step, make_cache, steps, **options):
     for _ in range(steps):
         x = torch.randn(1, 1, 4, generator=gen)
         torch.testing.assert_close(compiled(x, cache), step(x.clone(), eager_cache))
+        if after_step is not None:
+            after_step(cache, eager_cache)
     return counter
 
 
@@ -100,18 +104,13 @@ def counting_step(x, cache):
     return (keys * x).sum(1) * cache.cumulative_length + torch.arange(cache.cumulative_length).sum()
 
 
+def _same_counter(cache, eager_cache):
+    assert cache.cumulative_length == eager_cache.cumulative_length
+    assert type(cache.cumulative_length) is int
+
+
 def decode_counting(steps, **options):
-    capture.reset()
-    counter = CompileCounter()
-    compiled = capture.optimize(counter, **options)(counting_step)
-    cache, eager_cache = CountingCache(), CountingCache()
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(steps):
-        x = torch.randn(1, 1, 4, generator=gen)
-        torch.testing.assert_close(compiled(x, cache), counting_step(x.clone(), eager_cache))
-        assert cache.cumulative_length == eager_cache.cumulative_length
-        assert type(cache.cumulative_length) is int
-    return counter
+    return decode(counting_step, CountingCache, steps, after_step=_same_counter, **options)
 
 
 # The counter read through an attribute changes every step: once seen to change it is a symbolic graph input,
