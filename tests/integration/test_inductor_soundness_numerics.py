@@ -302,6 +302,84 @@ def test_training_batch_norm_statistics_of_values_near_the_largest_float_are_eag
     differential(train_step, x, torch.zeros(4), torch.ones(4), torch.ones(4))
 
 
+_DOUBLE_MAX = torch.finfo(torch.float64).max
+
+
+@pytest.mark.parametrize(
+    "statistic",
+    [lambda a: torch.var_mean(a, 1), lambda a: torch.std_mean(a, 1, correction=0), lambda a: a.var(), torch.std],
+    ids=["var_mean", "std_mean", "var_all", "std_all"],
+)
+def test_the_moments_of_doubles_near_the_largest_are_eagers(statistic):
+    """A double's sum may overflow where eager's Welford update does not: eager's ``var_mean`` of two values near
+    the largest double is (0, the value), a sum's inf; of one beside its negation NaN. A whole tensor's ``var`` is
+    eager's two-pass kernel's, inf."""
+    rows = [[_DOUBLE_MAX, _DOUBLE_MAX, 0.0], [_DOUBLE_MAX, -_DOUBLE_MAX, 1.0], [1.0, 2.0, 4.0]]
+    x = torch.tensor(rows, dtype=torch.float64)
+    differential(lambda a: statistic(a * 1), x)
+    differential(lambda a: statistic(a * 1), x[:, :2])
+
+
+_INF = float("inf")
+
+
+def _rows_holding_infinities(dtype):
+    """Rows of eight, each holding infinities where Welford's update reaches a different mean: one inf last (inf),
+    first or in the middle (NaN), a last -inf (-inf), two infs (NaN), an inf last beside a NaN (NaN), none."""
+    x = torch.arange(56, dtype=torch.float64).view(7, 8).div(7).to(dtype)
+    x[0, 7] = x[1, 0] = x[2, 3] = _INF
+    x[3, 7] = -_INF
+    x[4, 2] = x[4, 7] = _INF
+    x[5, 7], x[5, 1] = _INF, float("nan")
+    return x
+
+
+@pytest.mark.parametrize("statistic", [torch.var_mean, torch.std_mean], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_the_mean_var_mean_gives_of_a_row_holding_an_infinity_is_welfords(dtype, statistic):
+    """Eager's ``var_mean`` reads each row in order by Welford's update, so its mean is infinite only where the one
+    infinite element is the row's last; any later element makes it NaN (found by the fuzzer: a sum's mean gave inf).
+    Rows, and columns of the transposed view (whose last element is the last row's)."""
+    x = _rows_holding_infinities(dtype)
+    differential(lambda a: statistic(a * 1, 1), x)
+    differential(lambda a: statistic(a.t() * 1, 0, keepdim=True), x)
+
+
+@pytest.mark.parametrize("position", [(3, 4, 5), (3, 4, 4), (2, 4, 5), (3, 0, 5)])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
+def test_the_mean_var_mean_gives_over_several_dims_is_infinite_only_at_the_last_index_of_each(layout, position):
+    """Over dims 0 and 2 the element read last is the one at the last index of both, whatever the strides (a
+    permuted input is read in another order, and still ends there)."""
+    x = torch.randn(6, 5, 4).permute(2, 1, 0) if layout == "permuted" else torch.randn(4, 5, 6)
+    x[position] = _INF
+    differential(lambda a: torch.var_mean(a, (0, 2), correction=0), x)
+
+
+def test_the_mean_var_mean_gives_of_a_row_of_changing_length_is_welfords():
+    """The last element's index is read from the row's symbolic length in a dynamic entry."""
+    compiled = compiler.compile(lambda a: torch.var_mean(a, 1)[1], dynamic=True)
+    for n in (5, 9):
+        x = torch.randn(3, n)
+        x[0, n - 1] = x[1, n - 2] = _INF
+        differential(lambda a: torch.var_mean(a, 1)[1], x, compiled=compiled)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_training_batch_norm_of_a_channel_holding_an_infinity_keeps_an_infinite_running_mean(dtype, layout):
+    """Eager's batch norm takes a channel's mean as a sum's, infinite wherever an element is, unlike ``var_mean``'s:
+    the running mean (a mutated input) is inf beside a NaN running variance, as eager's."""
+    x = torch.randn(4, 3, 5, 5, dtype=dtype)
+    x[1, 1, 2, 2] = x[3, 2, 4, 4] = _INF
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def train_step(a, running_mean, running_var):
+        return torch.nn.functional.batch_norm(a * 1, running_mean, running_var, training=True)
+
+    differential(train_step, x, torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype))
+
+
 def _spread_of_equal_values(x):
     x[0] += 1
     y = x / x  # every element 1 (the inputs have no zero)

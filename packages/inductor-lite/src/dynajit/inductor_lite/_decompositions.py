@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,8 @@ _SUGGESTED_LAYOUT = {
     aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit_no_training,
     aten._native_batch_norm_legit, aten.channel_shuffle, aten.native_channel_shuffle,
 }  # fmt: skip
+# Training-mode batch norms: their statistics are a sum's mean and the variance about it (see ``_batch_moments``).
+_BATCH_STATISTICS = {aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit}
 # Ops whose eager kernel gives a contiguous result the strides ``empty`` gives, where the decomposition keeps an
 # input's stride on a size-1 dim: a convolution reading the result would choose another output layout from it.
 _CANONICAL_LAYOUT = {aten.native_layer_norm, aten.native_group_norm, aten._log_softmax}
@@ -152,8 +155,10 @@ def _kept_where_the_value_may_not_fit(position: int, decompose: Callable[..., An
     return run
 
 
-# Set while a layer or group norm decomposes: their ``var_mean`` stays in the input's type (see ``_in_double``).
-_ROW_MOMENTS_IN_FLOAT: contextvars.ContextVar[bool] = contextvars.ContextVar("row_moments_in_float", default=False)
+# How the ``var_mean`` a norm's decomposition calls computes its moments, as that norm's eager kernel does: layer
+# and group norm in the input's type; batch norm in double, its mean a sum's. Elsewhere it is eager's ``var_mean``.
+_MOMENTS: contextvars.ContextVar[str] = contextvars.ContextVar("moments", default="var_mean")
+_ROWS_IN_FLOAT, _BATCH_SUMS = "rows in float", "batch sums"
 
 
 def _in_double(statistic: Callable[..., Any], self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -164,22 +169,42 @@ def _in_double(statistic: Callable[..., Any], self: torch.Tensor, *args: Any, **
     ``var_mean``'s in its decomposition) of a channel holding them had a finite mean, a float sum inf. Layer and
     group norm keep theirs in float32: their eager kernels' moments are float32 too.
     """
-    if self.dtype not in (torch.float32, torch.float16, torch.bfloat16) or _ROW_MOMENTS_IN_FLOAT.get():
+    moments = _MOMENTS.get()
+    if moments == _BATCH_SUMS and statistic is torch.var_mean:
+        return _batch_moments(self, *args, **kwargs)
+    if self.dtype not in (torch.float32, torch.float16, torch.bfloat16) or moments == _ROWS_IN_FLOAT:
         return NotImplemented  # traced as the op itself: double already, or eager's own error for an integer
     result = statistic(self.to(torch.float64), *args, **kwargs)
     return tuple(r.to(self.dtype) for r in result) if isinstance(result, tuple) else result.to(self.dtype)
 
 
-def _moments_in_float(decompose: Callable[..., Any]) -> Callable[..., Any]:
-    """``decompose`` with the ``var_mean`` it calls left in the input's type (layer and group norm)."""
+def _batch_moments(
+    self: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch norm's ``var_mean`` as its eager kernel takes it, in double: the mean a sum's over the count, then the
+    sum of squared deviations from it. A channel holding inf has an infinite mean, where ``var_mean``'s own is NaN
+    unless that element is the last (see ``_lower_reduce._mean_in_order``); equal values deviate by exactly 0."""
+    wide = self.to(torch.float64) if self.dtype in (torch.float32, torch.float16, torch.bfloat16) else self
+    rank = max(wide.dim(), 1)
+    dims = [d % rank for d in ([dim] if isinstance(dim, int) else dim or range(wide.dim()))]
+    mean = torch.mean(wide, dims, keepdim=True)
+    deviation = wide - mean
+    kept = 1 if correction is None else correction
+    divisor = torch.sym_max(math.prod(wide.shape[d] for d in dims) - kept, 0)
+    var = torch.sum(deviation * deviation, dims, keepdim=keepdim) / divisor
+    return var.to(self.dtype), (mean if keepdim else mean.squeeze(dims)).to(self.dtype)
+
+
+def _with_moments(moments: str, decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``decompose`` with the ``var_mean`` it calls computed as ``moments`` says (see ``_MOMENTS``)."""
 
     @functools.wraps(decompose)
     def run(*args: Any, **kwargs: Any) -> Any:
-        token = _ROW_MOMENTS_IN_FLOAT.set(True)
+        token = _MOMENTS.set(moments)
         try:
             return decompose(*args, **kwargs)
         finally:
-            _ROW_MOMENTS_IN_FLOAT.reset(token)
+            _MOMENTS.reset(token)
 
     return run
 
@@ -228,7 +253,10 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.std.correction] = _checked(aten.std, functools.partial(_in_double, torch.std))
     table[aten.var_mean.correction] = _checked(aten.var_mean, functools.partial(_in_double, torch.var_mean))
     for norm in (aten.native_layer_norm.default, aten.native_group_norm.default):
-        table[norm] = _moments_in_float(table[norm])
+        table[norm] = _with_moments(_ROWS_IN_FLOAT, table[norm])
+    for op in table:
+        if getattr(op, "overloadpacket", None) in _BATCH_STATISTICS:
+            table[op] = _with_moments(_BATCH_SUMS, table[op])
     table[aten.native_layer_norm.default] = _kept_for_canonical_inputs(table[aten.native_layer_norm.default])
     table[aten.logsumexp.default] = _checked(aten.logsumexp, _logsumexp_as_eager)
     table[aten._softmax.default] = _checked(aten._softmax, _softmax_as_eager)

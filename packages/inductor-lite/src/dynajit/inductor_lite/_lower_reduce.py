@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.fx
 
 from dynajit.inductor_lite import _sym
 from dynajit.inductor_lite._index import Index
@@ -181,8 +182,10 @@ def _var(
     correction: Any,
     keepdim: bool,
     dtypes: tuple[torch.dtype, torch.dtype] | None = None,
+    mean_in_order: bool = False,
 ) -> tuple[TensorValue, TensorValue]:
-    """The variance and the mean of ``x`` over ``dims``, in ``dtypes`` (the current node's results' by default)."""
+    """The variance and the mean of ``x`` over ``dims``, in ``dtypes`` (the current node's results' by default);
+    with ``mean_in_order`` the mean of a slice holding an infinity is the one eager's Welford update reaches."""
     var_dtype, mean_dtype = dtypes or (ctx.current_val_at(0).dtype, ctx.current_val_at(1).dtype)
     n = _count(x, dims)
     correction = 1 if correction is None else correction
@@ -209,7 +212,7 @@ def _var(
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
     var = _per_count(_corrected(sq, drift, per_n), count_of(denom), var_dtype)
     mean = _refined_mean(_reshape_keep(total, sq.size), drift, per_n, mean_dtype)
-    return var, mean
+    return var, (_mean_in_order(ctx, x, dims, keepdim, mean) if mean_in_order else mean)
 
 
 def _corrected(sq: TensorValue, drift: TensorValue, per_n: float | Per) -> TensorValue:
@@ -251,6 +254,37 @@ def _refined_mean(total: TensorValue, drift: TensorValue, per_n: float | Per, dt
     return TensorValue(drift.size, dtype, loader, drift.device, cost=1)
 
 
+def _mean_in_order(ctx: Any, x: TensorValue, dims: Any, keepdim: bool, mean: TensorValue) -> TensorValue:
+    """``mean`` where eager's ``var_mean`` reads its slice in order, by Welford's update ``m += (v - m) / k``.
+
+    Once ``m`` is infinite, the next element makes it NaN (``inf - inf``, or ``inf + -inf / k``), so eager's
+    mean is infinite only where one element is, and that element is the slice's last: the last index along
+    every reduced dim, whatever the strides and however the kernel splits the slice among threads. A sum's
+    mean is infinite wherever an element is; this makes it NaN elsewhere.
+    """
+    infinities = reduce(ctx, x, dims, keepdim, "sum", value_dtype=torch.int64, transform=_is_infinite)
+    rdims = _dims(x, dims)
+
+    def loader(idx: Sequence[Index]) -> Expr:
+        m = mean.loader(idx)
+        full = list(idx) if keepdim else _expand_index(x, dims, idx)
+        last = x.loader([Index.of(x.size[d] - 1) if d in rdims else i for d, i in enumerate(full)])
+        lone_last = op(
+            "logical_and",
+            torch.bool,
+            op("eq", torch.bool, infinities.loader(idx), const(1, torch.int64)),
+            op("isinf", torch.bool, last),
+        )
+        reached = op("logical_or", torch.bool, op("logical_not", torch.bool, op("isinf", torch.bool, m)), lone_last)
+        return op("where", m.dtype, reached, m, const(float("nan"), m.dtype))
+
+    return TensorValue(mean.size, mean.dtype, loader, mean.device, cost=2)
+
+
+def _is_infinite(value: Expr, index: Sequence[Index]) -> Expr:
+    return op("isinf", torch.bool, value)
+
+
 def _expand_index(x: TensorValue, dims: Any, index: Sequence[Index]) -> list[Index]:
     rdims = _dims(x, dims)
     it = iter(index)
@@ -280,10 +314,23 @@ def _per_count(value: TensorValue, count: float | Per, dtype: torch.dtype) -> Te
 
 @lowering(aten.var.correction, aten.var_mean.correction)
 def _var_lower(ctx: Any, x: TensorValue, dims: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
-    var, mean = _var(ctx, x, dims, correction, keepdim)
-    return (var, mean) if ctx.current_node.target is aten.var_mean.correction else var
+    if x.dtype == torch.float64 and not _widened(ctx.current_node.args[0]):
+        # A double's sums may overflow where eager's Welford update does not: the mean of two values near the
+        # largest double is finite in eager, inf as a sum. Eager's kernel runs.
+        return ctx.fallback("the moments of a double input may overflow as sums")
+    with_mean = ctx.current_node.target is aten.var_mean.correction
+    var, mean = _var(ctx, x, dims, correction, keepdim, mean_in_order=with_mean)
+    return (var, mean) if with_mean else var
 
 
+def _widened(node: Any) -> bool:
+    """Whether ``node`` is a float32 or 16-bit tensor converted to double, whose sums cannot overflow."""
+    source = node.args[0] if isinstance(node, torch.fx.Node) and node.target in _CONVERSIONS else None
+    value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.float16, torch.bfloat16)
+
+
+_CONVERSIONS = (aten._to_copy.default, torch.ops.prims.convert_element_type.default)
 _NORMALIZED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
