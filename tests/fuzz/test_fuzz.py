@@ -287,6 +287,15 @@ def test_no_gelu_of_arguments_holding_infinities():
     assert "nn.functional.gelu" not in unary_ops(floating=True, specials=True)
 
 
+def test_no_integer_conversion_of_values_within_rounding_of_an_integer():
+    # (a129:2556) a layer norm of two elements is 1 - 4e-8 in eager and 1.0 compiled: `.long()` gave 0 and 1.
+    from .expressions import near_nonzero_integer
+
+    assert near_nonzero_integer(torch.tensor([0.3, 1 - 4e-8])) and near_nonzero_integer(torch.tensor([-3.0]))
+    assert not near_nonzero_integer(torch.tensor([1e-9, -0.4, 2.5, 7.01]))
+    assert not near_nonzero_integer(torch.tensor([1, 2]))  # ints are exact
+
+
 def test_no_training_batch_norm_over_a_channel_of_equal_values():
     # (a31-1:704) `x[:, :, ::2].copy_(12)` and sums of it make every element 120: a training BatchNorm's output
     # is then a mean's last-ulp error over sqrt(eps), -0.0034 in eager and 0.0 compiled.

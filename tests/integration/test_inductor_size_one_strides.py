@@ -1,5 +1,6 @@
 """A size-1 dim's stride, which addresses nothing, still chooses a convolution's output layout: the ops whose
-eager kernels lay a contiguous result out as ``torch.empty`` does must give their readers the same strides. And
+eager kernels lay a contiguous result out as ``torch.empty`` does (batch norm's, when the input suggests the
+contiguous format) must give their readers the same strides. And
 eager's overlap checks compare two views of one memory stride by stride, size-1 dims included.
 
 Each case runs eagerly and compiled with the default backend on the same input, whose size-1 dim has a
@@ -27,6 +28,8 @@ _NORMS = {
     "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
     "group_norm": lambda x: torch.nn.functional.group_norm(x, 1),
     "log_softmax": lambda x: x.log_softmax(-1),
+    # a129:603: training-mode batch norm, whose eager kernel lays its result out in the input's suggested format
+    "batch_norm": lambda x: torch.nn.functional.batch_norm(x, None, None, training=True),
 }
 
 

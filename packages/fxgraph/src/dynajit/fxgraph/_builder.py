@@ -39,13 +39,16 @@ _SUGGESTED_LAYOUT: set[Any] = {torch.batch_norm, torch.nn.functional.batch_norm,
 
 def in_suggested_layout(result: Any, input: torch.Tensor) -> Any:
     """``result`` (a tensor, or a tuple whose first item is the output) with the output laid out as eager's CPU
-    batch norm lays it: in ``input``'s suggested memory format."""
+    batch norm lays it: in ``input``'s suggested memory format, a contiguous one with the strides ``torch.empty``
+    gives (a size-1 dim's stride kept from the input made a convolution reading it choose another layout)."""
     from torch._prims_common import suggest_memory_format
 
     def laid_out(output: Any) -> Any:
         if not isinstance(output, torch.Tensor) or output.shape != input.shape:
             return output
-        return output.contiguous(memory_format=suggest_memory_format(input))
+        memory_format = suggest_memory_format(input)
+        output = output.contiguous(memory_format=memory_format)
+        return in_canonical_layout(output) if memory_format == torch.contiguous_format else output
 
     if isinstance(result, tuple) and result:
         return (laid_out(result[0]), *result[1:])
