@@ -438,7 +438,7 @@ class ExpressionMixin:
             forms += [f"torch.einsum('ij,kj->ik', {a}, {a})", f"torch.addmm({a}[:, :1], {a}, {a}.mT)"]
         if nd == 3:
             forms += [f"torch.einsum('bij,bkj->bik', {a}, {a})", f"torch.baddbmm({a}[..., :1], {a}, {a}.mT)"]
-        if nd >= 3 and all(ns[a].shape[-1] > 1 for ns in self.spaces if a in ns):
+        if nd >= 3 and all(v.dim() and v.shape[-1] > 1 for v in (ns[a] for ns in self.spaces if a in ns)):
             # (at head dim 1 attention's backward gives a gradient whose size-1 dim has a stride eager's batch norm
             # backward misreads: its gradients are wrong, the compiled ones right, a129:110)
             sdpa = "torch.nn.functional.scaled_dot_product_attention"

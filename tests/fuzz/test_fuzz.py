@@ -296,6 +296,11 @@ def test_no_integer_conversion_of_values_within_rounding_of_an_integer():
     assert not near_nonzero_integer(torch.tensor([1, 2]))  # ints are exact
 
 
+def test_attention_is_offered_only_for_a_value_of_three_dims_or_more_on_every_call():
+    # (a131:523) a name bound to a 3-d tensor on one call and a 0-d one on another: reading its head dim raised.
+    generate("a131:523", Features())
+
+
 def test_no_training_batch_norm_over_a_channel_of_equal_values():
     # (a31-1:704) `x[:, :, ::2].copy_(12)` and sums of it make every element 120: a training BatchNorm's output
     # is then a mean's last-ulp error over sqrt(eps), -0.0034 in eager and 0.0 compiled.
