@@ -182,10 +182,8 @@ def _var(
     correction: Any,
     keepdim: bool,
     dtypes: tuple[torch.dtype, torch.dtype] | None = None,
-    mean_in_order: bool = False,
 ) -> tuple[TensorValue, TensorValue]:
-    """The variance and the mean of ``x`` over ``dims``, in ``dtypes`` (the current node's results' by default);
-    with ``mean_in_order`` the mean of a slice holding an infinity is the one eager's Welford update reaches."""
+    """The variance and the mean of ``x`` over ``dims``, in ``dtypes`` (the current node's results' by default)."""
     var_dtype, mean_dtype = dtypes or (ctx.current_val_at(0).dtype, ctx.current_val_at(1).dtype)
     n = _count(x, dims)
     correction = 1 if correction is None else correction
@@ -212,7 +210,7 @@ def _var(
     denom = max(n - correction, 0) if isinstance(n, int) else _sym.norm(n - correction)
     var = _per_count(_corrected(sq, drift, per_n), count_of(denom), var_dtype)
     mean = _refined_mean(_reshape_keep(total, sq.size), drift, per_n, mean_dtype)
-    return var, (_mean_in_order(ctx, x, dims, keepdim, mean) if mean_in_order else mean)
+    return var, mean
 
 
 def _corrected(sq: TensorValue, drift: TensorValue, per_n: float | Per) -> TensorValue:
@@ -318,9 +316,10 @@ def _var_lower(ctx: Any, x: TensorValue, dims: Any = None, *, correction: Any = 
         # A double's sums may overflow where eager's Welford update does not: the mean of two values near the
         # largest double is finite in eager, inf as a sum. Eager's kernel runs.
         return ctx.fallback("the moments of a double input may overflow as sums")
-    with_mean = ctx.current_node.target is aten.var_mean.correction
-    var, mean = _var(ctx, x, dims, correction, keepdim, mean_in_order=with_mean)
-    return (var, mean) if with_mean else var
+    var, mean = _var(ctx, x, dims, correction, keepdim)
+    if ctx.current_node.target is not aten.var_mean.correction:
+        return var
+    return var, _mean_in_order(ctx, x, dims, keepdim, mean)
 
 
 def _widened(node: Any) -> bool:
