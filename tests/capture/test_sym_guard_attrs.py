@@ -276,3 +276,87 @@ def test_an_absence_on_an_object_with_a_getattr_keeps_the_hasattr_guard(compile_
     assert torch.equal(g(x), f(x))
     lazy._ready = True
     assert torch.equal(g(x), f(x))
+
+
+class _Logged:
+    """An object whose Python ``__getattr__`` logs each name it is asked for and looks it up in a dict, raising
+    ``KeyError`` (not AttributeError) for a name it does not hold."""
+
+    def __init__(self, log):
+        self.log, self.table = log, {"k": 3}
+
+    def __getattr__(self, name):
+        self.log.append(name)
+        return self.table[name]
+
+
+def test_a_python_getattr_runs_as_often_as_in_eager(compile_counted):
+    eager_log, compiled_log = [], []
+    eager_obj, compiled_obj = _Logged(eager_log), _Logged(compiled_log)
+
+    def make(obj):
+        def f(x):
+            return x * obj.k
+
+        return f
+
+    f, (g, _) = make(eager_obj), compile_counted(make(compiled_obj))
+    x = torch.ones(2)
+    # (the guards checked the absence of `k` with hasattr, running the hook once more per call; the log's
+    # length is guarded, so each call compiles again)
+    for _ in range(3):
+        assert torch.equal(g(x), f(x))
+    assert compiled_log == eager_log == ["k"] * 3
+    compiled_obj.k = eager_obj.k = 5  # the instance now holds `k`: the hook is no longer asked
+    assert torch.equal(g(x), f(x)) and compiled_log == eager_log
+
+
+def test_a_python_getattr_replaced_on_the_class_recompiles(compile_counted):
+    class Lazy:
+        def __getattr__(self, name):
+            return 2
+
+    lazy = Lazy()
+
+    def f(x):
+        return x * lazy.width
+
+    g, counter = compile_counted(f)
+    x = torch.ones(2)
+    assert torch.equal(g(x), f(x))
+    Lazy.__getattr__ = lambda self, name: 3
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2
+
+
+def test_a_getattr_raising_key_error_is_not_asked_what_the_object_is(compile_counted):
+    # (asking `getattr(obj, "__name__", None)` of every value ran the hook, whose KeyError failed the compile)
+    log = []
+    obj = _Logged(log)
+
+    def f(x, table=obj):
+        return x + table.k
+
+    g, counter = compile_counted(f)
+    assert torch.equal(g(torch.ones(2)), torch.full((2,), 4.0)) and counter.frame_count == 1
+    assert log == ["k"]
+
+
+@pytest.mark.parametrize("added", ["buffer", "parameter", "submodule"])
+def test_an_absence_on_a_module_sees_a_buffer_parameter_or_submodule_registered_later(compile_counted, added):
+    # (a module's __getattr__ answers from its registries, which only hasattr of the module sees)
+    m = torch.nn.Linear(2, 2)
+
+    def f(x):
+        extra = getattr(m, "extra", None)
+        return x + 1 if extra is None else x + 2
+
+    g, counter = compile_counted(f)
+    x = torch.ones(2)
+    assert torch.equal(g(x), f(x))
+    if added == "buffer":
+        m.register_buffer("extra", torch.zeros(2))
+    elif added == "parameter":
+        m.register_parameter("extra", torch.nn.Parameter(torch.zeros(2)))
+    else:
+        m.add_module("extra", torch.nn.ReLU())
+    assert torch.equal(g(x), f(x)) and counter.frame_count == 2

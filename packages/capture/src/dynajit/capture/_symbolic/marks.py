@@ -113,10 +113,21 @@ def nonstrict_trace_function() -> Any:
     return getattr(registry, "nonstrict_trace", None)
 
 
+def quiet_attr(value: Any, name: str, default: Any = None) -> Any:
+    """``getattr(value, name, default)`` that never runs the object's class's own ``__getattr__`` or
+    ``__getattribute__``: the interpreter asks every value it meets what it is, and a user's hook run for that
+    question would be a visible effect of compiling (a ``__getattr__`` that looks ``name`` up in a dict raised
+    ``KeyError`` for ``__name__``, and the frame ran eagerly)."""
+    try:
+        return object.__getattribute__(value, name)
+    except AttributeError:
+        return default
+
+
 def is_compile_query(value: Any) -> str | None:
     """The name of ``is_compiling``-like functions (answered as constants while tracing), else None."""
-    name = getattr(value, "__name__", None)
-    module = getattr(value, "__module__", "") or ""
+    name = quiet_attr(value, "__name__")
+    module = quiet_attr(value, "__module__", "") or ""
     if name in _COMPILE_QUERIES and callable(value) and module.startswith(("dynajit", "torch.compiler")):
         return name
     if callable(value) and _ask("is_tracing_query", value):

@@ -37,11 +37,12 @@ _GUARDED_METHODS = ("forward", "backward", "setup_context")
 
 def is_function_apply(value: Any) -> bool:
     """True for ``SomeFunction.apply`` of a ``torch.autograd.Function`` subclass (bound to the class)."""
-    owner = getattr(value, "__self__", None)
+    # A C method in recent torch; a Python classmethod in older releases (torch 2.13): bound either way.
+    if not isinstance(value, (types.BuiltinMethodType, types.MethodType)):
+        return False
+    owner = value.__self__
     return (
-        # A C method in recent torch; a Python classmethod in older releases (torch 2.13): bound either way.
-        isinstance(value, (types.BuiltinMethodType, types.MethodType))
-        and isinstance(owner, type)
+        isinstance(owner, type)
         and issubclass(owner, torch.autograd.Function)
         and getattr(value, "__name__", None) == "apply"
         and inspect.getattr_static(owner, "apply") is _APPLY

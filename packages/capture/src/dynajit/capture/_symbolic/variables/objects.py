@@ -244,22 +244,29 @@ class UserObjectVar(ObjectVar):
     def _missing_plain(self, tx: Tracer, name: str) -> NoReturn:
         """``object.__getattribute__`` found ``name`` in neither the instance dict nor the class: guard those two,
         what it looked at, rather than ``hasattr`` of the object, which runs a class's Python ``__getattribute__``
-        (a transformers config's two) again at every call. A class with a ``__getattr__`` of any kind, or an
-        object without a plain instance dict, keeps the ``hasattr`` guard."""
+        (a transformers config's two) again at every call, and a Python ``__getattr__`` too, where the read then
+        goes on (``hasattr`` ran a hook that counted its calls once more per call). A ``__getattr__`` in C, a
+        module's, or an object without a plain instance dict, keeps the ``hasattr`` guard."""
         cls = type(self.value)
         reason = f"{cls.__name__!r} object has no attribute {name!r}"
         class_path = _attr_path(self, "__class__")
-        plain = (
-            type(getattr(self.value, "__dict__", None)) is dict
-            and inspect.getattr_static(cls, "__getattr__", None) is None
+        hook = inspect.getattr_static(cls, "__getattr__", None)
+        # (a module's __getattr__ is not traced after a miss: it reads parameters, buffers and submodules, which
+        # only hasattr of the module sees)
+        plain = type(getattr(self.value, "__dict__", None)) is dict and (
+            hook is None or (isinstance(hook, types.FunctionType) and not isinstance(self.value, torch.nn.Module))
         )
         if self.source is None or class_path is None or not plain:
             attribute_missing(tx, self.source, name, reason)
         tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
         tx.output.guard("hasattr_match", class_path, name, False)
-        # hasattr of the object also saw a __getattribute__ or __getattr__ the class gains later: so do these
+        # hasattr of the object also saw a __getattribute__ or __getattr__ the class gains or changes later: so
+        # do these (the __getattr__ that answers next is traced, its own reads guarded)
         tx.output.guard("id_match", Attr(class_path, "__getattribute__"), cls.__getattribute__)
-        tx.output.guard("hasattr_match", class_path, "__getattr__", False)
+        if hook is None:
+            tx.output.guard("hasattr_match", class_path, "__getattr__", False)
+        else:
+            tx.output.guard("id_match", Attr(class_path, "__getattr__"), hook)
         attribute_missing(tx, None, name, reason)
 
     def dict_items(self, tx: Tracer) -> dict[Any, VT]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.marks import quiet_attr
 from dynajit.capture._symbolic.process_state import (
     PROCESS_STATE_WRAPPERS,
     call_process_state_function,
@@ -115,8 +116,8 @@ def is_graphable_torch_function(fn: Any) -> bool:
         return False
     if fn is torch.cond:  # answered by the interpreter (torch_cond.py), never inlined
         return True
-    module = getattr(fn, "__module__", None) or ""
-    qualname = getattr(fn, "__qualname__", "") or ""
+    module = quiet_attr(fn, "__module__") or ""
+    qualname = quiet_attr(fn, "__qualname__", "") or ""
     if isinstance(fn, types.FunctionType):
         if fn in PROCESS_STATE_WRAPPERS:
             return False
@@ -125,7 +126,7 @@ def is_graphable_torch_function(fn: Any) -> bool:
         return module in _PYTHON_GRAPH_MODULES and "." not in qualname
     if module.startswith("torch") and not module.startswith(("torch.fx", "torch._dynamo", "torch.utils")):
         return True
-    owner = getattr(fn, "__self__", None)
+    owner = quiet_attr(fn, "__self__")
     return (
         qualname.startswith(("TensorBase.", "Tensor."))
         or (isinstance(owner, types.ModuleType) and owner.__name__.startswith("torch"))
