@@ -132,3 +132,31 @@ def test_exported_signature_matches_the_function_and_rejects_what_it_rejects() -
     assert inspect.signature(gm.forward).parameters["k"].default == 3
     with pytest.raises(TypeError, match="required positional argument"):
         capture.export(_scaled)(x, x).graph_module(x)
+
+
+def test_export_of_a_module_whose_receiver_is_not_named_self() -> None:
+    # (the receiver was recognised by its name: a forward taking `s` exported a graph with one input too many)
+    class M(torch.nn.Module):
+        def __init__(s) -> None:
+            super().__init__()
+            s.lin = torch.nn.Linear(4, 4)
+
+        def forward(s, x):
+            return s.lin(x).relu()
+
+    m, x = M(), torch.randn(3, 4)
+    result = capture.export(m)(x)
+    torch.testing.assert_close(result.graph_module(x), m(x))
+
+
+def test_export_of_a_bound_method_of_a_plain_object() -> None:
+    class Scaler:
+        def __init__(self) -> None:
+            self.w = torch.randn(4)
+
+        def apply(self, x):
+            return x * self.w + 1
+
+    scaler, x = Scaler(), torch.randn(3, 4)
+    result = capture.export(scaler.apply)(x)
+    torch.testing.assert_close(result.graph_module(x), scaler.apply(x))

@@ -166,7 +166,7 @@ def _trace_and_transform(
     # Under fullgraph the only stop is a step that raises: execution never continues, so it is not a break.
     converted = _converted(fn, ctx, output, transformed, None if ctx.fullgraph else graph_break)
     if ctx.export:
-        converted.export_graph_module = export_graph(fn, tracer, output, transformed)
+        converted.export_graph_module = export_graph(fn, tracer, output, transformed, ctx.export_bound)
     return converted
 
 

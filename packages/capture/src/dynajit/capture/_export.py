@@ -166,7 +166,7 @@ def export(fn: Callable[..., Any]) -> Callable[..., ExportResult]:
             recorded.append(gm)
             return gm.forward
 
-        ctx = FrameContext(backend=record, fullgraph=True, export=True)
+        ctx = FrameContext(backend=record, fullgraph=True, export=True, export_bound=len(bound))
         where = f"{function.__qualname__!r} ({function.__code__.co_filename}:{function.__code__.co_firstlineno})"
         observed = _observe.active()
         start = time.perf_counter()

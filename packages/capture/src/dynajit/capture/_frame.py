@@ -93,6 +93,8 @@ class FrameContext:
     fullgraph: bool = False
     dynamic: bool | None = None
     export: bool = False
+    # With export: how many leading arguments are bound to the function exported (a module's ``self``).
+    export_bound: int = 0
     # Returns the compiled wrapper of a user function (same backend, same settings), or the object itself.
     intercept: Callable[[Any], Any] = lambda obj: obj
     # Sizes seen to change for this code object (source name -> dims), used to mark dims dynamic.

@@ -26,7 +26,7 @@ __all__ = ["export_graph"]
 
 
 def export_graph(
-    fn: types.FunctionType, tracer: RootTracer, output: OutputGraph, transformed: Transformed
+    fn: types.FunctionType, tracer: RootTracer, output: OutputGraph, transformed: Transformed, n_bound: int = 0
 ) -> torch.fx.GraphModule:
     if output.side_effects:
         # The graph computes on tensors; what the function writes into Python objects would be lost.
@@ -37,9 +37,9 @@ def export_graph(
     graph = torch.fx.Graph()
     root = transformed.graphs[0].graph_module if transformed.graphs else torch.nn.Module()
     names = list(code.co_varnames[:n_args])
-    # A module's forward is exported as the module is called: without its ``self``.
-    bound_self = names[:1] == ["self"] and isinstance(tracer.self_value, torch.nn.Module)
-    args = {name: graph.placeholder(name) for name in names[bound_self:]}
+    # A module's forward (or an object's bound method) is exported as it is called: without the ``n_bound``
+    # arguments bound to it, whatever their names, whose tensors the graph holds as attributes.
+    args = {name: graph.placeholder(name) for name in names[n_bound:]}
     attrs: dict[str, Any] = {}
 
     def reach(path: Path, value: Any) -> torch.fx.Node:
