@@ -441,3 +441,10 @@ def test_views_include_one_whose_elements_aten_reads_negated():
     # (a view with the negative bit, ``z.conj().imag``: inductor-lite's kernels read its memory unnegated)
     sources = [generate(f"neg-{i}").source() for i in range(150)]
     assert any(".conj().imag" in source for source in sources)
+
+
+def test_no_integer_conversion_of_a_value_near_an_integer_on_a_later_call():
+    # (a138:800) `cos(x).long()` was offered on the strength of the first call, whose tensor was empty; on the third,
+    # cos(2.5e-4) is 1.0 in eager and 1 - 6e-8 compiled (correctly rounded), and the conversion made them 1 and 0.
+    program = generate("a138:800", Features())
+    assert check(program, backends=("inductor",)) == []
