@@ -3,12 +3,12 @@
 Each case builds a small program and the state it reads, and a mutation of one fact: an attribute added or
 removed (object, class, module, tensor), a global rebound, a closure cell changed, a type swapped, a constant
 changed, a dict key added or removed, a list length changed, a module's training flag, a tensor's dtype, shape
-or requires_grad, ... The harness runs eagerly and compiled before the mutation, checks that the mutation
+or requires_grad, two lists becoming one, ... The harness runs eagerly and compiled before the mutation, checks that the mutation
 changes eager's answer (so the case tests something), then checks that compiled == eager after it: the entry
 either recompiled or still answers right.
 
-The cases live by family in the ``guard_cases_*`` modules (objects, arguments, globals, containers, modules),
-each registering its cases in ``guard_cases.CASES``.
+The cases live by family in the ``guard_cases_*`` modules (objects, arguments, globals, containers, modules,
+aliasing), each registering its cases in ``guard_cases.CASES``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import guard_cases_aliasing
 import guard_cases_arguments
 import guard_cases_containers
 import guard_cases_globals
@@ -36,6 +37,7 @@ FAMILIES = (
     guard_cases_globals,
     guard_cases_containers,
     guard_cases_modules,
+    guard_cases_aliasing,
 )
 
 

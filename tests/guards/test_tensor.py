@@ -129,6 +129,14 @@ def test_aliasing_same_vs_different_tensors():
     assert same.failure_reason(t, u) == "L['y'] must be the same object as L['x'], got a different one"
 
 
+def test_aliasing_of_other_objects_names_them_objects():
+    shared = []
+    distinct = compiled(tensor_aliasing([], [X, Y]), arg_names=("x", "y"))
+    assert distinct.check(shared, [])
+    assert not distinct.check(shared, shared)
+    assert distinct.failure_reason(shared, shared) == "L['x'] and L['y'] must be different objects, got the same one"
+
+
 def test_aliasing_many_distinct_inputs():
     names = tuple(f"t{i}" for i in range(5))
     sources = [LocalSource(name) for name in names]

@@ -291,8 +291,9 @@ def _distinct_check(sources: tuple[Source, ...]) -> Check:
         for i in range(len(values)):
             for j in range(i + 1, len(values)):
                 if values[i] is values[j]:
-                    return f"{sources[i].name()} and {sources[j].name()} must be different tensors, got the same one"
-        return "inputs " + ", ".join(s.name() for s in sources) + " must be different tensors"
+                    what = "tensors" if isinstance(values[i], torch.Tensor) else "objects"
+                    return f"{sources[i].name()} and {sources[j].name()} must be different {what}, got the same one"
+        return "inputs " + ", ".join(s.name() for s in sources) + " must be different objects"
 
     count = len(sources)
     if count <= 3:

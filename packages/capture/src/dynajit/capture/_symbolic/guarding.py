@@ -88,6 +88,47 @@ def _cell_relations(output: OutputGraph) -> list[guards.Guard]:
     return found
 
 
+# Requests that fix the class of the value at their path, and those that fix which object it is.
+_IDENTITY_REQUESTS = frozenset({"id_match", "function_match", "nn_module"})
+_CLASS_REQUESTS = _IDENTITY_REQUESTS | {"type_match", "length_check", "dict_keys"}
+
+
+def _object_relations(output: OutputGraph) -> list[guards.Guard]:
+    """Which mutable objects the trace tracked as different objects and must stay different.
+
+    A list, dict, deque or object with a ``__dict__`` gets one tracker per trace, so a write made through one
+    tracker is not seen through another: an object the trace writes into must stay apart from every other
+    object it read (two arguments, an argument and a global, two attributes). Objects whose classes are guarded
+    and differ cannot become one, nor can two of guarded identity: each class's objects (with those of unguarded
+    class) that include a written one, and one of unguarded identity, get one guard that they are pairwise
+    different objects. So do the pairs of objects ``is`` answered for as different (``output.apart``).
+    """
+    written = {id(tracker) for tracker in output.side_effects.written_objects()}
+    fixed_class = {source for kind, path, _ in output.guard_requests if kind in _CLASS_REQUESTS
+                   and (source := path.to_source()) is not None}  # fmt: skip
+    pinned = {source for kind, path, _ in output.guard_requests if kind in _IDENTITY_REQUESTS
+              and (source := path.to_source()) is not None}  # fmt: skip
+    by_class: dict[type, list[tuple[Any, bool]]] = {}
+    unclassed: list[tuple[Any, bool]] = []
+    for value, tracker in output.wrapped.values():
+        path = getattr(tracker, "source", None)
+        source = path.to_source() if path is not None else None
+        if source is not None:
+            member = (source, id(tracker) in written)
+            (by_class.setdefault(type(value), []) if source in fixed_class else unclassed).append(member)
+    groups = [members + unclassed for members in by_class.values()] or [unclassed]
+    found = [
+        guards.tensor_aliasing([], [source for source, _ in group])
+        for group in groups
+        if len(group) >= 2 and any(w for _, w in group) and not all(source in pinned for source, _ in group)
+    ]
+    for first, second in output.apart:
+        a, b = first.to_source(), second.to_source()
+        if a is not None and b is not None and a != b:
+            found.append(guards.tensor_aliasing([], [a, b]))
+    return found
+
+
 def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardSet:
     """Every guard the trace relied on, plus the global torch state and the backend the entry belongs to."""
     from dynajit.capture._runtime import current_backend
@@ -119,6 +160,8 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
     ]
     if len(distinct) >= 2:
         result.add(guards.tensor_aliasing([], distinct))
+    for guard in _object_relations(output):
+        result.add(guard)
     # A graph writing into an input read the others as unchanged by the write: they must stay in other memory.
     tensors = [
         (source, output.wrote_into(value))

@@ -298,6 +298,8 @@ def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
         return False  # one tracker per object made while tracing, and it is no object that existed before
     if tx is not None and (new_container(tx, a) or new_container(tx, b)):
         return False  # likewise for a list, dict or set made while tracing
+    if tx is not None and _tracked_apart(tx, a, b):
+        return False
     if isinstance(a, ObjectVar) and isinstance(b, ObjectVar):
         if tx is not None:
             for side in (a, b):
@@ -322,6 +324,19 @@ def identical(a: VT, b: VT, tx: Tracer | None = None) -> bool:
 
 
 _NOT_CONST = object()
+
+
+def _tracked_apart(tx: Tracer, a: VT, b: VT) -> bool:
+    """Whether ``a`` and ``b`` track two different objects read from the frame (one tracker per mutable object):
+    then they are different objects, which a guard keeps true."""
+    first, second = getattr(a, "source", None), getattr(b, "source", None)
+    if first is None or second is None:
+        return False
+    trackers = {id(tracker) for _, tracker in tx.output.wrapped.values()}
+    if id(a) not in trackers or id(b) not in trackers:
+        return False
+    tx.output.apart[(first, second)] = None
+    return True
 
 
 @handler("CONTAINS_OP")

@@ -128,6 +128,8 @@ class OutputGraph:
         # own cells (path None) and the cells it takes as arguments, whose identity relations guards state.
         self.cell_paths: list[tuple[Any, Path | None, Any]] = []
         self.wrapped: dict[int, tuple[Any, VT]] = {}
+        # Pairs of paths to objects the trace answered ``is`` for as different objects (see ops.identical).
+        self.apart: dict[tuple[Path, Path], None] = {}
         self.code_guarded: set[int] = set()  # functions whose __code__ a guard checks (see UserFunctionVar.call)
         self._by_id: dict[int, TensorVar] = {}
         self._attr_names: dict[int, TensorVar] = {}

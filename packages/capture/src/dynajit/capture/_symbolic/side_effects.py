@@ -106,6 +106,11 @@ class SideEffects:
         }
         return [described[effect.kind](effect) for effect in self._effects.values()]
 
+    def written_objects(self) -> list[VT]:
+        """The trackers of the frame's objects whose contents or attributes the effects write."""
+        writes = [effect for effect in self._effects.values() if effect.kind in ("contents", "attr")]
+        return [effect.target if effect.kind == "contents" else effect.target[0] for effect in writes]
+
     def values(self) -> list[VT]:
         """The trackers whose state the replay writes (they may need graph outputs)."""
         return [v for effect in self._effects.values() for v in effect.values()]
