@@ -56,6 +56,7 @@ class Features:
     contexts: bool = True  # no_grad/enable_grad/inference_mode/autocast(bfloat16) blocks, a break inside some
     aliasing: bool = True  # r = x; x = f(x): locals aliasing arguments and rebinding
     objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after
+    shared_objects: bool = True  # on some calls the State's list ``more`` is its list ``items``: one object, two names
     return_views: bool = True  # returning arguments, views of arguments and containers
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared

@@ -169,7 +169,12 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             self.program.modes = [rng.choice(["grad", "no_grad", "inference"]) for _ in calls]
         if feat.objects and rng.random() < 0.3:
             dims = [rng.choice(SYMBOLS[:2]) for _ in range(rng.randint(1, 2))]
-            self.program.args.append(ArgSpec("st", "state", dims=dims))
+            # The first call's trace sees two lists (mostly) or one; a later call sees the other case.
+            first = rng.random() < 0.3
+            later = [rng.random() < 0.5 for _ in calls[1:]]
+            later[rng.randrange(len(later))] = not first
+            shared = [first, *later] if feat.shared_objects and len(calls) > 1 else []
+            self.program.args.append(ArgSpec("st", "state", dims=dims, shared=shared))
 
     # ------------------------------------------------------------------ running the prefix
 

@@ -39,6 +39,7 @@ class ObjectsMixin:
 
     rng: random.Random
     counter: int
+    program: Any
 
     # Provided by the expression mixin and the generator.
     tensor: Any
@@ -73,10 +74,27 @@ class ObjectsMixin:
         ]
 
     def state_statement(self) -> bool:
-        """A read of a tensor out of ``st`` into a fresh local, or a rewrite of ``st``."""
+        """A read of a tensor out of ``st`` into a fresh local, or a rewrite of ``st``; half of them through both
+        names of the list of ints a shared ``st`` holds twice."""
+        shared = any(arg.shared for arg in self.program.args)
+        if shared and self.rng.random() < 0.5:
+            return self._shared_statement()
         if self.rng.random() < 0.4:
             return self._try(Stmt([f"{self.fresh()} = {self.rng.choice(STATE_READS)}"]))
         t = self.tensor()
         if t is None:
             return False
         return self._try(Stmt(self.rng.choice(self._state_writes(t))))
+
+    def _shared_statement(self) -> bool:
+        """A write through one name of the shared list and a read through the other into ``st.a`` (which the
+        snapshot compares), or writes through both: each differs when the two names are one list."""
+        pairs = [
+            ["st.more.append(3)", "st.a = st.a * len(st.counts)"],
+            ["st.counts[0] += 2", "st.a = st.a + st.more[0]"],
+            ["st.counts.reverse()", "st.a = st.a * st.more[0]"],
+            ["st.more.pop(0)", "st.a = st.a + len(st.counts)"],
+            ["st.counts.append(4)", "st.more.append(5)"],
+            ["st.a = st.a * (2 if st.more is st.counts else 3)"],
+        ]
+        return self._try(Stmt(self.rng.choice(pairs)))

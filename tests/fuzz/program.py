@@ -26,10 +26,13 @@ class Box:
 
 
 class State:
-    def __init__(self, base):
+    def __init__(self, base, shared=False):
         self.a = base
         self.n = 1
         self.items = [base * 2, base + 1]
+        # shared: one list under two names; apart, an equal list, which no guard on its contents tells from it
+        self.counts = [1, 2]
+        self.more = self.counts if shared else [1, 2]
         self.boxes = [Box(0, base - 1), Box(1, base * 3)]
         self.d = {"k": Box(2, base.abs()), "w": base * -1}
 
@@ -159,6 +162,7 @@ class ArgSpec:
     dims: list[int | str] = field(default_factory=list)
     layout: str = "contiguous"
     int_values: list[int] = field(default_factory=list)  # one per call, for kind == "int"
+    shared: list[bool] = field(default_factory=list)  # per call, for kind == "state": ``more`` is ``counts``
     grad: bool = False
     specials: bool = False  # NaN, infinities and signed zeros at random places (a float tensor)
 
@@ -168,7 +172,8 @@ class ArgSpec:
             return f"INTS[{self.name!r}][{call_var}]"
         dims = [d if isinstance(d, int) else f"s[{d!r}]" for d in self.dims]
         if self.kind == "state":
-            return f"State(torch.randn(({''.join(f'{d}, ' for d in dims)}), generator=g))"
+            shared = f", {self.shared!r}[{call_var}]" if any(self.shared) else ""
+            return f"State(torch.randn(({''.join(f'{d}, ' for d in dims)}), generator=g){shared})"
         if self.layout == "transposed" and len(dims) >= 2:
             dims[-1], dims[-2] = dims[-2], dims[-1]
         elif self.layout == "strided" and dims:
@@ -226,7 +231,10 @@ class Program:
         """A deep copy (the shrinker edits copies)."""
         return dataclasses.replace(
             self,
-            args=[dataclasses.replace(a, dims=list(a.dims), int_values=list(a.int_values)) for a in self.args],
+            args=[
+                dataclasses.replace(a, dims=list(a.dims), int_values=list(a.int_values), shared=list(a.shared))
+                for a in self.args
+            ],
             calls=[dict(c) for c in self.calls],
             helpers=[_copy_body(h) for h in self.helpers],
             body=_copy_body(self.body),

@@ -58,6 +58,8 @@ def _edits(program: Program) -> Iterator[Program]:
             for arg in p.args:
                 if arg.kind == "int":
                     del arg.int_values[i]
+                if arg.shared:
+                    del arg.shared[i]
             yield p
     for h in range(len(program.helpers)):
         p = program.copy()
@@ -170,6 +172,7 @@ def shrink(
         for arg in trial.args:
             if arg.kind == "int":
                 arg.int_values = arg.int_values[: failure.call + 1]
+            arg.shared = arg.shared[: failure.call + 1]
         found = _fails(trial, failure, allowed)
         if found:
             current, current_failure = trial, found

@@ -448,3 +448,33 @@ def test_no_integer_conversion_of_a_value_near_an_integer_on_a_later_call():
     # cos(2.5e-4) is 1.0 in eager and 1 - 6e-8 compiled (correctly rounded), and the conversion made them 1 and 0.
     program = generate("a138:800", Features())
     assert check(program, backends=("inductor",)) == []
+
+
+def test_a_list_that_becomes_two_names_of_one_is_fuzzed():
+    # Traced with st.more and st.counts apart, the later calls pass one list under both names: a write through
+    # one name is read through the other (the answer differs then, so the case tests something), and a trace
+    # that kept them apart without a guard answered with the old lengths.
+    body = [Stmt(["st.more.append(3)", "st.a = st.a * len(st.counts)"]), Stmt(["v1 = st.a + x0"])]
+    program = Program(
+        seed="shared",
+        args=[ArgSpec("x0", "tensor", dims=[2]), ArgSpec("st", "state", dims=[2], shared=[False, True, True])],
+        calls=[{"s0": 2}] * 3,
+        body=body,
+    )
+    program.returns = ["v1"]
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    lengths = []
+    for i, call in enumerate(namespace["CALLS"]):
+        args = namespace["make_args"](call, i)
+        namespace["fn"](*args)
+        lengths.append(len(args[1].counts))
+    assert lengths == [2, 3, 3]
+    assert check(program) == []
+
+
+def test_shared_objects_programs_trace_apart_and_call_shared():
+    features = Features().only("objects", "shared_objects", "pointwise")
+    patterns = [arg.shared for i in range(200) for arg in generate(f"shared:{i}", features).args if arg.kind == "state"]
+    assert patterns and all(len(set(p)) == 2 for p in patterns)  # every program meets both cases
+    assert sum(not p[0] for p in patterns) > len(patterns) / 2  # mostly traced apart first
