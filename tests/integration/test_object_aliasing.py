@@ -129,3 +129,38 @@ def test_objects_apart_recompile_once_when_they_become_one(fresh_compiler):
     assert len(seen.frames) == 1
     shared = []
     assert torch.equal(compiled(shared, shared, x), x + 1)
+
+
+class _WritesItsArgument(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        x.add_(1)
+        return self.b * 2
+
+
+class _WritesItsBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        self.b.add_(1)
+        return x * 2
+
+
+@pytest.mark.parametrize("module", [_WritesItsArgument, _WritesItsBuffer])
+@pytest.mark.parametrize("buffer_first", [False, True], ids=["apart-first", "buffer-first"])
+def test_a_buffer_passed_as_the_argument(backend, module, buffer_first):
+    """The module's own buffer as its argument, on the first call or a later one: a write through either name is
+    read through the other, as in eager (a graph reading them as two tensors answered with the old value; one
+    compiled for the buffer failed AOT autograd's duplicate-input assertion on another tensor)."""
+    eager, compiled_module = module(), module()
+    compiled = dc.compile(compiled_module, backend=backend)
+    for shared in (buffer_first, not buffer_first, buffer_first):
+        expected = eager(eager.b if shared else torch.ones(3))
+        actual = compiled(compiled_module.b if shared else torch.ones(3))
+        assert torch.equal(actual, expected), f"shared={shared}"
+        assert torch.equal(compiled_module.b, eager.b), f"shared={shared}"

@@ -18,6 +18,7 @@ active or not).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -339,4 +340,5 @@ def _storage_key(value: Any) -> Any:
 
 def _apart(count: int, *tensors: Any) -> bool:
     keys = [_storage_key(t) for t in tensors]
-    return all(keys.count(keys[i]) == 1 for i in range(count))
+    counts = collections.Counter(keys)
+    return all(counts[key] == 1 for key in keys[:count])

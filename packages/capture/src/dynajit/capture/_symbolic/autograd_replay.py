@@ -126,6 +126,7 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
             )
         found = graph.input_viewed_by(node)
         if found is None:
+            _note_module_tensor_write(graph, name, node, effect)
             continue
         path, value = found
         key = eager_checks.storage_key(value)
@@ -180,6 +181,20 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
         done.add(effect)
         if done == {"data", "view"}:
             unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+
+def _note_module_tensor_write(graph: OutputGraph, name: str, node: Any, effect: str | None) -> None:
+    """Record a write into a module's parameter or buffer (BatchNorm's running statistics), whose memory the
+    guards then keep apart from every input's; one an input shares now is left to Python, as between inputs."""
+    found = graph.module_tensor_viewed_by(node) if effect == "data" else None
+    if found is None:
+        return
+    path, value = found
+    key = eager_checks.storage_key(value)
+    for other_path, other, _ in graph.inputs:
+        if isinstance(other, torch.Tensor) and eager_checks.storage_key(other) == key:
+            unsupported(f"{name} writes into {path.name()}, whose memory the input {other_path.name()} shares")
+    graph.input_effects.setdefault(key, set()).add("data")
 
 
 def check_new_leaf(node: torch.fx.Node, example: Any, what: Any) -> None:

@@ -162,15 +162,17 @@ def build_guards(output: OutputGraph | None, ctx: FrameContext) -> guards.GuardS
         result.add(guards.tensor_aliasing([], distinct))
     for guard in _object_relations(output):
         result.add(guard)
-    # A graph writing into an input read the others as unchanged by the write: they must stay in other memory.
+    # A graph writing into an input or a module's buffer read the other inputs and module tensors as unchanged by
+    # the write: they must stay in other memory (a buffer passed in as an argument too is one graph input).
     tensors = [
-        (source, output.wrote_into(value))
-        for path, value, _ in output.inputs
+        (source, output.wrote_into(value), is_input)
+        for is_input, group in ((True, output.inputs), (False, output.module_tensors))
+        for path, value, _ in group
         if isinstance(value, torch.Tensor) and (source := path.to_source()) is not None
     ]
-    written = [source for source, wrote in tensors if wrote]
-    if written and len(tensors) >= 2:
-        result.add(guards.storage_apart(written, [source for source, wrote in tensors if not wrote]))
+    written = [source for source, wrote, _ in tensors if wrote]
+    if written and len(tensors) >= 2 and any(is_input for _, _, is_input in tensors):
+        result.add(guards.storage_apart(written, [source for source, wrote, _ in tensors if not wrote]))
     for guard in output.shapes.guards():
         result.add(guard)
     return result

@@ -133,6 +133,7 @@ class OutputGraph:
         self.code_guarded: set[int] = set()  # functions whose __code__ a guard checks (see UserFunctionVar.call)
         self._by_id: dict[int, TensorVar] = {}
         self._attr_names: dict[int, TensorVar] = {}
+        self.module_tensors: list[tuple[Path, torch.Tensor, TensorVar]] = []  # get_attr'ed, as ``inputs``
         self._cells: dict[int, Any] = {}
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
@@ -163,8 +164,10 @@ class OutputGraph:
         """
         if path is None:
             unsupported("a tensor that cannot be reached from the frame's arguments or globals")
-        known = self._by_id.get(id(value))
+        known = self._by_id.get(id(value)) or self._attr_names.get(id(value))
         if known is not None:
+            # The same tensor as an input or a module's parameter or buffer read before: one node for it, and a
+            # guard that both paths keep reaching one tensor.
             if known.source is not None:
                 self.aliases.append((known.source, path))
             return TensorVar(known.node, known.example, path, known.cls)
@@ -210,10 +213,18 @@ class OutputGraph:
             return known
         if path is None:
             unsupported("a module parameter that cannot be reached from the frame")
+        as_input = self._by_id.get(id(value))
+        if as_input is not None:  # passed in as well: the input's node, while both paths reach the one tensor
+            if as_input.source is not None:
+                self.aliases.append((as_input.source, path))
+            return TensorVar(as_input.node, as_input.example, path, as_input.cls)
+        if "data" in self.input_effects.get(eager_checks.storage_key(value), ()):
+            unsupported(f"{path.name()} shares memory with an input this graph has written into")
         taken = {tv.node.target for tv in self._attr_names.values()}
         node = self.root_builder.get_attr(_unique_attr_name(path, taken), value)
         tv = TensorVar(node, node.meta["example_value"], path, type(value))
         self._attr_names[id(value)] = tv
+        self.module_tensors.append((path, value, tv))
         self.guard("id_match", path, value)
         # The graph is compiled for its dtype, sizes and strides, which change in place under the same identity
         # (``param.data = ...``, ``module.double()``): a backend's kernels would read the new memory as the old.
@@ -309,6 +320,7 @@ class OutputGraph:
         self.wrapped.clear()
         self._by_id.clear()
         self._attr_names.clear()
+        self.module_tensors.clear()
         self._cells.clear()
         self.current_tx = None
 
@@ -339,14 +351,12 @@ class OutputGraph:
 
     def input_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
         """The graph input (its path and tensor) whose memory the FX node ``node``'s value views, if any."""
-        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-        if not isinstance(example, torch.Tensor):
-            return None
-        fake_key = eager_checks.storage_key(example)
-        for path, value, tv in self.inputs:
-            if isinstance(value, torch.Tensor) and eager_checks.storage_key(tv.node.meta["example_value"]) == fake_key:
-                return path, value
-        return None
+        inputs = [(path, value, tv.node.meta["example_value"]) for path, value, tv in self.inputs]
+        return _viewed_by(node, [entry for entry in inputs if isinstance(entry[1], torch.Tensor)])
+
+    def module_tensor_viewed_by(self, node: Any) -> tuple[Path, torch.Tensor] | None:
+        """The module parameter or buffer (its path and tensor) whose memory the FX node ``node``'s value views."""
+        return _viewed_by(node, [(path, value, tv.example) for path, value, tv in self.module_tensors])
 
     def _record(self, make: Any, what: Any) -> VT:
         saved: list[torch.Tensor] = []
@@ -594,3 +604,13 @@ _FAKE_LIMITS = (
 def _is_user_error(exc: Exception) -> bool:
     """True when an operation failed on fake tensors because its inputs are wrong (a shape mismatch, ...)."""
     return isinstance(exc, (RuntimeError, ValueError, IndexError, TypeError)) and not isinstance(exc, _FAKE_LIMITS)
+
+
+def _viewed_by(node: Any, entries: list[tuple[Path, torch.Tensor, Any]]) -> tuple[Path, torch.Tensor] | None:
+    """The (path, tensor) of the first of ``entries`` (path, real tensor, its fake) whose memory the FX node
+    ``node``'s value views."""
+    example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor):
+        return None
+    key = eager_checks.storage_key(example)
+    return next(((path, value) for path, value, fake in entries if eager_checks.storage_key(fake) == key), None)
