@@ -134,7 +134,7 @@ def test_objects_apart_recompile_once_when_they_become_one(fresh_compiler):
 class _WritesItsArgument(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("b", torch.ones(3))
+        self.register_buffer("b", torch.ones(4))
 
     def forward(self, x):
         x.add_(1)
@@ -144,23 +144,30 @@ class _WritesItsArgument(torch.nn.Module):
 class _WritesItsBuffer(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("b", torch.ones(3))
+        self.register_buffer("b", torch.ones(4))
 
     def forward(self, x):
         self.b.add_(1)
         return x * 2
 
 
+# The argument a call passes when it shares the buffer's memory: the buffer itself, or a view of part of it.
+_PICKS = {"buffer": lambda module: module.b, "view": lambda module: module.b[1:3]}
+
+
 @pytest.mark.parametrize("module", [_WritesItsArgument, _WritesItsBuffer])
-@pytest.mark.parametrize("buffer_first", [False, True], ids=["apart-first", "buffer-first"])
-def test_a_buffer_passed_as_the_argument(backend, module, buffer_first):
-    """The module's own buffer as its argument, on the first call or a later one: a write through either name is
-    read through the other, as in eager (a graph reading them as two tensors answered with the old value; one
-    compiled for the buffer failed AOT autograd's duplicate-input assertion on another tensor)."""
+@pytest.mark.parametrize("pick", sorted(_PICKS))
+@pytest.mark.parametrize("shared_first", [False, True], ids=["apart-first", "shared-first"])
+def test_a_buffer_passed_as_the_argument(backend, module, pick, shared_first):
+    """The module's own buffer, or a view of it, as its argument on the first call or a later one: a write through
+    either name is read through the other, as in eager. (A graph reading them as two tensors answered with the old
+    value; one traced with them sharing memory read the buffer for another argument; one compiled for the buffer
+    failed AOT autograd's duplicate-input assertion on another tensor.)"""
     eager, compiled_module = module(), module()
     compiled = dc.compile(compiled_module, backend=backend)
-    for shared in (buffer_first, not buffer_first, buffer_first):
-        expected = eager(eager.b if shared else torch.ones(3))
-        actual = compiled(compiled_module.b if shared else torch.ones(3))
+    for shared in (shared_first, not shared_first, shared_first):
+        own = _PICKS[pick]
+        expected = eager(own(eager) if shared else torch.ones_like(own(eager)))
+        actual = compiled(own(compiled_module) if shared else torch.ones_like(own(compiled_module)))
         assert torch.equal(actual, expected), f"shared={shared}"
         assert torch.equal(compiled_module.b, eager.b), f"shared={shared}"

@@ -174,7 +174,7 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
                 "autograd would write into a dense copy of it, and later ops would choose by the copy's strides"
             )
         if effect == "data":
-            for other_path, other, _ in graph.inputs:
+            for other_path, other, _ in [*graph.inputs, *graph.module_tensors]:
                 if isinstance(other, torch.Tensor) and other is not value and eager_checks.storage_key(other) == key:
                     unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
         done = graph.input_effects.setdefault(key, set())
