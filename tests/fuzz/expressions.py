@@ -138,6 +138,11 @@ class ExpressionMixin:
         singular = near_zero(t)
         if op in ("reciprocal", "sqrt") and singular:
             op = "abs"
+        # floor and ceil jump at integers, round halfway between: of a value within rounding of one, on any call,
+        # each picks rounding's side (ceil of a softmax's sum, 1 + 6e-8 compiled and 1 in eager: a145:57).
+        steps = {"floor": 0.0, "ceil": 0.0, "round": 0.5}
+        if op in steps and any(near_step(v, steps[op]) for v in self._every_call(a)):
+            op = "abs"
         forms = [f"torch.{op}({a})"]
         if "." not in op:
             forms.append(f"{a}.{op}()")
@@ -490,6 +495,16 @@ def near_nonzero_integer(t: Any) -> bool:
     v = t.detach().double()
     nearest = v.round()
     return bool(((nearest != 0) & ((v - nearest).abs() <= rounding(t) * nearest.abs())).any())
+
+
+def near_step(t: Any, offset: float) -> bool:
+    """Whether a float tensor has an element within rounding of an integer plus ``offset`` (0 or 0.5), where
+    floor, ceil (0) or round (0.5) jumps."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or not t.numel():
+        return False
+    v = t.detach().double() - offset
+    nearest = v.round()
+    return bool(((v - nearest).abs() <= rounding(t) * nearest.abs().clamp(min=1)).any())
 
 
 def sign_conditioned(values: list[Any]) -> bool:

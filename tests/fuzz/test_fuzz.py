@@ -478,3 +478,12 @@ def test_shared_objects_programs_trace_apart_and_call_shared():
     patterns = [arg.shared for i in range(200) for arg in generate(f"shared:{i}", features).args if arg.kind == "state"]
     assert patterns and all(len(set(p)) == 2 for p in patterns)  # every program meets both cases
     assert sum(not p[0] for p in patterns) > len(patterns) / 2  # mostly traced apart first
+
+
+def test_no_step_function_of_a_value_within_rounding_of_its_jump():
+    from .expressions import near_step
+
+    assert near_step(torch.tensor([0.3, 1 + 6e-8]), 0.0) and near_step(torch.tensor([-1e-9]), 0.0)
+    assert near_step(torch.tensor([2.5 - 1e-7]), 0.5) and not near_step(torch.tensor([2.5 - 1e-7]), 0.0)
+    assert not near_step(torch.tensor([0.3, 1.7, -2.4]), 0.0)
+    assert not near_step(torch.tensor([1, 2]), 0.0)  # ints are exact
