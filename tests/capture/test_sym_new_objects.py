@@ -360,6 +360,39 @@ def test_a_sequence_made_while_tracing_iterates_by_index(check, t):
     check(iterate_sequence, t(3), graphs=1, fullgraph=True)
 
 
+class Window(collections.abc.Sequence):
+    """A view over a list: what it yields is read from the list when the loop asks for it."""
+
+    def __init__(self, data, log):
+        self.data = data
+        self.log = log
+
+    def __len__(self):
+        self.log.append("len")
+        return len(self.data)
+
+    def __getitem__(self, i):
+        self.log.append(i)
+        return self.data[i]
+
+
+def loop_body_changes_what_comes_next(x, log):
+    window = Window([x, x + 1, x + 2], log)
+    total = x * 0
+    for i, item in enumerate(window):
+        log.append(("body", i))
+        if i + 1 < len(window.data):
+            window.data[i + 1] = window.data[i + 1] * 10
+        total = total + item
+    return total
+
+
+def test_iterating_a_sequence_made_while_tracing_asks_for_each_item_when_the_loop_does(check, t):
+    # Sequence's __iter__ indexes until IndexError, one item per step of the loop: each item saw what the loop body
+    # wrote before (eager 51, where reading every item first gave 6), and the hooks ran in eager's order.
+    check(loop_body_changes_what_comes_next, t(3), [], graphs=1, fullgraph=True)
+
+
 class Config:
     attribute_map = {"layers": "n_layer"}
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from dynajit.capture._symbolic.paths import reads_hooked
 from dynajit.guards import GuardSet, weak_referents
 
 __all__ = ["CacheEntry", "CodeCache", "all_caches", "cache_for"]
@@ -187,8 +188,8 @@ class CodeCache:
                 if self.ints_seen.setdefault(name, value) != value:
                     self.dynamic_ints.add(name)
                 continue
-            if not isinstance(value, torch.Tensor):
-                continue
+            if not issubclass(type(value), torch.Tensor) or reads_hooked(type(value)):
+                continue  # (a tensor of a class with a Python __getattribute__ is not traced: nothing to hint)
             with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ would run on .shape
                 if value.is_nested and value.layout == torch.strided:
                     continue  # (a strided nested tensor has no size: its components have theirs)

@@ -95,7 +95,7 @@ def _trace_and_transform(
         return _frame_only(fn, ctx)
     if torch.autograd.forward_ad._current_level >= 0 and not ctx.export:
         _forward_ad_in_python(ctx)
-    if args and isinstance(args[0], torch.nn.RNNBase) and code in _RNN_FORWARDS:
+    if args and issubclass(type(args[0]), torch.nn.RNNBase) and code in _RNN_FORWARDS:
         raise SkipFrame(f"{type(args[0]).__name__}.forward runs eagerly (a fused recurrent kernel per call)")
     break_at: int | None = None
     graph_break: GraphBreak | None = None

@@ -28,6 +28,7 @@ from torch.utils._device import DeviceContext
 
 from dynajit.capture import _cache, _cache_limits, _dispatch, _marks, _observe, _stance
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
+from dynajit.capture._symbolic.paths import reads_hooked
 from dynajit.capture.config import config
 from dynajit.fxgraph import artifact_enabled, artifact_logger, full_collections_deferred
 from dynajit.guards import GuardSet
@@ -148,7 +149,8 @@ def _kind_of(kind: type) -> Any:
     if decided is _MISSING:
         call = next((vars(klass)["__call__"] for klass in kind.__mro__ if "__call__" in vars(klass)), None)
         if issubclass(kind, torch.nn.Module) and call is torch.nn.Module.__call__:
-            decided = _MODULE
+            # (a module class with a Python __getattribute__ is not traced: its own __call__ runs, reads and all)
+            decided = None if reads_hooked(kind) else _MODULE
         elif issubclass(kind, functools.partial):
             decided = _PARTIAL
         else:

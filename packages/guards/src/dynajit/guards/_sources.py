@@ -26,6 +26,7 @@ __all__ = [
     "ItemSource",
     "LocalSource",
     "ParamSource",
+    "PlainAttrSource",
     "SizeSource",
     "Source",
     "StrideSource",
@@ -218,8 +219,8 @@ def _attr_access(base: str, attr: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class AttrSource(Source):
-    """An attribute of another source's value: ``L['self'].linear``."""
+class _AttributeOf(Source):
+    """An attribute of another source's value, however it is read: named ``L['self'].linear``."""
 
     base_source: Source
     attr: str
@@ -234,9 +235,24 @@ class AttrSource(Source):
     def path(self) -> str:
         return f"{self.base_source.path()}{_attr_suffix(self.attr)}"
 
+
+@dataclass(frozen=True, slots=True)
+class AttrSource(_AttributeOf):
+    """An attribute of another source's value: ``L['self'].linear``."""
+
     def access(self, ctx: AccessContext, base: str | None) -> str:
         assert base is not None
         return _attr_access(base, self.attr)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAttrSource(_AttributeOf):
+    """An attribute read as ``object.__getattribute__`` reads it (the instance dict, then the class), past a
+    class's own Python ``__getattribute__``: a guard on ``cfg.flag`` must not run the user's hook at every call.
+    Named ``L['cfg'].flag``, read as ``object.__getattribute__(L['cfg'], 'flag')``."""
+
+    def access(self, ctx: AccessContext, base: str | None) -> str:
+        return f"{ctx.bind(object.__getattribute__)}({base}, {self.attr!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._frame import Unsupported
-from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.paths import class_path
 from dynajit.capture._symbolic.variables import (
     VT,
     ConstVar,
@@ -279,7 +279,7 @@ def _type(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     if isinstance(obj, NewObjectVar):
         return tx.wrap(obj.cls, obj.class_source)
     # Reached again as obj.__class__, so reads of its attributes are guarded like any other.
-    path = Attr(obj.source, "__class__") if obj.source is not None and not isinstance(obj, TensorVar) else None
+    path = class_path(obj.source, getattr(obj, "value", None)) if not isinstance(obj, TensorVar) else None
     return tx.wrap(_type_of(obj), path)
 
 

@@ -8,16 +8,30 @@ bytecode for reconstruction (:meth:`Path.emit`).
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dynajit.guards import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource
+from dynajit.guards import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, PlainAttrSource, TypeSource
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
 
-__all__ = ["Attr", "Closure", "Global", "Item", "Local", "PassedCell", "Path", "Stash"]
+__all__ = [
+    "Attr",
+    "ClassOf",
+    "Closure",
+    "Global",
+    "Item",
+    "Local",
+    "PassedCell",
+    "Path",
+    "PlainAttr",
+    "Stash",
+    "class_path",
+    "reads_hooked",
+]
 
 
 _UNSET = object()
@@ -138,6 +152,58 @@ class Attr(Path):
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
+
+
+def reads_hooked(cls: type) -> bool:
+    """Whether ``cls`` answers attribute reads with a Python ``__getattribute__`` of its own: a read of one of its
+    objects (``obj.__class__`` included, which ``isinstance`` makes) runs the user's code."""
+    return isinstance(cls.__getattribute__, types.FunctionType)
+
+
+@dataclass(frozen=True)
+class PlainAttr(Attr):
+    """``base.attr`` read as ``object.__getattribute__`` reads it, for an object whose class has a Python
+    ``__getattribute__``: the trace ran that hook (inlined), so neither its guards nor the transformed code may
+    run it again."""
+
+    @_source_once
+    def to_source(self) -> Any:
+        base = self.base.to_source()
+        return None if base is None else PlainAttrSource(base, self.attr)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.push_callable_global(cg.stash(object.__getattribute__))
+        self.base.emit(cg)
+        cg.load_const(self.attr)
+        cg.call(2)
+
+
+@dataclass(frozen=True)
+class ClassOf(Attr):
+    """``type(base)``, where ``base.__class__`` would run the class's own Python ``__getattribute__``."""
+
+    attr: str = "__class__"
+
+    @_source_once
+    def to_source(self) -> Any:
+        base = self.base.to_source()
+        return None if base is None else TypeSource(base)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.push_callable_global(cg.stash(type))
+        self.base.emit(cg)
+        cg.call(1)
+
+    def name(self) -> str:
+        return f"type({self.base.name()})"
+
+
+def class_path(source: Path | None, value: Any) -> Path | None:
+    """The path from ``source`` (which reaches ``value``) to ``value``'s class: ``source.__class__``, or
+    ``type(source)`` where that read would run the class's own Python ``__getattribute__``."""
+    if source is None:
+        return None
+    return ClassOf(source) if reads_hooked(type(value)) else Attr(source, "__class__")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ made again by the prologue, so tracing the resume function iterates over known
 items (a real iterator object could not be traced): the remaining items as a
 tuple (:data:`ITER`, the prologue runs GET_ITER), or, for an iterator over a
 list (whose later appends Python iterates too), the list itself and the
-position reached (:data:`LIST_ITER`, GET_ITER then that many ``next`` calls).
+position reached (:data:`LIST_ITER`, GET_ITER then that many ``next`` calls). An iterator over a dict or a
+set is a ``WatchedIteration`` (:data:`WATCHED`), which the resume function traces as Python's iterator over the
+container; ``enumerate`` over one is passed as it and made again (:data:`ENUMERATE`).
 The remaining count or the position is part of the layout: each step of an
 unrolled loop gets its own resume code, with its own compiled entries. Each
 step's resume function is called from the previous one's transformed code, so
@@ -36,12 +38,15 @@ from dynajit.capture._symbolic.variables import unsupported
 
 __all__ = [
     "GRAD_EXIT",
+    "ENUMERATE",
+    "ENUMERATE_GLOBAL",
     "ITER",
     "LIST_ITER",
     "NEXT",
     "NULL",
     "TAKES_ARGUMENT",
     "VALUE",
+    "WATCHED",
     "Slot",
     "live_locals",
     "passed_cells",
@@ -55,11 +60,15 @@ NULL = "null"  # a NULL slot: pushed again, no argument
 VALUE = "value"  # the value itself
 ITER = "iter"  # a tuple of the iterator's remaining items (count: how many)
 LIST_ITER = "list_iter"  # the list an iterator runs over (count: the position reached)
+WATCHED = "watched"  # a WatchedIteration over a dict or set (count: the position reached)
+ENUMERATE = "enumerate"  # enumerate() over a WatchedIteration, passed as that (count: the next index)
 Slot = tuple[str, int]
 GRAD_EXIT = "grad_exit"  # a grad-mode block's exit, no argument (count: the mode it restores; see blocks.py)
-TAKES_ARGUMENT = frozenset({VALUE, ITER, LIST_ITER})
+TAKES_ARGUMENT = frozenset({VALUE, ITER, LIST_ITER, WATCHED, ENUMERATE})
+_LOOP_STEPS = (ITER, LIST_ITER, WATCHED, ENUMERATE)  # kinds whose count is a loop's step
 EXCEPTION = "___stackexc"  # the argument of a raise-resume function: the exception it raises again
 NEXT = "__dynajit_next"  # the global the prologue calls to advance a list iterator: builtins.next
+ENUMERATE_GLOBAL = "__dynajit_enumerate"  # the global the prologue calls to make an ENUMERATE slot: builtins.enumerate
 
 _resume_ids = itertools.count()
 _cache: dict[tuple[Any, ...], tuple[str, types.CodeType]] = {}
@@ -150,7 +159,7 @@ def super_receiver(code: types.CodeType) -> str | None:
 
 def unrolled_too_far(code: types.CodeType, target: Inst, layout: tuple[Slot, ...], live: tuple[str, ...]) -> bool:
     """True when resuming at ``target`` with ``layout`` would compile more than MAX_LOOP_STEPS steps of a loop."""
-    if not any(kind in (ITER, LIST_ITER) for kind, _ in layout):
+    if not any(kind in _LOOP_STEPS for kind, _ in layout):
         return False
     shape = tuple(kind for kind, _ in layout)
     steps = _loop_steps.setdefault((*_origin_of(code, target.index), shape, live), set())
@@ -306,6 +315,14 @@ def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
             continue
         if kind == GRAD_EXIT:
             emit("LOAD_GLOBAL", (False, GRAD_EXIT_GLOBALS[bool(count)]))
+            continue
+        if kind == ENUMERATE:
+            emit("LOAD_GLOBAL", (True, ENUMERATE_GLOBAL))
+            emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
+            emit("LOAD_CONST", count)
+            if PY < (3, 12):
+                emit("PRECALL", 2)
+            emit("CALL", 2)
             continue
         emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
         if kind in (ITER, LIST_ITER):

@@ -41,6 +41,8 @@ from dynajit.capture._symbolic.itertools_traced import PythonIteratorVar
 from dynajit.capture._symbolic.output import OutputGraph, sets_grad_mode
 from dynajit.capture._symbolic.paths import Local
 from dynajit.capture._symbolic.resume import (
+    ENUMERATE,
+    ENUMERATE_GLOBAL,
     GRAD_EXIT,
     ITER,
     LIST_ITER,
@@ -48,6 +50,7 @@ from dynajit.capture._symbolic.resume import (
     NULL,
     TAKES_ARGUMENT,
     VALUE,
+    WATCHED,
     Slot,
     live_locals,
     resume_code,
@@ -56,9 +59,10 @@ from dynajit.capture._symbolic.resume import (
 )
 from dynajit.capture._symbolic.tracer import RootTracer, decoded
 from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupported
+from dynajit.capture._symbolic.variables.container_iterators import CheckedIteratorVar, watched
 from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
 from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
-from dynajit.capture._symbolic.variables.iterators import LazyIteratorVar
+from dynajit.capture._symbolic.variables.iterators import EnumerateVar, LazyIteratorVar
 from dynajit.capture._symbolic.variables.tensor import end_data_replacements
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
@@ -207,6 +211,9 @@ class _FrameEmitter:
             if kind == LIST_ITER:
                 assert isinstance(vt, IteratorVar) and vt.over is not None
                 temps.append(self.save(vt.over))
+            elif kind == ENUMERATE:
+                assert isinstance(vt, EnumerateVar)
+                temps.append(self.save(vt.sources[0]))
             elif kind == ITER:
                 assert isinstance(vt, IteratorVar)
                 for item in vt.items[vt.position :]:
@@ -214,7 +221,7 @@ class _FrameEmitter:
                 self.cg.build("BUILD_TUPLE", len(vt.items) - vt.position)
                 temps.append(self.cg.new_temp())
                 self.cg.emit("STORE_FAST", temps[-1])
-            elif kind == VALUE:
+            elif kind in (VALUE, WATCHED):
                 temps.append(self.save(vt))
             else:
                 temps.append(None)
@@ -268,6 +275,8 @@ class _FrameEmitter:
         name, code = resume_code(self.code, target, layout, tuple(live), raising=raising)
         if any(kind == LIST_ITER for kind, _ in layout):
             self.result.new_globals[NEXT] = next
+        if any(kind == ENUMERATE for kind, _ in layout):
+            self.result.new_globals[ENUMERATE_GLOBAL] = enumerate
         for kind, count in layout:
             if kind == GRAD_EXIT:
                 self.result.new_globals[GRAD_EXIT_GLOBALS[bool(count)]] = GRAD_EXITS[GRAD_EXIT_GLOBALS[bool(count)]]
@@ -328,8 +337,12 @@ def stack_layout(stack: list[VT]) -> list[Slot]:
             unsupported("a graph break inside a loop over a generator cannot be resumed")
         elif isinstance(vt, PythonIteratorVar):
             unsupported("a graph break inside a loop over an itertools iterator cannot be resumed")
+        elif isinstance(vt, EnumerateVar) and not vt.settled and watched(vt.sources[0]):
+            layout.append((ENUMERATE, vt.count))  # traced again over the WatchedIteration
         elif isinstance(vt, LazyIteratorVar) and not vt.settle():
             layout.append((VALUE, 0))  # rebuilt as the same builtin over its rebuilt sources
+        elif isinstance(vt, CheckedIteratorVar):
+            layout.append((WATCHED, vt.position) if watched(vt) else (VALUE, 0))
         elif isinstance(vt, IteratorVar) and vt.over is not None:
             layout.append((LIST_ITER, vt.position))
         elif isinstance(vt, IteratorVar):

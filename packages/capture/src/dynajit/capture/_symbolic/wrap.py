@@ -8,12 +8,13 @@ import functools
 import os
 import types
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynajit.capture._symbolic import marks as _marks
-from dynajit.capture._symbolic.paths import Attr, Item, Local, Path
+from dynajit.capture._symbolic.paths import Attr, Item, Local, Path, reads_hooked
 from dynajit.capture._symbolic.variables import (
     VT,
     BuiltinVar,
@@ -34,6 +35,7 @@ from dynajit.capture._symbolic.variables import (
 from dynajit.capture._symbolic.variables.autograd_function import is_function_apply, wrap_autograd_function_apply
 from dynajit.capture._symbolic.variables.collections_ import DefaultDictVar, DequeVar
 from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES, constant_key
+from dynajit.capture._symbolic.variables.container_iterators import WatchedIteration, wrap_watched_iteration
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.context_vars import wrap_context_var_object
 from dynajit.capture._symbolic.variables.contexts import (
@@ -63,22 +65,45 @@ def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
     """
     # Tensors are not cached here: the output keeps one graph input per tensor object and guards each
     # further path that reaches it as an alias of the first.
+    if reads_hooked(type(value)):
+        # isinstance and hasattr would ask the object through its class's own __getattribute__ (for __class__
+        # at every failed check): a visible effect of compiling. What it is is decided by its type alone.
+        return _tracked(output, value, path, _wrap_hooked)
     if isinstance(value, (list, dict, collections.deque)) or (
         hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor))
     ):
-        known = output.wrapped.get(id(value))
-        if known is not None:
-            tracker = known[1]
-            if path is not None and tracker.source is not None and path != tracker.source:
-                # The same object reached by another path: the trace relies on both paths reaching one object
-                # (reads through either go to the one tracker), which its type guard alone does not say. An
-                # aliasing guard says exactly that; identity guards would recompile for every new object.
-                output.aliases.append((tracker.source, path))
-            return tracker
-        made = _wrap(output, value, path)
-        output.wrapped[id(value)] = (value, made)
-        return made
+        return _tracked(output, value, path, _wrap)
     return _wrap(output, value, path)
+
+
+def _tracked(output: OutputGraph, value: Any, path: Path | None, wrap: Callable[..., VT]) -> VT:
+    """The one tracker of a mutable object in this trace, made by ``wrap`` the first time it is reached."""
+    known = output.wrapped.get(id(value))
+    if known is not None:
+        tracker = known[1]
+        if path is not None and tracker.source is not None and path != tracker.source:
+            # The same object reached by another path: the trace relies on both paths reaching one object
+            # (reads through either go to the one tracker), which its type guard alone does not say. An
+            # aliasing guard says exactly that; identity guards would recompile for every new object.
+            output.aliases.append((tracker.source, path))
+        return tracker
+    made = wrap(output, value, path)
+    output.wrapped[id(value)] = (value, made)
+    return made
+
+
+def _wrap_hooked(output: OutputGraph, value: Any, path: Path | None) -> VT:
+    """An object whose class reads attributes with a Python ``__getattribute__``: its reads are traced (the hook
+    inlined). A tensor or a module of such a class is not traced: their reads (a tensor's metadata, a module's
+    parameters and hooks) would run the hook while compiling and in the guards of every call."""
+    cls = type(value)
+    output.guard("type_match", path, value)
+    for kind in (torch.Tensor, torch.nn.Module):
+        if issubclass(cls, kind):
+            unsupported(
+                f"a {cls.__qualname__}, a {kind.__qualname__} subclass with a Python __getattribute__, is not traced"
+            )
+    return UserObjectVar(value, path)
 
 
 # nn.Parameter's: a parameter's ops give plain tensors and run no Python code.
@@ -88,6 +113,8 @@ _NO_TORCH_FUNCTION = torch._C._disabled_torch_function_impl
 def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     from dynajit.capture._symbolic import marks
 
+    if type(value) is WatchedIteration:  # a loop's iterator handed to a resume function
+        return wrap_watched_iteration(output, value, path)
     context_var = wrap_context_var_object(output, value, path)  # ContextVars, their methods, tokens
     if context_var is not None:
         return context_var

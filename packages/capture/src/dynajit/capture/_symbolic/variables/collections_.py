@@ -119,6 +119,7 @@ class DequeVar(ListVar):
         trimmed = items[len(items) - maxlen :] if maxlen is not None and len(items) > maxlen else items
         super().__init__(trimmed, source)
         self.maxlen = maxlen
+        self.state = 0  # counts the changes Python's deque iterator refuses (all but an item replaced, reverse)
 
     def _trim(self, from_left: bool) -> None:
         if self.maxlen is not None:
@@ -136,6 +137,7 @@ class DequeVar(ListVar):
     def delitem(self, tx: Tracer, key: VT) -> None:
         self._no_slice(key)
         super().delitem(tx, key)
+        self.state += 1
 
     @staticmethod
     def _no_slice(key: VT) -> None:
@@ -148,6 +150,19 @@ class DequeVar(ListVar):
         return super().getattr(tx, name)
 
     def method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        before = [id(item) for item in self.items]
+        result = self._method(tx, name, args, kwargs)
+        # (what Python's deque counts as a change: its iterator raises at its next step)
+        if (
+            name in ("append", "appendleft", "pop", "popleft", "insert", "remove")
+            or (name == "clear" and before)
+            or (name == "rotate" and len(before) > 1)
+            or (name in ("extend", "extendleft") and before != [id(item) for item in self.items])
+        ):
+            self.state += 1
+        return result
+
+    def _method(self, tx: Tracer, name: str, args: list[VT], kwargs: dict[str, VT]) -> VT:
         if kwargs:
             unsupported(f"deque.{name} with keyword arguments")
         items = self.items

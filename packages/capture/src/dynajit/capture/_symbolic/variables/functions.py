@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.paths import Attr, class_path
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
@@ -489,7 +489,7 @@ def call_dunder(tx: Tracer, obj: VT, name: str, args: list[VT]) -> VT:
     value = getattr(obj, "value", None)
     function = python_dunder(value, name)
     assert function is not None, f"{name} is checked to be a Python function first"
-    path = Attr(Attr(obj.source, "__class__"), name) if obj.source is not None else None
+    path = Attr(class_path(obj.source, value), name) if obj.source is not None else None
     return tx.wrap(function, path).call(tx, [obj, *args], {})
 
 

@@ -59,15 +59,25 @@ def iterator_of(tx: Tracer, vt: VT) -> IteratorVar:
     """``iter(vt)``: an iterator is its own; a list is iterated in place (appends made meanwhile are seen)."""
     if isinstance(vt, IteratorVar):
         return vt
+    from dynajit.capture._symbolic.variables.container_iterators import checked_iterator
+
+    checked = checked_iterator(vt)  # a dict, a dict's view, a set or a deque: Python's iterator watches it
+    if checked is not None:
+        return checked
     if isinstance(vt, ListVar):
         return IteratorVar(vt.items, over=vt)
     from dynajit.capture._symbolic.variables.functions import call_dunder, python_dunder
+    from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
     from dynajit.capture._symbolic.variables.objects import UserObjectVar
 
+    # A Python __iter__ (often a generator: Sequence's indexes until IndexError) gives the iterator itself: its
+    # items are made as they are asked for, so they see what the loop body did meanwhile, in eager's order.
+    made = None
     if isinstance(vt, UserObjectVar) and python_dunder(vt.value, "__iter__") is not None:
-        # A Python __iter__ (often a generator) gives the iterator itself: its items are made as they are asked
-        # for, so they see what the loop body did meanwhile.
         made = call_dunder(tx, vt, "__iter__", [])
+    elif isinstance(vt, NewObjectVar) and vt.python_method("__iter__") is not None:
+        made = vt.call_python(tx, "__iter__", [])
+    if made is not None:
         if isinstance(made, IteratorVar):
             return made
         return IteratorVar(made.unpack(tx))

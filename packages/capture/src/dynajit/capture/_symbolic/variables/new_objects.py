@@ -88,7 +88,7 @@ class NewObjectVar(VT):
         return Attr(self.class_source, name) if self.class_source is not None else None
 
     def has_attr(self, tx: Tracer, name: str) -> bool:
-        if self._python_method("__getattribute__") or self._python_method("__getattr__"):
+        if self.python_method("__getattribute__") or self.python_method("__getattr__"):
             from dynajit.capture._symbolic.variables.attribute_reads import read_or_missing
 
             return read_or_missing(tx, self, name) is not None  # the class's own hooks decide
@@ -111,16 +111,16 @@ class NewObjectVar(VT):
     def getattr(self, tx: Tracer, name: str) -> VT:
         """``obj.name``: the class's Python ``__getattribute__`` when it has one, else the plain read; a
         Python ``__getattr__`` is called when that read raises AttributeError."""
-        if self._python_method("__getattribute__"):
-            read = lambda: self._call_python(tx, "__getattribute__", [ConstVar(name)])  # noqa: E731
+        if self.python_method("__getattribute__"):
+            read = lambda: self.call_python(tx, "__getattribute__", [ConstVar(name)])  # noqa: E731
         else:
             read = lambda: self.plain_getattr(tx, name)  # noqa: E731
-        if not self._python_method("__getattr__"):
+        if not self.python_method("__getattr__"):
             return read()
         from dynajit.capture._symbolic.variables.attribute_reads import missing_as_none
 
         found = missing_as_none(tx, read, f"reading {self.cls.__name__}.{name}")
-        return found if found is not None else self._call_python(tx, "__getattr__", [ConstVar(name)])
+        return found if found is not None else self.call_python(tx, "__getattr__", [ConstVar(name)])
 
     def plain_getattr(self, tx: Tracer, name: str) -> VT:
         """``object.__getattribute__(obj, name)``: the instance's attributes, then the class."""
@@ -207,8 +207,8 @@ class NewObjectVar(VT):
 
     def delete(self, tx: Tracer, name: str) -> None:
         """``delattr(obj, name)``: a Python ``__delattr__`` inlined, else object's (a recorded attribute removed)."""
-        if self._python_method("__delattr__"):
-            self._call_python(tx, "__delattr__", [ConstVar(name)])
+        if self.python_method("__delattr__"):
+            self.call_python(tx, "__delattr__", [ConstVar(name)])
             return
         static = inspect.getattr_static(self.cls, name, _MISSING)
         if static is not _MISSING and (hasattr(type(static), "__delete__") or hasattr(type(static), "__set__")):
@@ -219,35 +219,35 @@ class NewObjectVar(VT):
 
     # ----------------------------------------------------------------- protocols
 
-    def _python_method(self, name: str) -> types.FunctionType | None:
+    def python_method(self, name: str) -> types.FunctionType | None:
         static = inspect.getattr_static(self.cls, name, None)
         return static if isinstance(static, types.FunctionType) else None
 
-    def _call_python(self, tx: Tracer, name: str, args: list[VT]) -> VT:
-        method = self._python_method(name)
+    def call_python(self, tx: Tracer, name: str, args: list[VT]) -> VT:
+        method = self.python_method(name)
         assert method is not None
         return tx.wrap(method, self.member_path(name)).call(tx, [self, *args], {})
 
     def getitem(self, tx: Tracer, key: VT) -> VT:
-        if self._python_method("__getitem__"):
-            return self._call_python(tx, "__getitem__", [key])
+        if self.python_method("__getitem__"):
+            return self.call_python(tx, "__getitem__", [key])
         return self.base_call(tx, "__getitem__", [key], {})
 
     def setitem(self, tx: Tracer, key: VT, value: VT) -> None:
-        if self._python_method("__setitem__"):
-            self._call_python(tx, "__setitem__", [key, value])
+        if self.python_method("__setitem__"):
+            self.call_python(tx, "__setitem__", [key, value])
             return
         self.base_call(tx, "__setitem__", [key, value], {})
 
     def contains(self, tx: Tracer, key: VT) -> bool:
-        if self._python_method("__contains__"):
-            return self._call_python(tx, "__contains__", [key]).truth(tx)
+        if self.python_method("__contains__"):
+            return self.call_python(tx, "__contains__", [key]).truth(tx)
         return self.base_call(tx, "__contains__", [key], {}).truth(tx)
 
     def truth(self, tx: Tracer) -> bool:
         for name in ("__bool__", "__len__"):
-            if self._python_method(name):
-                result = self._call_python(tx, name, [])
+            if self.python_method(name):
+                result = self.call_python(tx, name, [])
                 return result.truth(tx) if name == "__bool__" else bool(result.const())
             if name in vars(object) or _owner_of(self.cls, name) is None:
                 continue
@@ -260,8 +260,8 @@ class NewObjectVar(VT):
 
     def length(self, tx: Tracer) -> VT:
         """``len(obj)``."""
-        if self._python_method("__len__"):
-            return self._call_python(tx, "__len__", [])
+        if self.python_method("__len__"):
+            return self.call_python(tx, "__len__", [])
         if self.items is not None:
             return ConstVar(len(self.items))
         if self.seq is not None:
@@ -270,12 +270,8 @@ class NewObjectVar(VT):
 
     def unpack(self, tx: Tracer) -> list[VT]:
         iterate = inspect.getattr_static(self.cls, "__iter__", None)
-        if iterate is collections.abc.Sequence.__iter__ and self._python_method("__len__"):
-            # Sequence's own __iter__ indexes until IndexError; a Sequence's len() says where that is.
-            length = self.length(tx).const()
-            return [self.getitem(tx, ConstVar(i)) for i in range(length)]
         if isinstance(iterate, types.FunctionType):
-            iterator = self._call_python(tx, "__iter__", [])
+            iterator = self.call_python(tx, "__iter__", [])
             if isinstance(iterator, NewObjectVar):
                 unsupported(f"iterating over a {self.cls.__name__} object whose __iter__ returns an object (__next__)")
             return iterator.unpack(tx)
@@ -392,8 +388,8 @@ def _dict_call(tx: Tracer, obj: NewObjectVar, items: dict[Any, VT], name: str, a
         key = _const_key(args[0])
         if key in items:
             return items[key]
-        if name == "__getitem__" and obj._python_method("__missing__"):
-            return obj._call_python(tx, "__missing__", [args[0]])  # dict.__getitem__ asks a subclass's __missing__
+        if name == "__getitem__" and obj.python_method("__missing__"):
+            return obj.call_python(tx, "__missing__", [args[0]])  # dict.__getitem__ asks a subclass's __missing__
         if name == "__getitem__":
             raises_in_python(f"KeyError: {key!r}", KeyError(key))
         return args[1] if n == 2 else ConstVar(None)

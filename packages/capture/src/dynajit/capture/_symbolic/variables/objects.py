@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from dynajit.capture._symbolic.cached_calls import CACHED_FUNCTION_TYPE, call_cached_function
-from dynajit.capture._symbolic.marks import is_marked
-from dynajit.capture._symbolic.paths import Attr, Item
+from dynajit.capture._symbolic.marks import is_marked, quiet_attr
+from dynajit.capture._symbolic.paths import Attr, Item, PlainAttr, class_path, reads_hooked
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar, constant_key
 from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
@@ -42,6 +42,29 @@ __all__ = [
 
 def _attr_path(vt: VT, name: str) -> Any:
     return Attr(vt.source, name) if vt.source is not None else None
+
+
+def _found(value: Any, name: str) -> bool:
+    """``hasattr(value, name)``, read as ``object.__getattribute__`` reads it where the class's Python
+    ``__getattribute__`` would run."""
+    if not reads_hooked(type(value)):
+        return hasattr(value, name)
+    try:
+        object.__getattribute__(value, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def _class_path(vt: VT) -> Any:
+    return class_path(vt.source, vt.value)
+
+
+def _plain_path(vt: VT, name: str) -> Any:
+    """The path to what ``object.__getattribute__(obj, name)`` reads, past a Python ``__getattribute__``."""
+    if vt.source is None:
+        return None
+    return PlainAttr(vt.source, name) if reads_hooked(type(vt.value)) else Attr(vt.source, name)
 
 
 class ObjectVar(HeldVar):
@@ -139,10 +162,10 @@ class UserObjectVar(ObjectVar):
     def _class_member(self, tx: Tracer, name: str, static: Any) -> VT | None:
         """``static``, found on the class as ``name``, read from this object (see ``class_member``); guarded
         through the class, so a method replaced on the class recompiles."""
-        class_path = _attr_path(self, "__class__")
+        class_path = _class_path(self)
         member_path = class_path and Attr(class_path, name)
         return class_member(
-            tx, self, type(self.value), static, member_path, class_path=class_path, bound_path=_attr_path(self, name)
+            tx, self, type(self.value), static, member_path, class_path=class_path, bound_path=_plain_path(self, name)
         )
 
     def getattr(self, tx: Tracer, name: str) -> VT:
@@ -155,7 +178,7 @@ class UserObjectVar(ObjectVar):
 
     def _read(self, tx: Tracer, name: str) -> VT:
         cls = type(self.value)
-        if hasattr(cls, "__getattr__") and not isinstance(self.value, torch.nn.Module):
+        if hasattr(cls, "__getattr__") and not issubclass(cls, torch.nn.Module):
             if python_dunder(self.value, "__getattr__") is None:
                 unsupported(f"{cls.__name__} customises attribute access (__getattr__ in C)")
             # Python calls __getattr__ when the normal read raises AttributeError.
@@ -169,7 +192,7 @@ class UserObjectVar(ObjectVar):
         """``type(obj).__getattribute__(obj, name)``."""
         cls = type(self.value)
         getattribute = inspect.getattr_static(cls, "__getattribute__")
-        is_module = isinstance(self.value, torch.nn.Module)
+        is_module = issubclass(cls, torch.nn.Module)
         if cls in _IMMUTABLE_C_TYPES and self.source is not None:
             # Typing objects (``int | None``, ``list[int]``) never change: their attributes are read now, each
             # guarded through its path.
@@ -186,7 +209,7 @@ class UserObjectVar(ObjectVar):
         ):
             unsupported(f"{cls.__name__} customises attribute access (__getattribute__ in C)")
         if isinstance(getattribute, types.FunctionType) and not is_module:
-            class_path = _attr_path(self, "__class__")
+            class_path = _class_path(self)
             method = tx.wrap(getattribute, class_path and Attr(class_path, "__getattribute__"))
             return method.call(tx, [self, ConstVar(name)], {})
         return self.read_plain(tx, name)
@@ -195,12 +218,12 @@ class UserObjectVar(ObjectVar):
         """``object.__getattribute__(obj, name)``: the instance dict, then the class."""
         cls = type(self.value)
         if name == "__class__":
-            return tx.wrap(cls, _attr_path(self, name))
-        instance_dict = getattr(self.value, "__dict__", {})
+            return tx.wrap(cls, _class_path(self))
+        instance_dict = quiet_attr(self.value, "__dict__", {})
         if name == "__dict__" and type(instance_dict) is dict and self.source is not None:
             if tx.output.side_effects.has_pending_attrs(self.value):
                 unsupported(f"reading __dict__ of a {cls.__name__} object after writing its attributes")
-            return tx.wrap(instance_dict, _attr_path(self, name))
+            return tx.wrap(instance_dict, _plain_path(self, name))
         data_descriptor = _data_descriptor(cls, name)
         if data_descriptor is not None:  # a property (or other data descriptor) on the class wins over __dict__
             self.guard_not_shadowed(tx, name)  # the instance dict is not consulted: nothing to guard there
@@ -213,12 +236,12 @@ class UserObjectVar(ObjectVar):
             if name in items:
                 return items[name]
         elif name in instance_dict:
-            return tx.wrap(instance_dict[name], _attr_path(self, name))
+            return tx.wrap(instance_dict[name], _plain_path(self, name))
         try:
             static = inspect.getattr_static(cls, name)
         except AttributeError:
             # (a class's Python __getattr__ answers it in _read; asking hasattr here would run it)
-            if python_dunder(self.value, "__getattr__") is None and hasattr(self.value, name):
+            if python_dunder(self.value, "__getattr__") is None and _found(self.value, name):
                 unsupported(f"attribute {name!r} of a {cls.__name__} object is not found where Python reads it")
             self._missing_plain(tx, name)
         if dict_tracker is None:
@@ -228,10 +251,10 @@ class UserObjectVar(ObjectVar):
             return member
         if isinstance(static, types.MemberDescriptorType):  # a slot: its value is read like an attribute
             try:
-                value = getattr(self.value, name)
+                value = (object.__getattribute__ if reads_hooked(cls) else getattr)(self.value, name)
             except AttributeError:
                 attribute_missing(tx, self.source, name, f"{cls.__name__!r} object has no attribute {name!r}")
-            return tx.wrap(value, _attr_path(self, name))
+            return tx.wrap(value, _plain_path(self, name))
         if dict_base_method(cls, name) is not None and self.source is not None:
             return FrameDictMethod(self, name)
         if static is object.__reduce_ex__:
@@ -239,7 +262,7 @@ class UserObjectVar(ObjectVar):
 
             return ReduceExVar(self)
         refuse_descriptor(cls, name, static)
-        return tx.wrap(static, _attr_path(self, name))
+        return tx.wrap(static, _plain_path(self, name))
 
     def _missing_plain(self, tx: Tracer, name: str) -> NoReturn:
         """``object.__getattribute__`` found ``name`` in neither the instance dict nor the class: guard those two,
@@ -249,16 +272,16 @@ class UserObjectVar(ObjectVar):
         module's, or an object without a plain instance dict, keeps the ``hasattr`` guard."""
         cls = type(self.value)
         reason = f"{cls.__name__!r} object has no attribute {name!r}"
-        class_path = _attr_path(self, "__class__")
+        class_path = _class_path(self)
         hook = inspect.getattr_static(cls, "__getattr__", None)
         # (a module's __getattr__ is not traced after a miss: it reads parameters, buffers and submodules, which
         # only hasattr of the module sees)
-        plain = type(getattr(self.value, "__dict__", None)) is dict and (
-            hook is None or (isinstance(hook, types.FunctionType) and not isinstance(self.value, torch.nn.Module))
+        plain = type(quiet_attr(self.value, "__dict__")) is dict and (
+            hook is None or (isinstance(hook, types.FunctionType) and not issubclass(cls, torch.nn.Module))
         )
         if self.source is None or class_path is None or not plain:
             attribute_missing(tx, self.source, name, reason)
-        tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
+        tx.output.guard("dict_contains", _plain_path(self, "__dict__"), name, False)
         tx.output.guard("hasattr_match", class_path, name, False)
         # hasattr of the object also saw a __getattribute__ or __getattr__ the class gains or changes later: so
         # do these (the __getattr__ that answers next is traced, its own reads guarded)
@@ -271,7 +294,7 @@ class UserObjectVar(ObjectVar):
 
     def dict_items(self, tx: Tracer) -> dict[Any, VT]:
         """The items of this dict subclass object from the frame, each reached by its key; guarded by the keys."""
-        assert self.source is not None and isinstance(self.value, dict)
+        assert self.source is not None and issubclass(type(self.value), dict)
         tx.output.guard("dict_keys", self.source, self.value)
         keys = list(dict.keys(self.value))
         if not all(constant_key(key) for key in keys):
@@ -285,9 +308,9 @@ class UserObjectVar(ObjectVar):
 
         An instance attribute of that name set later would be what Python reads instead.
         """
-        instance_dict = getattr(self.value, "__dict__", None)
+        instance_dict = quiet_attr(self.value, "__dict__")
         if type(instance_dict) is dict and self.source is not None:
-            tx.output.guard("dict_contains", Attr(self.source, "__dict__"), name, False)
+            tx.output.guard("dict_contains", _plain_path(self, "__dict__"), name, False)
 
     def setattr(self, tx: Tracer, name: str, value: VT) -> None:
         if self.source is None:
@@ -312,24 +335,24 @@ class UserObjectVar(ObjectVar):
         if isinstance(static, property) and static.fset is None:
             raises_in_python(f"property {name!r} of {cls.__name__!r} object has no setter (AttributeError)")
         if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
-            class_path = _attr_path(self, "__class__")
+            class_path = _class_path(self)
             fset_path = class_path and Attr(Attr(class_path, name), "fset")
             tx.wrap(static.fset, fset_path).call(tx, [self, value], {})
             return
         if python_dunder(static, "__set__") is not None:
-            class_path = _attr_path(self, "__class__")
+            class_path = _class_path(self)
             call_dunder(tx, tx.wrap(static, class_path and Attr(class_path, name)), "__set__", [self, value])
             return
         if hasattr(static, "__set__"):
             unsupported(f"{cls.__name__}.{name} is a data descriptor implemented in C: writing it runs code")
-        if id(getattr(self.value, "__dict__", None)) in tx.output.wrapped:
+        if id(quiet_attr(self.value, "__dict__")) in tx.output.wrapped:
             unsupported(f"writing an attribute of a {cls.__name__} object after reading its __dict__")
         self.guard_not_shadowed_by_descriptor(tx, name)
         tx.output.side_effects.record_attr_write(self, name, value, plain=plain)
 
     def guard_not_shadowed_by_descriptor(self, tx: Tracer, name: str) -> None:
         """Guard that the class still has no data descriptor ``name`` (one added later would take the write)."""
-        class_path = _attr_path(self, "__class__")
+        class_path = _class_path(self)
         if class_path is not None and not hasattr(type(self.value), name):
             tx.output.guard("hasattr_match", class_path, name, False)
 
@@ -391,7 +414,7 @@ class SuperVar(VT):
         if isinstance(self.obj, NewObjectVar):
             obj_class, class_path = self.obj.cls, self.obj.class_source
         elif isinstance(self.obj, UserObjectVar) and instance is not None:
-            obj_class, class_path = type(instance), _attr_path(self.obj, "__class__")
+            obj_class, class_path = type(instance), _class_path(self.obj)
         elif isinstance(self.obj, ClassVar):
             if not issubclass(self.obj.value, self.cls) and isinstance(self.obj.value, self.cls):
                 from dynajit.capture._symbolic.variables.metaclasses import metaclass_super_attribute

@@ -15,7 +15,8 @@ import copyreg
 import inspect
 from typing import TYPE_CHECKING
 
-from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.marks import quiet_attr
+from dynajit.capture._symbolic.paths import class_path
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
@@ -77,13 +78,13 @@ class ReduceExVar(VT):
             unsupported("object.__reduce_ex__ with other than one constant protocol")
         cls = type(self.obj.value)
         _check_plain_reduction(cls, args[0])
-        class_path = Attr(self.obj.source, "__class__") if self.obj.source is not None else None
-        if class_path is None or not isinstance(getattr(self.obj.value, "__dict__", None), dict):
+        cls_path = class_path(self.obj.source, self.obj.value)
+        if cls_path is None or not isinstance(quiet_attr(self.obj.value, "__dict__"), dict):
             unsupported(f"object.__reduce_ex__ of a {cls.__name__} object not reached from the frame")
         for name in _ABSENT_HOOKS:
-            tx.output.guard("hasattr_match", class_path, name, False)
-        state = self.obj.read_plain(tx, "__dict__") if self.obj.value.__dict__ else ConstVar(None)
-        return _reduction(tx, tx.wrap(cls, class_path), state)
+            tx.output.guard("hasattr_match", cls_path, name, False)
+        state = self.obj.read_plain(tx, "__dict__") if quiet_attr(self.obj.value, "__dict__") else ConstVar(None)
+        return _reduction(tx, tx.wrap(cls, cls_path), state)
 
     def children(self) -> list[VT]:
         return [self.obj]
