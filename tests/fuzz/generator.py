@@ -481,9 +481,11 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
         if a is None:
             return False
         acc = self.fresh()
-        kind = rng.choice(["range", "list", "unbind", "enumerate", "shape"])
+        kind = rng.choice(["range", "list", "unbind", "enumerate", "shape", "written_ahead"])
         t = self.value(a)
         other = self._broadcast_partner(a)
+        if kind == "written_ahead":
+            return self._loop_writing_ahead(a, other, acc)
         if kind == "range":
             header, body = f"for i in range({rng.randint(1, 3)}):", f"{acc} = {acc} * 0.5 + {other} * i"
         elif kind == "list":
@@ -502,6 +504,35 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
             )
         init = Stmt([f"{acc} = {a}.clone()" if rng.random() < 0.5 else f"{acc} = {a} * 1"])
         return self._try(Stmt(init.lines, clauses=[(header, [Stmt([body])])], alts=[[init]]))
+
+    def _loop_writing_ahead(self, a: str, other: str, acc: str) -> bool:
+        """A loop over a dict's values or items, a ``Window`` sequence or a deque whose body writes the item the
+        loop reaches next (each step must read the container as it is then), with a break inside on some."""
+        rng, box = self.rng, self.fresh("c")
+        kind = rng.choice(["values", "items", "window", "deque"])
+        make = {
+            "values": f"{box} = {{'a': {a}, 'b': {other}}}",
+            "items": f"{box} = {{'a': {a}, 'b': {other}, 'c': {a}}}",
+            "window": f"{box} = Window([{a}, {other}, {a}])",
+            "deque": f"{box} = collections.deque([{a}, {other}])",
+        }[kind]
+        header = {
+            "values": f"for v in {box}.values():",
+            "items": f"for k, v in {box}.items():",
+            "window": f"for i, v in enumerate({box}):",
+            "deque": f"for i, v in enumerate({box}):",
+        }[kind]
+        ahead = {
+            "values": f"{box}['b'] = v * 2",
+            "items": f"{box}['c'] = v - 1" if rng.random() < 0.5 else f"{box}[k] = v + 1",
+            "window": f"{box}.data[-1] = v * 3",
+            "deque": f"{box}[-1] = v + 2" if rng.random() < 0.5 else f"{box}.reverse()",
+        }[kind]
+        body = [f"{acc} = {acc} + v", ahead]
+        if self.features.graph_breaks and rng.random() < 0.3:
+            body.insert(1, rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
+        init = Stmt([f"{acc} = {a} * 1", make])
+        return self._try(Stmt(init.lines, clauses=[(header, [Stmt(body)])], alts=[[init]]))
 
     def container(self) -> bool:
         rng = self.rng

@@ -26,6 +26,7 @@ STATE_READS = (
     "st.items[-1]",
     "st.boxes[0].t",
     "st.boxes[-1].t",
+    "st.boxes[-1].value",
     'st.d["k"].t',
     'st.d["w"]',
     "st.a * st.n",

@@ -15,14 +15,43 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-HEADER = "import torch\nimport dynajit.capture\nimport dynajit.compiler\n"
+HEADER = """import collections
+import collections.abc
+
+import torch
+import dynajit.capture
+import dynajit.compiler
+
+
+class Window(collections.abc.Sequence):
+    \"\"\"A view over a list: each item is read from the list when a loop asks for it.\"\"\"
+
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+"""
 
 # The classes of a ``state`` argument (the ``objects`` feature, see objects.py).
 STATE_SOURCE = '''
 class Box:
+    """Reads go through a Python __getattribute__ mapping aliases, as transformers' configs do."""
+
+    aliases = {"value": "t"}
+
     def __init__(self, origin, t):
         self.origin = origin
         self.t = t
+
+    def __getattribute__(self, name):
+        if name != "aliases" and name in super().__getattribute__("aliases"):
+            name = super().__getattribute__("aliases")[name]
+        return super().__getattribute__(name)
 
 
 class State:

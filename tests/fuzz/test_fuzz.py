@@ -487,3 +487,28 @@ def test_no_step_function_of_a_value_within_rounding_of_its_jump():
     assert near_step(torch.tensor([2.5 - 1e-7]), 0.5) and not near_step(torch.tensor([2.5 - 1e-7]), 0.0)
     assert not near_step(torch.tensor([0.3, 1.7, -2.4]), 0.0)
     assert not near_step(torch.tensor([1, 2]), 0.0)  # ints are exact
+
+
+def test_a_loop_that_writes_the_item_it_reaches_next_is_fuzzed():
+    # Each step of a loop over a sequence reads the item as the body left it: a trace that read every item first
+    # answered with the old last item.
+    loop = ("for i, v in enumerate(c1):", [Stmt(["v1 = v1 + v", "c1.data[-1] = v * 3"])])
+    body = [Stmt(["v1 = x0 * 1", "c1 = Window([x0, x0 + 1, x0])"], clauses=[loop])]
+    program = Program(seed="ahead", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
+    torch.testing.assert_close(namespace["fn"](x.clone()), x * 6 + 4)  # not x * 4 + 1, the items read first
+    assert check(program) == []
+
+
+def test_loops_writing_ahead_cover_dicts_sequences_and_deques():
+    features = Features().only("loops", "pointwise")
+    sources = [generate(f"ahead:{i}", features).source() for i in range(120)]
+    made = [
+        kind
+        for kind in (".values():", ".items():", "= Window([", "collections.deque([")
+        if any(kind in s for s in sources)
+    ]
+    assert len(made) == 4, made
