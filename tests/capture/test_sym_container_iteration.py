@@ -173,3 +173,31 @@ class Growing(torch.nn.Module):
 
 def test_a_module_list_grown_in_its_own_loop_raises_as_in_eager(check, t):
     check(lambda x: Growing()(x), t(2))
+
+
+def _counted(n, log):
+    for i in range(n):
+        log.append(i)
+        yield i
+
+
+def membership_stops_at_the_first_equal(x, log):
+    return x + (2 in _counted(5, log))  # the items after the 2 are never made
+
+
+def membership_leaves_the_generator_after_it(x, log):
+    items = _counted(5, log)
+    found = 2 in items
+    return x + found + next(items)  # 3
+
+
+def membership_in_a_list_of_a_generator(x, log):
+    return x + (3 in list(_counted(5, log))) + (7 in _counted(2, log))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [membership_stops_at_the_first_equal, membership_leaves_the_generator_after_it, membership_in_a_list_of_a_generator],
+)
+def test_in_takes_items_until_the_first_equal_one(check, t, fn):
+    check(fn, t(3), [], graphs=1, fullgraph=True)

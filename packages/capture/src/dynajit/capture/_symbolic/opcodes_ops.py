@@ -30,6 +30,7 @@ from dynajit.capture._symbolic.variables import (
 from dynajit.capture._symbolic.variables.classes import ClassVar
 from dynajit.capture._symbolic.variables.constant import fold
 from dynajit.capture._symbolic.variables.enums import enum_getitem, is_enum_class
+from dynajit.capture._symbolic.variables.iterators import iterator_of
 from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_getitem, ndarray_operator, ndarray_setitem
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
@@ -356,7 +357,11 @@ def _contains_op(tx: Tracer, inst: Inst) -> None:
     elif isinstance(container, NewObjectVar):
         found = container.contains(tx, item)
     else:
-        found = any(identical(item, other, tx) or _member_equal(tx, item, other) for other in container.unpack(tx))
+        # Python takes the items one by one and stops at the first equal one: a generator is left after it.
+        iterator = iterator_of(tx, container)
+        found = False
+        while not found and (other := iterator.next()) is not None:
+            found = identical(item, other, tx) or _member_equal(tx, item, other)
     tx.push(ConstVar(bool(found) != bool(inst.arg)))
 
 
