@@ -197,7 +197,11 @@ def membership_in_a_list_of_a_generator(x, log):
 
 @pytest.mark.parametrize(
     "fn",
-    [membership_stops_at_the_first_equal, membership_leaves_the_generator_after_it, membership_in_a_list_of_a_generator],
+    [
+        membership_stops_at_the_first_equal,
+        membership_leaves_the_generator_after_it,
+        membership_in_a_list_of_a_generator,
+    ],
 )
 def test_in_takes_items_until_the_first_equal_one(check, t, fn):
     check(fn, t(3), [], graphs=1, fullgraph=True)

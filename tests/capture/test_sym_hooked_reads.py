@@ -154,3 +154,32 @@ def test_a_tensor_subclass_with_a_python_getattribute_runs_in_python(compile_cou
         expected, expected_names = _calls(f, log, torch.ones(2).as_subclass(Noted))
         assert torch.equal(result, expected) and type(result) is type(expected) and names == expected_names
     assert counter.frame_count == 0
+
+
+def test_a_python_descriptor_runs_only_where_eager_runs_it(compile_counted):
+    # Its __get__ ran once more at every guard check reading the class member (`type(h).d`) to guard its type.
+    log = []
+
+    class Logged:
+        def __get__(self, obj, cls):
+            log.append("get")
+            return 3 if obj is not None else self
+
+        def __set__(self, obj, value):
+            log.append(("set", value))
+
+    class Holder:
+        d = Logged()
+
+    holder = Holder()
+
+    def f(x):
+        holder.d = x.shape[0]
+        return x + holder.d
+
+    g, _ = compile_counted(f)
+    for n in (3, 5, 6, 5):
+        x = torch.ones(n)
+        result, names = _calls(g, log, x)
+        expected, expected_names = _calls(f, log, x)
+        assert torch.equal(result, expected) and names == expected_names == [("set", n), "get"]

@@ -33,6 +33,7 @@ from ._kinds import (
 from ._sources import (
     AttrSource,
     BufferSource,
+    ClassMemberSource,
     ClosureSource,
     DefaultArgSource,
     GlobalSource,
@@ -45,6 +46,7 @@ from ._sources import (
     StrideSource,
     SubmoduleSource,
     TypeSource,
+    class_member,
 )
 from ._state import (
     GLOBAL_STATE_READERS,
@@ -60,6 +62,7 @@ __all__ = [
     "GLOBAL_STATE_READERS",
     "AttrSource",
     "BufferSource",
+    "ClassMemberSource",
     "Check",
     "ClosureSource",
     "CompiledGuards",
@@ -79,6 +82,7 @@ __all__ = [
     "SubmoduleSource",
     "TypeSource",
     "backend_match",
+    "class_member",
     "constant_match",
     "dict_contains",
     "dict_keys",

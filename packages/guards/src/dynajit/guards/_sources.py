@@ -20,6 +20,7 @@ __all__ = [
     "AccessContext",
     "AttrSource",
     "BufferSource",
+    "ClassMemberSource",
     "ClosureSource",
     "DefaultArgSource",
     "GlobalSource",
@@ -33,6 +34,7 @@ __all__ = [
     "SubmoduleSource",
     "InstanceAttrSource",
     "TypeSource",
+    "class_member",
 ]
 
 
@@ -253,6 +255,25 @@ class PlainAttrSource(_AttributeOf):
 
     def access(self, ctx: AccessContext, base: str | None) -> str:
         return f"{ctx.bind(object.__getattribute__)}({base}, {self.attr!r})"
+
+
+def class_member(cls: type, name: str) -> Any:
+    """``name`` as the first class of ``cls.__mro__`` defining it holds it, with no descriptor run: what a read
+    through an instance finds on its class, before binding."""
+    for klass in cls.__mro__:
+        namespace = klass.__dict__
+        if name in namespace:
+            return namespace[name]
+    raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClassMemberSource(_AttributeOf):
+    """A member as its class defines it (``base`` is a class), read from the classes' namespaces: a guard on a
+    descriptor written in Python must not run its ``__get__`` at every call. Named ``L['h'].__class__.d``."""
+
+    def access(self, ctx: AccessContext, base: str | None) -> str:
+        return f"{ctx.bind(class_member)}({base}, {self.attr!r})"
 
 
 @dataclass(frozen=True, slots=True)

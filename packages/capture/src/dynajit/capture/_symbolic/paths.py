@@ -13,7 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dynajit.guards import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, PlainAttrSource, TypeSource
+from dynajit.guards import (
+    AttrSource,
+    ClassMemberSource,
+    ClosureSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    PlainAttrSource,
+    TypeSource,
+)
+from dynajit.guards import class_member as _class_member
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -196,6 +206,28 @@ class ClassOf(Attr):
 
     def name(self) -> str:
         return f"type({self.base.name()})"
+
+
+@dataclass(frozen=True)
+class ClassMember(Attr):
+    """``base.attr`` as the class ``base`` defines it, no descriptor run: a descriptor written in Python, whose
+    ``__get__`` the trace ran (inlined) and neither its guards nor the transformed code may run again."""
+
+    @_source_once
+    def to_source(self) -> Any:
+        base = self.base.to_source()
+        return None if base is None else ClassMemberSource(base, self.attr)
+
+    def emit(self, cg: CodeGen) -> None:
+        cg.push_callable_global(cg.stash(_class_member))
+        self.base.emit(cg)
+        cg.load_const(self.attr)
+        cg.call(2)
+
+
+def as_class_member(path: Path | None) -> Path | None:
+    """``path`` (``cls.name``) read as the class defines the member, where it is an attribute read."""
+    return ClassMember(path.base, path.attr) if type(path) is Attr else path
 
 
 def class_path(source: Path | None, value: Any) -> Path | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.paths import Attr, class_path
+from dynajit.capture._symbolic.paths import Attr, as_class_member, class_path
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 
@@ -458,7 +458,7 @@ def class_member(
         return _cached_property(tx, obj, static, member_path)
     getter = python_dunder(static, "__get__")
     if getter is not None:  # a descriptor written in Python: type(static).__get__(static, obj, cls)
-        descriptor = tx.wrap(static, member_path)
+        descriptor = tx.wrap(static, as_class_member(member_path))  # (cls.name would run __get__ again)
         return call_dunder(tx, descriptor, "__get__", [obj, tx.wrap(cls, class_path)])
     return None
 

@@ -11,7 +11,7 @@ import torch
 
 from dynajit.capture._symbolic.cached_calls import CACHED_FUNCTION_TYPE, call_cached_function
 from dynajit.capture._symbolic.marks import is_marked, quiet_attr
-from dynajit.capture._symbolic.paths import Attr, Item, PlainAttr, class_path, reads_hooked
+from dynajit.capture._symbolic.paths import Attr, Item, PlainAttr, as_class_member, class_path, reads_hooked
 from dynajit.capture._symbolic.variables.base import VT, HeldVar, attribute_missing, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar, constant_key
 from dynajit.capture._symbolic.variables.frame_dicts import DICT_READS, DictRead, FrameDictMethod, dict_base_method
@@ -341,7 +341,8 @@ class UserObjectVar(ObjectVar):
             return
         if python_dunder(static, "__set__") is not None:
             class_path = _class_path(self)
-            call_dunder(tx, tx.wrap(static, class_path and Attr(class_path, name)), "__set__", [self, value])
+            member_path = as_class_member(class_path and Attr(class_path, name))  # (not through its __get__)
+            call_dunder(tx, tx.wrap(static, member_path), "__set__", [self, value])
             return
         if hasattr(static, "__set__"):
             unsupported(f"{cls.__name__}.{name} is a data descriptor implemented in C: writing it runs code")
