@@ -4,7 +4,9 @@
 ``1:199``; ``--minutes 30`` runs until the time is up instead; ``--jobs 2``
 runs two fuzzers side by side, on seeds ``1-0`` and ``1-1``. A program is
 named by ``<seed>:<index>`` and the features, so any reported program can be
-run again alone with ``--seed S --start I --count 1``.
+run again alone with ``--seed S --start I --count 1``. ``--ledger`` appends each
+finished run to ``tests/fuzz/ledger.jsonl`` with the product it ran against;
+``--tally`` adds the ledger up.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 
 from .features import CI_EXCLUDED, Features
 from .generator import generate
+from .ledger import DEFAULT as DEFAULT_LEDGER
+from .ledger import describe, record
 from .program import Program, repro_script
 from .runner import BACKENDS, Failure, check, warm_up
 from .shrink import shrink
@@ -139,10 +143,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=None, help="write each class's repro here")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes, each on seed <seed>-<job>")
     parser.add_argument("--chunk", type=int, default=1000, help="with --jobs: programs per worker process")
+    parser.add_argument(
+        "--ledger",
+        type=pathlib.Path,
+        nargs="?",
+        const=DEFAULT_LEDGER,
+        default=None,
+        help=f"append each finished run, with the product it ran against, to this file (default {DEFAULT_LEDGER.name})",
+    )
+    parser.add_argument("--tally", action="store_true", help="add up the ledger's runs per product and stop")
     parser.add_argument("--list-features", action="store_true")
     args = parser.parse_args(argv)
     if args.list_features:
         print("\n".join(Features.names()))
+        return 0
+    if args.tally:
+        print(describe(args.ledger or DEFAULT_LEDGER))
         return 0
     features = Features().only(*args.only.split(",")) if args.only else Features()
     if args.ci:
@@ -153,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     count = args.count if args.count is not None or args.minutes is not None else 100
     if args.jobs > 1:
         passed = argv if argv is not None else sys.argv[1:]
+        passed = _without_options(passed, {"--ledger"})
+        if args.ledger is not None:  # each job's processes run in the repository: a relative path would move
+            passed = [*passed, f"--ledger={args.ledger.resolve()}"]
         return _parallel(seed, args.jobs, count, passed, args.out, args.minutes, args.start, args.chunk)
     off = [n for n in Features.names() if not getattr(features, n)]
     print(f"fuzz seed {seed}, backends {args.backends}, features off: {off or 'none'}", flush=True)
@@ -170,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         log=lambda text: print(text, flush=True),
     )
     print(report.summary())
+    if args.ledger is not None and report.programs:
+        record(args.ledger, seed, args.start, report.programs, sorted(report.classes), log=print)
     return 1 if report.classes else 0
 
 
@@ -242,14 +263,14 @@ def _parallel(
 
 
 def _without_options(argv: list[str], names: set[str]) -> list[str]:
-    """``argv`` without the options ``names`` and their values (``--x v`` or ``--x=v``)."""
+    """``argv`` without the options ``names`` and their values (``--x v``, ``--x=v``, or a bare ``--x``)."""
     kept, skip = [], False
     for arg in argv:
-        if skip:
+        if skip and not arg.startswith("--"):
             skip = False
-        elif arg in names:
-            skip = True
-        elif arg.split("=", 1)[0] not in names:
+            continue
+        skip = arg in names
+        if not skip and arg.split("=", 1)[0] not in names:
             kept.append(arg)
     return kept
 

@@ -512,3 +512,54 @@ def test_loops_writing_ahead_cover_dicts_sequences_and_deques():
         if any(kind in s for s in sources)
     ]
     assert len(made) == 4, made
+
+
+def test_a_run_names_the_committed_product_it_ran_against(tmp_path) -> None:
+    import subprocess
+
+    from . import ledger
+
+    tmp_path = tmp_path.resolve()  # as git names the checkout
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    source = tmp_path / "packages" / "capture" / "src" / "dynajit" / "capture"
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text("X = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text("")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    assert ledger.product({source}) == (git("rev-parse", "HEAD:packages").strip(), str(tmp_path))
+    (tmp_path / "tests" / "t.py").write_text("changed = True\n")  # a test is not the product
+    assert ledger.product({source})[0] == git("rev-parse", "HEAD:packages").strip()
+    (source / "__init__.py").write_text("X = 2\n")
+    assert ledger.product({source}) == (None, f"{tmp_path / 'packages'} has uncommitted changes")
+    assert ledger.product({tmp_path / "tests"})[0] is None
+
+
+def test_the_ledger_counts_each_program_once_per_product(tmp_path, monkeypatch) -> None:
+    from . import ledger
+    from .cli import main
+
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setattr(ledger, "product", lambda folders=None: ("a" * 40, "checkout"))
+    assert main(["--seed", "led", "--count", "2", "--ledger", str(path), "--shrink-seconds", "0"]) == 0
+    ledger.record(path, "led", 1, 3, [], log=lambda text: None)  # programs led:1 and led:2 again, and led:3
+    monkeypatch.setattr(ledger, "product", lambda folders=None: ("b" * 40, "checkout"))
+    ledger.record(path, "led", 0, 5, ["exception RuntimeError"], log=lambda text: None)
+    totals = ledger.tally(path)
+    assert [(t.programs, t.runs, t.failure_classes) for t in totals.values()] == [
+        (4, 2, set()),
+        (5, 1, {"exception RuntimeError"}),
+    ]
+    assert ledger.describe(path).splitlines()[1].startswith("- bbbbbbbbbbbb (on disk): 5 programs in 1 runs, 1 failure")
+
+
+def test_a_bare_ledger_option_is_passed_on_to_the_jobs_without_its_neighbours() -> None:
+    from .cli import _without_options
+
+    argv = ["--ledger", "--minutes", "5", "--ledger=x", "--seed", "s", "--disable", "modules"]
+    assert _without_options(argv, {"--ledger", "--seed"}) == ["--minutes", "5", "--disable", "modules"]
