@@ -158,6 +158,84 @@ def test_keys_changed_at_the_same_size_run_as_in_python(check, t):
     check(keys_swapped_same_size, t(3))
 
 
+def keys_swapped_after_a_break(x):
+    # the change comes after the break, in the resumed loop: Python yields b and c, then raises
+    d = {"a": x, "b": x, "c": x}
+    seen = []
+    for k in d:
+        seen.append(k)
+        _break()
+        if k == "a":
+            del d["a"]
+            d["z"] = x
+    return seen
+
+
+def items_swapped_after_a_break(x):
+    # Python yields the new key where the old one's slot was passed: no error
+    d = {"a": x, "b": x, "c": x}
+    out = []
+    for k, v in d.items():
+        out.append((k, v * 2))
+        _break()
+        if k == "b":
+            d.pop("c")
+            d["y"] = x + 1
+    return out
+
+
+def ordered_keys_swapped_after_a_break(x):
+    d = collections.OrderedDict(a=x, b=x, c=x)
+    seen = []
+    for k in d:
+        seen.append(k)
+        _break()
+        if k == "a":
+            d.move_to_end("a")
+    return seen
+
+
+def set_swapped_after_a_break(x):
+    s = {1, 2, 3}
+    total = x
+    for i in s:
+        total = total + i
+        _break()
+        if i == 1:
+            s.discard(3)
+            s.add(4)
+    return total
+
+
+def enumerated_keys_swapped_after_a_break(x):
+    d = {"a": x, "b": x, "c": x}
+    out = []
+    for i, k in enumerate(d):
+        out.append(d[k] * i)
+        _break()
+        if i == 0:
+            del d["a"]
+            d["z"] = x
+    return out
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        keys_swapped_after_a_break,
+        items_swapped_after_a_break,
+        ordered_keys_swapped_after_a_break,
+        set_swapped_after_a_break,
+        enumerated_keys_swapped_after_a_break,
+    ],
+)
+def test_keys_changed_at_the_same_size_after_a_break_run_as_in_python(check, t, fn):
+    # The resumed loop's trace knows the keys its iterator started with and runs the frame in Python once they
+    # change; there the handed-over iterator is Python's own, advanced as far (reading the container again by
+    # position skipped "b" and returned where Python raises).
+    check(fn, t(3), calls=2)
+
+
 class Growing(torch.nn.Module):
     def __init__(self):
         super().__init__()

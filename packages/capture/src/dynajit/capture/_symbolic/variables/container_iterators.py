@@ -9,7 +9,9 @@ did not is iterated in an order that depends on its memory layout: the frame run
 
 At a graph break it is rebuilt as a :class:`WatchedIteration` over the rebuilt dict or set, which the resumed
 code traces again (a deque: as Python's own iterator, advanced as far); or, when the container has already
-changed, as an iterator raising Python's error at its first step.
+changed, as an iterator raising Python's error at its first step. A resumed trace knows the keys the loop
+started with (they are the container's when it is handed over), so a change of keys at the same size there
+also runs the frame in Python, where the :class:`WatchedIteration` steps Python's own iterator.
 """
 
 from __future__ import annotations
@@ -76,14 +78,15 @@ def watched(vt: VT) -> bool:
 class CheckedIteratorVar(IteratorVar):
     """``iter(container)``: ``kind`` is ``keys``, ``values`` or ``items`` of a dict (made by ``base``'s method:
     dict's or OrderedDict's), or ``items`` of a set or a deque. ``size``: the container's size when Python made
-    its iterator, where a resumed loop continues one (its keys then are not known)."""
+    its iterator, where a resumed loop continues one; its keys then are the container's now (a
+    :class:`WatchedIteration` is handed over only while they are)."""
 
     def __init__(
         self, container: DictVar | SetVar | DequeVar, kind: str, base: type, position: int = 0, size: int | None = None
     ) -> None:
         super().__init__([])
         self.container, self.kind, self.base, self.position = container, kind, base, position
-        self.start = self._state() if size is None else None
+        self.start = self._state()
         self.start_size = len(self._live()) if size is None else size
         self.done = False  # an exhausted iterator stays so, whatever happens to the container
 
@@ -119,7 +122,7 @@ class CheckedIteratorVar(IteratorVar):
             return None if now == self.start else _append_to_deque
         if len(now) != self.start_size:
             return _grow_set if isinstance(self.container, SetVar) else _grow_dict
-        if self.start is None or now == self.start:
+        if now == self.start:
             return None
         kind = "set" if isinstance(self.container, SetVar) else "dict"
         raise SkipFrame(
@@ -204,15 +207,19 @@ def wrap_watched_iteration(output: OutputGraph, value: WatchedIteration, path: P
 
 
 class WatchedIteration:
-    """Python's iterator over a dict's keys, values or items (``getattr(base, kind)``) or a set, for the rest of
-    a loop a graph break cut: each step reads the container as it is then, and raises Python's RuntimeError once
-    its size is not ``size``. (A dict whose keys changed at the same size is read at the position reached.)"""
+    """The rest of a loop over a dict's keys, values or items (``getattr(base, kind)``) or a set that a graph
+    break cut, handed over while the container's keys are those the loop started with: what a resume function
+    traces (its ``position`` and ``size`` guarded). Run in Python, it is Python's own iterator over the
+    container advanced ``position`` items, so a change of keys at the same size behaves as the layout of the
+    container makes it behave."""
 
-    __slots__ = ("base", "container", "done", "kind", "position", "size")
+    __slots__ = ("base", "container", "done", "iterator", "kind", "position", "size")
 
     def __init__(self, container: Any, base: type, kind: str, position: int, size: int) -> None:
         self.container, self.base, self.kind, self.position, self.size = container, base, kind, position, size
         self.done = False
+        view = container if issubclass(base, (set, frozenset)) else getattr(base, kind)(container)
+        self.iterator = _iterator_at(view, position)
 
     def __iter__(self) -> WatchedIteration:
         return self
@@ -220,21 +227,13 @@ class WatchedIteration:
     def __next__(self) -> Any:
         if self.done:
             raise StopIteration
-        if len(self.container) != self.size:
-            raise RuntimeError(_SET_MESSAGE if issubclass(self.base, (set, frozenset)) else _DICT_MESSAGE)
-        items = (
-            list(self.container)
-            if issubclass(self.base, (set, frozenset))
-            else list(getattr(self.base, self.kind)(self.container))
-        )
-        if self.position >= len(items):
+        try:
+            item = next(self.iterator)
+        except StopIteration:
             self.done = True
-            raise StopIteration
+            raise
         self.position += 1
-        return items[self.position - 1]
-
-
-_DICT_MESSAGE, _SET_MESSAGE = str(python_error(_grow_dict)), str(python_error(_grow_set))
+        return item
 
 
 def _iterator_at(container: Any, position: int) -> Iterator[Any]:
