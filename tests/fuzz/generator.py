@@ -507,31 +507,41 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
 
     def _loop_writing_ahead(self, a: str, other: str, acc: str) -> bool:
         """A loop over a dict's values or items, a ``Window`` sequence or a deque whose body writes the item the
-        loop reaches next (each step must read the container as it is then), with a break inside on some."""
+        loop reaches next (each step must read the container as it is then), or a dict's keys whose body swaps
+        a key for a new one at the same size (what Python yields next depends on the dict's layout), with a
+        break inside on some."""
         rng, box = self.rng, self.fresh("c")
-        kind = rng.choice(["values", "items", "window", "deque"])
+        kind = rng.choice(["values", "items", "window", "deque", "rekey"])
+        swap = f"'{rng.choice('abc')}'"  # the key whose step swaps; the removed one is reached later or was passed
         make = {
             "values": f"{box} = {{'a': {a}, 'b': {other}}}",
             "items": f"{box} = {{'a': {a}, 'b': {other}, 'c': {a}}}",
             "window": f"{box} = Window([{a}, {other}, {a}])",
             "deque": f"{box} = collections.deque([{a}, {other}])",
+            "rekey": f"{box} = {{'a': {a}, 'b': {other}, 'c': {a}}}",
         }[kind]
         header = {
             "values": f"for v in {box}.values():",
             "items": f"for k, v in {box}.items():",
             "window": f"for i, v in enumerate({box}):",
             "deque": f"for i, v in enumerate({box}):",
+            "rekey": f"for k in {box}:",
         }[kind]
         ahead = {
             "values": f"{box}['b'] = v * 2",
             "items": f"{box}['c'] = v - 1" if rng.random() < 0.5 else f"{box}[k] = v + 1",
             "window": f"{box}.data[-1] = v * 3",
             "deque": f"{box}[-1] = v + 2" if rng.random() < 0.5 else f"{box}.reverse()",
+            "rekey": f"{box}.update(z={box}.pop('{rng.choice('ac')}')) if k == {swap} and 'z' not in {box} else None",
         }[kind]
-        body = [f"{acc} = {acc} + v", ahead]
+        body = [f"{acc} = {acc} + " + (f"{box}[k]" if kind == "rekey" else "v"), ahead]
         if self.features.graph_breaks and rng.random() < 0.3:
             body.insert(1, rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
         init = Stmt([f"{acc} = {a} * 1", make])
+        if kind == "rekey":  # Python may raise "dictionary keys changed during iteration": the program catches it
+            loop = Stmt(clauses=[(header, [Stmt(body)])])
+            caught = [("try:", [loop]), ("except RuntimeError:", [Stmt([f"{acc} = {acc} * 2 + 1"])])]
+            return self._try(Stmt(init.lines, clauses=caught, alts=[[init]]))
         return self._try(Stmt(init.lines, clauses=[(header, [Stmt(body)])], alts=[[init]]))
 
     def container(self) -> bool:

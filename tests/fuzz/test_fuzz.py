@@ -508,10 +508,30 @@ def test_loops_writing_ahead_cover_dicts_sequences_and_deques():
     sources = [generate(f"ahead:{i}", features).source() for i in range(120)]
     made = [
         kind
-        for kind in (".values():", ".items():", "= Window([", "collections.deque([")
+        for kind in (".values():", ".items():", "= Window([", "collections.deque([", "except RuntimeError:")
         if any(kind in s for s in sources)
     ]
-    assert len(made) == 4, made
+    assert len(made) == 5, made
+
+
+def test_a_loop_that_swaps_a_dict_key_at_the_same_size_is_fuzzed():
+    # At "a" the body swaps "a" for "z": Python yields "b" and "c", then raises at "z"; after a break, a resumed
+    # loop that read the dict again by position skipped "b" and never raised.
+    swap = "c1.update(z=c1.pop('a')) if k == 'a' and 'z' not in c1 else None"
+    loop = Stmt(clauses=[("for k in c1:", [Stmt(["v1 = v1 + c1[k]", 'print(end="")', swap])])])
+    caught = [("try:", [loop]), ("except RuntimeError:", [Stmt(["v1 = v1 * 2 + 1"])])]
+    body = [Stmt(["v1 = x0 * 1", "c1 = {'a': x0, 'b': x0 + 1, 'c': x0}"], clauses=caught)]
+    program = Program(seed="rekey", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
+    torch.testing.assert_close(namespace["fn"](x.clone()), (x * 4 + 1) * 2 + 1)
+    assert check(program) == []
+    features = Features().only("loops", "pointwise", "graph_breaks")
+    swaps = [s for i in range(300) if ".update(z=" in (s := generate(f"rekey:{i}", features).source())]
+    assert any(".pop('a'))" in s for s in swaps)  # Python raises at "z"
+    assert any("print(end" in s or "graph_break()" in s for s in swaps)
 
 
 def test_a_run_names_the_committed_product_it_ran_against(tmp_path) -> None:
