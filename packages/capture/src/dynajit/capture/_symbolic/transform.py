@@ -20,6 +20,7 @@ again in the original block (``blocks.py``).
 
 from __future__ import annotations
 
+import collections
 import functools
 import types
 from collections.abc import Callable
@@ -62,7 +63,7 @@ from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupp
 from dynajit.capture._symbolic.variables.container_iterators import CheckedIteratorVar, watched
 from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
 from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
-from dynajit.capture._symbolic.variables.iterators import EnumerateVar, LazyIteratorVar
+from dynajit.capture._symbolic.variables.iterators import EnumerateVar, LazyIteratorVar, ReversedListIteratorVar
 from dynajit.capture._symbolic.variables.tensor import end_data_replacements
 
 __all__ = ["Transformed", "transform_break", "transform_branch", "transform_return"]
@@ -312,6 +313,11 @@ class _FrameEmitter:
         self.cg.call(first + sum(kind in TAKES_ARGUMENT for kind, _ in layout) + after)
         self.cg.emit("RETURN_VALUE")
 
+    def kept(self, live: list[str]) -> list[VT]:
+        """What the rest of the frame keeps besides its stack: the ``live`` locals, the cells, written objects."""
+        cells = [cell.contents for cell in self._own_cells().values()]
+        return [*(self.local_value(name) for name in live), *self.output.side_effects.values(), *cells]
+
     def local_value(self, name: str) -> VT:
         """The traced value of a local or of a cell variable of the frame."""
         if name in self.tracer.locals:
@@ -323,11 +329,34 @@ class _FrameEmitter:
         return live_locals(self.tracer.insts, index, set(self.tracer.locals) - set(self.code.co_cellvars))
 
 
-def stack_layout(stack: list[VT]) -> list[Slot]:
-    """How a resume function takes each stack value back (see ``resume.py``); refuses what it cannot."""
+def _references(roots: list[VT]) -> collections.Counter[int]:
+    """How many times each value is reached from ``roots`` (each root once, each object's children once)."""
+    counts: collections.Counter[int] = collections.Counter()
+    pending, expanded = list(roots), set()
+    while pending:
+        vt = pending.pop()
+        if vt is None:
+            continue
+        counts[id(vt)] += 1
+        if id(vt) not in expanded:
+            expanded.add(id(vt))
+            pending.extend(vt.children())
+    return counts
+
+
+def stack_layout(stack: list[VT], others: list[VT] = ()) -> list[Slot]:
+    """How a resume function takes each stack value back (see ``resume.py``); refuses what it cannot.
+
+    ``others``: what else the rest of the frame keeps (live locals, cells, written objects). A loop's iterator
+    reached from those, or an iterator a ``zip``/``enumerate`` takes from, that the frame also holds, is one
+    object Python advances wherever it is used: it is rebuilt once and passed as itself, never as its items.
+    """
+    counts = _references([*stack, *others])
     layout: list[Slot] = []
     for vt in stack:
-        if isinstance(vt, NullVar):
+        if counts[id(vt)] > 1 and isinstance(vt, IteratorVar) and not isinstance(vt, CheckedIteratorVar):
+            layout.append((VALUE, 0))
+        elif isinstance(vt, NullVar):
             layout.append((NULL, 0))
         elif isinstance(vt, GradModeExitVar):
             layout.append((GRAD_EXIT, int(vt.previous)))
@@ -339,10 +368,12 @@ def stack_layout(stack: list[VT]) -> list[Slot]:
             unsupported("a graph break inside a loop over an itertools iterator cannot be resumed")
         elif isinstance(vt, EnumerateVar) and not vt.settled and watched(vt.sources[0]):
             layout.append((ENUMERATE, vt.count))  # traced again over the WatchedIteration
-        elif isinstance(vt, LazyIteratorVar) and not vt.settle():
+        elif isinstance(vt, LazyIteratorVar) and not vt.settle(lambda source: counts[id(source)] > 1):
             layout.append((VALUE, 0))  # rebuilt as the same builtin over its rebuilt sources
         elif isinstance(vt, CheckedIteratorVar):
             layout.append((WATCHED, vt.position) if watched(vt) else (VALUE, 0))
+        elif isinstance(vt, ReversedListIteratorVar):
+            layout.append((VALUE, 0))  # Python's own, at its index
         elif isinstance(vt, IteratorVar) and vt.over is not None:
             layout.append((LIST_ITER, vt.position))
         elif isinstance(vt, IteratorVar):
@@ -455,9 +486,9 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     protected = _Protected(emitter, inst)
-    layout = stack_layout(below)
-    protected.check(layout)
     live = emitter.live_at(inst.index + 1)
+    layout = stack_layout(below, [*consumed, *emitter.kept(live)])
+    protected.check(layout)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])
     cg = emitter.cg
     saved_below = emitter.save_stack(below, layout)
@@ -565,7 +596,7 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     protected = _Protected(emitter, inst)
     live = {"jump": emitter.live_at(jumped.index), "fall": emitter.live_at(fallthrough.index)}
     every_live = sorted({*live["jump"], *live["fall"]})
-    layout = stack_layout(stack)
+    layout = stack_layout(stack, emitter.kept(every_live))
     protected.check(layout[:-1])
     emitter.start([*stack, *(emitter.local_value(n) for n in every_live)])
     cg = emitter.cg

@@ -1,4 +1,4 @@
-"""Lazy iterators of builtins: ``zip``, ``enumerate``, ``map``, ``filter`` and ``iter(fn, sentinel)``.
+"""Lazy iterators of builtins: ``zip``, ``enumerate``, ``map``, ``filter``, ``iter(fn, sentinel)`` and ``reversed``.
 
 As in Python, each item is taken from the underlying iterators only when the
 consumer asks for it (``next``, a ``for`` loop's FOR_ITER), so generators
@@ -8,13 +8,16 @@ graph break is rebuilt as the same builtin over its rebuilt sources (which
 hold the items not taken yet), so the resumed code continues from the same
 state. A ``for`` loop's iterator cut by a break is settled instead: when no
 function is called to make its items (``zip``/``enumerate`` over known
-sequences), its remaining items are taken now, which no one can observe,
-and the resumed loop runs over them (as for any iterator over known items).
+sequences) and no one else holds what it reads (see :meth:`LazyIteratorVar.settle`),
+its remaining items are taken now, which no one can observe, and the resumed
+loop runs over them (as for any iterator over known items). ``reversed`` of a
+list reads the list at each step, as Python's iterator does.
 """
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
@@ -32,6 +35,7 @@ __all__ = [
     "FilterVar",
     "LazyIteratorVar",
     "MapVar",
+    "ReversedListIteratorVar",
     "ZipVar",
     "iterator_of",
     "python_error",
@@ -122,8 +126,10 @@ class LazyIteratorVar(IteratorVar):
 
     settled = False  # its remaining items were all taken into ``items`` (see settle)
 
-    def settle(self) -> bool:
-        """Take every remaining item now, when that calls nothing (so no one can tell); False otherwise.
+    def settle(self, shared: Callable[[VT], bool] = lambda source: False) -> bool:
+        """Take every remaining item now, when no one can tell; False otherwise: when that would call a function,
+        advance an iterator the frame also holds (``shared``), or read a list the rest may still change (one
+        from outside the frame, or one the frame also holds).
 
         A settled iterator is an iterator over known items: a loop over it cut by a graph break resumes
         over those items.
@@ -131,7 +137,12 @@ class LazyIteratorVar(IteratorVar):
         if self.settled:
             return True
         pure = self.fn is None and all(
-            type(s) is IteratorVar or (isinstance(s, LazyIteratorVar) and s.settle()) for s in self.sources
+            not shared(s)
+            and (
+                (type(s) is IteratorVar and (s.over is None or (s.over.source is None and not shared(s.over))))
+                or (isinstance(s, LazyIteratorVar) and s.settle(shared))
+            )
+            for s in self.sources
         )
         if not pure:
             return False
@@ -274,11 +285,61 @@ def reversed_of(tx: Tracer, vt: VT) -> IteratorVar:
         raises_in_python(
             f"'{name}' object is not reversible (TypeError)", TypeError(f"'{name}' object is not reversible")
         )
+    if isinstance(vt, ListVar):
+        return ReversedListIteratorVar(vt)
     try:
         items = vt.unpack(tx)
     except Exception:
         unsupported(f"reversed() of {vt}")
     return IteratorVar(list(reversed(items)))
+
+
+class ReversedListIteratorVar(IteratorVar):
+    """``reversed(a_list)``: Python's iterator holds an index into the list itself, from its last item down;
+    each step reads the list as it is then and ends for good once the index is not inside it (a list that
+    shrank below the index ends the loop)."""
+
+    def __init__(self, over: ListVar) -> None:
+        super().__init__([], over=over)
+        self.index = len(self.items) - 1
+
+    def python_type(self) -> type:
+        return type(reversed([]))
+
+    def next(self) -> VT | None:
+        if 0 <= self.index < len(self.items):
+            self.index -= 1
+            return self.items[self.index + 1]
+        self.index = -1
+        return None
+
+    def unpack(self, tx: Tracer) -> list[VT]:
+        rest = []
+        while (item := self.next()) is not None:
+            rest.append(item)
+        return rest
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        over = self.over
+        assert over is not None
+
+        def list_and_index() -> int:
+            over.reconstruct(cg)
+            cg.load_const(self.index)
+            return 2
+
+        cg.build_cached(self, lambda: cg.call_helper(_reversed_list_iterator_at, list_and_index))
+
+
+def _reversed_list_iterator_at(items: list[Any], index: int) -> Any:
+    """Python's ``reversed(items)`` at ``index`` (exhausted when the index is not inside the list)."""
+    iterator = reversed(items)
+    if 0 <= index < len(items):
+        iterator.__setstate__(index)
+    else:
+        for _ in iterator:
+            pass
+    return iterator
 
 
 class CallIterVar(LazyIteratorVar):
