@@ -49,7 +49,8 @@ class Features:
     data_branch: bool = True  # if on tensor values (x.sum() > 0), .item()/float()/int() of tensors
     containers: bool = True  # lists, tuples and dicts built, indexed, unpacked, appended; with graph_breaks,
     # comprehensions whose element breaks, and locals a closure reads rebound after a break
-    loops: bool = True  # for loops over ranges, lists, unbind, enumerate and dict items
+    loops: bool = True  # for loops over ranges, lists, unbind, enumerate and dict items; over reversed(), zip(),
+    # enumerate() and named iterators whose lists the body changes or advances (`live_iterator`)
     helpers: bool = True  # calls of module-level helper functions
     nested_helpers: bool = True  # nested defs (closures over locals) and their calls
     graph_breaks: bool = True  # print(end="") and dynajit.capture.graph_break()

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from .containers import ContainerMixin
 from .expressions import ExpressionMixin, near_ties, rounding
 from .facts import FactsMixin, draw_facts
 from .features import Features
@@ -93,7 +94,7 @@ class _Frame:
 FLOATS = ("float32", "float64", "bfloat16", "float16")
 
 
-class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
+class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
     """Builds one :class:`Program` from a seed and a :class:`Features`."""
 
     def __init__(self, seed: str, features: Features, max_statements: int = 12):
@@ -474,123 +475,6 @@ class Generator(ExpressionMixin, ObjectsMixin, FactsMixin):
                 rng.randint(0, len(body)), Stmt([rng.choice(['print(end="")', "dynajit.capture.graph_break()"])])
             )
         return self._try(Stmt(clauses=[(f"with {manager}:", body)], alts=[body]))
-
-    def loop(self) -> bool:
-        rng = self.rng
-        a = self.tensor()
-        if a is None:
-            return False
-        acc = self.fresh()
-        kind = rng.choice(["range", "list", "unbind", "enumerate", "shape", "written_ahead"])
-        t = self.value(a)
-        other = self._broadcast_partner(a)
-        if kind == "written_ahead":
-            return self._loop_writing_ahead(a, other, acc)
-        if kind == "range":
-            header, body = f"for i in range({rng.randint(1, 3)}):", f"{acc} = {acc} * 0.5 + {other} * i"
-        elif kind == "list":
-            header, body = (
-                f"for t in [{a}, {other}]:",
-                f"{acc} = {acc} + t.{rng.choice(['sin', 'abs', 'neg', 'relu'])}()",
-            )
-        elif kind == "unbind" and t.dim() >= 1 and t.shape[0] <= 8:
-            header, body = f"for t in {a}.unbind(0):", f"{acc} = {acc} + t.sum()"
-        elif kind == "enumerate":
-            header, body = f"for i, t in enumerate(({a}, {other})):", f"{acc} = {acc} - t * (i + 1)"
-        else:
-            header, body = (
-                f"for i in range(min({a}.dim(), 3)):",
-                f"{acc} = {acc} + {a}.sum(i, keepdim=True) if {a}.dim() else {acc}",
-            )
-        init = Stmt([f"{acc} = {a}.clone()" if rng.random() < 0.5 else f"{acc} = {a} * 1"])
-        return self._try(Stmt(init.lines, clauses=[(header, [Stmt([body])])], alts=[[init]]))
-
-    def _loop_writing_ahead(self, a: str, other: str, acc: str) -> bool:
-        """A loop over a dict's values or items, a ``Window`` sequence or a deque whose body writes the item the
-        loop reaches next (each step must read the container as it is then), or a dict's keys whose body swaps
-        a key for a new one at the same size (what Python yields next depends on the dict's layout), with a
-        break inside on some."""
-        rng, box = self.rng, self.fresh("c")
-        kind = rng.choice(["values", "items", "window", "deque", "rekey"])
-        swap = f"'{rng.choice('abc')}'"  # the key whose step swaps; the removed one is reached later or was passed
-        make = {
-            "values": f"{box} = {{'a': {a}, 'b': {other}}}",
-            "items": f"{box} = {{'a': {a}, 'b': {other}, 'c': {a}}}",
-            "window": f"{box} = Window([{a}, {other}, {a}])",
-            "deque": f"{box} = collections.deque([{a}, {other}])",
-            "rekey": f"{box} = {{'a': {a}, 'b': {other}, 'c': {a}}}",
-        }[kind]
-        header = {
-            "values": f"for v in {box}.values():",
-            "items": f"for k, v in {box}.items():",
-            "window": f"for i, v in enumerate({box}):",
-            "deque": f"for i, v in enumerate({box}):",
-            "rekey": f"for k in {box}:",
-        }[kind]
-        ahead = {
-            "values": f"{box}['b'] = v * 2",
-            "items": f"{box}['c'] = v - 1" if rng.random() < 0.5 else f"{box}[k] = v + 1",
-            "window": f"{box}.data[-1] = v * 3",
-            "deque": f"{box}[-1] = v + 2" if rng.random() < 0.5 else f"{box}.reverse()",
-            "rekey": f"{box}.update(z={box}.pop('{rng.choice('ac')}')) if k == {swap} and 'z' not in {box} else None",
-        }[kind]
-        body = [f"{acc} = {acc} + " + (f"{box}[k]" if kind == "rekey" else "v"), ahead]
-        if self.features.graph_breaks and rng.random() < 0.3:
-            body.insert(1, rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
-        init = Stmt([f"{acc} = {a} * 1", make])
-        if kind == "rekey":  # Python may raise "dictionary keys changed during iteration": the program catches it
-            loop = Stmt(clauses=[(header, [Stmt(body)])])
-            caught = [("try:", [loop]), ("except RuntimeError:", [Stmt([f"{acc} = {acc} * 2 + 1"])])]
-            return self._try(Stmt(init.lines, clauses=caught, alts=[[init]]))
-        return self._try(Stmt(init.lines, clauses=[(header, [Stmt(body)])], alts=[[init]]))
-
-    def container(self) -> bool:
-        rng = self.rng
-        names = self._tensors()
-        if not names:
-            return False
-        items = [self._pick(names) for _ in range(rng.randint(1, 3))]
-        kinds = ["lst", "tup", "d"] + (["comp", "cell"] if self.features.graph_breaks else [])
-        name = self.fresh(rng.choice(kinds))
-        if name.startswith(("comp", "cell")):
-            return self._try(Stmt(self._across_a_break(name, items[0])))
-        if name.startswith("lst"):
-            lines = [f"{name} = [{', '.join(items)}]", f"{name}.append({items[0]} * 2)"]
-            use = [f"{name}[-1]", f"{name}[0] + {name}[-1]", f"torch.stack({name})", f"sum({name})"]
-        elif name.startswith("tup"):
-            lines = [f"{name} = ({''.join(i + ', ' for i in items)})"]
-            use = [f"{name}[0]", f"{name}[-1] * len({name})"]
-            if len(items) == 2:
-                lines.append(f"p{self.counter}, q{self.counter} = {name}")
-                use += [f"q{self.counter} - p{self.counter}"]
-        else:
-            lines = [
-                f"{name} = {{{', '.join(f'{chr(97 + i)!r}: {it}' for i, it in enumerate(items))}}}",
-                f"{name}['z'] = {items[0]}",
-            ]
-            use = [f"{name}['a']", f"{name}['z'] * 2", f"sum(v.sum() for v in {name}.values())"]
-        target = self.fresh()
-        lines.append(f"{target} = {rng.choice(use)}")
-        return self._try(Stmt(lines))
-
-    def _across_a_break(self, name: str, item: str) -> list[str]:
-        """A comprehension whose element breaks the graph (3.12 inlines it: the list being built is on the stack
-        at the break), or a local a closure reads, rebound after a break (the resume function must share its cell)."""
-        rng, brk, target = self.rng, self.rng.choice(['print(end="")', "dynajit.capture.graph_break()"]), self.fresh()
-        k = f"k{self.counter}"
-        if name.startswith("comp"):
-            if rng.random() < 0.5:
-                return [
-                    f"{name} = [{brk} or {item} * ({k} + 1) for {k} in range({rng.randint(1, 3)})]",
-                    f"{target} = {rng.choice([f'{name}[-1]', f'sum({name})', f'torch.stack({name})'])}",
-                ]
-            return [
-                f"{name} = {{{k}: {brk} or {item} + {k} for {k} in range({rng.randint(1, 3)})}}",
-                f"{target} = {name}[0] * len({name})",
-            ]
-        read = f"read{self.counter}"  # (no `nonlocal`: bodies are also run at module level while generating)
-        return [f"{name} = {item} * 2", f"def {read}():", f"    return {name}", f"{target} = {read}()", brk,
-                f"{name} = {name} + 1", f"{target} = {target} + {read}()"]  # fmt: skip
 
     def _helper_body(self, params: list[tuple[str, str]], closure: bool, body: list[Stmt]) -> str | None:
         """Generate a function body in a new frame; return its result expression."""

@@ -505,13 +505,33 @@ def test_a_loop_that_writes_the_item_it_reaches_next_is_fuzzed():
 
 def test_loops_writing_ahead_cover_dicts_sequences_and_deques():
     features = Features().only("loops", "pointwise")
-    sources = [generate(f"ahead:{i}", features).source() for i in range(120)]
+    sources = [generate(f"ahead:{i}", features).source() for i in range(300)]
     made = [
         kind
         for kind in (".values():", ".items():", "= Window([", "collections.deque([", "except RuntimeError:")
         if any(kind in s for s in sources)
     ]
     assert len(made) == 5, made
+
+
+def test_loops_over_live_iterators_are_fuzzed():
+    # reversed() of a list the body pops from: Python's iterator reads the list at each step and yields x three
+    # times (x * 4 with the start); a snapshot of the items taken at the loop's start yields x, x + 1, x.
+    loop = Stmt(clauses=[("for v in reversed(c1):", [Stmt(["v1 = v1 + v", 'print(end="")', "c1.pop(0)"])])])
+    body = [Stmt(["v1 = x0 * 1", "c1 = [x0, x0 + 1, x0]"], clauses=loop.clauses)]
+    program = Program(seed="live", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
+    torch.testing.assert_close(namespace["fn"](x.clone()), x * 4)
+    assert check(program) == []
+    features = Features().only("loops", "pointwise", "graph_breaks")
+    sources = [generate(f"live:{i}", features).source() for i in range(300)]
+    headers = ("in reversed(c", "in zip(c", "in enumerate(c", "= iter(c")
+    made = [h for h in headers if any(h in s for s in sources)]
+    assert len(made) == 4, made
+    assert any(".pop(0)" in s and "reversed(" in s and "print(end" in s for s in sources)
 
 
 def test_a_loop_that_swaps_a_dict_key_at_the_same_size_is_fuzzed():
