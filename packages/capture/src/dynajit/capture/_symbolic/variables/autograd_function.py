@@ -5,9 +5,9 @@ backends call it as it is, and AOT autograd traces its forward on the graph's
 inputs and its backward when it differentiates the forward graph, so gradients
 are the Function's own. The example value comes from running ``apply`` once on
 the fake inputs while tracing. The class, its ``apply``, ``forward``,
-``backward`` and ``setup_context`` are guarded by identity; Python values their
-bodies read besides their arguments (globals, closures) are not: they are read
-by the backend (or every call, for eager backends), as for ``nonstrict_trace``.
+``backward`` and ``setup_context`` are guarded by identity, and the globals
+their bodies read by :mod:`.autograd_function_bodies`, which makes a Function
+whose methods could have an effect Python sees a graph break.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic.variables.autograd_function_bodies import guard_function_bodies
 from dynajit.capture._symbolic.variables.base import VT, unsupported
+from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.containers import TupleVar
+from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+from dynajit.capture._symbolic.variables.tensor import TensorVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
@@ -82,9 +87,15 @@ class AutogradFunctionApplyVar(VT):
         return types.MethodType
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.paths import Attr
+
         cls = self.apply.__self__
         if getattr(cls, "generate_vmap_rule", False) or _overrides(cls, "vmap") or _overrides(cls, "jvp"):
             unsupported(f"autograd Function {cls.__qualname__} defines vmap or jvp rules, which are not traced")
+        for arg in [*args, *kwargs.values()]:
+            if not _immutable(arg):
+                unsupported(f"autograd Function {cls.__qualname__} called with {arg}, which its methods could change")
+        guard_function_bodies(tx.output, cls, None if self.source is None else Attr(self.source, "__self__"))
         return tx.output.call_function(_graph_target(cls), args, kwargs)
 
     def reconstruct(self, cg: CodeGen) -> None:
@@ -111,6 +122,13 @@ def _graph_target(cls: type) -> Callable[..., Any]:
         apply.__qualname__ = f"{cls.__qualname__}.apply"
         target = _TARGETS[cls] = apply
     return target
+
+
+def _immutable(value: VT) -> bool:
+    """A tensor, a symbolic or constant number, or a tuple of them: what a Function's methods cannot change."""
+    if isinstance(value, TupleVar):
+        return all(_immutable(item) for item in value.items)
+    return isinstance(value, (TensorVar, SymIntVar, ConstVar))
 
 
 def _overrides(cls: type, name: str) -> bool:

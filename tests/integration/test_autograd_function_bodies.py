@@ -1,0 +1,221 @@
+"""autograd Functions whose methods read globals or have effects: guarded, or run in Python, as eager runs them.
+
+An AOT backend traces the Function's forward and backward once and keeps what
+they computed from Python values, so a global they read must be guarded, and
+a method with an effect Python sees (a list appended to, a class attribute
+counted) must run as often as in eager: the call is then a graph break.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+import torch
+from torch.autograd.function import once_differentiable
+
+import dynajit.capture as capture
+import dynajit.compiler
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+SCALE = 2.0
+EPS = 1e-3
+EVENTS: list[str] = []
+SETTINGS = types.ModuleType("settings")  # a module of the program's own: its attributes can change
+SETTINGS.factor = 3.0
+
+
+class ScaledByGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * SCALE
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * SCALE + 1  # the + 1 shows this backward ran
+
+
+class Logged(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        EVENTS.append("forward")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        EVENTS.append("backward")
+        return grad * 2
+
+
+class CountsItsCalls(torch.autograd.Function):
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        CountsItsCalls.calls += 1
+        return x * CountsItsCalls.calls
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class ReadsSettings(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * SETTINGS.factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * SETTINGS.factor
+
+
+class AppendsToItsArgument(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, seen):
+        seen.append(len(seen))
+        return x * len(seen)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class Library(torch.autograd.Function):
+    """Reads only torch, math, builtins, a constant and ctx: one graph node."""
+
+    @staticmethod
+    def forward(ctx, x, power):
+        ctx.save_for_backward(x)
+        ctx.power = power
+        return torch.sigmoid(x) * math.sqrt(2.0) + abs(-EPS) * x**power
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad * (s * (1 - s) * math.sqrt(2.0) + EPS * ctx.power * x ** (ctx.power - 1)), None
+
+
+def closure_function(box: list[float]) -> type[torch.autograd.Function]:
+    class FromClosure(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * box[0]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * box[0]
+
+    return FromClosure
+
+
+BOX = [2.0]
+FROM_CLOSURE = closure_function(BOX)
+
+
+def scaled(x):
+    return ScaledByGlobal.apply(x + 1).sum()
+
+
+def logged(x):
+    return Logged.apply(x.sin()).sum()
+
+
+def counted(x):
+    return CountsItsCalls.apply(x + 1).sum()
+
+
+def settings(x):
+    return ReadsSettings.apply(x.cos()).sum()
+
+
+def appends(x):
+    return AppendsToItsArgument.apply(x + 1, []).sum()
+
+
+def library(x):
+    return Library.apply(x * 2, 3).sum()
+
+
+def from_closure(x):
+    return FROM_CLOSURE.apply(x - 1).sum()
+
+
+def _differential(fn, backend, change=lambda call: None, calls=3):
+    """Eager and compiled on equal inputs, call by call: values, gradients and the events each call logged."""
+    global SCALE, EPS
+    capture.reset()
+    compiled = dynajit.compiler.compile(fn, backend=backend)
+    saved = SCALE, EPS, SETTINGS.factor, BOX[0], CountsItsCalls.calls
+    try:
+        for call in range(calls):
+            change(call)
+            torch.manual_seed(call)
+            x = torch.randn(3 + call % 2, requires_grad=True)
+            y = x.detach().clone().requires_grad_()
+            runs = []
+            for f, arg in ((fn, x), (compiled, y)):
+                EVENTS.clear()
+                CountsItsCalls.calls = call  # both runs start from the same count
+                result = f(arg)
+                result.backward()
+                runs.append((result.detach(), arg.grad, list(EVENTS), CountsItsCalls.calls))
+            (expected, expected_grad, expected_events, expected_count), (actual, grad, events, count) = runs
+            torch.testing.assert_close(actual, expected)
+            torch.testing.assert_close(grad, expected_grad)
+            assert events == expected_events, f"call {call}: compiled logged {events}, eager {expected_events}"
+            assert count == expected_count
+    finally:
+        SCALE, EPS, SETTINGS.factor, BOX[0], CountsItsCalls.calls = saved
+
+
+def _set_global(name, value):
+    globals()[name] = value
+
+
+def _breaks(fn) -> list[str]:
+    capture.reset()
+    with capture.observe() as seen:
+        dynajit.compiler.compile(fn, backend="aot_eager")(torch.randn(3, requires_grad=True))
+    return [brk.reason for brk in seen.graph_breaks]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_global_the_methods_read_is_guarded(backend):
+    _differential(scaled, backend, change=lambda call: _set_global("SCALE", 2.0 + call))
+    _differential(library, backend, change=lambda call: _set_global("EPS", 1e-3 * (call + 1)))
+    assert _breaks(scaled) == [] and _breaks(library) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [logged, counted, appends], ids=["global_list", "class_attribute", "list_argument"])
+def test_methods_with_effects_run_as_often_as_in_eager(fn, backend):
+    _differential(fn, backend)
+    assert len(_breaks(fn)) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_module_attribute_or_a_closure_variable_the_methods_read_is_never_stale(backend):
+    _differential(settings, backend, change=lambda call: setattr(SETTINGS, "factor", 3.0 + call))
+    _differential(from_closure, backend, change=lambda call: BOX.__setitem__(0, 2.0 + call))
+
+
+def test_the_reason_names_the_function_and_what_it_reads():
+    (reason,) = _breaks(settings)
+    assert "ReadsSettings.forward reads module settings" in reason, reason
+    (reason,) = _breaks(from_closure)
+    assert "FromClosure.forward reads variables of an enclosing function (box)" in reason, reason
+    (reason,) = _breaks(logged)
+    assert "Logged.forward reads global EVENTS (list)" in reason, reason
+    (reason,) = _breaks(appends)
+    assert "AppendsToItsArgument called with ListVar" in reason or "called with [" in reason, reason
+
+
+def test_a_builtin_shadowed_by_a_global_later_recompiles():
+    try:
+        _differential(library, "aot_eager", change=lambda call: _set_global("abs", lambda v: 1.0) if call else None)
+    finally:
+        globals().pop("abs", None)
