@@ -99,6 +99,29 @@ class Library(torch.autograd.Function):
         return grad * (s * (1 - s) * math.sqrt(2.0) + EPS * ctx.power * x ** (ctx.power - 1)), None
 
 
+def swish_forward(x, shift=0.0):
+    return x.mul(torch.sigmoid(x + shift)) * SCALE
+
+
+def swish_backward(x, grad):
+    s = torch.sigmoid(x)
+    return grad * (s * (1 + x * (1 - s))) * SCALE
+
+
+class SwishByHelpers(torch.autograd.Function):
+    """timm's memory-efficient activations: the methods call module-level helpers."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return swish_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return swish_backward(x, grad)
+
+
 def closure_function(box: list[float]) -> type[torch.autograd.Function]:
     class FromClosure(torch.autograd.Function):
         @staticmethod
@@ -138,6 +161,10 @@ def appends(x):
 
 def library(x):
     return Library.apply(x * 2, 3).sum()
+
+
+def swish(x):
+    return SwishByHelpers.apply(x * 3).sum()
 
 
 def from_closure(x):
@@ -201,6 +228,19 @@ def test_methods_with_effects_run_as_often_as_in_eager(fn, backend):
 def test_a_module_attribute_or_a_closure_variable_the_methods_read_is_never_stale(backend):
     _differential(settings, backend, change=lambda call: setattr(SETTINGS, "factor", 3.0 + call))
     _differential(from_closure, backend, change=lambda call: BOX.__setitem__(0, 2.0 + call))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_helpers_the_methods_call_are_read_and_guarded_too(backend):
+    assert _breaks(swish) == []
+    _differential(swish, backend, change=lambda call: _set_global("SCALE", 2.0 + call))
+    original = swish_forward
+    try:
+        _differential(swish, backend, change=lambda call: _set_global("swish_forward", lambda x: x * call))
+        _differential(swish, backend, change=lambda call: setattr(original, "__defaults__", (0.5 * call,)))
+    finally:
+        _set_global("swish_forward", original)
+        original.__defaults__ = (0.0,)
 
 
 def test_the_reason_names_the_function_and_what_it_reads():

@@ -9,9 +9,9 @@ the method's ``__globals__``, and a body that could have an effect Python sees
 or read a fact no guard can hold is a graph break with its reason, so the
 Function runs in Python, as in eager: a global written or holding a mutable
 object, a closure variable, an attribute written on anything but ``ctx``, an
-import, a call of ``print`` and its kin, a helper function of the program's
-own (its body is not read). Running the forward on fake tensors while tracing
-then has no effect a user can see either.
+import, a call of ``print`` and its kin. A helper function of the program's
+own is read by the same rules, its identity and defaults guarded. Running the
+forward on fake tensors while tracing then has no effect a user can see either.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ _EFFECTFUL_BUILTINS = frozenset(
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
 _EQUAL_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 _ATTRIBUTE_READS = ("LOAD_ATTR", "LOAD_METHOD")
+_HELPER_DEPTH = 4  # helpers calling helpers, this deep; a deeper call is a graph break
 _CTX_LOADS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_FAST_LOAD_FAST")
 _REFUSED = {
     "STORE_GLOBAL": "writes a global",
@@ -58,14 +59,20 @@ def guard_function_bodies(output: OutputGraph, cls: type, cls_path: Path | None)
         where = f"autograd Function {cls.__qualname__}.{name}"
         if not isinstance(fn, types.FunctionType):
             unsupported(f"{where} is not a Python function ({type(fn).__name__}): it runs in Python")
-        if fn.__code__.co_freevars:
-            unsupported(f"{where} reads variables of an enclosing function ({', '.join(fn.__code__.co_freevars)})")
         takes_ctx = name != "forward" or _overrides_setup_context(cls) is False
         ctx = fn.__code__.co_varnames[0] if takes_ctx and fn.__code__.co_argcount else None
-        for code in _codes(fn.__code__):
-            reads = _global_reads(code, ctx, where)
-            for global_name, attributes in reads:
-                _guard_global(output, fn, fn_path, global_name, attributes, where)
+        _read_function(output, fn, fn_path, ctx, where, depth=0)
+
+
+def _read_function(
+    output: OutputGraph, fn: types.FunctionType, fn_path: Path | None, ctx: str | None, where: str, depth: int
+) -> None:
+    """Guard the globals ``fn`` reads (helper functions it calls read in turn), or stop naming what it does."""
+    if fn.__code__.co_freevars:
+        unsupported(f"{where} reads variables of an enclosing function ({', '.join(fn.__code__.co_freevars)})")
+    for code in _codes(fn.__code__):
+        for global_name, attributes in _global_reads(code, ctx, where):
+            _guard_global(output, fn, fn_path, global_name, attributes, where, depth)
 
 
 def _overrides_setup_context(cls: type) -> bool:
@@ -123,7 +130,13 @@ def _loads_ctx(ins: dis.Instruction, ctx: str | None) -> bool:
 
 
 def _guard_global(
-    output: OutputGraph, fn: types.FunctionType, fn_path: Path | None, name: str, attributes: list[str], where: str
+    output: OutputGraph,
+    fn: types.FunctionType,
+    fn_path: Path | None,
+    name: str,
+    attributes: list[str],
+    where: str,
+    depth: int,
 ) -> None:
     """Guard the value ``name.attr1.attr2...`` has where ``fn`` reads it, as far as the reads go through modules."""
     from dynajit.capture._symbolic.paths import Attr, Item
@@ -156,8 +169,21 @@ def _guard_global(
         output.guard("equals_match", path, value)
     elif isinstance(value, types.ModuleType) or _library_code(value):
         output.guard("id_match", path, value)
+    elif isinstance(value, types.FunctionType) and depth < _HELPER_DEPTH and value is not fn:
+        # A helper of the program's own (timm's ``swish_fwd``): the same rules hold for its body and defaults.
+        output.guard("function_match", path, value)
+        for defaults in ("__defaults__", "__kwdefaults__"):
+            held = getattr(value, defaults)
+            if held is not None and not all(isinstance(v, _SCALARS) for v in _values(held)):
+                unsupported(f"{where} calls {name}, whose default arguments are objects it could change")
+            output.guard("equals_match", Attr(path, defaults), held)
+        _read_function(output, value, path, None, f"{where} → {value.__qualname__}", depth + 1)
     else:
         unsupported(f"{where} reads global {name} ({type(value).__name__}), which it could change or depend on")
+
+
+def _values(defaults: tuple[Any, ...] | dict[str, Any]) -> list[Any]:
+    return list(defaults.values()) if isinstance(defaults, dict) else list(defaults)
 
 
 def _library(module: str) -> bool:
