@@ -2,11 +2,12 @@
 
 A program with the ``changed_facts`` feature reads a global int ``K`` and a module-level ``FACTS`` object (a flag,
 a scale, a dict ``table``, an attribute ``extra`` that is there on some calls only) in arithmetic, conditions,
-loops, ``getattr``/``hasattr`` and ``in``. Before each call ``make_args`` runs ``set_facts(call)``
-(:data:`tests.fuzz.program.FACTS_SOURCE`): ``K`` is
-rebound, the attributes rewritten, the dict's keys changed in place, ``extra`` added or deleted, and the modules
-in ``MODS`` switched between train and eval mode. A compiled entry that relied on the old value and missed the
-change answers for the old world: every fact it read must be guarded (or the compiled call must recompile).
+loops, ``getattr``/``hasattr`` and ``in``, and through two autograd Functions whose forward and backward read
+them (their own backward rule gives the gradients, so a backward traced with an old fact shows). Before each
+call ``make_args`` runs ``set_facts(call)`` (:data:`tests.fuzz.program.FACTS_SOURCE`): ``K`` is rebound, the
+attributes rewritten, the dict's keys changed in place, ``extra`` added or deleted, and the modules in ``MODS``
+switched between train and eval mode. A compiled entry that relied on the old value and missed the change
+answers for the old world: every fact it read must be guarded (or the compiled call must recompile).
 :class:`FactsMixin` is mixed into the generator.
 """
 
@@ -83,6 +84,8 @@ class FactsMixin:
             then, other = bodies
             return self._try(Stmt(clauses=[(f"if {cond}:", then), ("else:", other)], alts=[then, other]))
         name = self.fresh()
+        if rng.random() < 0.3:  # autograd Functions whose methods read the facts (their own backward's rule)
+            return self._try(Stmt([f"{name} = {rng.choice(['ScaledByK', 'ScaledByFacts'])}.apply({a})"]))
         if rng.random() < 0.2:
             acc = self.fresh()
             lines = [f"{acc} = {a}", "for _ in range(K):", f"    {acc} = {acc} * 0.5 + 1", f"{name} = {acc}"]

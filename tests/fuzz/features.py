@@ -62,10 +62,9 @@ class Features:
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
     ambient_modes: bool = True  # calls made under no_grad or inference_mode, per call; outputs' autograd state compared
-    changed_facts: bool = (
-        True  # a global int and a module-level object's attributes, dict keys and modules' train mode,
-    )
-    # read by the program and changed between calls: guards must see every fact a trace read
+    changed_facts: bool = True  # a global int, a module-level object's attributes and dict keys, modules' train
+    # mode, read by the program and by autograd Functions' methods, and changed between calls: guards must see
+    # every fact a trace read
     modules: bool = True  # calls of nn modules (Linear, LayerNorm, BatchNorm, Conv1d/2d, Embedding) held in a global
     layouts: bool = True  # inductor-lite's channels-last and matrix-product decisions forced per program (LAYOUT)
 

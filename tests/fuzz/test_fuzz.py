@@ -534,6 +534,21 @@ def test_loops_over_live_iterators_are_fuzzed():
     assert any(".pop(0)" in s and "reversed(" in s and "print(end" in s for s in sources)
 
 
+def test_autograd_functions_reading_changed_facts_are_fuzzed():
+    # ScaledByK's forward and backward read the global K, which the third call changes: an AOT backend kept the
+    # K it traced with, in values and in gradients, until their globals were guarded.
+    facts = {"K": 2, "flag": True, "scale": 0.5, "keys": (), "extra": None, "training": None}
+    body = [Stmt(["v1 = ScaledByK.apply(x0 * 1)", "v2 = ScaledByFacts.apply(v1)"])]
+    calls = [{"s0": 2}] * 3
+    program = Program(seed="facts", args=[ArgSpec("x0", "tensor", dims=[2], grad=True)], calls=calls, body=body)
+    program.facts = [facts, facts, {**facts, "K": 3, "scale": 2.0}]
+    program.returns, program.return_style = ["v2"], "single"
+    assert check(program, backends=("aot_eager",)) == []
+    features = Features().only("changed_facts", "pointwise")
+    sources = [generate(f"facts:{i}", features).source() for i in range(200)]
+    assert any("ScaledByK.apply(" in s for s in sources) and any("ScaledByFacts.apply(" in s for s in sources)
+
+
 def test_a_loop_that_swaps_a_dict_key_at_the_same_size_is_fuzzed():
     # At "a" the body swaps "a" for "z": Python yields "b" and "c", then raises at "z"; after a break, a resumed
     # loop that read the dict again by position skipped "b" and never raised.
