@@ -8,6 +8,7 @@ counted) must run as often as in eager: the call is then a graph break.
 
 from __future__ import annotations
 
+import builtins
 import math
 import types
 
@@ -80,6 +81,28 @@ class AppendsToItsArgument(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, None
+
+
+class Reseeds(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.manual_seed(7)  # process state: the draws after the call depend on it
+        return x + torch.rand_like(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class PrintsThroughBuiltins(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        builtins.print(end="")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
 
 
 class Library(torch.autograd.Function):
@@ -171,6 +194,14 @@ def from_closure(x):
     return FROM_CLOSURE.apply(x - 1).sum()
 
 
+def reseeds(x):
+    return Reseeds.apply(x * 2).sum()
+
+
+def prints(x):
+    return PrintsThroughBuiltins.apply(x + 1).sum()
+
+
 def _differential(fn, backend, change=lambda call: None, calls=3):
     """Eager and compiled on equal inputs, call by call: values, gradients and the events each call logged."""
     global SCALE, EPS
@@ -252,6 +283,22 @@ def test_the_reason_names_the_function_and_what_it_reads():
     assert "Logged.forward reads global EVENTS (list)" in reason, reason
     (reason,) = _breaks(appends)
     assert "AppendsToItsArgument called with ListVar" in reason or "called with [" in reason, reason
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_method_changing_process_state_runs_in_python(backend):
+    capture.reset()
+    compiled = dynajit.compiler.compile(reseeds, backend=backend)
+    for _ in range(2):
+        x = torch.ones(3, requires_grad=True)
+        expected, after_eager = reseeds(x), torch.rand(4)
+        actual, after_compiled = compiled(x), torch.rand(4)
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(after_compiled, after_eager)  # the RNG was reseeded on every call
+    (reason,) = _breaks(reseeds)
+    assert "manual_seed(), which changes state" in reason, reason
+    (reason,) = _breaks(prints)
+    assert "builtins.print(), which changes state" in reason, reason
 
 
 def test_a_builtin_shadowed_by_a_global_later_recompiles():

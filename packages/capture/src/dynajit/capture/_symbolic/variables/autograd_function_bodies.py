@@ -9,7 +9,8 @@ the method's ``__globals__``, and a body that could have an effect Python sees
 or read a fact no guard can hold is a graph break with its reason, so the
 Function runs in Python, as in eager: a global written or holding a mutable
 object, a closure variable, an attribute written on anything but ``ctx``, an
-import, a call of ``print`` and its kin. A helper function of the program's
+import, a call of ``print`` and its kin or of torch's ``manual_seed`` and
+``set_*`` functions. A helper function of the program's
 own is read by the same rules, its identity and defaults guarded. Running the
 forward on fake tensors while tracing then has no effect a user can see either.
 """
@@ -37,6 +38,8 @@ _LIBRARY_MODULES = ("torch", "math", "operator", "numbers", "typing", "builtins"
 _EFFECTFUL_BUILTINS = frozenset(
     "print open input exec eval compile setattr delattr globals locals vars breakpoint __import__ exit quit help".split()
 )
+# torch's functions that change process state (the RNG, defaults, flags) or touch files
+_EFFECTFUL_TORCH = frozenset("manual_seed seed save load use_deterministic_algorithms".split())
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
 _EQUAL_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 _ATTRIBUTE_READS = ("LOAD_ATTR", "LOAD_METHOD")
@@ -168,6 +171,8 @@ def _guard_global(
     elif isinstance(value, _EQUAL_VALUES):
         output.guard("equals_match", path, value)
     elif isinstance(value, types.ModuleType) or _library_code(value):
+        if _effectful(value):
+            unsupported(f"{where} calls {value.__module__}.{value.__name__}(), which changes state: it runs in Python")
         output.guard("id_match", path, value)
     elif isinstance(value, types.FunctionType) and depth < _HELPER_DEPTH and value is not fn:
         # A helper of the program's own (timm's ``swish_fwd``): the same rules hold for its body and defaults.
@@ -188,6 +193,14 @@ def _values(defaults: tuple[Any, ...] | dict[str, Any]) -> list[Any]:
 
 def _library(module: str) -> bool:
     return module.split(".")[0] in _LIBRARY_MODULES
+
+
+def _effectful(value: Any) -> bool:
+    """``print`` and its kin however reached (``builtins.print``), and torch's ``manual_seed``, ``set_*``, ..."""
+    name, module = getattr(value, "__name__", ""), getattr(value, "__module__", None) or ""
+    if module == "builtins":
+        return name in _EFFECTFUL_BUILTINS
+    return module.split(".")[0] == "torch" and callable(value) and (name in _EFFECTFUL_TORCH or name.startswith("set_"))
 
 
 def _library_code(value: Any) -> bool:
