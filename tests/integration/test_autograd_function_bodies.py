@@ -49,6 +49,32 @@ class Logged(torch.autograd.Function):
         return grad * 2
 
 
+class LoggedThroughVjp(torch.autograd.Function):
+    """Defines ``vjp``, the backward's other name."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def vjp(ctx, grad):
+        EVENTS.append("vjp")
+        return grad * 3
+
+
+WEIGHTS = (1.0, 2.0)
+
+
+class WeightedByTuple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * WEIGHTS[0] + WEIGHTS[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * WEIGHTS[0]
+
+
 class CountsItsCalls(torch.autograd.Function):
     calls = 0
 
@@ -170,6 +196,14 @@ def logged(x):
     return Logged.apply(x.sin()).sum()
 
 
+def through_vjp(x):
+    return LoggedThroughVjp.apply(x.exp()).sum()
+
+
+def weighted(x):
+    return WeightedByTuple.apply(x - 1).sum()
+
+
 def counted(x):
     return CountsItsCalls.apply(x + 1).sum()
 
@@ -204,10 +238,10 @@ def prints(x):
 
 def _differential(fn, backend, change=lambda call: None, calls=3):
     """Eager and compiled on equal inputs, call by call: values, gradients and the events each call logged."""
-    global SCALE, EPS
+    global SCALE, EPS, WEIGHTS
     capture.reset()
     compiled = dynajit.compiler.compile(fn, backend=backend)
-    saved = SCALE, EPS, SETTINGS.factor, BOX[0], CountsItsCalls.calls
+    saved = SCALE, EPS, WEIGHTS, SETTINGS.factor, BOX[0], CountsItsCalls.calls
     try:
         for call in range(calls):
             change(call)
@@ -227,7 +261,7 @@ def _differential(fn, backend, change=lambda call: None, calls=3):
             assert events == expected_events, f"call {call}: compiled logged {events}, eager {expected_events}"
             assert count == expected_count
     finally:
-        SCALE, EPS, SETTINGS.factor, BOX[0], CountsItsCalls.calls = saved
+        SCALE, EPS, WEIGHTS, SETTINGS.factor, BOX[0], CountsItsCalls.calls = saved
 
 
 def _set_global(name, value):
@@ -245,11 +279,14 @@ def _breaks(fn) -> list[str]:
 def test_a_global_the_methods_read_is_guarded(backend):
     _differential(scaled, backend, change=lambda call: _set_global("SCALE", 2.0 + call))
     _differential(library, backend, change=lambda call: _set_global("EPS", 1e-3 * (call + 1)))
-    assert _breaks(scaled) == [] and _breaks(library) == []
+    _differential(weighted, backend, change=lambda call: _set_global("WEIGHTS", (1.0 + call, 2.0)))
+    assert _breaks(scaled) == [] and _breaks(library) == [] and _breaks(weighted) == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [logged, counted, appends], ids=["global_list", "class_attribute", "list_argument"])
+@pytest.mark.parametrize(
+    "fn", [logged, through_vjp, counted, appends], ids=["global_list", "vjp", "class_attribute", "list_argument"]
+)
 def test_methods_with_effects_run_as_often_as_in_eager(fn, backend):
     _differential(fn, backend)
     assert len(_breaks(fn)) == 1

@@ -37,7 +37,7 @@ __all__ = ["AutogradFunctionApplyVar", "is_function_apply", "wrap_autograd_funct
 
 _APPLY = inspect.getattr_static(torch.autograd.Function, "apply")  # a C classmethod
 # The methods that make up the Function's behaviour: reassigning one on the class must recompile.
-_GUARDED_METHODS = ("forward", "backward", "setup_context")
+_GUARDED_METHODS = ("forward", "backward", "vjp", "setup_context")
 
 
 def is_function_apply(value: Any) -> bool:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["guard_function_bodies"]
 
-METHODS = ("forward", "backward", "setup_context")
+METHODS = ("forward", "backward", "vjp", "setup_context")  # (``vjp``: the backward's other name)
 # Modules whose contents are library code: their functions compute from their arguments.
 _LIBRARY_MODULES = ("torch", "math", "operator", "numbers", "typing", "builtins")
 _EFFECTFUL_BUILTINS = frozenset(
@@ -168,7 +168,7 @@ def _guard_global(
         unsupported(f"{where} reads global {name}, which no guard can reach: it runs in Python")
     if isinstance(value, _SCALARS):
         output.guard("constant_match", path, value)
-    elif isinstance(value, _EQUAL_VALUES):
+    elif isinstance(value, _EQUAL_VALUES) or (type(value) is tuple and all(isinstance(v, _SCALARS) for v in value)):
         output.guard("equals_match", path, value)
     elif isinstance(value, types.ModuleType) or _library_code(value):
         if _effectful(value):
