@@ -8,6 +8,7 @@ bytecode for reconstruction (:meth:`Path.emit`).
 
 from __future__ import annotations
 
+import builtins
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ __all__ = [
     "Path",
     "PlainAttr",
     "Stash",
+    "builtin_path",
+    "builtins_of",
     "class_path",
     "reads_hooked",
 ]
@@ -271,3 +274,17 @@ class Stash(Path):
 
     def name(self) -> str:
         return f"<{type(self.value).__name__}>"
+
+
+def builtins_of(f_globals: dict[str, Any]) -> dict[str, Any]:
+    """The builtins code running with ``f_globals`` sees: its ``__builtins__`` (a dict, or in ``__main__`` the
+    module)."""
+    table = f_globals.get("__builtins__", builtins)
+    return table if isinstance(table, dict) else vars(table)
+
+
+def builtin_path(namespace: Path, f_globals: dict[str, Any], name: str) -> Path:
+    """Builtin ``name`` as code with the globals ``f_globals`` at ``namespace`` reaches it (those globals hold
+    ``__builtins__``; the caller guards that they lack ``name`` itself)."""
+    found = Item if isinstance(f_globals["__builtins__"], dict) else Attr
+    return found(Item(namespace, "__builtins__"), name)

@@ -9,7 +9,6 @@ code generation.
 
 from __future__ import annotations
 
-import builtins
 import inspect
 import linecache
 import sys
@@ -32,7 +31,17 @@ from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst, decode
 from dynajit.capture._symbolic.nonstrict import call_nonstrict
 from dynajit.capture._symbolic.output import OutputGraph
-from dynajit.capture._symbolic.paths import Attr, Closure, Global, Item, Local, PassedCell, Path
+from dynajit.capture._symbolic.paths import (
+    Attr,
+    Closure,
+    Global,
+    Item,
+    Local,
+    PassedCell,
+    Path,
+    builtin_path,
+    builtins_of,
+)
 from dynajit.capture._symbolic.registry import BREAKS, lookup
 from dynajit.capture._symbolic.resume import passed_cells
 from dynajit.capture._symbolic.variables import (
@@ -150,8 +159,7 @@ class Tracer:
     def _load_builtin(self, name: str) -> VT:
         """A name the globals lack, found in the module's builtins. The trace relies on both: a global of that
         name made later shadows the builtin, and so does a builtin replaced (``builtins.print = ...``)."""
-        table = self.f_globals.get("__builtins__", builtins)
-        table = table if isinstance(table, dict) else vars(table)
+        table = builtins_of(self.f_globals)
         if name not in table:
             unsupported(f"name {name!r} is not defined (NameError)")
         if self.global_path is Global:  # (read as Python reads it: the global if there is one, else the builtin)
@@ -160,9 +168,7 @@ class Tracer:
         if not isinstance(in_globals, Item) or "__builtins__" not in self.f_globals:
             return self.wrap(table[name], None)  # (the globals of a function no path reaches are not guarded)
         self.output.guard("dict_contains", in_globals.base, name, False)
-        module_builtins = Item(in_globals.base, "__builtins__")  # a dict, or in __main__ the builtins module
-        found = Item if isinstance(self.f_globals["__builtins__"], dict) else Attr
-        return self.wrap(table[name], found(module_builtins, name))
+        return self.wrap(table[name], builtin_path(in_globals.base, self.f_globals, name))
 
     def store_global(self, name: str, value: VT) -> None:
         if self.global_path is not Global:

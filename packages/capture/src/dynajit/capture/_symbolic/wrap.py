@@ -34,7 +34,7 @@ from dynajit.capture._symbolic.variables import (
 )
 from dynajit.capture._symbolic.variables.autograd_function import is_function_apply, wrap_autograd_function_apply
 from dynajit.capture._symbolic.variables.collections_ import DefaultDictVar, DequeVar
-from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES, constant_key
+from dynajit.capture._symbolic.variables.constant import CONSTANT_TYPES, GUARDED_SCALARS, constant_key
 from dynajit.capture._symbolic.variables.container_iterators import WatchedIteration, wrap_watched_iteration
 from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class
 from dynajit.capture._symbolic.variables.context_vars import wrap_context_var_object
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.output import OutputGraph
 
 __all__ = ["wrap_value"]
-
-_GUARDED_CONSTANTS = (int, float, bool, str, bytes, complex, type(None))
 
 
 def wrap_value(output: OutputGraph, value: Any, path: Path | None) -> VT:
@@ -145,7 +143,7 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return output.input_tensor(value, path)
     if output.shapes.wants_symbolic_int(value, path) and not _module_attribute(output, path):
         return output.input_int(value, path)  # type: ignore[arg-type]
-    if isinstance(value, _GUARDED_CONSTANTS):
+    if isinstance(value, GUARDED_SCALARS):
         output.guard("constant_match", path, value)
         return ConstVar(value, path)
     if isinstance(value, CONSTANT_TYPES) and not isinstance(value, tuple):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.autograd_function_bodies import guard_function_bodies
+from dynajit.capture._symbolic.variables.autograd_function_bodies import guard_function_bodies, overrides
 from dynajit.capture._symbolic.variables.base import VT, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.containers import TupleVar
@@ -90,7 +90,7 @@ class AutogradFunctionApplyVar(VT):
         from dynajit.capture._symbolic.paths import Attr
 
         cls = self.apply.__self__
-        if getattr(cls, "generate_vmap_rule", False) or _overrides(cls, "vmap") or _overrides(cls, "jvp"):
+        if getattr(cls, "generate_vmap_rule", False) or overrides(cls, "vmap") or overrides(cls, "jvp"):
             unsupported(f"autograd Function {cls.__qualname__} defines vmap or jvp rules, which are not traced")
         for arg in [*args, *kwargs.values()]:
             if not _immutable(arg):
@@ -129,7 +129,3 @@ def _immutable(value: VT) -> bool:
     if isinstance(value, TupleVar):
         return all(_immutable(item) for item in value.items)
     return isinstance(value, (TensorVar, SymIntVar, ConstVar))
-
-
-def _overrides(cls: type, name: str) -> bool:
-    return getattr(cls, name, None) is not getattr(torch.autograd.Function, name, None)

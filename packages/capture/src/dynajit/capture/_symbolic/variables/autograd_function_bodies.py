@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._symbolic.variables.base import unsupported
+from dynajit.capture._symbolic.variables.constant import GUARDED_SCALARS
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.output import OutputGraph
     from dynajit.capture._symbolic.paths import Path
 
-__all__ = ["guard_function_bodies"]
+__all__ = ["guard_function_bodies", "overrides"]
 
 METHODS = ("forward", "backward", "vjp", "setup_context")  # (``vjp``: the backward's other name)
 # Modules whose contents are library code: their functions compute from their arguments.
@@ -40,7 +41,6 @@ _EFFECTFUL_BUILTINS = frozenset(
 )
 # torch's functions that change process state (the RNG, defaults, flags) or touch files
 _EFFECTFUL_TORCH = frozenset("manual_seed seed save load use_deterministic_algorithms".split())
-_SCALARS = (int, float, bool, complex, str, bytes, type(None))
 _EQUAL_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 _ATTRIBUTE_READS = ("LOAD_ATTR", "LOAD_METHOD")
 _HELPER_DEPTH = 4  # helpers calling helpers, this deep; a deeper call is a graph break
@@ -56,13 +56,13 @@ def guard_function_bodies(output: OutputGraph, cls: type, cls_path: Path | None)
     """Guard every global ``cls``'s methods read, or stop with the reason one of them cannot be one graph node."""
     for name in METHODS:
         method = getattr(cls, name, None)
-        if method is None or method is getattr(torch.autograd.Function, name, None):
+        if method is None or not overrides(cls, name):
             continue
         fn, fn_path = _unwrapped(method, _attr(cls_path, name))
         where = f"autograd Function {cls.__qualname__}.{name}"
         if not isinstance(fn, types.FunctionType):
             unsupported(f"{where} is not a Python function ({type(fn).__name__}): it runs in Python")
-        takes_ctx = name != "forward" or _overrides_setup_context(cls) is False
+        takes_ctx = name != "forward" or not overrides(cls, "setup_context")
         ctx = fn.__code__.co_varnames[0] if takes_ctx and fn.__code__.co_argcount else None
         _read_function(output, fn, fn_path, ctx, where, depth=0)
 
@@ -78,8 +78,9 @@ def _read_function(
             _guard_global(output, fn, fn_path, global_name, attributes, where, depth)
 
 
-def _overrides_setup_context(cls: type) -> bool:
-    return getattr(cls, "setup_context", None) is not getattr(torch.autograd.Function, "setup_context", None)
+def overrides(cls: type, name: str) -> bool:
+    """Whether the Function class ``cls`` defines ``name`` itself (not ``torch.autograd.Function``'s)."""
+    return getattr(cls, name, None) is not getattr(torch.autograd.Function, name, None)
 
 
 def _unwrapped(fn: Any, path: Path | None) -> tuple[Any, Path | None]:
@@ -142,13 +143,13 @@ def _guard_global(
     depth: int,
 ) -> None:
     """Guard the value ``name.attr1.attr2...`` has where ``fn`` reads it, as far as the reads go through modules."""
-    from dynajit.capture._symbolic.paths import Attr, Item
+    from dynajit.capture._symbolic.paths import Attr, Item, builtin_path, builtins_of
 
     namespace = _attr(fn_path, "__globals__")
     if name in fn.__globals__:
         value, path = fn.__globals__[name], None if namespace is None else Item(namespace, name)
     else:
-        table = fn.__builtins__ if isinstance(fn.__builtins__, dict) else vars(fn.__builtins__)
+        table = builtins_of(fn.__globals__)
         if name not in table:
             return  # a NameError when it runs, in eager as in the graph
         if name in _EFFECTFUL_BUILTINS:
@@ -156,8 +157,7 @@ def _guard_global(
         value, path = table[name], None
         if namespace is not None and "__builtins__" in fn.__globals__:
             output.guard("dict_contains", namespace, name, False)  # a global of that name made later shadows it
-            found = Item if isinstance(fn.__globals__["__builtins__"], dict) else Attr
-            path = found(Item(namespace, "__builtins__"), name)
+            path = builtin_path(namespace, fn.__globals__, name)
     if isinstance(value, types.ModuleType) and not _library(value.__name__):
         unsupported(f"{where} reads module {value.__name__} ({name}), whose attributes are not guarded")
     for attribute in attributes:
@@ -166,9 +166,11 @@ def _guard_global(
         value, path = getattr(value, attribute), None if path is None else Attr(path, attribute)
     if path is None:
         unsupported(f"{where} reads global {name}, which no guard can reach: it runs in Python")
-    if isinstance(value, _SCALARS):
+    if isinstance(value, GUARDED_SCALARS):
         output.guard("constant_match", path, value)
-    elif isinstance(value, _EQUAL_VALUES) or (type(value) is tuple and all(isinstance(v, _SCALARS) for v in value)):
+    elif isinstance(value, _EQUAL_VALUES) or (
+        type(value) is tuple and all(isinstance(v, GUARDED_SCALARS) for v in value)
+    ):
         output.guard("equals_match", path, value)
     elif isinstance(value, types.ModuleType) or _library_code(value):
         if _effectful(value):
@@ -179,7 +181,7 @@ def _guard_global(
         output.guard("function_match", path, value)
         for defaults in ("__defaults__", "__kwdefaults__"):
             held = getattr(value, defaults)
-            if held is not None and not all(isinstance(v, _SCALARS) for v in _values(held)):
+            if held is not None and not all(isinstance(v, GUARDED_SCALARS) for v in _values(held)):
                 unsupported(f"{where} calls {name}, whose default arguments are objects it could change")
             output.guard("equals_match", Attr(path, defaults), held)
         _read_function(output, value, path, None, f"{where} → {value.__qualname__}", depth + 1)

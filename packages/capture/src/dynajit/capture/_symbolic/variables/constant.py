@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["CONSTANT_TYPES", "ConstVar", "constant_key", "holds_symbols", "is_literal"]
+__all__ = ["CONSTANT_TYPES", "GUARDED_SCALARS", "ConstVar", "constant_key", "holds_symbols", "is_literal"]
 
+# The Python scalars a ``constant_match`` guard holds by exact type and value.
+GUARDED_SCALARS = (int, float, bool, str, bytes, complex, type(None))
 CONSTANT_TYPES = (
     int,
     float,
