@@ -87,6 +87,55 @@ def zip_of_a_named_iterator(x, broken):
     return x, list(it)
 
 
+def zip_over_a_list_the_body_clears(x, broken):
+    # the second list iterator is past the end of its cleared list: zip ends, it does not raise StopIteration
+    firsts, seconds = [x, x + 1, x], [x, x, x, x]
+    for v, w in zip(firsts, seconds):
+        x = x + v - w
+        seconds.clear()
+        if broken:
+            _break()
+    return x
+
+
+def list_loop_past_the_end_of_a_shrunk_list_that_grows_again(x, broken):
+    # an iterator past the end is not yet exhausted: the list growing past its position revives it
+    items = [x, x + 1, x + 2]
+    steps = 0
+    for v in items:
+        x = x + v
+        steps += 1
+        if steps == 2:
+            items.clear()
+            if broken:
+                _break()
+            items.extend([x, x * 2, x * 3])
+    return x * steps
+
+
+def named_iterator_past_the_end_of_a_shrunk_list(x, broken):
+    items = [x, x, x]
+    it = iter(items)
+    next(it)
+    next(it)
+    items.clear()
+    if broken:
+        _break()
+    items.extend([x + 1, x + 2, x + 3])
+    return next(it)
+
+
+def exhausted_list_iterator_ignores_later_appends(x, broken):
+    # once a list iterator has ended it lets go of its list for good
+    items = [x]
+    it = iter(items)
+    taken = list(it)
+    items.append(x + 1)
+    if broken:
+        _break()
+    return next(it, x * 0), len(taken)
+
+
 SHARED = [1, 2, 3]
 
 
@@ -112,6 +161,10 @@ def zip_over_a_global_list(x, broken):
         named_list_iterator_advanced_in_its_loop,
         zip_of_a_named_iterator,
         zip_over_a_global_list,
+        zip_over_a_list_the_body_clears,
+        list_loop_past_the_end_of_a_shrunk_list_that_grows_again,
+        named_iterator_past_the_end_of_a_shrunk_list,
+        exhausted_list_iterator_ignores_later_appends,
     ],
 )
 def test_a_loop_takes_the_items_python_takes(check, t, fn, broken):

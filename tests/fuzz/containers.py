@@ -108,22 +108,25 @@ class ContainerMixin:
 
     def _loop_over_live_iterator(self, a: str, other: str, acc: str) -> bool:
         """A loop over an iterator that stays live while its list changes or the body advances it: ``reversed``
-        of a list the body pops from or grows, ``zip``/``enumerate`` over lists the body changes, and a named
-        iterator the body also steps with ``next`` (each step must see the list and the iterator as they are
-        then), with a break inside on most."""
+        of a list the body pops from or grows, ``zip``/``enumerate`` over lists the body changes, a list the body
+        shrinks below the iterator's position and grows past it again, and a named iterator the body also steps
+        with ``next`` (each step must see the list and the iterator as they are then), with a break inside on
+        most."""
         rng, box, more, it = self.rng, self.fresh("c"), self.fresh("c"), self.fresh("it")
-        kind = rng.choice(["reversed", "zip", "enumerate", "next"])
+        kind = rng.choice(["reversed", "zip", "enumerate", "shrunk", "next"])
         bounded = f"len({box}) < 5"  # growth stops, so every loop ends
         make = {
             "reversed": [f"{box} = [{a}, {other}, {a}]"],
             "zip": [f"{box} = [{a}, {other}, {a}]", f"{more} = [{other}, {a}, {other}, {a}]"],
             "enumerate": [f"{box} = [{a}, {other}]"],
+            "shrunk": [f"{box} = [{a}, {other}, {a}, {other}]"],
             "next": [f"{box} = [{a}, {other}, {a}, {other}, {a}]", f"{it} = iter({box})"],
         }[kind]
         header = {
             "reversed": f"for v in reversed({box}):",
             "zip": f"for v, w in zip({box}, {more}):",
             "enumerate": f"for i, v in enumerate({box}):",
+            "shrunk": f"for v in {box}:",
             "next": f"for v in {it}:",
         }[kind]
         step = {
@@ -134,6 +137,8 @@ class ContainerMixin:
                 f"{more}.clear()",
             ],
             "enumerate": [f"{box}.append(v + i) if {bounded} else None", f"{box}.pop() if i == 0 else None"],
+            # below the position (a step past the end is not the end yet), then past it again
+            "shrunk": [f"if len({box}) > 2: del {box}[:2]", f"{box}.extend([v, v * 2]) if {bounded} else None"],
             "next": [
                 f"{acc} = {acc} + next({it}, {a})",
                 f"next({it}, None)",
@@ -141,9 +146,9 @@ class ContainerMixin:
             ],
         }[kind]
         use = f"{acc} = {acc} + v" + (" - w" if kind == "zip" else "")
-        body = [use, rng.choice(step)]
+        body = [use, *step] if kind == "shrunk" else [use, rng.choice(step)]
         if self.features.graph_breaks and rng.random() < 0.6:
-            body.insert(rng.randint(0, 1) + 1, rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
+            body.insert(rng.randint(1, len(body)), rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
         init = Stmt([f"{acc} = {a} * 1", *make])
         return self._try(Stmt(init.lines, clauses=[(header, [Stmt(body)])], alts=[[init]]))
 

@@ -8,6 +8,7 @@ standalone repro. Longer runs: ``python -m tests.fuzz --minutes 30`` or
 
 from __future__ import annotations
 
+import collections.abc
 import logging
 
 import pytest
@@ -489,17 +490,25 @@ def test_no_step_function_of_a_value_within_rounding_of_its_jump():
     assert not near_step(torch.tensor([1, 2]), 0.0)  # ints are exact
 
 
+def _loop_program(
+    seed: str, body: list[Stmt], eager: collections.abc.Callable[[torch.Tensor], torch.Tensor]
+) -> Program:
+    """A program of ``body`` over one tensor ``x0`` returning ``v1``, checked first to give ``eager(x0)`` eagerly."""
+    program = Program(seed=seed, args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    namespace: dict = {}
+    exec(program.source(), namespace)
+    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
+    torch.testing.assert_close(namespace["fn"](x.clone()), eager(x))
+    return program
+
+
 def test_a_loop_that_writes_the_item_it_reaches_next_is_fuzzed():
     # Each step of a loop over a sequence reads the item as the body left it: a trace that read every item first
     # answered with the old last item.
     loop = ("for i, v in enumerate(c1):", [Stmt(["v1 = v1 + v", "c1.data[-1] = v * 3"])])
     body = [Stmt(["v1 = x0 * 1", "c1 = Window([x0, x0 + 1, x0])"], clauses=[loop])]
-    program = Program(seed="ahead", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
-    program.returns, program.return_style = ["v1"], "single"
-    namespace: dict = {}
-    exec(program.source(), namespace)
-    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
-    torch.testing.assert_close(namespace["fn"](x.clone()), x * 6 + 4)  # not x * 4 + 1, the items read first
+    program = _loop_program("ahead", body, lambda x: x * 6 + 4)  # not x * 4 + 1, the items read first
     assert check(program) == []
 
 
@@ -519,12 +528,7 @@ def test_loops_over_live_iterators_are_fuzzed():
     # times (x * 4 with the start); a snapshot of the items taken at the loop's start yields x, x + 1, x.
     loop = Stmt(clauses=[("for v in reversed(c1):", [Stmt(["v1 = v1 + v", 'print(end="")', "c1.pop(0)"])])])
     body = [Stmt(["v1 = x0 * 1", "c1 = [x0, x0 + 1, x0]"], clauses=loop.clauses)]
-    program = Program(seed="live", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
-    program.returns, program.return_style = ["v1"], "single"
-    namespace: dict = {}
-    exec(program.source(), namespace)
-    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
-    torch.testing.assert_close(namespace["fn"](x.clone()), x * 4)
+    program = _loop_program("live", body, lambda x: x * 4)
     assert check(program) == []
     features = Features().only("loops", "pointwise", "graph_breaks")
     sources = [generate(f"live:{i}", features).source() for i in range(300)]
@@ -532,6 +536,22 @@ def test_loops_over_live_iterators_are_fuzzed():
     made = [h for h in headers if any(h in s for s in sources)]
     assert len(made) == 4, made
     assert any(".pop(0)" in s and "reversed(" in s and "print(end" in s for s in sources)
+
+
+def test_lists_shrunk_below_a_live_iterator_are_fuzzed():
+    # a180-0:12: zip's second list iterator, past the end of the list the body cleared, was rebuilt at a break by
+    # stepping a new iterator that far, which raised StopIteration. An iterator past the end is not exhausted:
+    # the list growing past its position again gives it more items: four steps where a snapshot gives three.
+    step = ["v1 = v1 + v", "if len(c1) > 2: del c1[:2]", 'print(end="")']
+    step.append("c1.extend([v, v * 2]) if len(c1) < 5 else None")
+    loop = Stmt(clauses=[("for v in c1:", [Stmt(step)])])
+    body = [Stmt(["v1 = x0 * 1", "c1 = [x0, x0 + 1, x0, x0 + 1]"], clauses=loop.clauses)]
+    program = _loop_program("shrunk", body, lambda x: x * 6 + 4)
+    assert check(program) == []
+    features = Features().only("loops", "pointwise", "graph_breaks")
+    sources = [generate(f"shrunk:{i}", features).source() for i in range(300)]
+    assert any("del c" in s and "print(end" in s for s in sources)
+    assert any("zip(c" in s and ".clear()" in s for s in sources)
 
 
 def test_autograd_functions_reading_changed_facts_are_fuzzed():
@@ -567,12 +587,7 @@ def test_a_loop_that_swaps_a_dict_key_at_the_same_size_is_fuzzed():
     loop = Stmt(clauses=[("for k in c1:", [Stmt(["v1 = v1 + c1[k]", 'print(end="")', swap])])])
     caught = [("try:", [loop]), ("except RuntimeError:", [Stmt(["v1 = v1 * 2 + 1"])])]
     body = [Stmt(["v1 = x0 * 1", "c1 = {'a': x0, 'b': x0 + 1, 'c': x0}"], clauses=caught)]
-    program = Program(seed="rekey", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
-    program.returns, program.return_style = ["v1"], "single"
-    namespace: dict = {}
-    exec(program.source(), namespace)
-    x = namespace["make_args"](namespace["CALLS"][0], 0)[0]
-    torch.testing.assert_close(namespace["fn"](x.clone()), (x * 4 + 1) * 2 + 1)
+    program = _loop_program("rekey", body, lambda x: (x * 4 + 1) * 2 + 1)
     assert check(program) == []
     features = Features().only("loops", "pointwise", "graph_breaks")
     swaps = [s for i in range(300) if ".update(z=" in (s := generate(f"rekey:{i}", features).source())]

@@ -31,6 +31,7 @@ from dynajit.capture._symbolic.variables import (
     unsupported,
 )
 from dynajit.capture._symbolic.variables.collections_ import COLLECTION_CALLS
+from dynajit.capture._symbolic.variables.item_iterators import list_iterator_at
 from dynajit.capture._symbolic.variables.iterators import (
     CallIterVar,
     EnumerateVar,
@@ -47,6 +48,17 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
 
 __all__: list[str] = []
+
+
+@builtin(list_iterator_at)
+def _list_iterator_at(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    """A resume function's prologue rebuilding a loop's iterator over a list at the position it had reached."""
+    over, position, exhausted = args
+    if kwargs or not isinstance(over, ListVar):
+        unsupported("a list iterator rebuilt over something other than a list")
+    iterator = IteratorVar([], over=over)
+    iterator.position, iterator.exhausted = position.const(), exhausted.const()
+    return iterator
 
 
 @builtin(iter)

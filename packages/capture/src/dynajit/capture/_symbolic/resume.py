@@ -42,7 +42,7 @@ __all__ = [
     "ENUMERATE_GLOBAL",
     "ITER",
     "LIST_ITER",
-    "NEXT",
+    "LIST_ITERATOR_AT",
     "NULL",
     "TAKES_ARGUMENT",
     "VALUE",
@@ -67,7 +67,7 @@ GRAD_EXIT = "grad_exit"  # a grad-mode block's exit, no argument (count: the mod
 TAKES_ARGUMENT = frozenset({VALUE, ITER, LIST_ITER, WATCHED, ENUMERATE})
 _LOOP_STEPS = (ITER, LIST_ITER, WATCHED, ENUMERATE)  # kinds whose count is a loop's step
 EXCEPTION = "___stackexc"  # the argument of a raise-resume function: the exception it raises again
-NEXT = "__dynajit_next"  # the global the prologue calls to advance a list iterator: builtins.next
+LIST_ITERATOR_AT = "__dynajit_list_iterator_at"  # the global the prologue calls to rebuild a list iterator
 ENUMERATE_GLOBAL = "__dynajit_enumerate"  # the global the prologue calls to make an ENUMERATE slot: builtins.enumerate
 
 _resume_ids = itertools.count()
@@ -258,8 +258,8 @@ def resume_code(
     made = new.to_code(compute_exception_stack_depths=False)
     # The flow analysis behind co_stacksize starts at the prologue and misses handlers reached only by an
     # exception from the prologue's raise; the original code's bound (plus the prologue's iterator
-    # rebuilding: ``next``, the iterator and a default) holds for every instruction of the copy.
-    made = made.replace(co_stacksize=max(made.co_stacksize, code.co_stacksize + 4))
+    # rebuilding: a NULL, the rebuilding function and its three arguments) holds for every instruction of the copy.
+    made = made.replace(co_stacksize=max(made.co_stacksize, code.co_stacksize + 5))
     result = (name, made)
     _origins[result[1]] = (code, tuple(indices))
     _cache[key] = result
@@ -324,16 +324,16 @@ def _push_stack(layout: tuple[Slot, ...], lineno: int) -> list[bytecode.Instr]:
                 emit("PRECALL", 2)
             emit("CALL", 2)
             continue
-        emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
-        if kind in (ITER, LIST_ITER):
-            emit("GET_ITER")
-        for _ in range(count if kind == LIST_ITER else 0):
-            # next(iterator, None): a list that shrank meanwhile leaves it exhausted, as in Python
-            emit("LOAD_GLOBAL", (True, NEXT))
-            emit("COPY", 3)
-            emit("LOAD_CONST", None)
+        if kind == LIST_ITER:
+            emit("LOAD_GLOBAL", (True, LIST_ITERATOR_AT))
+            emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
+            emit("LOAD_CONST", count)
+            emit("LOAD_CONST", False)
             if PY < (3, 12):
-                emit("PRECALL", 2)
-            emit("CALL", 2)
-            emit("POP_TOP")
+                emit("PRECALL", 3)
+            emit("CALL", 3)
+            continue
+        emit("LOAD_FAST", f"{_STACK_PREFIX}{i}")
+        if kind == ITER:
+            emit("GET_ITER")
     return out

@@ -47,7 +47,7 @@ from dynajit.capture._symbolic.resume import (
     GRAD_EXIT,
     ITER,
     LIST_ITER,
-    NEXT,
+    LIST_ITERATOR_AT,
     NULL,
     TAKES_ARGUMENT,
     VALUE,
@@ -63,6 +63,7 @@ from dynajit.capture._symbolic.variables import VT, IteratorVar, NullVar, unsupp
 from dynajit.capture._symbolic.variables.container_iterators import CheckedIteratorVar, watched
 from dynajit.capture._symbolic.variables.contexts import _AutocastExit as AutocastExitVar
 from dynajit.capture._symbolic.variables.contexts import _GradModeExit as GradModeExitVar
+from dynajit.capture._symbolic.variables.item_iterators import list_iterator_at
 from dynajit.capture._symbolic.variables.iterators import EnumerateVar, LazyIteratorVar, ReversedListIteratorVar
 from dynajit.capture._symbolic.variables.tensor import end_data_replacements
 
@@ -275,7 +276,7 @@ class _FrameEmitter:
     ) -> None:
         name, code = resume_code(self.code, target, layout, tuple(live), raising=raising)
         if any(kind == LIST_ITER for kind, _ in layout):
-            self.result.new_globals[NEXT] = next
+            self.result.new_globals[LIST_ITERATOR_AT] = list_iterator_at
         if any(kind == ENUMERATE for kind, _ in layout):
             self.result.new_globals[ENUMERATE_GLOBAL] = enumerate
         for kind, count in layout:
@@ -374,8 +375,10 @@ def stack_layout(stack: list[VT], others: list[VT] = ()) -> list[Slot]:
             layout.append((WATCHED, vt.position) if watched(vt) else (VALUE, 0))
         elif isinstance(vt, ReversedListIteratorVar):
             layout.append((VALUE, 0))  # Python's own, at its index
-        elif isinstance(vt, IteratorVar) and vt.over is not None:
+        elif isinstance(vt, IteratorVar) and vt.over is not None and not vt.exhausted:
             layout.append((LIST_ITER, vt.position))
+        elif isinstance(vt, IteratorVar) and vt.over is not None:
+            layout.append((ITER, 0))  # exhausted: it no longer holds its list
         elif isinstance(vt, IteratorVar):
             layout.append((ITER, len(vt.items) - vt.position))
         else:

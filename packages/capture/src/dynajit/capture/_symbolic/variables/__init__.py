@@ -14,7 +14,6 @@ from dynajit.capture._symbolic.variables.constant import ConstVar, is_literal
 from dynajit.capture._symbolic.variables.containers import (
     DictVar,
     DictViewVar,
-    IteratorVar,
     ListVar,
     SetVar,
     SizeVar,
@@ -28,6 +27,7 @@ from dynajit.capture._symbolic.variables.functions import (
     NestedFunctionVar,
     UserFunctionVar,
 )
+from dynajit.capture._symbolic.variables.item_iterators import IteratorVar
 from dynajit.capture._symbolic.variables.modules import ModuleSliceVar, NNModuleVar
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
 from dynajit.capture._symbolic.variables.objects import ExceptionVar, ObjectVar, PyModuleVar, UserObjectVar

@@ -25,7 +25,8 @@ from dynajit.capture._symbolic.paths import Attr, Path
 from dynajit.capture._symbolic.variables.base import VT, unsupported
 from dynajit.capture._symbolic.variables.collections_ import DequeVar
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar, IteratorVar, SetVar, TupleVar
+from dynajit.capture._symbolic.variables.containers import DictVar, DictViewVar, SetVar, TupleVar
+from dynajit.capture._symbolic.variables.item_iterators import IteratorVar
 from dynajit.capture._symbolic.variables.iterators import python_error, raise_as_python
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Containers: tuples, lists, dicts, sets, slices and iterators over tracked items.
+"""Containers: tuples, lists, dicts, sets and slices of tracked items.
 
 Mutable containers are mutated in place, so every holder of the same tracker
 sees the change (the tracker is the object's identity while tracing). A
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DictVar",
     "DictViewVar",
-    "IteratorVar",
     "ListVar",
     "NamedTupleVar",
     "SetVar",
@@ -733,63 +732,3 @@ class SliceVar(VT):
         for part in self.parts:
             part.reconstruct(cg)
         cg.build("BUILD_SLICE", len(self.parts))
-
-
-class IteratorVar(VT):
-    """An iterator over a known list of items (lists, tuples, ranges, dicts, zip, enumerate, ...)."""
-
-    def __init__(self, items: list[VT], *, over: ListVar | None = None) -> None:
-        # ``over``: iterate over that list itself, so appends made while iterating are seen (as in Python).
-        self.over = over
-        self.items = over.items if over is not None else list(items)
-        self.position = 0
-
-    def python_type(self) -> type:
-        return type(iter([]))
-
-    def next(self) -> VT | None:
-        if self.position >= len(self.items):
-            return None
-        item = self.items[self.position]
-        self.position += 1
-        return item
-
-    def unpack(self, tx: Tracer) -> list[VT]:
-        rest = self.items[self.position :]
-        self.position = len(self.items)
-        return rest
-
-    def children(self) -> list[VT]:
-        if self.over is not None:
-            return [self.over]  # rebuilt as the whole list, advanced: the items already taken are needed too
-        return self.items[self.position :]
-
-    def reconstruct(self, cg: CodeGen) -> None:
-        if self.over is not None:
-            over = self.over
-
-            def list_and_position() -> int:
-                over.reconstruct(cg)
-                cg.load_const(self.position)
-                return 2
-
-            cg.build_cached(self, lambda: cg.call_helper(_list_iterator_at, list_and_position))
-            return
-        rest = self.items[self.position :]
-
-        def tuple_of_rest() -> int:
-            for item in rest:
-                item.reconstruct(cg)
-            cg.build("BUILD_TUPLE", len(rest))
-            return 1
-
-        # One object however many references to it are rebuilt (they share its position).
-        cg.build_cached(self, lambda: cg.call_helper(iter, tuple_of_rest))
-
-
-def _list_iterator_at(items: list[Any], position: int) -> Any:
-    """An iterator over the list object itself, advanced to ``position``."""
-    iterator = iter(items)
-    for _ in range(position):
-        next(iterator)
-    return iterator

@@ -45,7 +45,8 @@ class FrameDictMethod(VT):
         self.obj, self.name = obj, name
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.containers import DictViewVar, IteratorVar
+        from dynajit.capture._symbolic.variables.containers import DictViewVar
+        from dynajit.capture._symbolic.variables.item_iterators import IteratorVar
 
         name, instance = self.name, self.obj.value
         if name in DICT_READS:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
-from dynajit.capture._symbolic.variables.containers import IteratorVar, ListVar, TupleVar
+from dynajit.capture._symbolic.variables.containers import ListVar, TupleVar
+from dynajit.capture._symbolic.variables.item_iterators import IteratorVar
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen

@@ -231,7 +231,8 @@ class _ModuleIterator(VT):
         self.name = name
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        from dynajit.capture._symbolic.variables.containers import IteratorVar, TupleVar
+        from dynajit.capture._symbolic.variables.containers import TupleVar
+        from dynajit.capture._symbolic.variables.item_iterators import IteratorVar
 
         walker, named = _MODULE_ITERATORS[self.name]
         const_args = [a.const() for a in args]
