@@ -85,3 +85,17 @@ def test_a_float_out_of_an_integer_s_range_converts_as_eager_s(integer, floating
         actual = check(fn, arg)(arg)
         for a, e in zip(actual, expected):
             assert torch.equal(a, e), (fn.__name__, a, e)
+
+
+@pytest.mark.parametrize("small", [torch.int8, torch.uint8, torch.int16])
+@pytest.mark.parametrize("floating", [torch.float32, torch.float64])
+def test_a_float_out_of_a_small_integer_s_range_keeps_eager_s_low_bits(small, floating):
+    # eager converts through int32 and keeps the low bits (1000.0 is -24 as int8, 232 as uint8); a direct C++ cast
+    # is undefined out of range, and g++ folded nan_to_num's known 1000.0 to the saturated 127
+    def fn(x):
+        return x.nan_to_num(0.0, 1e3, -1e3).to(small), (x * 3).to(small)
+
+    values = [float("nan"), float("inf"), -float("inf"), 1e10, -3e9, 255.7, -129.5, 1000.0, 40000.0, -0.7, 65537.3]
+    x = torch.tensor(values, dtype=floating).repeat(6)  # (a vectorised loop and its tail)
+    for actual, expected in zip(check(fn, x)(x), fn(x)):
+        assert torch.equal(actual, expected), (actual, expected)

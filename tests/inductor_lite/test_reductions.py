@@ -184,12 +184,21 @@ def test_dividing_by_a_reduction_gives_eagers_quotients_exactly(fn):
     assert torch.equal(actual, expected)
 
 
-def test_layer_norm_normalizes_as_eagers_affine_map_of_x():
-    # Eager's kernel computes x * rstd - rstd * mean: for a row of one largest float32 (nan_to_num of an inf, fuzz
-    # a91-1:291) both products overflow and the row is NaN, where (x - mean) * rstd gave 0.
+def test_layer_norm_normalizes_x_minus_its_mean_and_is_nan_where_eagers_moments_overflow():
+    # Eager's kernel computes (x - mean) * rstd. The affine map x * rstd - rstd * mean rounds at the size of x * rstd:
+    # a pair of nearly equal values (rstd near 1 / sqrt(eps)) normalized 1e-4 off eager (fuzz a182:776, whose sum
+    # then cancelled). Eager's rstd is NaN where the mean's square overflows (a row holding the largest float32,
+    # nan_to_num of an inf, fuzz a91-1:291; a row of 1e30), where the variance as sums is 0 and the row 0.
     fn = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b)
     big = torch.tensor([[torch.finfo(torch.float32).max], [1.5], [-2.0]])
     check(fn, big, torch.ones(1), torch.zeros(1))
+    huge = torch.tensor([[torch.finfo(torch.float32).max, 1.0], [1e30, 1e30], [2e19, 2e19], [1.0, 2.0]])
+    g = torch.Generator().manual_seed(1)
+    pairs = torch.randn(400, 1, generator=g) + 1e-3 * torch.randn(400, 2, generator=g)
+    for transposed in (False, True):  # (a transposed input is decomposed rather than lowered whole)
+        layout = (lambda t: t.t().contiguous().t()) if transposed else (lambda t: t)
+        check(fn, layout(huge), torch.ones(2), torch.zeros(2))
+        check(fn, layout(pairs), None, None, atol=1e-5, rtol=1e-5)
     x = torch.randn(6, 33, generator=torch.Generator().manual_seed(3)) * 3 + 1
     check(fn, x, torch.randn(33), torch.randn(33))
     check(fn, x.bfloat16(), torch.randn(33).bfloat16(), None)

@@ -320,6 +320,10 @@ class _KernelWriter:
             text = f"({text} != 0 ? static_cast<{ctype}>({text}) : {ctype}(0))"
         elif src.is_floating_point and dst in (torch.int32, torch.int64):
             text = f"dj_float_to_int<{ctype}>({text})"
+        elif src.is_floating_point and dst in (torch.int8, torch.uint8, torch.int16):
+            # eager converts to int32 first and keeps the low bits (1000.0 is -24 as int8); a direct cast is
+            # undefined out of range, and g++ folded a known 1000.0 to 127
+            text = f"static_cast<{ctype}>(dj_float_to_int<int32_t>({text}))"
         else:
             text = f"static_cast<{ctype}>({text})"
         return f"{_ROUND[dst]}({text})" if dst in _ROUND else text

@@ -302,11 +302,12 @@ def _logsumexp_as_eager(self: torch.Tensor, dim: Any, keepdim: bool = False) -> 
 
 
 def _normalized_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
-    """``native_layer_norm`` with its output computed as eager's kernel computes it: ``(x * rstd - rstd * mean) *
-    weight + bias``, an affine map of ``x``, where torch's decomposition computes ``(x - mean) * rstd``.
+    """``native_layer_norm`` with its output computed as eager's kernel computes it, ``(x - mean) * rstd * weight +
+    bias`` in the accumulator type, and ``rstd`` NaN where the mean's square overflows, as eager's is.
 
-    The two round differently, and differ past rounding where ``x * rstd`` overflows: a row holding the largest
-    float32 (``nan_to_num`` of an inf) normalizes to NaN in eager, to 0 by the difference (fuzz a91-1:291).
+    Eager's moments combine partial means whose difference is squared: a row whose mean is past the square root
+    of the largest float32 (``nan_to_num`` of an inf, fuzz a91-1:291) has a NaN ``rstd`` and output in eager,
+    where the variance as sums is 0 and the row normalized to 0.
     """
 
     @functools.wraps(decompose)
@@ -316,7 +317,8 @@ def _normalized_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
         acc = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
         x = input.contiguous().to(acc)  # (eager's result is contiguous, whatever the input's layout)
         _, mean, rstd = decompose(x, normalized_shape, None, None, eps)
-        result = x * rstd + (-rstd * mean)
+        rstd = torch.where(torch.isinf(mean * mean), torch.nan, rstd)
+        result = (x - mean) * rstd
         if weight is not None:
             result = result * weight.to(acc)
         if bias is not None:

@@ -10,6 +10,7 @@ the count, as eager does.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -343,10 +344,9 @@ def lowers_layer_norm(dtype: torch.dtype, affine_dtypes: Sequence[torch.dtype], 
 @lowering(aten.native_layer_norm.default)
 def _layer_norm(ctx: Any, x: TensorValue, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Any:
     """``native_layer_norm`` as eager's CPU kernel computes it: the row's moments in the accumulator type (float32
-    for a 16-bit input), and the output an affine map of ``x``, ``x * rstd + (-rstd * mean)``, then ``* weight +
-    bias``, rounded once to the input's type; the mean and ``rstd`` are returned in it too. The affine form rounds
-    as eager's does, and where ``x * rstd`` overflows it gives eager's NaN (a row holding the largest float32),
-    where ``(x - mean) * rstd`` gave 0.
+    for a 16-bit input), and the output ``(x - mean) * rstd``, then ``* weight + bias``, rounded once to the
+    input's type; the mean and ``rstd`` are returned in it too. ``rstd`` is NaN where the mean's square overflows,
+    as eager's moments are (see ``normalized_rstd``).
 
     The op reaches the lowering whole only where ``lowers_layer_norm`` holds and its input is laid out as
     ``torch.empty`` lays it out (see ``_decompositions._kept_for_canonical_inputs``); it is decomposed elsewhere.
@@ -372,7 +372,8 @@ def _layer_norm(ctx: Any, x: TensorValue, normalized_shape: Any, weight: Any, bi
     var, mean = _var(ctx, x_acc, list(range(rank - k, rank)), 0, True, (acc, acc))
 
     def rstd_loader(idx: Sequence[Index]) -> Expr:
-        return op("rsqrt", acc, op("add", acc, var.loader(idx), const(eps, acc)))
+        m, rstd = mean.loader(idx), op("rsqrt", acc, op("add", acc, var.loader(idx), const(eps, acc)))
+        return op("where", acc, op("isinf", torch.bool, op("mul", acc, m, m)), const(math.nan, acc), rstd)
 
     rstd = ctx.realize(TensorValue(var.size, acc, rstd_loader, ctx.device, cost=2))
 
@@ -381,9 +382,7 @@ def _layer_norm(ctx: Any, x: TensorValue, normalized_shape: Any, weight: Any, bi
 
     def out_loader(idx: Sequence[Index]) -> Expr:
         r = rstd.loader(row(idx))
-        value = op(
-            "add", acc, op("mul", acc, x_acc.loader(idx), r), op("mul", acc, op("neg", acc, r), mean.loader(row(idx)))
-        )
+        value = op("mul", acc, op("sub", acc, x_acc.loader(idx), mean.loader(row(idx))), r)
         if weight is not None:
             value = op("mul", acc, value, op("cast", acc, weight.loader(idx[rank - k :])))
         if bias is not None:
