@@ -464,7 +464,9 @@ class ExpressionMixin:
             bool((v.detach().double().abs() < 2.0**62).all()) and not near_nonzero_integer(v)
             for v in self._every_call(a)
         )
-        dtype = self.rng.choice(["float32", "float64", *(["int64"] if integral else []), "bool", *half])
+        # (8-, 16- and 32-bit integers wrap in eager: a float converts through int32, keeping its low bits)
+        small = ["int32", "int16", "int8", "uint8"] if integral else []
+        dtype = self.rng.choice(["float32", "float64", *(["int64"] if integral else []), "bool", *half, *small])
         return self.rng.choice(
             [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.double()", f"{a}.bool()"]
             + ([f"{a}.long()"] if integral else [])

@@ -569,6 +569,18 @@ def test_autograd_functions_reading_changed_facts_are_fuzzed():
     assert any("ScaledByK.apply(" in s for s in sources) and any("ScaledByFacts.apply(" in s for s in sources)
 
 
+def test_casts_to_small_integers_are_fuzzed():
+    # A float out of int8's range converts through int32 in eager, keeping the low bits: 1000.0 is -24 as int8. The
+    # compiled cast was direct, undefined in C++, and g++ folded nan_to_num's known 1000.0 to 127.
+    lines = ["v1 = x0 / 0", "v2 = v1.nan_to_num(0.0, 1e3, -1e3)"]
+    lines += ["v3 = v2.to(torch.int8)", "v4 = (v2 - 7).to(torch.uint8)", "v5 = (v3 * 3).to(torch.int16) + v4"]
+    program = Program(seed="small", args=[ArgSpec("x0", "tensor", dims=[40])], calls=[{}], body=[Stmt(lines)])
+    program.returns, program.return_style = ["v3", "v5"], "tuple"
+    assert check(program, backends=("inductor",)) == []
+    sources = [generate(f"small:{i}", Features().only("pointwise", "dtypes")).source() for i in range(500)]
+    assert all(any(f".to(torch.{d})" in s for s in sources) for d in ("int8", "uint8", "int16", "int32"))
+
+
 def test_a_float64_result_of_float32_rounding_is_judged_against_eager_in_float64():
     # a177:182: rows of x ** 2 plus one large sum cancel in the LayerNorm's variance; its float32 result, promoted
     # to float64, is off float64's twin by 3e-4 in eager and 2.5e-4 compiled, far above float64's own tolerance.
