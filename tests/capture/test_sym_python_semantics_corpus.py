@@ -85,6 +85,28 @@ def list_alias_extended_in_place(x):
     return len(alias), len(pair_alias), len(pair), alias[-1]
 
 
+def list_of_constants_grown_in_place(x):
+    # `+=` and `*=` extend the list itself: a copy of a list of constants left its aliases as they were
+    items = [1, 2]
+    alias = items
+    items += [3]
+    items *= 2
+    empty = []
+    empty_alias = empty
+    empty += range(2)
+    return x * len(alias), alias, empty_alias
+
+
+def iterator_over_a_list_grown_by_iadd_after_a_break(x):
+    items = [x, x * 2, x * 3]
+    it = iter(items)
+    first = next(it)
+    items.clear()
+    _break()
+    items += [x * 5, x * 6]  # the iterator is past the end of the cleared list: it gives x * 6
+    return first, list(it)
+
+
 def walrus_in_a_comprehension(x):
     kept = [y for i in range(3) if (y := x * i).sum() > -100]
     return y, len(kept)
@@ -408,6 +430,8 @@ PROGRAMS = [
     finally_runs_after_return,
     chained_exceptions,
     list_alias_extended_in_place,
+    list_of_constants_grown_in_place,
+    iterator_over_a_list_grown_by_iadd_after_a_break,
     walrus_in_a_comprehension,
     rounding_rules,
     mutable_default_argument,
@@ -442,6 +466,16 @@ PROGRAMS = [
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
 def test_python_semantics_match_eager(check, fn):
     check(fn, torch.randn(3), calls=2)
+
+
+def _grow_arguments(x, counts, flags):
+    counts += [len(counts)]
+    flags *= 2
+    return x * len(counts)
+
+
+def test_lists_of_constants_from_the_caller_are_grown_in_place(check):
+    check(_grow_arguments, torch.randn(3), [1, 2], [True], calls=2)
 
 
 def test_out_results_are_the_tensors_they_wrote(check):

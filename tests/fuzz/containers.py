@@ -162,6 +162,8 @@ class ContainerMixin:
         name = self.fresh(rng.choice(kinds))
         if name.startswith(("comp", "cell")):
             return self._try(Stmt(self._across_a_break(name, items[0])))
+        if name.startswith("lst") and rng.random() < 0.4:
+            return self._try(Stmt(self._grown_in_place(name, items)))
         if name.startswith("lst"):
             lines = [f"{name} = [{', '.join(items)}]", f"{name}.append({items[0]} * 2)"]
             use = [f"{name}[-1]", f"{name}[0] + {name}[-1]", f"torch.stack({name})", f"sum({name})"]
@@ -180,6 +182,20 @@ class ContainerMixin:
         target = self.fresh()
         lines.append(f"{target} = {rng.choice(use)}")
         return self._try(Stmt(lines))
+
+    def _grown_in_place(self, name: str, items: list[str]) -> list[str]:
+        """Lists of tensors and of constants grown by ``+=`` and ``*=``, read through aliases made before (each
+        operator extends the list itself), with a break between on some."""
+        rng, target = self.rng, self.fresh()
+        alias, counts, seen = self.fresh("al"), self.fresh("cnt"), self.fresh("cnt")
+        lines = [f"{name} = [{', '.join(items)}]", f"{alias} = {name}", f"{counts} = [{rng.randint(0, 2)}]"]
+        lines.append(f"{seen} = {counts}")
+        if self.features.graph_breaks and rng.random() < 0.4:
+            lines.append(rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
+        lines.append(rng.choice([f"{name} += [{items[0]} * 2]", f"{name} *= 2", f"{name} += ({items[-1]},)"]))
+        lines.append(rng.choice([f"{counts} += [len({name})]", f"{counts} *= 3", f"{counts} += range(2)"]))
+        use = [f"{alias}[-1] * len({seen})", f"torch.stack({alias}).sum(0) + sum({seen})"]
+        return [*lines, f"{target} = {rng.choice(use)}"]
 
     def _across_a_break(self, name: str, item: str) -> list[str]:
         """A comprehension whose element breaks the graph (3.12 inlines it: the list being built is on the stack

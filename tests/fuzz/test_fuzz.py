@@ -569,6 +569,18 @@ def test_autograd_functions_reading_changed_facts_are_fuzzed():
     assert any("ScaledByK.apply(" in s for s in sources) and any("ScaledByFacts.apply(" in s for s in sources)
 
 
+def test_lists_grown_in_place_are_fuzzed():
+    # `+=` on a list of constants made a copy: the caller's list and the aliases made before kept their length.
+    lines = ["c1 = [1, 2]", "c2 = c1", "l1 = [x0, x0 + 1]", "l2 = l1", 'print(end="")']
+    lines += ["c1 += [len(l1)]", "c1 *= 2", "l1 *= 2", "v1 = torch.stack(l2).sum(0) * len(c2)"]
+    program = Program(seed="grown", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=[])
+    program.body = [Stmt(lines)]
+    program.returns, program.return_style = ["v1"], "single"
+    assert check(program) == []
+    sources = [generate(f"grown:{i}", Features().only("containers", "pointwise")).source() for i in range(200)]
+    assert all(any(op in s for s in sources) for op in (" *= 2", " += [len(", " += range(2)"))
+
+
 def test_casts_to_small_integers_are_fuzzed():
     # A float out of int8's range converts through int32 in eager, keeping the low bits: 1000.0 is -24 as int8. The
     # compiled cast was direct, undefined in C++, and g++ folded nan_to_num's known 1000.0 to 127.

@@ -145,6 +145,10 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         a.mutated(tx)
         return a
     if op in (operator.mul, operator.imul) and isinstance(a, (ListVar, TupleVar)) and b.is_const():
+        if op is operator.imul and isinstance(a, ListVar):  # the list itself repeated, as list.__imul__
+            a.items[:] = a.items * b.const()  # type: ignore[attr-defined]
+            a.mutated(tx)
+            return a
         return type(a)(a.items * b.const())
     if op in (operator.or_, operator.ior) and isinstance(a, DictVar):
         return a.method(tx, "__ior__" if op is operator.ior else "__or__", [b], {})
@@ -160,8 +164,11 @@ def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 
 
 def _as_sequence(tx: Tracer, vt: VT) -> VT:
-    """A constant tuple, list or torch.Size as a tracker of its items (to meet a sequence holding symbols)."""
-    if not vt.is_const() or type(vt.const()) not in (tuple, list, torch.Size):
+    """A constant tuple, list or torch.Size as a tracker of its items (to meet a sequence holding symbols).
+
+    A container already tracked is itself: a list is one object, which ``+=`` extends in place (a copy of a list
+    of constants left the caller's list and its aliases as they were)."""
+    if isinstance(vt, (ListVar, TupleVar)) or not vt.is_const() or type(vt.const()) not in (tuple, list, torch.Size):
         return vt
     if type(vt.const()) is torch.Size:
         return SizeVar([ConstVar(n) for n in vt.const()])
