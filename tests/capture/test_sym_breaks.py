@@ -1,5 +1,6 @@
 """Graph breaks: the graph so far is compiled, the step runs in Python, a resume function continues."""
 
+import pytest
 import torch
 
 import dynajit.capture as capture
@@ -101,6 +102,31 @@ def b_try_block(x):
     return y * 2
 
 
+def b_last_statement_of_a_try_raises(x):
+    # The break is the try body's last instruction: the continuation after it is outside the block, but the
+    # handler it raises into reads `kept`, which only the handler needs.
+    kept = [x * 2]
+    pair = ([1], [2])
+    try:
+        pair[0] += [3]  # extends the list, then raises: a tuple's item cannot be assigned
+    except TypeError as error:
+        return kept[0] + len(pair[0]), str(error)
+    return x
+
+
+def b_nested_handlers_read_their_own_locals(x):
+    outer = x * 2
+    try:
+        inner = x * 3
+        try:
+            frozen = (1,)
+            frozen[0] = 2
+        except KeyError:
+            return inner
+    except TypeError:
+        return outer + 1
+
+
 def b_unsupported_builtin(x):
     y = x + 1
     ident = id(y)
@@ -162,6 +188,11 @@ def test_bool_of_tensor(check, t):
 def test_break_in_try_block_resumes(check, t):
     # the graph before the break and the one in the resume function, which continues inside the try block
     check(b_try_block, t(4), graphs=2)
+
+
+@pytest.mark.parametrize("fn", [b_last_statement_of_a_try_raises, b_nested_handlers_read_their_own_locals])
+def test_a_break_raising_into_its_handler_keeps_the_handler_s_locals(check, t, fn):
+    check(fn, t(4), calls=2)
 
 
 def test_unsupported_builtin(check, t):

@@ -85,7 +85,7 @@ def list_alias_extended_in_place(x):
     return len(alias), len(pair_alias), len(pair), alias[-1]
 
 
-def list_of_constants_grown_in_place(x):
+def containers_of_constants_changed_in_place(x):
     # `+=` and `*=` extend the list itself: a copy of a list of constants left its aliases as they were
     items = [1, 2]
     alias = items
@@ -94,7 +94,13 @@ def list_of_constants_grown_in_place(x):
     empty = []
     empty_alias = empty
     empty += range(2)
-    return x * len(alias), alias, empty_alias
+    kept = {1, 2}  # and a set's |=, &=, -=, ^= change the set itself
+    kept_alias = kept
+    kept |= {3, 4}
+    kept -= {1}
+    kept &= {2, 3, 9}
+    kept ^= {5}
+    return x * len(alias), alias, empty_alias, sorted(kept_alias)
 
 
 def iterator_over_a_list_grown_by_iadd_after_a_break(x):
@@ -430,7 +436,7 @@ PROGRAMS = [
     finally_runs_after_return,
     chained_exceptions,
     list_alias_extended_in_place,
-    list_of_constants_grown_in_place,
+    containers_of_constants_changed_in_place,
     iterator_over_a_list_grown_by_iadd_after_a_break,
     walrus_in_a_comprehension,
     rounding_rules,

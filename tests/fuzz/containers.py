@@ -164,6 +164,8 @@ class ContainerMixin:
             return self._try(Stmt(self._across_a_break(name, items[0])))
         if name.startswith("lst") and rng.random() < 0.4:
             return self._try(Stmt(self._grown_in_place(name, items)))
+        if name.startswith("tup") and rng.random() < 0.3:
+            return self._try(self._tuple_item_extended(name, items))
         if name.startswith("lst"):
             lines = [f"{name} = [{', '.join(items)}]", f"{name}.append({items[0]} * 2)"]
             use = [f"{name}[-1]", f"{name}[0] + {name}[-1]", f"torch.stack({name})", f"sum({name})"]
@@ -193,9 +195,21 @@ class ContainerMixin:
         if self.features.graph_breaks and rng.random() < 0.4:
             lines.append(rng.choice(['print(end="")', "dynajit.capture.graph_break()"]))
         lines.append(rng.choice([f"{name} += [{items[0]} * 2]", f"{name} *= 2", f"{name} += ({items[-1]},)"]))
-        lines.append(rng.choice([f"{counts} += [len({name})]", f"{counts} *= 3", f"{counts} += range(2)"]))
+        grow = [f"{counts} += [len({name})]", f"{counts} *= 3", f"{counts} += range(2)"]
+        if rng.random() < 0.3:  # a set of constants, changed by its in-place operators
+            lines[2] = f"{counts} = {{{rng.randint(0, 2)}, 5}}"
+            grow = [f"{counts} |= {{len({name})}}", f"{counts} -= {{5}}", f"{counts} ^= {{1, 7}}"]
+        lines.append(rng.choice(grow))
         use = [f"{alias}[-1] * len({seen})", f"torch.stack({alias}).sum(0) + sum({seen})"]
         return [*lines, f"{target} = {rng.choice(use)}"]
+
+    def _tuple_item_extended(self, name: str, items: list[str]) -> Stmt:
+        """``pair[0] += [...]`` in a try block: the list is extended, then the tuple's item assignment raises
+        TypeError (a graph break, the block's last instruction) into a handler reading a local made before."""
+        kept, target = self.fresh("kp"), self.fresh()
+        handler = Stmt([f"{target} = {kept} + len({name}[0])"])
+        clauses = [("try:", [Stmt([f"{name}[0] += [{items[-1]}]"])]), ("except TypeError:", [handler])]
+        return Stmt([f"{kept} = {items[0]} * 2", f"{name} = ([{items[0]}], [1])"], clauses=clauses)
 
     def _across_a_break(self, name: str, item: str) -> list[str]:
         """A comprehension whose element breaks the graph (3.12 inlines it: the list being built is on the stack

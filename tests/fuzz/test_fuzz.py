@@ -569,16 +569,29 @@ def test_autograd_functions_reading_changed_facts_are_fuzzed():
     assert any("ScaledByK.apply(" in s for s in sources) and any("ScaledByFacts.apply(" in s for s in sources)
 
 
-def test_lists_grown_in_place_are_fuzzed():
+def test_lists_and_sets_grown_in_place_are_fuzzed():
     # `+=` on a list of constants made a copy: the caller's list and the aliases made before kept their length.
     lines = ["c1 = [1, 2]", "c2 = c1", "l1 = [x0, x0 + 1]", "l2 = l1", 'print(end="")']
-    lines += ["c1 += [len(l1)]", "c1 *= 2", "l1 *= 2", "v1 = torch.stack(l2).sum(0) * len(c2)"]
+    lines += ["c1 += [len(l1)]", "c1 *= 2", "l1 *= 2", "s1 = {1, 2}", "s2 = s1", "s1 ^= {2, 3, 4}"]
+    lines += ["v1 = torch.stack(l2).sum(0) * len(c2) + sum(s2)"]
     program = Program(seed="grown", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=[])
     program.body = [Stmt(lines)]
     program.returns, program.return_style = ["v1"], "single"
     assert check(program) == []
     sources = [generate(f"grown:{i}", Features().only("containers", "pointwise")).source() for i in range(200)]
-    assert all(any(op in s for s in sources) for op in (" *= 2", " += [len(", " += range(2)"))
+    assert all(any(op in s for s in sources) for op in (" *= 2", " += [len(", " += range(2)", " ^= {1, 7}"))
+
+
+def test_a_tuple_item_extended_in_a_try_block_is_fuzzed():
+    # `pair[0] += [...]` extends the list, then raises TypeError: a graph break at the try body's last
+    # instruction, whose continuation is outside the block. The handler's local `kp1` was never stored.
+    clauses = [("try:", [Stmt(["t1[0] += [x0]"])]), ("except TypeError:", [Stmt(["v1 = kp1 + len(t1[0])"])])]
+    body = [Stmt(["kp1 = x0 * 2", "t1 = ([x0], [1])"], clauses=clauses)]
+    program = Program(seed="tuple", args=[ArgSpec("x0", "tensor", dims=[2])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    assert check(program) == []
+    sources = [generate(f"tuple:{i}", Features().only("containers", "pointwise")).source() for i in range(200)]
+    assert any("[0] += [" in s and "except TypeError:" in s for s in sources)
 
 
 def test_casts_to_small_integers_are_fuzzed():

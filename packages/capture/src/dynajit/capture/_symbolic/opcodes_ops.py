@@ -20,6 +20,7 @@ from dynajit.capture._symbolic.variables import (
     ModuleSliceVar,
     NNModuleVar,
     ObjectVar,
+    SetVar,
     SizeVar,
     SliceVar,
     TensorVar,
@@ -109,11 +110,16 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
         return symbolic_operator(tx, op, args)
+    if op in _SET_IN_PLACE and isinstance(args[0], SetVar) and args[1].is_const():
+        return args[0].operate_in_place(op, args[1])  # (folded, it changed a copy: aliases kept the old set)
     if all(a.is_const() for a in args) and not any(isinstance(a, (ListVar, DictVar)) for a in args):
         return tx.wrap_const(fold(op, *[a.const() for a in args]).value)
     if op is operator.getitem:
         return getitem(tx, args[0], args[1])
     return _sequence_operator(tx, op, args)
+
+
+_SET_IN_PLACE = (operator.ior, operator.iand, operator.isub, operator.ixor)
 
 
 def _number(vt: VT) -> bool:

@@ -490,6 +490,8 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     protected = _Protected(emitter, inst)
     live = emitter.live_at(inst.index + 1)
+    if protected.region is not None:  # the instruction may raise into its handler, which reads its own locals
+        live = sorted({*live, *emitter.live_at(protected.region.handler)})
     layout = stack_layout(below, [*consumed, *emitter.kept(live)])
     protected.check(layout)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])

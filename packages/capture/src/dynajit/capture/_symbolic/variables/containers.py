@@ -701,6 +701,16 @@ class SetVar(VT):
             return SetVar([ConstVar(v) for v in result])
         return ConstVar(result)
 
+    def operate_in_place(self, op: Callable[[Any, Any], Any], other: VT) -> SetVar:
+        """``self |= other`` (``&=``, ``-=``, ``^=``): set's own in-place operator, on this set."""
+        if self.source is not None:
+            unsupported(f"mutating a set from the frame ({op.__name__})")
+        try:
+            op(self.values, other.const())
+        except Exception as exc:
+            raises_in_python(f"set {op.__name__} raises {type(exc).__name__}: {exc}", exc)
+        return self
+
     def reconstruct(self, cg: CodeGen) -> None:
         def build() -> None:
             for value in self.values:
