@@ -113,6 +113,21 @@ def iterator_over_a_list_grown_by_iadd_after_a_break(x):
     return first, list(it)
 
 
+def container_errors_are_pythons(x):
+    # the errors a traced handler catches carry the container's own message, and a failed pop changes nothing
+    pair, items, caught = (1, 2), [x, x + 1], []
+    for attempt in (lambda: pair[5], lambda: pair.index(7), lambda: items.pop(5), lambda: items.index(x * 0 + 9)):
+        try:
+            attempt()
+        except (IndexError, ValueError, RuntimeError) as error:
+            caught.append(f"{type(error).__name__}: {error}")
+    try:
+        items[::2] = [x, x, x]
+    except ValueError as error:
+        caught.append(str(error))
+    return len(items), caught
+
+
 def walrus_in_a_comprehension(x):
     kept = [y for i in range(3) if (y := x * i).sum() > -100]
     return y, len(kept)
@@ -438,6 +453,7 @@ PROGRAMS = [
     list_alias_extended_in_place,
     containers_of_constants_changed_in_place,
     iterator_over_a_list_grown_by_iadd_after_a_break,
+    container_errors_are_pythons,
     walrus_in_a_comprehension,
     rounding_rules,
     mutable_default_argument,

@@ -69,10 +69,15 @@ class _Sequence(VT):
     def children(self) -> list[VT]:
         return list(self.items)
 
+    def _as_python(self, values: list[Any]) -> Any:
+        """``values`` as the builtin sequence this one is, so an error carries its message ("tuple index out of
+        range", "tuple.index(x): x not in tuple")."""
+        return list(values) if issubclass(self.kind, list) else tuple(values)
+
     def getitem(self, tx: Tracer, key: VT) -> VT:
         index = as_index(key)
         try:
-            picked = self.items[index]
+            picked = self._as_python(self.items)[index]
         except (IndexError, TypeError) as exc:
             raises_in_python(f"indexing a {self.kind.__name__} raises {type(exc).__name__}: {exc}", exc)
         return type(self)(picked) if isinstance(index, slice) else picked
@@ -89,7 +94,7 @@ class _Sequence(VT):
     def position(self, args: list[VT], what: str) -> int:
         """Where the constant ``args[0]`` first is among the items (``index``'s arguments), or the ValueError
         Python raises when it is not there (``try: filters.remove(item) except ValueError`` is traced)."""
-        consts = [item.const() for item in self.items]
+        consts = self._as_python([item.const() for item in self.items])
         try:
             return consts.index(*[a.const() for a in args])
         except ValueError as exc:
@@ -279,7 +284,10 @@ class ListVar(_Sequence):
                 if name == "remove" and len(args) == 1:
                     self.position(args, "list.remove")  # (a failed remove changes nothing)
                 self.mutated(tx)
-            result = table[name](*args)
+            try:
+                result = table[name](*args)
+            except (IndexError, ValueError, TypeError) as exc:  # (pop out of range changes nothing)
+                raises_in_python(f"list.{name} raises {type(exc).__name__}: {exc}", exc)
             return result if isinstance(result, VT) else ConstVar(None)
         if name == "sort":
             from dynajit.capture._symbolic.builtins_table import sort_items
@@ -296,7 +304,7 @@ class ListVar(_Sequence):
         index = as_index(key)
         try:
             self.items[index] = value.unpack(tx) if isinstance(index, slice) else value
-        except (IndexError, TypeError) as exc:
+        except (IndexError, TypeError, ValueError) as exc:
             raises_in_python(f"list assignment raises {type(exc).__name__}: {exc}", exc)
         self.mutated(tx)
 
