@@ -466,9 +466,12 @@ class ExpressionMixin:
         )
         # (8-, 16- and 32-bit integers wrap in eager: a float converts through int32, keeping its low bits)
         small = ["int32", "int16", "int8", "uint8"] if integral else []
-        dtype = self.rng.choice(["float32", "float64", *(["int64"] if integral else []), "bool", *half, *small])
+        # A float that is 0 up to rounding on some call is True or False at rounding's whim (a192:52, the mean of
+        # a LayerNorm's outputs).
+        boolean = ["bool"] if not t.is_floating_point() or sign_conditioned(self._every_call(a)) else []
+        dtype = self.rng.choice(["float32", "float64", *(["int64"] if integral else []), *boolean, *half, *small])
         return self.rng.choice(
-            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.double()", f"{a}.bool()"]
+            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.double()", *[f"{a}.bool()" for _ in boolean]]
             + ([f"{a}.long()"] if integral else [])
             + ([f"{a}.bfloat16()", f"{a}.half()"] if half else [])
         )

@@ -21,7 +21,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .containers import ContainerMixin
-from .expressions import ExpressionMixin, near_ties, rounding
+from .expressions import ExpressionMixin, near_ties, rounding, sign_conditioned
 from .facts import FactsMixin, draw_facts
 from .features import Features
 from .objects import ObjectsMixin
@@ -277,7 +277,9 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
         if b == target and not self.features.self_inplace:
             b = "2"
         if b != target and b in self.spaces[0] and isinstance(self.value(b), torch.Tensor):
-            if self.value(b).dtype != t.dtype:
+            if t.dtype == torch.bool and not sign_conditioned(self._every_call(b)):
+                b = "True"  # (a float 0 up to rounding is True or False at rounding's whim: a192:52)
+            elif self.value(b).dtype != t.dtype:
                 b = f"{b}.to({target}.dtype)"
         is_number = not isinstance(self.spaces[0].get(b), torch.Tensor) and not b.endswith(".dtype)")
         copy = "copy_" if self.features.scalar_copy or not is_number else "fill_"

@@ -248,6 +248,16 @@ def test_no_mask_of_the_sign_of_a_value_that_is_zero_up_to_rounding():
     assert sign_conditioned([torch.tensor([1.0, -2.0]), torch.tensor([3, 0])])
 
 
+def test_no_cast_to_bool_of_a_value_that_is_zero_up_to_rounding():
+    # (a192:52) `torch.add(b, v.to(b.dtype), out=b)` into a bool tensor, v the mean of a LayerNorm's outputs: 0 in
+    # eager, 1e-8 compiled, so one call left b False and the other True. Such a float is never cast to bool.
+    from .expressions import sign_conditioned
+
+    norm = torch.nn.functional.layer_norm(torch.tensor([[0.3, -1.2, 2.0]]), (3,))
+    assert not sign_conditioned([norm.mean((0, -1))])
+    assert sign_conditioned([norm.mean((0, -1)) + 0.5, torch.tensor([0, 1])])
+
+
 def test_no_quotient_by_a_value_that_is_zero_up_to_rounding():
     # The sum of a LayerNorm's outputs is 0 up to rounding: `p / p` of it is 1 or nan at rounding's whim.
     from .expressions import near_zero
