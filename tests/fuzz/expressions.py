@@ -471,7 +471,7 @@ class ExpressionMixin:
         boolean = ["bool"] if not t.is_floating_point() or sign_conditioned(self._every_call(a)) else []
         dtype = self.rng.choice(["float32", "float64", *(["int64"] if integral else []), *boolean, *half, *small])
         return self.rng.choice(
-            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.double()", *[f"{a}.bool()" for _ in boolean]]
+            [f"{a}.to(torch.{dtype})", f"{a}.float()", f"{a}.double()", *([f"{a}.bool()"] if boolean else [])]
             + ([f"{a}.long()"] if integral else [])
             + ([f"{a}.bfloat16()", f"{a}.half()"] if half else [])
         )

@@ -346,7 +346,7 @@ def _layer_norm(ctx: Any, x: TensorValue, normalized_shape: Any, weight: Any, bi
     """``native_layer_norm`` as eager's CPU kernel computes it: the row's moments in the accumulator type (float32
     for a 16-bit input), and the output ``(x - mean) * rstd``, then ``* weight + bias``, rounded once to the
     input's type; the mean and ``rstd`` are returned in it too. ``rstd`` is NaN where the mean's square overflows,
-    as eager's moments are (see ``normalized_rstd``).
+    as eager's moments are (see ``_decompositions._normalized_as_eager``).
 
     The op reaches the lowering whole only where ``lowers_layer_norm`` holds and its input is laid out as
     ``torch.empty`` lays it out (see ``_decompositions._kept_for_canonical_inputs``); it is decomposed elsewhere.

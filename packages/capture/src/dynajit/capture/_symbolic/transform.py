@@ -425,6 +425,8 @@ class _Protected:
         self.region = region_of(emitter.code, emitter.tracer.insts, inst)
         if inst.in_try and self.region is None:
             unsupported("a graph break in a try/with block whose exception-table entry is not found")
+        # the locals the handler's raise-resume function takes (the instruction may raise into it)
+        self.live = emitter.live_at(self.region.handler) if self.region is not None else []
         self.handler = bytecode.Label()
         self.begin: bytecode.TryBegin | None = None
 
@@ -449,9 +451,10 @@ class _Protected:
         cg.label(self.handler)
         exc = cg.new_temp()
         cg.emit("STORE_FAST", exc)
-        live = emitter.live_at(region.handler)
         outer = tuple(layout[: region.depth])
-        first, load_after_stack = emitter.push_resume(emitter.tracer.insts[region.handler], outer, live, raising=region)
+        first, load_after_stack = emitter.push_resume(
+            emitter.tracer.insts[region.handler], outer, self.live, raising=region
+        )
         emitter.load_saved(saved[: region.depth])
         after = load_after_stack()
         cg.emit("LOAD_FAST", exc)
@@ -489,9 +492,8 @@ def transform_break(tracer: RootTracer, output: OutputGraph, *, intercept_call: 
     below, consumed = stack[: len(stack) - pops], stack[len(stack) - pops :]
     emitter = _FrameEmitter(tracer, output, inst.lineno)
     protected = _Protected(emitter, inst)
-    live = emitter.live_at(inst.index + 1)
-    if protected.region is not None:  # the instruction may raise into its handler, which reads its own locals
-        live = sorted({*live, *emitter.live_at(protected.region.handler)})
+    # (stored for the continuation and for the handler the instruction may raise into, which reads its own)
+    live = sorted({*emitter.live_at(inst.index + 1), *protected.live})
     layout = stack_layout(below, [*consumed, *emitter.kept(live)])
     protected.check(layout)
     emitter.start([*stack, *(emitter.local_value(name) for name in live)])

@@ -80,11 +80,11 @@ class IteratorVar(VT):
 def list_iterator_at(items: list[Any], position: int, exhausted: bool) -> Any:
     """Python's iterator over the list object itself at ``position``, which may lie past the list's end when the
     list shrank after the iterator advanced (it then ends unless the list grows past it first)."""
-    iterator = iter(items if not exhausted else [])
     if exhausted:
+        iterator = iter([])
         next(iterator, None)
         return iterator
-    size = len(items)
+    iterator, size = iter(items), len(items)
     # list_iterator.__setstate__ clamps to the list's size: the list is padded for that one call and cut back,
     # through list's own methods, so no subclass's override runs and the list ends as it was.
     list.extend(items, [None] * (position - size))
