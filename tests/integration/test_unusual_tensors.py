@@ -117,3 +117,34 @@ def test_a_view_aten_reads_negated_gives_eagers_values_after_plain_tensors(backe
     for x in (torch.randn(5), z.conj().imag, torch.randn(5), z.conj().imag):
         _same(compiled(x), _scaled_and_shifted(x))
     _same(compiler.compile(lambda z: z.conj().imag * 2, backend=backend)(z), z.conj().imag * 2)
+
+
+def _expanded_imaginary_of_conjugate(x):
+    v = torch.complex(x, x * 2).conj().imag  # negative bit, over the complex intermediate's memory
+    return v.unsqueeze(0).expand(3, *v.shape)
+
+
+def _expanded_conjugate(z):
+    return z.conj().unsqueeze(0).expand(2, *z.shape)  # conjugate bit, over the input's memory
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_expanded_imaginary_of_conjugate, _expanded_conjugate])
+def test_an_output_rebuilt_as_a_view_keeps_its_negative_and_conjugate_bits(fn, backend, dynamic):
+    # AOT autograd rebuilds an output that is a view of another value from that value's memory; with symbolic
+    # sizes through as_strided, which dropped the bits: the values came back unnegated (fuzz a194:1048).
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
+    for n in (2, 3):
+        real = torch.randn(n, n, generator=torch.Generator().manual_seed(n))
+        made = (
+            (lambda: real.clone()) if fn is _expanded_imaginary_of_conjugate else (lambda: torch.complex(real, -real))
+        )
+        leaves = [made().requires_grad_(), made().requires_grad_()]
+        expected, actual = fn(leaves[0].clone()), compiled(leaves[1].clone())
+        _same(actual, expected)
+        assert (actual.is_neg(), actual.is_conj()) == (expected.is_neg(), expected.is_conj())
+        weights = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(0))
+        for out in (expected, actual):
+            (out * weights).real.sum().backward()
+        torch.testing.assert_close(leaves[1].grad, leaves[0].grad)

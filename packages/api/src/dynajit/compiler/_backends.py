@@ -33,6 +33,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         python_kernels_replaced,
         recording_saved_versions,
         reporting_reached_outputs,
+        restoring_view_bits,
         returning_no_views,
         skipping_zero_tangents,
         stashing_conditional_saves,
@@ -60,7 +61,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
             inference_compiler=run_forward,
             partition_fn=stashing_conditional_saves(default_partition),
         )
-    return reporting_reached_outputs(forward)
+    return reporting_reached_outputs(restoring_view_bits(forward, gm))
 
 
 def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:

@@ -45,6 +45,7 @@ from dynajit.fxgraph import (
     reads_data,
     recording_saved_versions,
     reporting_reached_outputs,
+    restoring_view_bits,
     returning_no_views,
     running_below_autograd,
     skipping_zero_tangents,
@@ -603,7 +604,7 @@ class _Specialized:
                     self._keep(example_inputs, fn)
                     return fn
                 aot_inputs = list(example_inputs if symbolic is None else symbolic)
-                fn = reporting_reached_outputs(aot_module_simplified(
+                fn = reporting_reached_outputs(restoring_view_bits(aot_module_simplified(
                     graph_module, aot_inputs,
                     fw_compiler=recording_saved_versions(returning_no_views(compiler)),
                     bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(
@@ -618,7 +619,7 @@ class _Specialized:
                         layout=settings["layout_optimization"],
                     )),
                     keep_inference_input_mutations=False,
-                ))  # fmt: skip
+                ), graph_module))  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes
             fn = _raiser(err.error)
         if symbolic is not None:
