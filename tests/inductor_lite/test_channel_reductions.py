@@ -7,6 +7,8 @@ how many kernels the graph became.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from ilite_helpers import compiled
@@ -57,3 +59,33 @@ def test_a_channels_last_input_keeps_its_values():
     expected = _channel_sums(x.clone(), y.clone())
     c = compiled(make_fx(_channel_sums)(x, y), x, y)
     torch.testing.assert_close(c(x.clone(), y.clone()), expected, atol=1e-5, rtol=1e-5)
+
+
+def _batch_norm_forward(x, weight, bias):
+    # Training mode: its decomposition reduces the mean, then the variance about it (per-channel steps between
+    # them), then writes every element of the output from them.
+    return (torch.relu(torch.nn.functional.batch_norm(x, None, None, weight, bias, training=True)),)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("fn", "per_channel"), [(_batch_norm_forward, 2), (_batch_norm_backward, 3)], ids=["forward", "backward"]
+)
+def test_channels_last_statistics_and_what_reads_them_run_over_column_blocks(fn, per_channel, dtype):
+    # Channels-last, a channel's elements are a column: each kernel walks blocks of contiguous channels row by
+    # row (16 of the 20 channels, then 4), through every reduction, per-channel step and pass of the kernel. 140
+    # rows: two runs of 64 and a ragged one.
+    gen = torch.Generator().manual_seed(0)
+    big = [torch.randn(4, 20, 5, 7, generator=gen, dtype=dtype).to(memory_format=torch.channels_last) for _ in range(2)]
+    small = [torch.rand(20, generator=gen, dtype=dtype) + 0.5 for _ in range(per_channel)]
+    inputs = (big if fn is _batch_norm_backward else big[:1]) + small
+    expected = fn(*[t.clone() for t in inputs])
+    c = compiled(make_fx(fn)(*inputs), *inputs)
+    actual = c(*[t.clone() for t in inputs])
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
+    assert actual[0].stride() == expected[0].stride()
+    (graph,) = compiled_graphs(c)
+    assert "x0_b += 16" in graph.kernel_source
+    if fn is _batch_norm_forward:
+        assert re.search(r"row_\w+_l\[16\]", graph.kernel_source)  # the mean, kept per channel for the variance
