@@ -69,6 +69,19 @@ def test_dce_keeps_mutations_prints_and_random_draws(capsys):
     assert capsys.readouterr().out.count("side effect") == 2
 
 
+def test_dce_keeps_an_augmented_assignment_called_by_its_method_name():
+    # (``y.__iadd__(1)`` is ``y += 1``: a dunder, yet in place)
+    def fn(x):
+        y = x * 1
+        y.__iadd__(1)
+        y.__imul__(3)
+        return y
+
+    gm = trace(fn)
+    assert eliminate_dead_code(gm) == 0
+    assert_same_behaviour(fn, gm, (torch.arange(3.0),))
+
+
 def test_dce_keeps_item_assignment():
     b = GraphBuilder()
     x = b.placeholder("x", example_value=torch.zeros(2))

@@ -103,8 +103,29 @@ def _short_name(target: Any) -> str:
     return getattr(target, "__name__", "")
 
 
+# The augmented assignments' methods (``x.__iadd__(y)`` called by name): in place, though dunders.
+_INPLACE_DUNDERS = frozenset(
+    f"__i{op}__"
+    for op in (
+        "add",
+        "sub",
+        "mul",
+        "matmul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "lshift",
+        "rshift",
+        "and",
+        "or",
+        "xor",
+    )
+)
+
+
 def _is_inplace_name(name: str) -> bool:
-    return name.endswith("_") and not name.endswith("__") and name != "_"
+    return (name.endswith("_") and not name.endswith("__") and name != "_") or name in _INPLACE_DUNDERS
 
 
 def _op_overload_effects(target: Any) -> tuple[bool, bool]:

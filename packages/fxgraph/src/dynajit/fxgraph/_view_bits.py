@@ -5,8 +5,11 @@ from its base at every call. Where it cannot replay the view's functions (their 
 rebuilds it with ``as_strided`` over the base's memory, which carries neither bit: the memory of
 ``z.conj().imag`` holds the imaginary parts unnegated, and aten negates them as it reads through the view's
 negative bit. Rebuilt without it, a dynamic graph's ``z.conj().imag.unsqueeze(0).expand(3, n, n)`` gave the
-values unnegated (fuzz a194:1048). Each such output whose bits differ from its traced value's gets them back as
-a view (``_neg_view``, ``conj``), so its values, and the gradient through it, are eager's.
+values unnegated (fuzz a194:1048). Each such output that comes back a view whose bits differ from its traced
+value's gets them back as a view (``_neg_view``, ``conj``), so its values, and the gradient through it, are eager's.
+An output whose memory the graph writes in place is left as it comes: there AOT autograd's functionalized base
+holds the values as read, and its rebuilt view without the bits reads them right (``v += 1`` on
+``z.conj().imag``, fuzz a196:166).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from dynajit.fxgraph._inplace import writes_in_place
+from dynajit.fxgraph._targets import mutates
+
 __all__ = ["restoring_view_bits"]
 
 
@@ -24,16 +30,36 @@ def _bits(t: torch.Tensor) -> tuple[bool, bool]:
     return t.is_neg(), t.is_conj()
 
 
+def _value(node: Any) -> Any:
+    meta = node.meta if isinstance(node, torch.fx.Node) else {}
+    return meta.get("example_value", meta.get("val"))
+
+
+def _storage(value: Any) -> int | None:
+    """The identity of a traced tensor's memory (views share it); None for anything else, or one unknown (a
+    write whose target has no traced value counts as a write into every tensor)."""
+    return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else None
+
+
 def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
     """Wrap ``forward`` (what AOT autograd returns for ``gm``) so each output traced as a view with a negative or
     conjugate bit, or of a base with one, has the traced value's bits; ``forward`` itself when there is none."""
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    nodes = list(gm.graph.nodes)
+    # (a write into such a view's memory is functionalized into a base holding the values as read, without the
+    # bits: AOT autograd's view of it reads right as it comes, fuzz a196:166)
+    written = {
+        _storage(_value(n.kwargs.get("out", n.args[0] if n.args else None)))
+        for n in nodes
+        if n.op in ("call_function", "call_method") and (mutates(n) or writes_in_place(n))
+    }
+    if None in written:
+        return forward
+    output = next(n for n in reversed(nodes) if n.op == "output")
     values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
     expected: dict[int, tuple[bool, bool]] = {}
     for index, node in enumerate(values):
-        meta = node.meta if isinstance(node, torch.fx.Node) else {}
-        value = meta.get("example_value", meta.get("val"))
-        if isinstance(value, torch.Tensor) and value._base is not None:
+        value = _value(node)
+        if isinstance(value, torch.Tensor) and value._base is not None and _storage(value) not in written:
             if any(_bits(value)) or any(_bits(value._base)):
                 expected[index] = _bits(value)
     if not expected:
@@ -44,7 +70,7 @@ def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -
         restored = None
         for index, (negative, conjugate) in expected.items():
             out = outputs[index]
-            if not isinstance(out, torch.Tensor) or _bits(out) == (negative, conjugate):
+            if not isinstance(out, torch.Tensor) or out._base is None or _bits(out) == (negative, conjugate):
                 continue
             if out.is_neg() != negative:
                 out = torch._neg_view(out)
