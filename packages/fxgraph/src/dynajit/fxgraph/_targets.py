@@ -103,25 +103,8 @@ def _short_name(target: Any) -> str:
     return getattr(target, "__name__", "")
 
 
-# The augmented assignments' methods (``x.__iadd__(y)`` called by name): in place, though dunders.
-_INPLACE_DUNDERS = frozenset(
-    f"__i{op}__"
-    for op in (
-        "add",
-        "sub",
-        "mul",
-        "matmul",
-        "truediv",
-        "floordiv",
-        "mod",
-        "pow",
-        "lshift",
-        "rshift",
-        "and",
-        "or",
-        "xor",
-    )
-)
+# The augmented assignments called by their method names (``x.__iadd__(y)``): in place, though dunders.
+_INPLACE_DUNDERS = frozenset(f"__{op.__name__}__" for op in (*AUGMENTED_OPERATORS, operator.imatmul))
 
 
 def _is_inplace_name(name: str) -> bool:
