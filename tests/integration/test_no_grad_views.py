@@ -358,3 +358,22 @@ def test_in_place_ops_on_views_made_without_gradients_compile_or_run_in_python(f
     # AOT autograd replays an in-place op on such a view with gradients recorded, which autograd refuses
     # ("a view was created in no_grad mode and ... modified inplace"): each compile fell back to eager.
     _compare_under_mode(fn, mode, leaf, backend, (2, 3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_frame_entered_under_no_grad_writing_a_view_made_with_gradients_compiles_once(backend):
+    # Its graph is compiled and called in grad mode (AOT autograd remakes the view in the mode of the call). It
+    # once worked only because compiling left grad mode on: the first call ran in it, and every later call,
+    # failing the GLOBAL_STATE guard that had recorded it, compiled the frame again.
+    from dynajit.capture.testing import CompileCounterWithBackend
+    from dynajit.compiler._registry import lookup_backend
+
+    compiler.reset()
+    counter = CompileCounterWithBackend(lookup_backend(backend))
+    compiled = compiler.compile(writes_a_view_of_its_input_with_gradients, backend=counter)
+    for _ in range(3):
+        torch.testing.assert_close(
+            _run_writing(compiled, torch.no_grad),
+            _run_writing(writes_a_view_of_its_input_with_gradients, torch.no_grad),
+        )
+    assert counter.frame_count == 2  # the graph before the write, and the resume function's after it

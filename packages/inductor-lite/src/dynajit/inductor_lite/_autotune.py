@@ -38,12 +38,15 @@ def example_tensor(like: Any) -> Any:
     size = tuple(_sym.hint(s) for s in like.shape)
     stride = tuple(_sym.hint(s) for s in like.stride())
     extent = 0 if 0 in size else 1 + sum((n - 1) * abs(s) for n, s in zip(size, stride))
+    # A generator of its own: drawing from the global one would change the numbers the user's program draws
+    # next (a backward's kernels are compiled, and timed, while the user's backward runs).
+    drawn = {"generator": torch.Generator(like.device).manual_seed(0), "device": like.device}
     if like.dtype == torch.bool:
-        memory = torch.rand(extent, device=like.device) > 0.5
+        memory = torch.rand(extent, **drawn) > 0.5
     elif like.dtype.is_floating_point:
-        memory = torch.randn(extent, device=like.device).to(like.dtype)
+        memory = torch.randn(extent, **drawn).to(like.dtype)
     else:
-        memory = torch.randint(0, 8, (extent,), device=like.device).to(like.dtype)
+        memory = torch.randint(0, 8, (extent,), **drawn).to(like.dtype)
     return memory.as_strided(size, stride)
 
 

@@ -37,6 +37,7 @@ from dynajit.capture._symbolic.autograd_replay import (
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
+from dynajit.capture._symbolic.preserved_state import preserved_process_state
 from dynajit.capture._symbolic.saved_outputs import checking_saved_outputs, saved_output_checks
 from dynajit.capture._symbolic.side_effects import SideEffects
 from dynajit.capture._symbolic.subgraphs import Subgraph, lifted_proxy
@@ -138,6 +139,7 @@ class OutputGraph:
         self._module_stack: list[tuple[str, tuple[str, type]]] = []
         self.current_tx: Tracer | None = None
         self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
+        self.grad_at_call: bool | None = None  # the grad mode the graph is compiled and called in, if not that one
         self.made_no_grad_views = False  # see autograd_replay.check_no_grad_view
         self.n_ops = 0
         # Whether the trace took an answer only tracing gives (``torch.compiler.is_compiling()`` is True).
@@ -449,7 +451,9 @@ class OutputGraph:
         if artifact_enabled("graph_code"):
             artifact_logger("graph_code").info("TRACED GRAPH %s\n%s", name, gm.print_readable(print_output=False))
         start = time.perf_counter()
-        with compiling_outside_inference_mode(gm):
+        with preserved_process_state(), compiling_outside_inference_mode(gm):
+            if self.grad_at_call is not None:
+                torch._C._set_grad_enabled(self.grad_at_call)
             compiled = self.ctx.backend(gm, example_inputs)
         if not callable(compiled):  # fail here, naming the backend, not at the graph's first call
             backend = self.ctx.backend
@@ -467,6 +471,8 @@ class OutputGraph:
             compiled = first_outputs(compiled, len(outputs))
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
+        if self.grad_at_call is not None:
+            compiled = called_in_grad_mode(compiled, self.grad_at_call)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.
         described = [var.node.meta.get("example_value") for (_, _, var) in self.inputs]
@@ -517,6 +523,25 @@ class OutputGraph:
                 mode = bool(node.args[0])
         if mode != wanted:
             self.effect_node(torch._C._set_grad_enabled, (wanted,))
+        if wanted and not self.grad_at_start:
+            self._called_with_gradients()
+
+    def _called_with_gradients(self) -> None:
+        """Compile and call a graph of a frame entered under no_grad, which returns views made with gradients
+        (in an enable_grad block a break cut), in grad mode, its first node turning the mode off for what comes
+        before the block.
+
+        Called in the frame's mode, AOT autograd would compile an inference graph (it asks the mode at compile
+        time) and remake the views after the graph in the mode of the call: views made under no_grad, whose
+        in-place op in the block, in Python after the break, autograd refuses.
+        """
+        graph = self.builder.graph
+        first = next((n for n in graph.nodes if n.op not in ("placeholder", "get_attr")), None)
+        if first is not None and not sets_grad_mode(first):
+            with graph.inserting_before(first):
+                node = graph.call_function(torch._C._set_grad_enabled, (False,))
+                node.meta.update({k: v for k, v in first.meta.items() if k in ("stack_trace", "nn_module_stack")})
+        self.grad_at_call = True
 
     def _restore_recorded_layouts(self) -> None:
         """Give each node whose tensor an in-place metadata op changed later the layout it was recorded with.
@@ -533,6 +558,22 @@ class OutputGraph:
                 continue
             with self.fake_mode:
                 node.meta["example_value"] = example.as_strided(*layout)
+
+
+def called_in_grad_mode(compiled: Any, enabled: bool) -> Any:
+    """``compiled``, called with grad mode ``enabled`` and left so (the frame's code sets its own after the graph),
+    unless it raises: then the caller's mode is back, as eager's with-block leaves it."""
+
+    def run(*args: Any) -> Any:
+        previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(enabled)
+        try:
+            return compiled(*args)
+        except BaseException:
+            torch._C._set_grad_enabled(previous)
+            raise
+
+    return run
 
 
 def sets_grad_mode(node: torch.fx.Node) -> bool:
