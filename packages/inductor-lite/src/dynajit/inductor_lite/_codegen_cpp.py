@@ -11,7 +11,6 @@ and its other heuristic choices (reduction lanes) follow the example sizes.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,60 +18,28 @@ from typing import Any
 import torch
 
 from dynajit.inductor_lite import _sym
+from dynajit.inductor_lite._cpp_columns import ColumnReductions, is_column_reduction
 from dynajit.inductor_lite._cpp_entry import python_entry
 from dynajit.inductor_lite._cpp_runtime import OPS, PRELUDE, SMALL_POWERS, math_declarations
+from dynajit.inductor_lite._cpp_text import (
+    REDUCE,
+    ROUND,
+    SIMD_COMBINE,
+    SIMD_REDUCE,
+    Scope,
+    compute_ctype,
+    extreme,
+    index_text,
+    initial_value,
+    literal,
+    size_text,
+    storage_ctype,
+)
 from dynajit.inductor_lite._index import Index, Var, flatten
 from dynajit.inductor_lite._ir import Expr, IndexFault
 from dynajit.inductor_lite._scheduler import Kernel, Placed, loads, walk
 
 __all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "math_declarations"]
-
-_STORAGE = {
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.float16: "_Float16",
-    torch.bfloat16: "uint16_t",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    torch.int16: "int16_t",
-    torch.int32: "int32_t",
-    torch.int64: "int64_t",
-    torch.bool: "bool",
-}
-
-
-def storage_ctype(dtype: torch.dtype) -> str:
-    try:
-        return _STORAGE[dtype]
-    except KeyError:
-        raise NotImplementedError(f"inductor-lite C++ codegen: dtype {dtype} is not supported") from None
-
-
-def compute_ctype(dtype: torch.dtype) -> str:
-    return "float" if dtype in (torch.float16, torch.bfloat16) else storage_ctype(dtype)
-
-
-# reduction type -> (initial value template, combine template over accumulator {a} and value {v}).
-_REDUCE = {
-    "sum": ("0", "{a} + {v}"),
-    "prod": ("1", "{a} * {v}"),
-    "max": ("LOWEST", "dj_max<{T}>({a}, {v})"),
-    "min": ("HIGHEST", "dj_min<{T}>({a}, {v})"),
-    "any": ("false", "{a} || {v}"),
-    "all": ("true", "{a} && {v}"),
-}
-LANES = 16
-# reduction type -> OpenMP reduction identifier and the combine the loop body writes (NaNs tracked apart).
-_SIMD_REDUCE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
-_SIMD_COMBINE = {
-    "sum": "{a} + {v}",
-    "prod": "{a} * {v}",
-    "max": "({a} > {v} ? {a} : {v})",
-    "min": "({a} < {v} ? {a} : {v})",
-    "any": "{a} || {v}",
-    "all": "{a} && {v}",
-}
-_ROUND = {torch.float16: "dj_round_f16", torch.bfloat16: "dj_round_bf16"}
 
 
 @dataclass(frozen=True)
@@ -82,74 +49,7 @@ class CppOptions:
     vector_lanes: int = 0  # 0: OpenMP SIMD reductions; n: n independent accumulator lanes
 
 
-def _index_text(index: Index) -> str:
-    # Index arithmetic is non-negative: C++'s truncating division is floor division.
-    return index.source("/", _sym.c_text)
-
-
-_size = _sym.c_text
-
-
-def _literal(value: Any, dtype: torch.dtype) -> str:
-    ctype = compute_ctype(dtype)
-    if dtype == torch.bool:
-        return "true" if value else "false"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return f"dj_nan<{ctype}>()"
-        if math.isinf(value):
-            return f"{'-' if value < 0 else ''}dj_inf<{ctype}>()"
-        return f"{ctype}({value!r})"
-    # a Python int past 64 bits wraps as eager's conversion wraps it (``x < 2**63`` compares with -2**63)
-    value = (int(value) + 2**63) % 2**64 - 2**63
-    if value == -(2**63):
-        return f"{ctype}(INT64_MIN)" if ctype != "int64_t" else "INT64_MIN"
-    return f"{ctype}({value}LL)" if ctype != "int64_t" else f"INT64_C({value})"
-
-
-def _extreme(which: str, dtype: torch.dtype) -> str:
-    ctype = compute_ctype(dtype)
-    if dtype.is_floating_point:
-        return f"{'-' if which == 'LOWEST' else ''}dj_inf<{ctype}>()"
-    if dtype == torch.bool:
-        return "false" if which == "LOWEST" else "true"
-    if which == "LOWEST" and not dtype.is_signed:
-        return f"{ctype}(0)"
-    return f"{ctype[:-2].upper()}_{'MIN' if which == 'LOWEST' else 'MAX'}"  # <cstdint>'s INT32_MIN, UINT8_MAX...
-
-
-def _initial_value(p: Placed) -> str:
-    """The C++ value a reduction's accumulator starts from."""
-    init = _REDUCE[p.buf.reduction_type][0]
-    return _extreme(init, p.expr.dtype) if init in ("LOWEST", "HIGHEST") else init
-
-
-class _Scope:
-    """Named temporaries of one C++ block, with common-subexpression reuse through parent blocks."""
-
-    def __init__(self, parent: _Scope | None = None) -> None:
-        self.parent = parent
-        self.cse: dict[Expr, str] = {}
-        self.locals: dict[str, str] = {}  # buffer name -> variable holding the element this block owns
-
-    def lookup(self, expr: Expr) -> str | None:
-        scope: _Scope | None = self
-        while scope is not None:
-            if expr in scope.cse:
-                return scope.cse[expr]
-            scope = scope.parent
-        return None
-
-    def local(self, name: str) -> str | None:
-        scope: _Scope | None = self
-        while scope is not None:
-            if name in scope.locals:
-                return scope.locals[name]
-            scope = scope.parent
-        return None
-
-
-class _KernelWriter:
+class _KernelWriter(ColumnReductions):
     def __init__(self, kernel: Kernel, options: CppOptions, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -165,14 +65,14 @@ class _KernelWriter:
         self.guarded = False  # whether some load sits in a block entered only where a condition holds
         self.computed_index = False  # whether some indirect load reads at an index computed, not loaded
         # Where a value the same for the whole row goes while a group's loop is written: (line, depth, scope, names)
-        self.hoist: tuple[int, int, _Scope, set[str]] | None = None
+        self.hoist: tuple[int, int, Scope, set[str]] | None = None
         # The loop variables of the loop the hoisted values are declared before, and whether it runs at least once
         # (an index is read before it only then: in an empty loop an empty tensor's index is never read).
         self.hoisted_over: set[str] = set()
         self.hoisted_over_runs = False
         self.masked_depth = 0  # how many blocks entered only where a condition holds enclose the code written
         self.column = ""  # a column reduction's column variable (its block, lane and count are named after it)
-        self.flat_inner = _index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
+        self.flat_inner = index_text(flatten([Index.of(v) for v in kernel.inner], [v.size for v in kernel.inner]))
         self.faults: list[tuple[IndexFault, str]] = []  # its indirect loads' errors and sizes, by site (1, 2, ...)
 
     def tmp(self) -> str:
@@ -182,19 +82,19 @@ class _KernelWriter:
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
 
-    def value(self, expr: Expr, scope: _Scope, depth: int) -> str:
+    def value(self, expr: Expr, scope: Scope, depth: int) -> str:
         hit = scope.lookup(expr)
         if hit is not None:
             return hit
         if expr.op == "const":
-            return _literal(expr.args[0], expr.dtype)
+            return literal(expr.args[0], expr.dtype)
         if expr.op == "masked":
             return self._masked(expr, scope, depth)
         operands: list[str] | None = None  # the variables an op reads: it may be hoisted if they are the row's
         if expr.op == "index":
-            text = f"static_cast<int64_t>({_index_text(expr.args[0])})"
+            text = f"static_cast<int64_t>({index_text(expr.args[0])})"
         elif expr.op == "size":
-            text = f"static_cast<{compute_ctype(expr.dtype)}>({_size(expr.args[0])})"
+            text = f"static_cast<{compute_ctype(expr.dtype)}>({size_text(expr.args[0])})"
         elif expr.op == "load":
             name, index = expr.args[:2]
             if len(expr.args) > 2:
@@ -204,7 +104,7 @@ class _KernelWriter:
                 return local
             if name in self.scratch and index == self.store_index.get(name):
                 return f"scratch_{name}[{self.flat_inner}]"
-            raw = f"{self.ptr[name]}[{_index_text(index)}]"
+            raw = f"{self.ptr[name]}[{index_text(index)}]"
             text = f"dj_bf16_to_float({raw})" if expr.dtype == torch.bfloat16 else raw
         elif expr.op == "cast":
             operands = [self.value(expr.args[0], scope, depth)]
@@ -221,8 +121,8 @@ class _KernelWriter:
                 raise NotImplementedError(f"inductor-lite C++ codegen: no rendering for op {expr.op!r}")
             ctype = compute_ctype(expr.args[-1].dtype if expr.op == "where" else expr.dtype)
             text = template.format(*args, T=ctype, F="f" if ctype == "float" else "")
-            if expr.dtype in _ROUND:  # eager rounds every 16-bit result; so do we
-                text = f"{_ROUND[expr.dtype]}({text})"
+            if expr.dtype in ROUND:  # eager rounds every 16-bit result; so do we
+                text = f"{ROUND[expr.dtype]}({text})"
         if operands is not None and self._same_for_the_row(expr, operands):
             return self._hoisted(expr, text)
         name = self.tmp()
@@ -230,11 +130,11 @@ class _KernelWriter:
         scope.cse[expr] = name
         return name
 
-    def _checked_index(self, expr: Expr, scope: _Scope, depth: int) -> Index:
+    def _checked_index(self, expr: Expr, scope: Scope, depth: int) -> Index:
         """An indirect load's index, its stand-in variable replaced by the value it reads, kept in range (see
         ``dj_in_range``); the value joins its site's least and largest, which the kernel checks after its loops."""
         _, index, slot, value, fault = expr.args
-        site_key = (fault, _size(slot.size))
+        site_key = (fault, size_text(slot.size))
         if site_key not in self.faults:
             self.faults.append(site_key)
         site = self.faults.index(site_key) + 1
@@ -291,7 +191,7 @@ class _KernelWriter:
         scope.cse[expr] = name
         return name
 
-    def _masked(self, expr: Expr, scope: _Scope, depth: int) -> str:
+    def _masked(self, expr: Expr, scope: Scope, depth: int) -> str:
         """The value computed in a block entered only where the condition holds (its loads may be invalid
         elsewhere); g++ still vectorises the loop, with masked loads."""
         cond = self.value(expr.args[0], scope, depth)
@@ -301,7 +201,7 @@ class _KernelWriter:
         self.emit(depth, f"if ({cond}) {{")
         self.guarded = True
         self.masked_depth += 1
-        inner = self.value(expr.args[1], _Scope(scope), depth + 1)  # its temporaries stay inside the block
+        inner = self.value(expr.args[1], Scope(scope), depth + 1)  # its temporaries stay inside the block
         self.masked_depth -= 1
         self.emit(depth + 1, f"{name} = {inner};")
         self.emit(depth, "}")
@@ -312,7 +212,7 @@ class _KernelWriter:
     def _cast(text: str, src: torch.dtype, dst: torch.dtype) -> str:
         if dst == torch.bool:
             return f"({text} != 0)"
-        ctype = "float" if dst in _ROUND else compute_ctype(dst)
+        ctype = "float" if dst in ROUND else compute_ctype(dst)
         if dst.is_floating_point and not src.is_floating_point and src != torch.bool:
             # g++ (-fno-trapping-math) folds a float's round trip through an integer, (float)(int64_t)x, into
             # trunc(x), which keeps the sign of a zero: -0.2 became -0.0 where the integer is 0, and -1 / it +inf
@@ -327,11 +227,11 @@ class _KernelWriter:
             text = f"static_cast<{ctype}>(dj_float_to_int<int32_t>({text}))"
         else:
             text = f"static_cast<{ctype}>({text})"
-        return f"{_ROUND[dst]}({text})" if dst in _ROUND else text
+        return f"{ROUND[dst]}({text})" if dst in ROUND else text
 
     def store(self, placed: Placed, value: str, depth: int) -> None:
         dtype = placed.buf.dtype
-        target = f"{self.ptr[placed.buf.name]}[{_index_text(placed.store)}]"
+        target = f"{self.ptr[placed.buf.name]}[{index_text(placed.store)}]"
         if dtype == torch.bfloat16:
             value = f"dj_float_to_bf16({value})"
         elif dtype == torch.float16:
@@ -367,12 +267,12 @@ class _KernelWriter:
         parallel = bool(k.outer) and (runtime or work >= self.options.parallel_threshold)
         threads = f" num_threads({self.options.num_threads})" if self.options.num_threads else ""
         if runtime:
-            threads += f" if({_size(work)} >= {self.options.parallel_threshold})"
-        if _is_column_reduction(k):
+            threads += f" if({size_text(work)} >= {self.options.parallel_threshold})"
+        if is_column_reduction(k):
             self._column_reduction(depth, parallel, threads)
             self.emit(0, "}")
             return self._source()
-        row_scope = _Scope()
+        row_scope = Scope()
         outer = list(k.outer)
         if not k.inner and outer:
             vector_loop = outer.pop()  # the innermost loop of a pointwise kernel stays serial and vectorised
@@ -386,15 +286,15 @@ class _KernelWriter:
                 size = vector_loop.size
                 chunk: Any = max(1024, size // 64 // 64 * 64) if isinstance(size, int) else None
                 if chunk is None:
-                    chunk = f"dj_imax(1024, {_size(size)} / 64 / 64 * 64)"
+                    chunk = f"dj_imax(1024, {size_text(size)} / 64 / 64 * 64)"
                 self.emit(depth, f"#pragma omp parallel for simd schedule(dynamic, {chunk}){threads}")
             else:
                 collapse = f" collapse({n})" if n > 1 else ""
                 rows = _sym.prod(v.size for v in outer)
-                chunk = max(1, rows // 32) if isinstance(rows, int) else f"dj_imax(1, {_size(rows)} / 32)"
+                chunk = max(1, rows // 32) if isinstance(rows, int) else f"dj_imax(1, {size_text(rows)} / 32)"
                 self.emit(depth, f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}){threads}")
         for var in outer:
-            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
+            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {size_text(var.size)}; {var.name}++) {{")
             depth += 1
         if vector_loop is not None:
             if outer:
@@ -403,14 +303,14 @@ class _KernelWriter:
                 self.hoisted_over_runs = _sym.provably_lt(0, vector_loop.size)
                 # The loop's own temporaries in a block of their own: a hoisted index must not reuse one of them
                 # (a load of the same element made in the loop is declared there, after the hoisted line).
-                row_scope = _Scope(row_scope)
+                row_scope = Scope(row_scope)
             if outer or not parallel:
                 # Iterations are independent (each writes its own elements), and the pragma lets calls to the
                 # math functions declared `simd` above use their vector versions.
                 self.emit(depth, "#pragma omp simd")
             self.emit(
                 depth,
-                f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {_size(vector_loop.size)}; "
+                f"for (int64_t {vector_loop.name} = 0; {vector_loop.name} < {size_text(vector_loop.size)}; "
                 f"{vector_loop.name}++) {{",
             )
             depth += 1
@@ -422,7 +322,7 @@ class _KernelWriter:
                 continue
             # A symbolic row may be long: a per-thread heap buffer, grown on demand, instead of the stack.
             # std::vector<bool> packs bits and has no data(): a bool row is kept as bytes.
-            row, element = _size(inner_numel), "unsigned char" if ctype == "bool" else ctype
+            row, element = size_text(inner_numel), "unsigned char" if ctype == "bool" else ctype
             self.emit(depth, f"static thread_local std::vector<{element}> scratch_{name}_v;")
             self.emit(
                 depth, f"if (static_cast<int64_t>(scratch_{name}_v.size()) < {row}) scratch_{name}_v.resize({row});"
@@ -484,110 +384,7 @@ class _KernelWriter:
         signature = lines[0].removesuffix(") {") + ", dj_fault_t* dj_fault) {"
         self.lines = [signature, *declarations, *lines[1:-1], *checks, lines[-1]]
 
-    def _column_reduction(self, depth: int, parallel: bool, threads: str) -> None:
-        """Reduce along a strided dimension a block of contiguous columns at a time (see _is_column_reduction).
-
-        Each row of the reduced dimension adds a contiguous run of the block's elements into as many
-        accumulators, so loads are vector loads instead of one strided gather per output element, and every
-        column is still summed in row order. The kernel's steps run in their order over the block: a group
-        passes over its rows (reducing, or computing each element from earlier results, as a batch norm's
-        output does from its statistics), a row step computes one value per column (a mean's division). What
-        a later step reads of an earlier one is kept per column of the block.
-        """
-        k = self.kernel
-        *outer, x = k.outer
-        (r,) = k.inner
-        xs, rs = _size(x.size), _size(r.size)
-        block = _column_block(x.size)
-        if parallel:
-            self.emit(depth, f"#pragma omp parallel for collapse({len(outer) + 1}) schedule(dynamic, 1){threads}")
-        for var in outer:
-            self.emit(depth, f"for (int64_t {var.name} = 0; {var.name} < {_size(var.size)}; {var.name}++) {{")
-            depth += 1
-        self.column = x.name
-        b, n, lane = f"{x.name}_b", f"{x.name}_n", f"{x.name}_l"
-        self.emit(depth, f"for (int64_t {b} = 0; {b} < {xs}; {b} += {block}) {{")
-        depth += 1
-        self.emit(depth, f"const int64_t {n} = dj_imin({xs} - {b}, {block});")
-        known = _Scope()  # each earlier result as its column's element of a per-block array
-        for kind, nodes in k.steps:
-            if kind == "row":
-                (p,) = nodes
-                kept = f"row_{p.buf.name}_l"
-                self.emit(depth, f"{compute_ctype(p.expr.dtype)} {kept}[{block}];")
-                self._column_loop(depth)
-                value = self.value(p.expr, _Scope(known), depth + 1)
-                if p.stored:
-                    self.store(p, value, depth + 1)
-                self.emit(depth + 1, f"{kept}[{lane}] = {value};")
-                self.emit(depth, "}")
-                known.locals[p.buf.name] = f"{kept}[{lane}]"
-                continue
-            reductions = [p for p in nodes if p.role == "reduce"]
-            if not reductions:
-                self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {rs}; {r.name}++) {{")
-                self._column_loop(depth + 1)
-                self._body(nodes, _Scope(known), depth + 2, {}, lane=lane)
-                self.emit(depth + 1, "}")
-                self.emit(depth, "}")
-                continue
-            self._column_group(nodes, reductions, known, depth, block)
-        while depth > 1:
-            depth -= 1
-            self.emit(depth, "}")
-
-    def _column_group(
-        self, nodes: list[Placed], reductions: list[Placed], known: _Scope, depth: int, block: int
-    ) -> None:
-        """One group's reductions over a block of columns, its rows combined in runs of COLUMN_RUN before
-        joining the total (max/min/prod alike); each total, then stored if it is, is known to later steps."""
-        (r,) = self.kernel.inner
-        lane = f"{self.column}_l"
-        accs = {p.buf.name: f"acc_{p.buf.name}" for p in reductions}
-        parts = {p.buf.name: f"part_{p.buf.name}" for p in reductions}
-
-        def start(names: dict[str, str], depth: int) -> None:
-            for p in reductions:
-                init = _initial_value(p)
-                acc, ctype = names[p.buf.name], compute_ctype(p.expr.dtype)
-                # A float sum accumulates in double (it is memory-bound here): eager's rounding or better.
-                ctype = "double" if ctype == "float" and p.buf.reduction_type == "sum" else ctype
-                self.emit(depth, f"{ctype} {acc}_l[{block}];")
-                self.emit(depth, f"for (int64_t {lane} = 0; {lane} < {block}; {lane}++) {acc}_l[{lane}] = {init};")
-
-        start(accs, depth)
-        rb, rs = f"{r.name}_b", _size(r.size)
-        self.emit(depth, f"for (int64_t {rb} = 0; {rb} < {rs}; {rb} += {COLUMN_RUN}) {{")
-        start(parts, depth + 1)
-        self.emit(depth + 1, f"const int64_t {r.name}_e = dj_imin({rs}, {rb} + {COLUMN_RUN});")
-        self.emit(depth + 1, f"for (int64_t {r.name} = {rb}; {r.name} < {r.name}_e; {r.name}++) {{")
-        self._column_loop(depth + 2)
-        self._body(nodes, _Scope(known), depth + 3, parts, lane=lane)
-        self.emit(depth + 2, "}")
-        self.emit(depth + 1, "}")
-        self._column_loop(depth + 1)
-        for p in reductions:
-            total, part = f"{accs[p.buf.name]}_l[{lane}]", f"{parts[p.buf.name]}_l[{lane}]"
-            combine = _REDUCE[p.buf.reduction_type][1].format(a=total, v=part, T=compute_ctype(p.expr.dtype))
-            self.emit(depth + 2, f"{total} = {combine};")
-        self.emit(depth + 1, "}")
-        self.emit(depth, "}")
-        for p in reductions:
-            known.locals[p.buf.name] = f"{accs[p.buf.name]}_l[{lane}]"
-        if any(p.stored for p in reductions):
-            self._column_loop(depth)
-            for p in reductions:
-                if p.stored:
-                    self.store(p, known.locals[p.buf.name], depth + 1)
-            self.emit(depth, "}")
-
-    def _column_loop(self, depth: int) -> None:
-        x = self.column
-        self.emit(depth, "#pragma omp simd")
-        self.emit(depth, f"for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++) {{")
-        self.emit(depth + 1, f"const int64_t {x} = {x}_b + {x}_l;")
-
-    def _pointwise(self, p: Placed, scope: _Scope, depth: int) -> None:
+    def _pointwise(self, p: Placed, scope: Scope, depth: int) -> None:
         """A full or row node: compute its value into a local, store it if something reads memory."""
         v = self.value(p.expr, scope, depth)
         scope.locals[p.buf.name] = v
@@ -596,7 +393,7 @@ class _KernelWriter:
         if p.stored:
             self.store(p, v, depth)
 
-    def _group(self, nodes: list[Placed], row_scope: _Scope, depth: int) -> None:
+    def _group(self, nodes: list[Placed], row_scope: Scope, depth: int) -> None:
         k = self.kernel
         reductions = [p for p in nodes if p.role == "reduce"]
         accs = {}
@@ -608,11 +405,11 @@ class _KernelWriter:
             accs[p.buf.name] = acc
             ctype = compute_ctype(p.expr.dtype)
             if p.buf.reduction_type in ("argmax", "argmin"):
-                init = _extreme("LOWEST" if p.buf.reduction_type == "argmax" else "HIGHEST", p.expr.dtype)
+                init = extreme("LOWEST" if p.buf.reduction_type == "argmax" else "HIGHEST", p.expr.dtype)
                 self.emit(depth, f"{ctype} {acc}_v = {init}; int64_t {acc} = 0;")
             else:
-                self.emit(depth, f"{ctype} {acc} = {_initial_value(p)};")
-        group_scope = _Scope(row_scope)
+                self.emit(depth, f"{ctype} {acc} = {initial_value(p)};")
+        group_scope = Scope(row_scope)
         row_names = {*self.row_results, *row_scope.cse.values(), *row_scope.locals.values()}
         self.hoist = (len(self.lines), depth, group_scope, row_names)
         self.hoisted_over = {v.name for v in k.inner}
@@ -622,7 +419,7 @@ class _KernelWriter:
             lanes > 0
             and len(k.inner) == 1
             and reductions
-            and all(p.buf.reduction_type in _REDUCE for p in reductions)
+            and all(p.buf.reduction_type in REDUCE for p in reductions)
             and _sym.hint(k.inner[0].size) >= 2 * lanes
         )
         var = k.inner
@@ -631,7 +428,7 @@ class _KernelWriter:
             for p in reductions:
                 self.emit(depth, f"{compute_ctype(p.expr.dtype)} {accs[p.buf.name]}_l[{lanes}];")
                 self.emit(depth, f"for (int l = 0; l < {lanes}; l++) {accs[p.buf.name]}_l[l] = {accs[p.buf.name]};")
-            self.emit(depth, f"const int64_t {r.name}_end = {_size(r.size)} - {_size(r.size)} % {lanes};")
+            self.emit(depth, f"const int64_t {r.name}_end = {size_text(r.size)} - {size_text(r.size)} % {lanes};")
             self.emit(depth, f"for (int64_t {r.name}_b = 0; {r.name}_b < {r.name}_end; {r.name}_b += {lanes}) {{")
             self.emit(depth + 1, f"for (int64_t {r.name}_l = 0; {r.name}_l < {lanes}; {r.name}_l++) {{")
             self.emit(depth + 2, f"const int64_t {r.name} = {r.name}_b + {r.name}_l;")
@@ -640,27 +437,27 @@ class _KernelWriter:
             self.emit(depth, "}")
             for p in reductions:
                 acc = accs[p.buf.name]
-                combine = _REDUCE[p.buf.reduction_type][1]
+                combine = REDUCE[p.buf.reduction_type][1]
                 t = compute_ctype(p.expr.dtype)
                 self.emit(
                     depth, f"for (int l = 0; l < {lanes}; l++) {acc} = {combine.format(a=acc, v=acc + '_l[l]', T=t)};"
                 )
-            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {_size(r.size)}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {size_text(r.size)}; {r.name}++) {{")
             self._body(nodes, group_scope, depth + 1, accs, lane=None)
             self.emit(depth, "}")
-        elif len(k.inner) == 1 and all(p.buf.reduction_type in _SIMD_REDUCE for p in reductions):
+        elif len(k.inner) == 1 and all(p.buf.reduction_type in SIMD_REDUCE for p in reductions):
             # OpenMP SIMD reductions: the one reassociation we allow, and only of the accumulators.
             clauses = []
             for p in reductions:
                 acc = accs[p.buf.name]
-                clauses.append(f"reduction({_SIMD_REDUCE[p.buf.reduction_type]}:{acc})")
+                clauses.append(f"reduction({SIMD_REDUCE[p.buf.reduction_type]}:{acc})")
                 if p.buf.reduction_type in ("max", "min") and p.expr.dtype.is_floating_point:
                     # An int flag or-reduced with `|` vectorises; a bool with `||` keeps the loop scalar (2x slower).
                     self.emit(depth, f"int {acc}_nan = 0;")
                     clauses.append(f"reduction(|:{acc}_nan)")
             r = var[0]
             self.emit(depth, f"#pragma omp simd {' '.join(clauses)}")
-            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {_size(r.size)}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {size_text(r.size)}; {r.name}++) {{")
             self._body(nodes, group_scope, depth + 1, accs, lane=None, simd=True)
             self.emit(depth, "}")
             for p in reductions:
@@ -671,7 +468,7 @@ class _KernelWriter:
         else:
             d = depth
             for v in var:
-                self.emit(d, f"for (int64_t {v.name} = 0; {v.name} < {_size(v.size)}; {v.name}++) {{")
+                self.emit(d, f"for (int64_t {v.name} = 0; {v.name} < {size_text(v.size)}; {v.name}++) {{")
                 d += 1
             self._body(nodes, group_scope, d, accs, lane=None)
             for _ in var:
@@ -698,13 +495,13 @@ class _KernelWriter:
     def _body(
         self,
         nodes: list[Placed],
-        row_scope: _Scope,
+        row_scope: Scope,
         depth: int,
         accs: dict[str, str],
         lane: str | None,
         simd: bool = False,
     ) -> None:
-        scope = _Scope(row_scope)
+        scope = Scope(row_scope)
         for p in nodes:
             if p.role == "full":
                 self._pointwise(p, scope, depth)
@@ -715,31 +512,19 @@ class _KernelWriter:
             t = compute_ctype(p.expr.dtype)
             if rtype in ("argmax", "argmin"):
                 cmp = ">" if rtype == "argmax" else "<"
-                pos = _index_text(p.rindex_flat)
+                pos = index_text(p.rindex_flat)
                 self.emit(
                     depth,
                     f"if ({v} {cmp} {acc}_v || ({v} != {v} && {acc}_v == {acc}_v)) {{ {acc}_v = {v}; {acc} = {pos}; }}",
                 )
                 continue
             if simd:
-                self.emit(depth, f"{acc} = {_SIMD_COMBINE[rtype].format(a=acc, v=v)};")
+                self.emit(depth, f"{acc} = {SIMD_COMBINE[rtype].format(a=acc, v=v)};")
                 if rtype in ("max", "min") and p.expr.dtype.is_floating_point:
                     self.emit(depth, f"{acc}_nan |= ({v} != {v});")
                 continue
             target = f"{acc}_l[{lane}]" if lane else acc
-            self.emit(depth, f"{target} = {_REDUCE[rtype][1].format(a=target, v=v, T=t)};")
-
-
-COLUMN_BLOCK = 128
-COLUMN_RUN = 64
-
-
-def _column_block(columns: Any) -> int:
-    """Columns reduced together: COLUMN_BLOCK, or fewer where that leaves four blocks for the threads to share
-    (a multiple of 8, whole cache lines of doubles). No sum depends on it: each column's is in row order."""
-    if not isinstance(columns, int) or columns >= 4 * COLUMN_BLOCK:
-        return COLUMN_BLOCK
-    return max(16, ((columns + 3) // 4 + 7) // 8 * 8)
+            self.emit(depth, f"{target} = {REDUCE[rtype][1].format(a=target, v=v, T=t)};")
 
 
 def _uses(expr: Expr, names: set[str]) -> bool:
@@ -748,32 +533,6 @@ def _uses(expr: Expr, names: set[str]) -> bool:
         if (e.op == "load" and e.args[1].variables() & names) or (e.op == "index" and e.args[0].variables() & names):
             return True
     return False
-
-
-def _is_column_reduction(k: Kernel) -> bool:
-    """Reductions along a strided dimension whose output columns are contiguous in every input.
-
-    A group of reductions first; then any groups (with reductions, or computing each element from earlier
-    results: a batch norm's output or input gradient) and steps computed per output element (a mean's division).
-
-    Written row by row it would gather one element per cache line (a bias gradient, ``x.sum(0)``, a
-    channels-last batch norm's gradients); column blocks read memory in order instead.
-    """
-    if len(k.inner) != 1 or not k.outer or not k.steps or k.steps[0][0] != "group":
-        return False
-    nodes = [p for _, step in k.steps for p in step]
-    if any(p.scratch for p in nodes) or any(p.role == "reduce" and p.buf.reduction_type not in _REDUCE for p in nodes):
-        return False
-    x, r = k.outer[-1].name, k.inner[0].name
-    strided = False
-    for p in nodes:
-        for _, index in loads(p.expr):
-            if r not in index.variables():
-                continue
-            if index.has_divmod({x, r}) or index.coefficient(x) != 1 or index.coefficient(r) == 1:
-                return False
-            strided = True
-    return strided
 
 
 def kernel_source(
