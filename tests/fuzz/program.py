@@ -421,16 +421,24 @@ def autograd_states(out):
     return [(t.requires_grad, t.is_inference()) for t in leaves if isinstance(t, torch.Tensor)]
 
 
+def process_state():
+    # What the call leaves in its caller's block: grad and inference modes, default dtype, the global generator.
+    rng = torch.random.get_rng_state()
+    return torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_default_dtype(), hash(rng.numpy().tobytes())
+
+
 def _run(f, call):
     args = make_args(CALLS[call], call)
     leaves = list(LEAVES) + list(MODS.parameters() if "MODS" in globals() else [])
     for leaf in leaves:
         leaf.grad = None
-    try:
-        with ambient(call) if "ambient" in globals() else torch.enable_grad():
-            return args, f(*args), leaves
-    except Exception as e:  # the comparison is of the exception type
-        return args, e, leaves
+    torch.manual_seed(call)
+    with ambient(call) if "ambient" in globals() else torch.enable_grad():
+        try:
+            result = f(*args)
+        except Exception as e:  # the comparison is of the exception type
+            result = e
+        return args, result, leaves, process_state()
 
 
 if __name__ == "__main__":
@@ -442,13 +450,14 @@ if __name__ == "__main__":
     for call in range(len(CALLS)):
         # The modules' state before the call (BatchNorm's running statistics): eager and compiled start from it.
         before = copy.deepcopy(MODS.state_dict()) if "MODS" in globals() else None
-        eager_args, expected, eager_leaves = _run(fn, call)
+        eager_args, expected, eager_leaves, eager_process = _run(fn, call)
         expected_grads = grads(expected, eager_leaves) if not isinstance(expected, Exception) else None
         eager_state = copy.deepcopy(MODS.state_dict()) if before is not None else None
         if before is not None:
             MODS.load_state_dict(before)
-        compiled_args, actual, compiled_leaves = _run(compiled, call)
+        compiled_args, actual, compiled_leaves, compiled_process = _run(compiled, call)
         print(f"call {{call}} sizes {{CALLS[call]}}:\\n  eager:    {{expected!r}}\\n  compiled: {{actual!r}}")
+        assert compiled_process == eager_process, (compiled_process, eager_process)
         if isinstance(expected, Exception) or isinstance(actual, Exception):
             assert type(expected) is type(actual), (type(expected), type(actual))
             continue

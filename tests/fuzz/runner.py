@@ -48,7 +48,8 @@ class Failure:
     ``structure``, ``input_value``, ``input_metadata``, ``raised`` (compiled raised, eager did not),
     ``not_raised``, ``exception_type``, ``fallback``, ``cache_limit``, ``timeout``, ``grad`` (the leaves'
     gradients after the backward differ), ``backward_raised``, ``backward_not_raised``,
-    ``backward_exception_type``, ``module_state``); ``exc`` the exception type involved, if any;
+    ``backward_exception_type``, ``module_state``, ``process_state`` (grad mode, inference mode, default dtype or
+    the global generator left otherwise than eager leaves them)); ``exc`` the exception type involved, if any;
     ``detail`` a human-readable description.
     """
 
@@ -269,15 +270,34 @@ def _strict_patch():
     return contextlib.nullcontext()
 
 
-def _call(fn: Any, args: list[Any], ns: dict[str, Any], call: int) -> tuple[Any, BaseException | None]:
-    """``fn(*args)`` in the grad mode the program makes ``call`` in (``ambient_modes``), and the error it raised."""
-    try:
-        with ns["ambient"](call) if "ambient" in ns else torch.enable_grad():
-            return fn(*args), None
-    except _Timeout:
-        raise
-    except Exception as error:
-        return None, error
+def _call(fn: Any, args: list[Any], ns: dict[str, Any], call: int) -> tuple[Any, BaseException | None, Any]:
+    """``fn(*args)`` in the grad mode the program makes ``call`` in (``ambient_modes``), the error it raised, and
+    the process state it left (see :func:`process_state`), the global generator seeded alike before it."""
+    torch.manual_seed(call)
+    with ns["ambient"](call) if "ambient" in ns else torch.enable_grad():
+        try:
+            out, error = fn(*args), None
+        except _Timeout:
+            raise
+        except Exception as raised:
+            out, error = None, raised
+        return out, error, process_state()
+
+
+_STATE_PARTS = ("grad mode", "inference mode", "default dtype", "the global generator")
+
+
+def process_state() -> tuple[Any, ...]:
+    """What a call leaves behind in its caller, which a compile must not change: the grad and inference modes
+    inside the caller's block, the default dtype, and the global generator (no program draws from it: a compile
+    that does changes every number the caller draws next)."""
+    rng = torch.random.get_rng_state()
+    return (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.get_default_dtype(),
+        hash(rng.numpy().tobytes()),
+    )
 
 
 Grads = tuple[list[Any] | None, BaseException | None]
@@ -404,7 +424,7 @@ def _eager_in_float64(source: str, call: int, tag: str, weights: list[torch.dtyp
             args = ns["make_args"](ns["CALLS"][i], i)
             leaves = _leaves(ns)
             wide = [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
-            out, error = _call(ns["fn"], wide, ns, i)
+            out, error, _ = _call(ns["fn"], wide, ns, i)
             if error is not None:
                 return None
             grads, error = backward(out, leaves, weights)
@@ -431,7 +451,7 @@ def eager_outputs_in_float64(source: str, call: int, tag: str) -> list[Any] | No
 def run_backend(
     source: str,
     backend: str,
-    eager: list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any]]],
+    eager: list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any], Any]],
     calls: int,
     tag: str,
     dynamic: bool | None = None,
@@ -442,14 +462,14 @@ def run_backend(
     frames: list[Any] = []
     strict_error = getattr(dynajit.capture, "StrictModeError", None)
     for call in range(calls):
-        e_args, expected, e_error, e_grads, e_modules = eager[call]
+        e_args, expected, e_error, e_grads, e_modules, e_state = eager[call]
         args = ns["make_args"](ns["CALLS"][call], call)
         leaves = _leaves(ns)
         with warnings.catch_warnings(record=True) as caught, dynajit.capture.observe() as seen:
             warnings.simplefilter("always")
             try:
                 with _deadline(TIMEOUT_SECONDS):
-                    actual, error = _call(compiled, args, ns, call)
+                    actual, error, state = _call(compiled, args, ns, call)
                     grads = backward(actual, leaves) if error is None else (None, None)
             except _Timeout:
                 return Failure(backend, call, "timeout", "", f"call {call} took over {TIMEOUT_SECONDS}s")
@@ -465,6 +485,11 @@ def run_backend(
                 return Failure(backend, call, "fallback", frame.kind, f"frame {frame.kind}: {frame.reason}")
         if strict_error is not None and isinstance(error, strict_error):
             return Failure(backend, call, "fallback", "StrictModeError", str(error))
+        if state != e_state:
+            changed = [what for what, e, a in zip(_STATE_PARTS, e_state, state, strict=True) if e != a]
+            return Failure(
+                backend, call, "process_state", ",".join(changed), f"call {call} changed {', '.join(changed)}"
+            )
         if e_error is not None or error is not None:
             failure = _compare_errors(backend, call, e_error, error)
             if failure:
@@ -540,8 +565,9 @@ def _module_state(ns: dict[str, Any]) -> dict[str, Any]:
 
 def run_eager(
     source: str, calls: int, tag: str
-) -> list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any]]]:
-    """Each call's arguments (after the call), result, exception, gradients and module state, run eagerly."""
+) -> list[tuple[list[Any], Any, BaseException | None, Grads, dict[str, Any], Any]]:
+    """Each call's arguments (after the call), result, exception, gradients, module state and process state, run
+    eagerly."""
     ns = _load(source, f"{tag}-eager")
     results = []
     with warnings.catch_warnings():
@@ -549,9 +575,9 @@ def run_eager(
         for call in range(calls):
             args = ns["make_args"](ns["CALLS"][call], call)
             leaves = _leaves(ns)
-            out, error = _call(ns["fn"], args, ns, call)
+            out, error, state = _call(ns["fn"], args, ns, call)
             grads = backward(out, leaves) if error is None else (None, None)
-            results.append((args, out, error, grads, _module_state(ns)))
+            results.append((args, out, error, grads, _module_state(ns), state))
     return results
 
 

@@ -202,7 +202,9 @@ def shrink(
 
 def _eager_errors(program: Program) -> set[str]:
     return {
-        type(error).__name__ for _, _, error, _, _ in run_eager(program.source(), len(program.calls), "shrink") if error
+        type(error).__name__
+        for _, _, error, _, _, _ in run_eager(program.source(), len(program.calls), "shrink")
+        if error
     }
 
 

@@ -9,7 +9,10 @@ standalone repro. Longer runs: ``python -m tests.fuzz --minutes 30`` or
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import logging
+from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -119,6 +122,41 @@ def test_shrinker_minimises_a_failing_program() -> None:
     assert len(small.source()) < len(program.source())
     assert "sin" in small.source()
     assert "fuzz_wrong_sin" in repro_script(small, failure.backend, failure.kind)
+
+
+def _leaving_state_behind(name: str, effect: Any) -> None:
+    """Register backend ``name``: aot_eager, with ``effect()`` run when it compiles."""
+    from dynajit._dynamo import lookup_backend, register_backend
+
+    def backend(gm, example_inputs):
+        effect()
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    register_backend(backend, name)
+
+
+@pytest.mark.parametrize(
+    ("name", "effect", "part"),
+    [
+        ("fuzz_draws", lambda: torch.randn(1), "the global generator"),
+        ("fuzz_sets_dtype", lambda: torch.set_default_dtype(torch.float64), "default dtype"),
+    ],
+)
+def test_a_compile_that_changes_the_callers_process_state_is_a_failure(name, effect, part) -> None:
+    # Capture puts back what a backend's compile changes; the fuzzer checks that nothing does, so this backend's
+    # effect shows only with that defence patched out.
+    import dynajit.capture._convert  # noqa: F401  (first: capture's private modules import each other in its order)
+    from dynajit.capture._symbolic import output
+
+    _leaving_state_behind(name, effect)
+    features = Features().without("errors", "data_branch", "graph_breaks", "modules", "changed_facts")
+    with mock.patch.object(output, "preserved_process_state", contextlib.nullcontext):
+        try:
+            failures = check(generate("state:0", features), backends=(name,))
+        finally:
+            torch.set_default_dtype(torch.float32)
+    assert failures and failures[0].kind == "process_state", failures
+    assert part in failures[0].detail
 
 
 @pytest.mark.slow
