@@ -58,3 +58,34 @@ def test_calls_in_changing_modes_match_eager(block, cut, view, backend):
         compiled = compiler.compile(fn, backend=backend)
         for mode in sequence:
             torch.testing.assert_close(_run(compiled, mode), _run(fn, mode), msg=lambda m: f"{sequence} {mode}: {m}")
+
+
+def _raises_in_a_block(block: str) -> Any:
+    def fn(x, index):
+        y = x * 2
+        with BLOCKS[block]():
+            z = torch.index_select(y, 0, index)  # out of range on the second call: raises inside the graph
+        return z + 1
+
+    return fn
+
+
+def _python_backend(gm, example_inputs):
+    return gm.forward  # (a third-party backend's simplest form: the graph's nodes run as Python)
+
+
+@pytest.mark.parametrize("backend", ["eager", _python_backend, "aot_eager", "inductor"])
+@pytest.mark.parametrize(("block", "mode"), [("enable_grad", "no_grad"), ("no_grad", "grad")])
+def test_a_graph_raising_inside_a_mode_block_leaves_the_callers_mode(block, mode, backend):
+    # A backend running the graph as Python stopped at the raising op with the block's mode set: the caller's
+    # code after the exception ran in it.
+    compiler.reset()
+    fn = _raises_in_a_block(block)
+    compiled = compiler.compile(fn, backend=backend)
+    for run in (fn, compiled):
+        x = torch.ones(3, requires_grad=True)
+        with AMBIENT[mode]():
+            run(x, torch.tensor([0, 1]))
+            with pytest.raises(IndexError):
+                run(x, torch.tensor([5]))
+            assert torch.is_grad_enabled() is (mode == "grad")

@@ -471,7 +471,7 @@ class OutputGraph:
             compiled = first_outputs(compiled, len(outputs))
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
-        if self.grad_at_call is not None:
+        if self.grad_at_call is not None or any(sets_grad_mode(node) for node in gm.graph.nodes):
             compiled = called_in_grad_mode(compiled, self.grad_at_call)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.
@@ -560,13 +560,16 @@ class OutputGraph:
                 node.meta["example_value"] = example.as_strided(*layout)
 
 
-def called_in_grad_mode(compiled: Any, enabled: bool) -> Any:
-    """``compiled``, called with grad mode ``enabled`` and left so (the frame's code sets its own after the graph),
-    unless it raises: then the caller's mode is back, as eager's with-block leaves it."""
+def called_in_grad_mode(compiled: Any, enabled: bool | None) -> Any:
+    """``compiled``, called with grad mode ``enabled`` (None: the caller's) and left as its graph leaves it (the
+    frame's code sets its own after the graph), unless it raises: then the caller's mode is back, as eager's
+    with-blocks leave it when the exception leaves them (a backend running the graph's nodes as Python stopped
+    at the raising op with its grad-mode changes made)."""
 
     def run(*args: Any) -> Any:
         previous = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(enabled)
+        if enabled is not None:
+            torch._C._set_grad_enabled(enabled)
         try:
             return compiled(*args)
         except BaseException:
