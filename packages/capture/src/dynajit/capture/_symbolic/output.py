@@ -140,6 +140,7 @@ class OutputGraph:
         self.current_tx: Tracer | None = None
         self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
         self.grad_at_call: bool | None = None  # the grad mode the graph is compiled and called in, if not that one
+        self.changes_grad_mode = False  # whether the compiled graph holds grad-mode changes (set by ``compile``)
         self.made_no_grad_views = False  # see autograd_replay.check_no_grad_view
         self.n_ops = 0
         # Whether the trace took an answer only tracing gives (``torch.compiler.is_compiling()`` is True).
@@ -440,6 +441,7 @@ class OutputGraph:
             self._end_in_the_grad_mode_of_its_views(outputs)
         if not self.has_ops():
             return None
+        self.changes_grad_mode = any(sets_grad_mode(node) for node in self.builder.graph.nodes)
         returned = [tv.node for tv in outputs]
         bases = overlapping_view_bases(returned, self.builder.graph)
         extras = unused_value_checks(self.builder.graph, [*returned, *bases])
@@ -471,7 +473,7 @@ class OutputGraph:
             compiled = first_outputs(compiled, len(outputs))
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
-        if self.grad_at_call is not None or any(sets_grad_mode(node) for node in gm.graph.nodes):
+        if self.grad_at_call is not None or self.changes_grad_mode:
             compiled = called_in_grad_mode(compiled, self.grad_at_call)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
         # cache entry must not keep the first call's arguments alive.

@@ -33,10 +33,11 @@ def preserved_process_state() -> Iterator[None]:
         (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) for device in _AUTOCAST_DEVICES
     ]
     autocast_cache = torch.is_autocast_cache_enabled()
-    cpu_rng = torch.random.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    # (CUDA's generators only once CUDA is initialized: reading them would initialize it)
+    cuda_devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     try:
-        yield
+        with torch.random.fork_rng(devices=cuda_devices):
+            yield
     finally:
         torch._C._set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
@@ -46,6 +47,3 @@ def preserved_process_state() -> Iterator[None]:
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, autocast_dtype)
         torch.set_autocast_cache_enabled(autocast_cache)
-        torch.random.set_rng_state(cpu_rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)

@@ -39,7 +39,7 @@ from dynajit.capture._symbolic.codegen import CodeGen, assemble, collect_tensors
 from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.itertools_traced import PythonIteratorVar
-from dynajit.capture._symbolic.output import OutputGraph, sets_grad_mode
+from dynajit.capture._symbolic.output import OutputGraph
 from dynajit.capture._symbolic.paths import Local
 from dynajit.capture._symbolic.resume import (
     ENUMERATE,
@@ -149,8 +149,9 @@ class _FrameEmitter:
             self.result.new_globals[name] = graph.compiled
             self.cg.outputs = {tv.node: i for i, tv in enumerate(needed)}
             self.cg.call_graph(name, [path for path, _, _ in self.output.inputs])
-        changes_mode = any(sets_grad_mode(node) for node in self.output.builder.graph.nodes)
-        if self.tracer.grad_at_stop != self.tracer.grad_at_entry or (compiled is not None and changes_mode):
+        if self.tracer.grad_at_stop != self.tracer.grad_at_entry or (
+            compiled is not None and self.output.changes_grad_mode
+        ):
             # The grad mode the traced code reached (inside a grad-mode block a break cut, or after leaving
             # a block a resume function started in): backends need not run the graph's grad-mode nodes, and a
             # graph may end in the mode its returned views were made in (a view made in an enable_grad block).
