@@ -4,6 +4,7 @@ and combines, and the scope of the named temporaries one block of a kernel write
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -127,18 +128,14 @@ class Scope:
         self.cse: dict[Expr, str] = {}
         self.locals: dict[str, str] = {}  # buffer name -> variable holding the element this block owns
 
-    def lookup(self, expr: Expr) -> str | None:
+    def _chain(self) -> Iterator[Scope]:
         scope: Scope | None = self
         while scope is not None:
-            if expr in scope.cse:
-                return scope.cse[expr]
+            yield scope
             scope = scope.parent
-        return None
+
+    def lookup(self, expr: Expr) -> str | None:
+        return next((scope.cse[expr] for scope in self._chain() if expr in scope.cse), None)
 
     def local(self, name: str) -> str | None:
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.locals:
-                return scope.locals[name]
-            scope = scope.parent
-        return None
+        return next((scope.locals[name] for scope in self._chain() if name in scope.locals), None)
