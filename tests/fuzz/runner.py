@@ -585,12 +585,12 @@ def check(
     program: Program, backends: tuple[str, ...] = BACKENDS, calls: int | None = None, tag: str = "p"
 ) -> list[Failure]:
     """Every backend's first failure on ``program`` (an empty list: all backends agree with eager)."""
-    with _layout_timings_restored():
+    with layout_timings_restored():
         return _check(program, backends, calls, tag)
 
 
 @contextlib.contextmanager
-def _layout_timings_restored() -> Iterator[None]:
+def layout_timings_restored() -> Iterator[None]:
     """Undo what a program forcing the layout decisions (``layouts``) did to inductor-lite's timings and memory rule."""
     from dynajit.inductor_lite import _layout
 

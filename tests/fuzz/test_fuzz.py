@@ -21,11 +21,19 @@ from .cli import fuzz
 from .features import CI_EXCLUDED, Features
 from .generator import generate
 from .program import ArgSpec, Program, Stmt, repro_script
-from .runner import Failure, _compare_grads, check, compare_outputs
+from .runner import Failure, _compare_grads, check, compare_outputs, layout_timings_restored
 from .shrink import shrink
 
 CI_SEED = "ci"
 CI_COUNT = 60  # about 2-3 minutes on two cores
+
+
+@pytest.fixture(autouse=True)
+def _layout_timings_kept():
+    """A test that runs a generated program's source itself runs its forced layout timings too: they are undone
+    after it, or every later test in the process (the channels-last pass's own) compiled on the forced ones."""
+    with layout_timings_restored():
+        yield
 
 
 def test_generation_is_reproducible() -> None:

@@ -73,7 +73,7 @@ def test_output_code_log_shows_kernels_and_wrapper(caplog):
         with caplog.at_level(logging.INFO, logger="dynajit.output_code"):
             check(lambda x: (x.exp().sum(-1),), torch.randn(3, 40))
     finally:
-        set_logs()
+        set_logs(output_code=False)
     assert 'extern "C" void kernel0' in caplog.text
     assert "def call(args):" in caplog.text
 
