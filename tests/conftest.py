@@ -85,11 +85,20 @@ def _logs_on():
     }
 
 
+# torch's modes a test may enter and must leave (a test left under no_grad would run every later one there).
+_MODES = {
+    "grad mode": torch.is_grad_enabled,
+    "inference mode": torch.is_inference_mode_enabled,
+    "default dtype": torch.get_default_dtype,
+    "deterministic algorithms": torch.are_deterministic_algorithms_enabled,
+}
+
+
 @pytest.fixture(autouse=True)
 def _leaves_no_state_behind(request):
-    """A test leaves dynajit's replaceable hooks as it found them, and switches off the log artifacts it switched
-    on (one left on printed every later compile's kernels)."""
-    hooks, logs = _replaceable_state(), _logs_on()
+    """A test leaves dynajit's replaceable hooks and torch's modes as it found them, and switches off the log
+    artifacts it switched on (one left on printed every later compile's kernels)."""
+    hooks, logs, modes = _replaceable_state(), _logs_on(), {name: read() for name, read in _MODES.items()}
     yield
     left = [
         f"{module}.{name}"
@@ -97,5 +106,6 @@ def _leaves_no_state_behind(request):
         if hooks.get((module, name), value) is not value
     ]
     left += [f"logger {name!r} switched on" for name in sorted(_logs_on() - logs)]
+    left += [f"{name} {read()} (was {modes[name]})" for name, read in _MODES.items() if read() != modes[name]]
     if left:
         pytest.fail(f"{request.node.nodeid} left behind: {', '.join(left)}", pytrace=False)
