@@ -56,3 +56,46 @@ def process_state():
     yield ProcessState
     ProcessState.restore(before)
     torch.manual_seed(seed)
+
+
+# Module-level hooks a test may replace (a generated program's forced layout timings) and must put back: one
+# left replaced decided the next tests' compiles in that worker, far from the test that left it.
+_REPLACEABLE = {"dynajit.inductor_lite._layout": ("_conv_seconds", "_seconds", "_peak_bytes")}
+
+
+def _replaceable_state():
+    import sys
+
+    return {
+        (module, name): getattr(sys.modules[module], name, None)
+        for module, names in _REPLACEABLE.items()
+        if module in sys.modules
+        for name in names
+    }
+
+
+def _logs_on():
+    """The dynajit loggers that emit INFO messages (a log artifact switched on)."""
+    import logging
+
+    return {
+        name
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("dynajit") and isinstance(logger, logging.Logger) and logger.isEnabledFor(logging.INFO)
+    }
+
+
+@pytest.fixture(autouse=True)
+def _leaves_no_state_behind(request):
+    """A test leaves dynajit's replaceable hooks as it found them, and switches off the log artifacts it switched
+    on (one left on printed every later compile's kernels)."""
+    hooks, logs = _replaceable_state(), _logs_on()
+    yield
+    left = [
+        f"{module}.{name}"
+        for (module, name), value in _replaceable_state().items()
+        if hooks.get((module, name), value) is not value
+    ]
+    left += [f"logger {name!r} switched on" for name in sorted(_logs_on() - logs)]
+    if left:
+        pytest.fail(f"{request.node.nodeid} left behind: {', '.join(left)}", pytrace=False)
