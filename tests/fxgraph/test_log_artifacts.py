@@ -72,3 +72,26 @@ def test_dynajit_logs_with_an_unknown_name_fails_clearly():
     assert result.returncode != 0
     assert "unknown log artifact 'graph_brakes'" in result.stderr
     assert "did you mean 'graph_breaks'" in result.stderr
+
+
+def test_set_logs_without_arguments_switches_every_artifact_off():
+    set_logs("guards", "output_code", recompiles=True)
+    set_logs()
+    assert not any(artifact_enabled(name) for name in ARTIFACTS)
+
+
+def test_artifacts_stay_off_in_a_program_that_logs_at_info():
+    # (a program's basicConfig(level=INFO) made every artifact, the generated kernels included, print)
+    code = (
+        "import importlib.util, logging\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "logging.getLogger('dynajit.guards').setLevel(logging.INFO)\n"  # (set before the import: kept)
+        f"spec = importlib.util.spec_from_file_location('logs_under_test', {_logs.__file__!r})\n"
+        "logs = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(logs)\n"
+        "print(sorted(name for name in logs.ARTIFACTS if logs.artifact_enabled(name)))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['guards']"

@@ -238,7 +238,7 @@ def set_logs(*artifacts: str, **switches: bool) -> None:
     Artifacts: ``graph_code``, ``graph_breaks``, ``recompiles``, ``guards``,
     ``bytecode``, ``output_code``. Each is a standard ``logging`` logger named
     ``dynajit.<artifact>``; switching one on sets it to INFO and attaches a stderr
-    handler once.
+    handler once. With no argument, every artifact is switched off.
 
     Args:
         *artifacts: names to switch on.
@@ -254,6 +254,7 @@ def set_logs(*artifacts: str, **switches: bool) -> None:
         >>> import dynajit.compiler
         >>> dynajit.compiler.set_logs("graph_breaks", recompiles=True)
         >>> dynajit.compiler.set_logs(graph_breaks=False, recompiles=False)
+        >>> dynajit.compiler.set_logs()
     """
     _fxgraph.set_logs(*artifacts, **switches)
 

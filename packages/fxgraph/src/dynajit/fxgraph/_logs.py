@@ -4,7 +4,9 @@ Every layer logs its debug artifacts (graph code, graph breaks, recompiles,
 guards, bytecode, generated kernels) on a logger named ``dynajit.<artifact>``.
 Artifacts are silent until switched on by ``DYNAJIT_LOGS=graph_breaks,recompiles``
 (read when this module is imported) or by :func:`set_logs`; switching one on
-sets its logger to INFO and makes sure a stderr handler is attached once.
+sets its logger to INFO and makes sure a stderr handler is attached once. An
+artifact is off at WARNING, not at the logger's default level, which would take
+the root logger's: a program logging at INFO would print every kernel.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ def set_logs(*artifacts: str, **switches: bool) -> None:
     """Switch log artifacts on or off.
 
     ``set_logs("graph_breaks", "recompiles")`` switches those on;
-    ``set_logs(guards=False)`` switches one off. Unknown names raise
-    ``ValueError`` listing the known artifacts.
+    ``set_logs(guards=False)`` switches one off; ``set_logs()`` switches
+    every artifact off. Unknown names raise ``ValueError`` listing the known
+    artifacts.
     """
-    wanted = {name: True for name in artifacts} | switches
+    wanted = {name: True for name in artifacts} | switches or dict.fromkeys(ARTIFACTS, False)
     for name in wanted:
         if name not in ARTIFACTS:
             raise ValueError(_unknown_message(name))
@@ -74,6 +77,9 @@ def _unknown_message(name: str) -> str:
 
 
 def _apply_environment() -> None:
+    for name in ARTIFACTS:  # (one the program set a level on before importing keeps it)
+        if artifact_logger(name).level == logging.NOTSET:
+            artifact_logger(name).setLevel(logging.WARNING)
     raw = os.environ.get("DYNAJIT_LOGS", "")
     names = [part.strip() for part in raw.split(",") if part.strip()]
     if names:

@@ -153,7 +153,7 @@ class _KernelWriter(ColumnReductions):
             # before the loop, whose loads then stay contiguous vector loads.
             assert hoist is not None
             self.hoist, scope, depth = None, hoist[2], hoist[1]
-        if not loads(value):
+        if not loads(value) and not outside:  # (one read before the loop is not the vectoriser's: see _source)
             self.computed_index = True
         read = self.value(value, scope, depth)
         self.emit(depth, f"dj_lo{site} = {read} < dj_lo{site} ? {read} : dj_lo{site};")
@@ -352,7 +352,9 @@ class _KernelWriter(ColumnReductions):
         vectoriser turned such a read into zeros (a sum of rows read through a slice's scatter); a pointwise loop
         keeps it, since its selects vectorise through it. A reduction reading at an index it computes from its
         loop variables is built without loop vectorisation: GCC 12.2's summed the wrong elements of
-        ``gather(x, -1, (arange(8).view(4, 2) * 5 + 3) % 2).sum()`` at -O3 (right at -O2; fuzz a92-1:471)."""
+        ``gather(x, -1, (arange(8).view(4, 2) * 5 + 3) % 2).sum()`` at -O3 (right at -O2; fuzz a92-1:471). An index
+        the same for the whole loop is computed before it (a position embedding's row), so it keeps the vectoriser:
+        without it, BERT's embeddings with their LayerNorm ran 4.5 times slower than vectorised."""
         disabled = [
             flag
             for flag, applies in (

@@ -22,15 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.eager_checks import _aten_name
 from dynajit.capture._symbolic.paths import Path
-from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
-from dynajit.capture._symbolic.variables.symbolic import SymIntVar
 from dynajit.guards import Source
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.tracer import Tracer
+    from dynajit.capture._symbolic.variables.base import VT
 
 __all__ = ["CACHED_FUNCTION_TYPE", "CachedCall", "call_cached_function"]
 
@@ -92,6 +90,8 @@ def _arguments(args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> st
 
 
 def _draws_random(node: torch.fx.Node) -> bool:
+    from dynajit.capture._symbolic.eager_checks import _aten_name  # (imported here: see call_cached_function)
+
     name = _aten_name(node.target) if node.op in ("call_function", "call_method") else None
     packet = getattr(torch.ops.aten, name, None) if name else None
     if not isinstance(packet, torch._ops.OpOverloadPacket):
@@ -113,6 +113,10 @@ def _unwritten_change(tx: Tracer) -> str | None:
 
 def call_cached_function(tx: Tracer, fn_vt: VT, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """``fn(*args, **kwargs)`` for a cached function ``fn``: made now, its result read through ``fn(...)``."""
+    # (imported here: the object trackers read this module, and the trackers' package imports them all)
+    from dynajit.capture._symbolic.variables.base import raises_in_python, unsupported
+    from dynajit.capture._symbolic.variables.symbolic import SymIntVar
+
     fn = fn_vt.value  # type: ignore[attr-defined]
     name = f"{getattr(fn, '__qualname__', type(fn).__name__)}, a functools.lru_cache function,"
     # (a symbolic int is specialised: the cache is keyed by the number)

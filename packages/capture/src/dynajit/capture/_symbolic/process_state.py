@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynajit.capture._symbolic.variables.base import VT, unsupported
-from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.guards import GLOBAL_STATE_READERS
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
+    from dynajit.capture._symbolic.variables.base import VT
 
 __all__ = ["PROCESS_STATE_WRAPPERS", "call_process_state_function", "is_process_state_call"]
 
@@ -66,7 +65,10 @@ def is_process_state_call(fn: Any, args: list[VT], kwargs: dict[str, VT]) -> boo
 
 def call_process_state_function(tx: Tracer, fn: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
     """``fn(*args, **kwargs)`` met while tracing: a guarded constant when it reads state, else a graph break."""
+    # (imported here: the tensor trackers read this module, and the trackers' package imports them all)
     from dynajit.capture._symbolic.guarding import SOURCELESS
+    from dynajit.capture._symbolic.variables.base import unsupported
+    from dynajit.capture._symbolic.variables.constant import ConstVar
 
     if fn in _UNSEEN:
         return ConstVar(None)
