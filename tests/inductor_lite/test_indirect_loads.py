@@ -259,7 +259,7 @@ def test_a_reduction_of_a_gather_at_a_computed_index_sums_the_right_elements(sha
 
 
 def test_a_row_read_at_an_index_the_loop_does_not_change_keeps_the_reduction_vectorised():
-    # BERT's embeddings: a position embedding's row (an index computed from the outer loop, arange) summed with a
+    # A transformer's input layer: a position embedding's row (an index computed from the outer loop, arange) summed with a
     # token's, then LayerNorm. The index is computed once before the row's loops, where the vectoriser's bug of
     # a92-1:471 cannot reach it: built without vectorisation, the kernel ran 4.5 times slower.
     tokens, positions, weight, bias = torch.randn(50, 64), torch.randn(16, 64), torch.randn(64), torch.randn(64)

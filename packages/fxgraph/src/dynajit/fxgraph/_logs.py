@@ -77,9 +77,9 @@ def _unknown_message(name: str) -> str:
 
 
 def _apply_environment() -> None:
-    for name in ARTIFACTS:  # (one the program set a level on before importing keeps it)
-        if artifact_logger(name).level == logging.NOTSET:
-            artifact_logger(name).setLevel(logging.WARNING)
+    for logger in map(artifact_logger, ARTIFACTS):  # (one the program set a level on before importing keeps it)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
     raw = os.environ.get("DYNAJIT_LOGS", "")
     names = [part.strip() for part in raw.split(",") if part.strip()]
     if names:

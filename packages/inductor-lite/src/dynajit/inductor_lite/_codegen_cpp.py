@@ -353,8 +353,8 @@ class _KernelWriter(ColumnReductions):
         keeps it, since its selects vectorise through it. A reduction reading at an index it computes from its
         loop variables is built without loop vectorisation: GCC 12.2's summed the wrong elements of
         ``gather(x, -1, (arange(8).view(4, 2) * 5 + 3) % 2).sum()`` at -O3 (right at -O2; fuzz a92-1:471). An index
-        the same for the whole loop is computed before it (a position embedding's row), so it keeps the vectoriser:
-        without it, BERT's embeddings with their LayerNorm ran 4.5 times slower than vectorised."""
+        the same for the whole loop is computed before it (a position embedding's row at ``arange``), so it keeps
+        the vectoriser: without it, the embeddings benchmark's lookups and LayerNorm ran 4.5 times slower."""
         disabled = [
             flag
             for flag, applies in (
