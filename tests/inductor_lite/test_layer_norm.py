@@ -108,3 +108,25 @@ def test_the_scheduler_places_each_buffer_once_per_kernel():
         _scheduler._Geometry.place = original
     _same(graph(x), fn(x))
     assert len(placed) <= 3 * len(set(placed)), (len(placed), len(set(placed)))
+
+
+def test_a_small_buffer_joins_the_kernel_writing_its_inputs_when_it_is_their_last_reader():
+    # The statistics a training graph saves for the backward (``(var + 1).sqrt() * mean`` here) come last in the
+    # graph's order, many matrix products after the normalisation that computed mean and variance, and nothing
+    # else reads those two. Computed in that kernel, however far back, mean and variance never reach memory: one
+    # row-sized allocation (the saved value), not three.
+    def fn(x, w):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        h = (x - mean) * torch.rsqrt(var + 1e-5)
+        for _ in range(_scheduler._LOOK_BACK + 2):
+            h = h @ w
+        return h, (var + 1).sqrt() * mean
+
+    x, w = torch.randn(4, 16), torch.randn(16, 16) / 4
+    graph = compile_fx(make_fx(fn)(x, w), [x, w])
+    for actual, expected in zip(graph(x, w), fn(x, w)):
+        _same(actual, expected)
+    (aten_graph,) = compiled_graphs(graph)
+    rows = re.findall(r"= new\d+\(\(4, 1\)", aten_graph.wrapper_source)
+    assert len(rows) == 1, aten_graph.wrapper_source

@@ -345,10 +345,12 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
 
     A buffer joins the latest kernel that can take it; a small one may join an earlier kernel, up to
     ``_LOOK_BACK`` items back, when everything it reads is written by then, so small kernels an aten call
-    separates in the graph's order run as one call.
+    separates in the graph's order run as one call. It tries first a kernel (however far back) where it would
+    be the last reader of something that kernel writes: there that value need never reach memory.
     """
     built: list[_KernelBuilder | ExternBuffer] = []
     written_at: dict[str, int] = {}  # buffer name -> position of the item that writes it
+    readers: dict[str, set[str]] | None = None  # buffer name -> the buffers reading it ("" for a graph output)
     for buf in graph.buffers:
         if isinstance(buf, ExternBuffer):
             mutable = getattr(getattr(buf.target, "_schema", None), "is_mutable", True)
@@ -363,12 +365,17 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
         if not isinstance(buf, ComputedBuffer):
             raise TypeError(f"inductor-lite scheduler: unexpected buffer kind {type(buf).__name__}")
         last = len(built) - 1
-        reach = max(last, 0)
+        candidates = [last] if last >= 0 else []
         if _small(buf):
-            earliest = max((written_at.get(name, -1) for name in _reads(buf)), default=-1)
-            reach = max(earliest, last - _LOOK_BACK, 0)
+            reads = _reads(buf)
+            earliest = max((written_at.get(name, -1) for name in reads), default=-1)
+            candidates = [*range(last, max(earliest, last - _LOOK_BACK, 0) - 1, -1)]
+            if 0 <= earliest and isinstance(built[earliest], _KernelBuilder):
+                readers = _readers(graph) if readers is None else readers
+                if _last_reader_of_some(built[earliest], buf.name, reads, readers):
+                    candidates = [earliest, *(i for i in candidates if i != earliest)]
         position = next(
-            (i for i in range(last, reach - 1, -1) if isinstance(b := built[i], _KernelBuilder) and b.try_add(buf)),
+            (i for i in candidates if isinstance(b := built[i], _KernelBuilder) and b.try_add(buf)),
             None,
         )
         if position is None:
@@ -391,6 +398,26 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
             _merge_loops(item)
             _mark_overwritable(item, graph.all_buffers)
     return items
+
+
+def _readers(graph: LoweredGraph) -> dict[str, set[str]]:
+    """Which buffers read each buffer; a graph output is read by ``""``."""
+    readers: dict[str, set[str]] = {}
+    for buf in graph.buffers:
+        for name in _reads(buf) if isinstance(buf, ComputedBuffer) else getattr(buf, "reads", ()):
+            readers.setdefault(name, set()).add(buf.name)
+    for output in graph.outputs:
+        if output.arg is not None:
+            readers.setdefault(output.arg.buffer, set()).add("")
+    return readers
+
+
+def _last_reader_of_some(kernel: _KernelBuilder, name: str, reads: set[str], readers: dict[str, set[str]]) -> bool:
+    """Whether buffer ``name`` joining ``kernel`` leaves a value the kernel writes read nowhere else (so it need
+    not be stored: a layer norm's statistics, which only the backward's saved ``rstd / n`` reads besides the
+    normalisation, stay in registers instead of being kept in memory to the end of the graph)."""
+    own = {b.name for b in kernel.bufs}
+    return any(readers.get(read, set()) <= own | {name} for read in reads & own)
 
 
 def _hoisted_position(built: list[Any], extern: ExternBuffer) -> int:
