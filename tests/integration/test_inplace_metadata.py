@@ -441,3 +441,47 @@ def test_a_size_needed_after_a_graph_that_transposes_its_input_is_not_read_from_
         torch.testing.assert_close(actual, expected)
         torch.testing.assert_close(compiled_args, eager_args)
         assert _layout(compiled_args[0]) == _layout(eager_args[0])
+
+
+# ------------------------------------------------------------------ out= tensors of another shape than the result
+
+
+def _into_a_view(x, o):
+    torch.add(x, 1, out=o[:0])  # eager resizes the empty view over o's memory: o's first elements change
+    return o
+
+
+def _into_a_local(x):
+    o = torch.empty(0)
+    torch.add(x, 1, out=o)
+    return o * 2
+
+
+OUT_RESIZES = {
+    "argument": (lambda x, o: torch.add(x, 1, out=o), "the graph's input"),
+    "view_of_an_argument": (_into_a_view, "a view"),
+    "tuple_into_an_argument": (lambda x, o: torch.sort(x, out=(o, torch.empty(0, dtype=torch.long))), "input"),
+}
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("case", list(OUT_RESIZES))
+def test_an_out_of_another_shape_than_the_result_is_resized_as_eager_does(backend, case):
+    """Eager resizes an ``out=`` tensor to the result's shape; AOT autograd copies the result back into an input
+    (a copy cannot resize it) and never sees a view's base change: such a call runs in Python, with its reason."""
+    fn, reason = OUT_RESIZES[case]
+    calls_agree(fn, [[torch.randn(3), torch.randn(4)], [torch.randn(5), torch.empty(0)]], backend=backend)
+    compiler.reset()
+    with capture.observe() as seen:
+        compiler.compile(fn, backend=backend)(torch.randn(3), torch.randn(4))
+    reasons = [brk.reason for frame in seen.frames for brk in frame.graph_breaks]
+    assert any("resizes its out= tensor" in r and reason in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_an_out_the_graph_made_is_resized_inside_the_graph(backend):
+    calls_agree(_into_a_local, [[torch.randn(3)], [torch.randn(5)]], backend=backend)
+    compiler.reset()
+    with capture.observe() as seen:
+        compiler.compile(_into_a_local, backend=backend)(torch.randn(3))
+    assert [brk.reason for frame in seen.frames for brk in frame.graph_breaks] == []

@@ -71,6 +71,22 @@ def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def _check_out_resize(
+    graph: OutputGraph, name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Leave to Python an ``out=`` call that resizes an ``out`` the graph did not make whole: a view (eager resizes
+    it over its base's memory, so the base's elements change), a graph input or a module's tensor (AOT autograd
+    copies the new value back into it, which a copy cannot resize). A tensor the graph made is just replaced."""
+    for node in eager_checks.resized_outs(target, args, kwargs):
+        example = eager_checks.example_tensor(node)
+        found = graph.input_viewed_by(node) or graph.module_tensor_viewed_by(node)
+        of = f"the graph's input {found[0].name()}" if found is not None else ""
+        if example is not None and example._is_view():
+            unsupported(f"{name} resizes its out= tensor, a view{' of ' + of if of else ''}, over its base's memory")
+        if found is not None:
+            unsupported(f"{name} resizes its out= tensor, {of}, which a copy back into it cannot")
+
+
 def _op_name(node: torch.fx.Node) -> str:
     return str(getattr(node.target, "__name__", node.target))
 
@@ -101,6 +117,8 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
     too: AOT autograd replays it with gradients recorded, where autograd refuses it.
     """
     name = getattr(target, "__name__", target)
+    if "out" in kwargs:
+        _check_out_resize(graph, name, target, args, kwargs)
     for node in eager_checks.written(target, args, kwargs):
         example = eager_checks.example_tensor(node)
         savers = graph.saved_for_backward.get(eager_checks.storage_key(example)) if example is not None else None

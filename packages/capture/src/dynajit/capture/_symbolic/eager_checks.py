@@ -521,6 +521,32 @@ def metadata_change(target: Any, args: tuple[Any, ...]) -> str | None:
     return "storage" if name in _STORAGE_CHANGES else "view"
 
 
+def resized_outs(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.fx.Node]:
+    """The ``out=`` tensors (FX nodes) a call of ``target`` resizes: eager gives an ``out`` of another shape than
+    the result's that shape (over the same memory when it fits). The op runs here on fake stand-ins of the outs
+    to find them; the outs themselves are left as they are."""
+    given = kwargs.get("out")
+    outs = list(given) if isinstance(given, (list, tuple)) else [given]
+    examples = [example_tensor(out) for out in outs]
+    if not all(isinstance(out, torch.fx.Node) for out in outs) or any(e is None for e in examples):
+        return []
+    if isinstance(target, str):
+        target = getattr(torch.Tensor, target, None)
+    fake_mode = getattr(examples[0], "fake_mode", None)
+    if target is None or fake_mode is None:
+        return []
+    try:
+        with fake_mode, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probes = [torch.empty_strided(e.shape, e.stride(), dtype=e.dtype, device=e.device) for e in examples]
+            values = torch.fx.node.map_aggregate(args, example_value)
+            others = {k: torch.fx.node.map_aggregate(v, example_value) for k, v in kwargs.items() if k != "out"}
+            target(*values, **others, out=type(given)(probes) if isinstance(given, (list, tuple)) else probes[0])
+    except Exception:  # the op's own error: the recorded call raises it, as eager does
+        return []
+    return [out for out, e, p in zip(outs, examples, probes) if not _same_layout(p, e)]
+
+
 def storage_key(tensor: torch.Tensor) -> int:
     """Which storage ``tensor`` views (the same number for every tensor over it)."""
     return tensor.untyped_storage()._cdata
