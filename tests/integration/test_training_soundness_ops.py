@@ -1,7 +1,7 @@
 """Training graphs against eager: ops autograd or eager refuses, and ops whose result is unused.
 
 An op without a derivative, an ``out=`` argument with an input requiring grad, an unused softmax of bools,
-an unused attention, ``requires_grad_`` and ``retain_grad`` inside the compiled function.
+an unused attention, ``requires_grad_``, ``detach_`` and ``retain_grad`` inside the compiled function.
 
 Each case runs the same function eagerly and through ``dynajit.compiler.compile`` on fresh copies of the same
 leaves, runs a backward, and compares outputs, inputs after the call, gradients and exceptions.
@@ -195,3 +195,34 @@ def test_no_gradient_after_a_graph_ending_in_the_mode_of_its_view(backend):
 
     compiled = compiler.compile(_view_made_in_an_enable_grad_block, backend=backend)
     torch.testing.assert_close(run(compiled), run(_view_made_in_an_enable_grad_block))
+
+
+def _detached_argument(x):
+    return x.detach_() * 2
+
+
+def _detached_through_the_class(x):
+    torch.Tensor.detach_(x)
+    return x.sin()
+
+
+def _detached_computed_value(x):
+    y = x * 3
+    y.detach_()
+    return y + x
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_detached_argument, _detached_through_the_class, _detached_computed_value])
+def test_detach_in_place_stops_the_tensor_requiring_grad_as_in_eager(backend, fn):
+    """Eager's ``detach_`` makes the caller's tensor (or a computed one) a leaf that no longer requires grad; a
+    graph's functional copy of it would keep the flag, so the call runs in Python."""
+
+    def run(f):
+        x = torch.linspace(-1, 1, 5, requires_grad=True)
+        out = f(x)
+        if out.grad_fn is not None:
+            out.sum().backward()
+        return out.detach(), (out.requires_grad, x.requires_grad, x.is_leaf), x.grad
+
+    torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
