@@ -312,3 +312,33 @@ def test_copy_of_a_number_into_a_tensor(backend, number, dtype):
         return x * 2
 
     differential(fn, torch.zeros(2, 3, dtype=dtype), compiled=compiler.compile(fn, backend=backend))
+
+
+# ------------------------------------------------------------------ views that read the same bits as another type
+
+
+def _bits_incremented(x):
+    return x.view(torch.int32).add_(1)
+
+
+def _complex_parts_doubled(z):
+    return torch.view_as_real(z).mul_(2)
+
+
+def _value_and_its_bits(x):
+    y = x * 2
+    return y, y.view(torch.int32)
+
+
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_bits_incremented, lambda: torch.tensor([1.0, -2.0, 0.5, 3.0])),
+        (_complex_parts_doubled, lambda: torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)),
+        (_value_and_its_bits, lambda: torch.tensor([1.0, -2.0])),
+    ],
+)
+def test_outputs_sharing_memory_as_another_dtype_are_its_bits(fn, make):
+    # Outputs viewing one storage were all returned as views of its base's buffer, in the base's dtype: a float
+    # written back through an int32 view became the int's value converted, not its bits.
+    differential(fn, make())

@@ -622,6 +622,8 @@ class GraphLowering:
         base_val = root.meta.get("val")
         if root.op != "call_function" or not isinstance(base_val, torch.Tensor) or not whole_storage(base_val):
             return None  # a view of an input or a constant, or no node holds the whole storage to base views on
+        if isinstance(val, torch.Tensor) and val.dtype != base_val.dtype:
+            return None  # its elements are the base's bits read as another type: the aten view (``view.dtype``) is it
         buf = self.output_bases.get(root)
         if buf is None:
             strides = dense_strides(base_val)
