@@ -92,6 +92,7 @@ class _Frame:
 
 
 FLOATS = ("float32", "float64", "bfloat16", "float16")
+_BITS_AS_INT = {torch.float32: "torch.int32", torch.float64: "torch.int64"}
 
 
 class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
@@ -286,6 +287,13 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
         ops = [f"{target}.add_({b})", f"{target}.mul_({b})", f"{target}.{copy}({b})", f"{target}.sub_(1)"]
         ops += [f"{target}.zero_()", f"{target}.fill_(1)", f"{target} += {b}", f"{target} *= 2"]
         ops += [f"torch.add({target}, {b}, out={target})", f"torch.Tensor.mul_({target}, 2)"]
+        # Writes that change what the written tensor is: its bits read as an int of the same size, an out= of
+        # another shape (eager resizes it, a view over its base's memory), and detach_ (refused for a view).
+        if t.dtype in _BITS_AS_INT:
+            ops.append(f"{target}.view({_BITS_AS_INT[t.dtype]}).add_(1)")
+        if t.dim() >= 1:
+            ops.append(f"torch.mul({b}, 2, out={target}[:0])")
+        ops.append(f"{target}.detach_()")
         if t.is_floating_point():
             ops += [f"{target}.clamp_(min=0)", f"{target}.div_(2)", f"torch.relu_({target})", f"{target}.sigmoid_()"]
             ops.append(f"torch.nn.functional.relu({target}, inplace=True)")
