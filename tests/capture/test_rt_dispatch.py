@@ -452,10 +452,34 @@ def test_only_entries_that_may_reach_the_interceptor_run_inside_the_settings_sco
         assert seen is backend  # the call at the graph break ran under the wrapper's settings
     pure_source, breaks_source = compiled_state(compiled_pure).source, compiled_state(compiled_breaks).source
     # a hit on an entry that only calls its graph sets nothing up; BACKEND_MATCH is not checked per call
-    assert pure_source.split("\n")[1:3] == ["    if __dj_g0(x,):", "        return __dj_f0(x)"]
+    assert pure_source.split("\n")[1:4] == [
+        "    if __dj_orig.__code__ is not __dj_code: return __dj_recode(x)",
+        "    if __dj_g0(x,):",
+        "        return __dj_f0(x)",
+    ]
     assert "__dj_enter" in breaks_source.split("__dj_miss")[0]
     (_, instance), *_ = compiled_state(compiled_pure).ordered
     assert "BACKEND_MATCH" not in str(instance.guards.guards) and "BACKEND_MATCH" in str(
         compiled_state(compiled_pure).entries()[0].guards
     )
     assert capture.current_backend() is None
+
+
+def test_a_function_whose_code_is_replaced_runs_its_new_code() -> None:
+    # Eager runs whatever code the function holds at the call; the dispatcher was built for the old code, whose
+    # guards still passed, so the compiled call kept returning the old code's answer.
+    def fn(t):
+        return t + 1
+
+    backend = CompileCounter()
+    compiled = capture.optimize(backend)(fn)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), fn(x))
+    old = fn.__code__
+    fn.__code__ = (lambda t, k=3: t * k).__code__
+    fn.__defaults__ = (3,)
+    assert torch.equal(compiled(x), fn(x))
+    assert torch.equal(compiled(x, 5), fn(x, 5))
+    fn.__code__, fn.__defaults__ = old, None
+    assert torch.equal(compiled(x), fn(x))
+    assert backend.frame_count == 3  # old code, new code at k=3 and k=5; the old entry served again after

@@ -130,7 +130,7 @@ def _scoped_call(prefix: str, call: str, indent: str) -> list[str]:
 
 
 def dispatcher_source(
-    name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch], reads: str = ""
+    name: str, layout: ArgumentLayout, prefix: str, branches: Sequence[Branch], reads: str = "", stale: str = ""
 ) -> str:
     """Source of ``def <name>(<signature>)`` that walks ``branches`` in order and ends in the miss handler.
 
@@ -140,9 +140,13 @@ def dispatcher_source(
     The globals it reads: ``<prefix>enter`` / ``<prefix>leave`` (set and
     restore the running settings, e.g. a context variable's ``set`` and
     ``reset``), ``<prefix>settings``, ``<prefix>miss`` (called with the values
-    when no branch applies) and each branch's names.
+    when no branch applies) and each branch's names. ``stale``, when given, is a condition under which the
+    call goes to ``<prefix>recode`` first (the function's code was replaced since the dispatcher was made).
     """
-    lines = [f"def {name}({layout.params}):", *reads.splitlines()]
+    lines = [f"def {name}({layout.params}):"]
+    if stale:
+        lines.append(f"    if {stale}: return {prefix}recode({layout.call})")
+    lines += reads.splitlines()
     for branch in branches:
         call = f"{branch.run}({layout.call})"
         indent = "    " if branch.check is None else "        "

@@ -346,26 +346,9 @@ class CompiledFunction:
 
     def __init__(self, fn: types.FunctionType, settings: _Settings) -> None:
         self.fn = fn
-        self.code = fn.__code__
         self.settings = settings
-        self.cache = _cache.cache_for(self.code)
-        self.layout = _dispatch.layout_of(self.code)
-        self.prefix = _dispatch.internal_prefix(self.layout)
-        self.instances: dict[_cache.CacheEntry, _Instance] = {}
-        self.ordered: list[tuple[_cache.CacheEntry, _Instance]] = []
-        self.rejected: set[_cache.CacheEntry] = set()
-        self.version = -1
-        self.namespace: dict[str, Any] = {
-            "__builtins__": __builtins__,
-            self.prefix + "enter": _running.set,
-            self.prefix + "leave": _running.reset,
-            self.prefix + "settings": settings,
-            self.prefix + "miss": self.miss,
-            self.prefix + "orig": fn,
-            self.prefix + "unset": _dispatch.UNSET,
-        }
-        # Parameters not passed are given fn's defaults as they are at each call (they may be replaced later).
-        self.reads = _dispatch.default_reads(fn, self.layout, self.prefix + "unset", self.prefix + "orig")
+        self.namespace: dict[str, Any] = {}
+        self._bind_code()
         self.filename = f"<dynajit dispatcher of {fn.__qualname__}>"
         self.wrapper = self._compile(
             _dispatch.passthrough_source("dispatch", self.layout, self.prefix + "orig", self.reads)
@@ -374,6 +357,46 @@ class CompiledFunction:
         self.wrapper._dynajit_compiled = self  # type: ignore[attr-defined]
         _live.add(self)
         self.regenerate()
+
+    def _bind_code(self) -> None:
+        """Take the function's code as it is now: its cache, its parameters and the dispatcher's names (the
+        namespace dict is updated in place: it is the wrapper's globals)."""
+        fn = self.fn
+        self.code = fn.__code__
+        self.cache = _cache.cache_for(self.code)
+        self.layout = _dispatch.layout_of(self.code)
+        self.prefix = _dispatch.internal_prefix(self.layout)
+        self.instances: dict[_cache.CacheEntry, _Instance] = {}
+        self.ordered: list[tuple[_cache.CacheEntry, _Instance]] = []
+        self.rejected: set[_cache.CacheEntry] = set()
+        self.version = -1
+        self.namespace.clear()
+        self.namespace.update({
+            "__builtins__": __builtins__,
+            self.prefix + "enter": _running.set,
+            self.prefix + "leave": _running.reset,
+            self.prefix + "settings": self.settings,
+            self.prefix + "miss": self.miss,
+            self.prefix + "orig": fn,
+            self.prefix + "unset": _dispatch.UNSET,
+            self.prefix + "code": self.code,
+            self.prefix + "recode": self.recode,
+        })  # fmt: skip
+        # Parameters not passed are given fn's defaults as they are at each call (they may be replaced later).
+        self.reads = _dispatch.default_reads(fn, self.layout, self.prefix + "unset", self.prefix + "orig")
+
+    def recode(self, *args: Any, **kwargs: Any) -> Any:
+        """A call after ``fn.__code__`` was replaced: eager runs the new code, so the dispatcher is rebuilt for
+        it (its own cache, guards and signature) and the call goes through it."""
+        with _lock:
+            if self.fn.__code__ is not self.code:
+                self._bind_code()
+                self.wrapper.__defaults__, self.wrapper.__kwdefaults__ = _dispatch.marked_defaults(self.fn)
+                self.regenerate()
+        # (a parameter the caller left to its default was forwarded as the marker: the new code's defaults apply)
+        while args and args[-1] is _dispatch.UNSET:
+            args = args[:-1]
+        return self.wrapper(*args, **{k: v for k, v in kwargs.items() if v is not _dispatch.UNSET})
 
     def _compile(self, source: str) -> types.FunctionType:
         function = _dispatch.compile_function(source, "dispatch", self.namespace, self.filename)
@@ -447,7 +470,8 @@ class CompiledFunction:
                         self.namespace[check] = instance.check
                     self.namespace[f"{self.prefix}f{index}"] = instance.run
                     branches.append(_dispatch.Branch(check, f"{self.prefix}f{index}", instance.scoped))
-                source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches, self.reads)
+                stale = f"{self.prefix}orig.__code__ is not {self.prefix}code"
+                source = _dispatch.dispatcher_source("dispatch", self.layout, self.prefix, branches, self.reads, stale)
             self.wrapper.__code__ = self._compile(source).__code__
             self.source = source
 
