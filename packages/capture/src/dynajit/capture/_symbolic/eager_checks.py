@@ -74,11 +74,11 @@ _COMPOSITES = {"softmax", "log_softmax", "logsumexp", "std", "var", "std_mean", 
 # Ops whose meta kernels skip eager's checks of their operands' ranks and dims (``v.sort(1)`` of a vector raises
 # IndexError in eager only, as does ``bucketize`` with 2-D boundaries): size-1 stand-ins keep the ranks.
 _RANK_CHECKED = {"sort", "argsort", "msort", "bucketize"}
-# Ops whose kernels refuse bools that their meta kernels accept (``median`` of bools is not implemented), and ints
-# too (``logcumsumexp``): checked on stand-ins for those operands only (a size-1 stand-in refuses ``topk(5)``), so
-# an unused one still raises as eager's does.
-_KERNEL_DTYPE_CHECKED = {"median": (torch.bool,), "nanmedian": (torch.bool,), "kthvalue": (torch.bool,),
-                         "topk": (torch.bool,), "trace": (torch.bool,), "logcumsumexp": (torch.bool, "integer")}  # fmt: skip
+# Ops whose kernels refuse bools that their meta kernels accept (``median`` of bools is not implemented), and of
+# those, the ones refusing ints too: checked on stand-ins for such operands only (a size-1 stand-in refuses
+# ``topk(5)``), so an unused one still raises as eager's does.
+_KERNEL_REFUSES_BOOLS = {"median", "nanmedian", "kthvalue", "topk", "trace", "logcumsumexp"}
+_KERNEL_REFUSES_INTS = {"logcumsumexp"}
 
 
 def _aten_name(target: Any) -> str | None:
@@ -268,11 +268,10 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
     _check_dim_in_range(name, args, kwargs)
     _check_index_in_range(name, args, kwargs)
     indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
-    if name in _KERNEL_DTYPE_CHECKED:
-        refused = _KERNEL_DTYPE_CHECKED[name]
-        examples = [e for a in (*args, *kwargs.values()) if (e := example_tensor(a)) is not None]
-        integer = [e for e in examples if e.dtype != torch.bool and not (e.is_floating_point() or e.is_complex())]
-        pointwise = any(e.dtype == torch.bool for e in examples) or ("integer" in refused and bool(integer))
+    if name in _KERNEL_REFUSES_BOOLS:
+        dtypes = [e.dtype for a in (*args, *kwargs.values()) if (e := example_tensor(a)) is not None]
+        integer = any(d != torch.bool and not (d.is_floating_point or d.is_complex) for d in dtypes)
+        pointwise = torch.bool in dtypes or (name in _KERNEL_REFUSES_INTS and integer)
     if not (indexing or pointwise or _tags(name) is not None):
         return
     if method:
