@@ -49,6 +49,20 @@ def test_a_dtype_check_eager_makes_raises_the_same_error(fn, x):
     differential(fn, x, compiled=compiled)  # every call raises, not only the first
 
 
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0, 1, 0, 0), (0, 3), (2, 3)], ids=["empty_4d", "empty_rows", "filled"])
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x.bool().softmax(1), lambda x: x.long().log_softmax(-1), lambda x: (x > 0).softmax(0) * 2],
+    ids=["softmax_bool", "log_softmax_long", "softmax_bool_used"],
+)
+def test_a_softmax_eager_computes_only_when_empty(backend, shape, fn):
+    """Eager's softmax kernel refuses bools and ints, but an empty input never reaches it: the result is an empty
+    tensor of the input's dtype. The decomposition refuses the dtype anyway (a subtraction of bools), so the op is
+    compiled whole; a filled input raises eager's error."""
+    differential(fn, torch.randn(shape), compiled=compiler.compile(fn, backend=backend))
+
+
 def _unused(op):
     def fn(x):
         op(x)  # eager raises here; the result is dead code the compiled graph would drop

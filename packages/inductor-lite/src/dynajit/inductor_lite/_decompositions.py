@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,7 @@ from dynajit.fxgraph import (
     python_kernels_replaced,
 )
 from dynajit.inductor_lite._batch_norm import eval_batch_norm
-from dynajit.inductor_lite._eager_checks import checkable, run_on_ones
+from dynajit.inductor_lite._eager_checks import EagerError, checkable, flat, run_on_ones
 from dynajit.inductor_lite._ir import may_overflow
 from dynajit.inductor_lite._lower_reduce import lowers_layer_norm
 from dynajit.inductor_lite._lowering import in_dtype
@@ -39,6 +40,7 @@ from dynajit.inductor_lite._upsample import upsampling_decompositions
 __all__ = ["decomposition_table", "our_autograd_kernels"]
 
 aten = torch.ops.aten
+log = logging.getLogger("dynajit.inductor_lite")
 
 # Composite ops rewritten into ops the lowering table handles (on top of the core aten set).
 _EXTRA_DECOMPOSITIONS = [
@@ -406,12 +408,27 @@ def _in_canonical_layout(decompose: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _checked(op: Any, decompose: Callable[..., Any]) -> Callable[..., Any]:
-    """``decompose`` after running ``op`` eagerly on size-1 tensors of its arguments' dtypes (see ``run_on_ones``)."""
+    """``decompose`` after running ``op`` eagerly on size-1 tensors of its arguments' dtypes (see ``run_on_ones``).
+
+    Where eager accepted the call and the decomposition refuses it, the op is traced whole: eager's kernel skips
+    its dtype checks for an empty input (``softmax`` of an empty bool tensor is an empty bool tensor), which the
+    decomposition's own ops (a subtraction of bools) make anyway.
+    """
 
     @functools.wraps(decompose)
     def run(*args: Any, **kwargs: Any) -> Any:
         run_on_ones(op, args, kwargs)
-        return decompose(*args, **kwargs)
+        try:
+            # tried on the stand-ins first where it matters: a refusal under fake tensors is logged as an error
+            if any(
+                isinstance(a, torch.Tensor) and statically_known_true(a.numel() == 0)
+                for a in flat([*args, *kwargs.values()])
+            ):
+                run_on_ones(decompose, args, kwargs)
+            return decompose(*args, **kwargs)
+        except (EagerError, RuntimeError) as err:
+            log.info("inductor-lite: %s kept whole, its decomposition refuses what eager accepts: %s", op, err)
+            return NotImplemented  # traced as the op itself
 
     return run
 
