@@ -27,6 +27,7 @@ from torch.nn.modules import module as module_globals
 from torch.utils._device import DeviceContext
 
 from dynajit.capture import _cache, _cache_limits, _dispatch, _marks, _observe, _stance
+from dynajit.capture._errors import InternalCompilerError, RecompileError, RecompileLimitWarning, StrictModeError
 from dynajit.capture._skipfiles import RESUME_MARK, is_library_code, is_untraceable_code
 from dynajit.capture._symbolic.paths import reads_hooked
 from dynajit.capture.config import config
@@ -50,37 +51,6 @@ __all__ = [
 _guards_log = artifact_logger("guards")
 _recompiles_log = artifact_logger("recompiles")
 _log = logging.getLogger("dynajit.capture")
-
-
-class RecompileLimitWarning(UserWarning):
-    """A function reached ``config.cache_size_limit`` compiled entries and now runs eagerly on new inputs."""
-
-
-class InternalCompilerError(RuntimeError):
-    """Converting a frame failed inside dynajit (raised under ``fullgraph=True``; otherwise a warning)."""
-
-
-class StrictModeError(RuntimeError):
-    """Under ``config.strict``, a frame that would have run eagerly instead of compiled.
-
-    Its conversion or backend compile failed (the cause is chained), or it reached ``config.cache_size_limit``.
-    The message names the function (qualified name, ``file:line``) and why. Graph breaks are not fallbacks.
-
-    Example:
-        >>> import torch, dynajit.capture as capture
-        >>> def broken_backend(gm, example_inputs):
-        ...     raise ValueError("no kernel")
-        >>> f = capture.optimize(broken_backend)(lambda x: x + 1)
-        >>> with capture.config.patch(strict=True):
-        ...     f(torch.ones(2))
-        Traceback (most recent call last):
-        ...
-        dynajit.capture._runtime.StrictModeError: dynajit (strict mode): compiling '<lambda>' ...
-    """
-
-
-class RecompileError(RuntimeError):
-    """A recompilation was needed while the stance is ``fail_on_recompile``."""
 
 
 # The settings of the compiled function running in this thread (or asyncio task): a context variable,
