@@ -16,7 +16,7 @@ the strides' size hints, and so does the choice of a row scratch array.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -351,6 +351,13 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     built: list[_KernelBuilder | ExternBuffer] = []
     written_at: dict[str, int] = {}  # buffer name -> position of the item that writes it
     readers: dict[str, set[str]] | None = None  # buffer name -> the buffers reading it ("" for a graph output)
+    reads_of: dict[str, set[str]] = {}  # buffer name -> what its value reads, placed once per buffer
+
+    def reads(buf: ComputedBuffer) -> set[str]:
+        if buf.name not in reads_of:
+            reads_of[buf.name] = _reads(buf)
+        return reads_of[buf.name]
+
     for buf in graph.buffers:
         if isinstance(buf, ExternBuffer):
             mutable = getattr(getattr(buf.target, "_schema", None), "is_mutable", True)
@@ -367,12 +374,12 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
         last = len(built) - 1
         candidates = [last] if last >= 0 else []
         if _small(buf):
-            reads = _reads(buf)
-            earliest = max((written_at.get(name, -1) for name in reads), default=-1)
+            its_reads = reads(buf)
+            earliest = max((written_at.get(name, -1) for name in its_reads), default=-1)
             candidates = [*range(last, max(earliest, last - _LOOK_BACK, 0) - 1, -1)]
             if 0 <= earliest and isinstance(built[earliest], _KernelBuilder):
-                readers = _readers(graph) if readers is None else readers
-                if _last_reader_of_some(built[earliest], buf.name, reads, readers):
+                readers = _readers(graph, reads) if readers is None else readers
+                if _last_reader_of_some(built[earliest], buf.name, its_reads, readers):
                     candidates = [earliest, *(i for i in candidates if i != earliest)]
         position = next(
             (i for i in candidates if isinstance(b := built[i], _KernelBuilder) and b.try_add(buf)),
@@ -400,11 +407,11 @@ def schedule(graph: LoweredGraph) -> list[Kernel | ExternBuffer]:
     return items
 
 
-def _readers(graph: LoweredGraph) -> dict[str, set[str]]:
-    """Which buffers read each buffer; a graph output is read by ``""``."""
+def _readers(graph: LoweredGraph, reads: Callable[[ComputedBuffer], set[str]]) -> dict[str, set[str]]:
+    """Which buffers read each buffer (``reads`` of a computed one); a graph output is read by ``""``."""
     readers: dict[str, set[str]] = {}
     for buf in graph.buffers:
-        for name in _reads(buf) if isinstance(buf, ComputedBuffer) else getattr(buf, "reads", ()):
+        for name in reads(buf) if isinstance(buf, ComputedBuffer) else getattr(buf, "reads", ()):
             readers.setdefault(name, set()).add(buf.name)
     for output in graph.outputs:
         if output.arg is not None:
