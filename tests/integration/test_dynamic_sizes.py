@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from dynajit import compiler
+from dynajit import capture, compiler
 
 
 def _compare(fn: Callable[..., Any], calls: Sequence[Callable[[], tuple[Any, ...]]], **options: Any) -> None:
@@ -345,3 +345,56 @@ def test_an_op_whose_meta_kernel_expands_its_input_traces_with_symbolic_sizes(ca
         _compare(fn, [sized(n) for n in (3, 4, 5, 7)], fullgraph=True)
     assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
     assert compiler.explain(fn)(*sized(6)()).graph_break_count == 0
+
+
+def _int_past_64_bits(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * (n % 1000) + (n > 2**40)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_an_int_argument_past_64_bits_after_a_dynamic_recompile_gives_pythons_answer(dynamic: bool | None) -> None:
+    # A dynamic int reached the kernels as an int64 ("OverflowError: int too big to convert" at 2**63, where eager
+    # computes in Python's ints): a graph's ints are now int64 by their guards, and a larger one is a constant.
+    values = (3, 4, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**70, 17)
+    _compare(_int_past_64_bits, [lambda n=n: (torch.ones(3), n) for n in values], dynamic=dynamic)
+
+
+_CONVERTED_NUMBERS = {
+    "where": lambda x, n: torch.where(x > 0, x, n),
+    "masked_fill": lambda x, n: x.masked_fill(x > 0, n),
+    "masked_fill_": lambda x, n: x.masked_fill_(x > 0, n),
+    "masked_fill_one_element": lambda x, n: x[:1].masked_fill(x[:1] < 0, n),
+    "full": lambda x, n: torch.full((2,), n, dtype=x.dtype) + x[:2],
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float16, torch.uint8], ids=str)
+@pytest.mark.parametrize("op", list(_CONVERTED_NUMBERS))
+def test_a_symbolic_number_the_dtype_cannot_hold_raises_eagers_error(op: str, dtype: torch.dtype) -> None:
+    # Eager converts these numbers checked ("value cannot be converted to type int without overflow"; `where`
+    # converts as a wrapped scalar, unchecked); once the int was a graph input, the kernels wrapped it.
+    fn = _CONVERTED_NUMBERS[op]
+    compiler.reset()
+    compiled = compiler.compile(fn, backend="inductor", dynamic=True)
+    for n in (3, 4, 2**40 + 3, 70000, -1, 2**31, 5):
+        x = torch.arange(-3, 3).to(dtype)
+        try:
+            expected, raised = fn(x.clone(), n), None
+        except RuntimeError as err:
+            expected, raised = None, err
+        if raised is not None:
+            with pytest.raises(RuntimeError, match="cannot be converted"):
+                compiled(x.clone(), n)
+        else:
+            torch.testing.assert_close(compiled(x.clone(), n), expected, msg=lambda m, n=n: f"n={n}: {m}")
+
+
+def test_a_shape_condition_on_an_int_as_a_float_is_a_guard_python_evaluates() -> None:
+    # torch prints such a condition `torch.sym_float(L['n']) <= 65504.0`, a name guards do not bind: the guard
+    # raised NameError at every call, which is a miss, so each call compiled again.
+    counter = capture.testing.CompileCounter()
+    fn = capture.optimize(counter, dynamic=True)(lambda x, n: torch.full((2,), n, dtype=torch.float16) + x)
+    for n in (3, 4, 5, 6):
+        torch.testing.assert_close(fn(torch.ones(2, dtype=torch.float16), n), torch.full((2,), n + 1.0).half())
+    assert counter.frame_count == 1

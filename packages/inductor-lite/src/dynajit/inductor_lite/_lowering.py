@@ -371,10 +371,22 @@ def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
     val = ctx.current_val()
     if isinstance(value, TensorValue):
         return make_pointwise(ctx, [value], lambda a: a, compute=value.dtype)
+    if isinstance(value, sympy.Expr) and not _always_fits(value, val.dtype):
+        # Eager converts the number with a check ("value cannot be converted to type int without overflow"), which
+        # a symbolic one defers to each call: aten's kernel makes it there, where code generation would wrap.
+        return ctx.fallback(f"a symbolic number may not fit {val.dtype}")
     expr = (
         size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(in_dtype(value, val.dtype), val.dtype)
     )
     return TensorValue(_sym.shape_of(val), val.dtype, lambda idx: expr, ctx.device)
+
+
+def _always_fits(value: sympy.Expr, dtype: torch.dtype) -> bool:
+    """Whether every value a symbolic int (an int64) or float (a double) may take fits ``dtype``."""
+    if not may_overflow(torch.int64 if value.is_integer else torch.float64, dtype):
+        return True
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    return _sym.provably_le(int(info.min), value) and _sym.provably_le(value, int(info.max))
 
 
 @lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)

@@ -348,8 +348,10 @@ def _check_index_in_range(name: str, args: tuple[Any, ...], kwargs: dict[str, An
 _FILL_VALUES = {
     "fill": (1, "value"), "fill_": (1, "value"), "full_like": (1, "fill_value"), "new_full": (2, "fill_value"),
     "full": (1, "fill_value"), "index_fill": (3, "value"), "index_fill_": (3, "value"), "scalar_tensor": (0, "s"),
-    "pad": (3, "value"),
+    "pad": (3, "value"), "masked_fill": (2, "value"), "masked_fill_": (2, "value"),
 }  # fmt: skip
+# Those whose kernel checks the number however many elements it fills (a 16-bit float's one element too).
+_ALWAYS_CHECKED_FILLS = {"index_fill", "index_fill_", "masked_fill", "masked_fill_"}
 # Those whose number is not of a tensor argument's dtype, without a ``dtype``.
 _NEW_TENSORS = {"full", "scalar_tensor"}
 # The dtype ``torch.full`` gives a number without a ``dtype``.
@@ -388,7 +390,7 @@ def _check_fill_value(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             dtype = torch.get_default_dtype() if name == "scalar_tensor" else _NUMBER_DTYPES[type(value)]()
     if not isinstance(dtype, torch.dtype) or _fits(float(value) if name == "pad" else value, dtype):
         return
-    if dtype in (torch.float16, torch.bfloat16) and name not in ("index_fill", "index_fill_"):
+    if dtype in (torch.float16, torch.bfloat16) and name not in _ALWAYS_CHECKED_FILLS:
         elements = None if name == "scalar_tensor" else _filled_elements(name, args, kwargs, example)
         if name == "scalar_tensor" or (elements is not None and statically_known_true(elements == 1)):
             return  # filled unchecked

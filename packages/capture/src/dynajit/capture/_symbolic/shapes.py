@@ -59,6 +59,14 @@ class _SourcePrinter(PythonPrinter):
     def _print_Symbol(self, expr: sympy.Symbol) -> str:
         return self.names[expr]
 
+    # A guard reads Python numbers, not symbolic ones: their plain functions, from the names guards bind
+    # (torch's printer writes ``torch.sym_float``, for guards run on SymInts)
+    def _print_ToFloat(self, expr: sympy.Expr) -> str:
+        return f"float({self._print(expr.args[0])})"
+
+    def _helper_sqrt(self, expr: sympy.Expr) -> str:
+        return f"math.sqrt({self._print(expr)})"
+
 
 class ShapePlan:
     """Decides what is symbolic in one trace and turns the ShapeEnv's facts into guards."""
@@ -130,8 +138,8 @@ class ShapePlan:
         """True when the int ``value`` should be a graph input rather than a constant: an argument under
         ``dynamic=True`` or once seen to change; an int reached through an attribute or an item once an earlier
         compile of this code read another value there."""
-        if type(value) is not int or path is None:
-            return False
+        if type(value) is not int or path is None or not _INT64_MIN <= value <= _INT64_MAX:
+            return False  # (a graph's ints are int64, as its kernels take them: a larger int stays a constant)
         from dynajit.capture.config import config
 
         if config.specialize_int:
@@ -147,6 +155,8 @@ class ShapePlan:
         name = path.to_source().name()
         example = symbolic_int(self.shape_env, value, name)
         if isinstance(example, torch.SymInt):
+            # its guards keep it an int64: a value past that misses the entry and compiles as a constant
+            self.shape_env.constrain_symbol_range(example.node.expr, _INT64_MIN, _INT64_MAX)
             self.origins.setdefault(example.node.expr, (path, None))
             self.values.setdefault(name, _Symbolic(path.to_source()))
         return example
@@ -217,7 +227,7 @@ class ShapePlan:
             code = printer.doprint(expr)
             if code not in made:
                 sources = [self.values[names[s]].source for s in sorted(free, key=str)]
-                made[code] = guards.expression(code, sources, description)
+                made[code] = guards.expression(code, sources, description, _GUARD_NAMES)
 
         for symbol, sources in env.var_to_sources.items():
             first = names.get(symbol)
@@ -251,11 +261,15 @@ class ShapePlan:
             vr = env.var_to_range.get(symbol)
             if vr is None:
                 continue
-            if isinstance(vr.lower, sympy.Integer) and int(vr.lower) > 0:
+            if isinstance(vr.lower, sympy.Integer) and int(vr.lower) != 0:
                 add(sympy.Le(int(vr.lower), symbol, evaluate=False), "the range of a dynamic size")
             if isinstance(vr.upper, sympy.Integer):
                 add(sympy.Le(symbol, int(vr.upper), evaluate=False), "the range of a dynamic size")
         return list(made.values())
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_GUARD_NAMES = {"math": math}  # what printed shape conditions call (``math.floor``, ``math.inf``)
 
 
 def _expr(value: Any) -> sympy.Expr:
