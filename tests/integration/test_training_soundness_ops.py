@@ -226,3 +226,33 @@ def test_detach_in_place_stops_the_tensor_requiring_grad_as_in_eager(backend, fn
         return out.detach(), (out.requires_grad, x.requires_grad, x.is_leaf), x.grad
 
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
+
+
+def _projection_detached_after_a_break(x):
+    y = torch.nn.functional.linear(x, x.new_ones(2, x.shape[-1]))
+    print(end="")  # a graph break: the first graph returns y
+    y.detach_()  # eager's y is no view (``matmul`` returns an ``_unsafe_view`` of its product): this works
+    return y
+
+
+def _projection_returned(x):
+    return torch.nn.functional.linear(x, x.new_ones(2, x.shape[-1])), x.sum(0)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0, 0, 0), (2, 3, 4), (0, 3, 4)])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_an_output_eager_makes_no_view_is_none_compiled(backend, shape, requires_grad):
+    """A graph's output of ``linear`` on a 3-d input was a view of the product's buffer (the wrapper's view of it,
+    or a ``view`` put for an ``_unsafe_view``), so ``detach_()`` on it raised "Can't detach views in-place"."""
+
+    def run(f):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0), requires_grad=requires_grad)
+        with torch.no_grad():
+            out = f(x.clone())
+        return out, [o._is_view() for o in (out if isinstance(out, tuple) else (out,))]
+
+    for fn in (_projection_detached_after_a_break, _projection_returned):
+        (actual, actual_views), (expected, expected_views) = run(compiler.compile(fn, backend=backend)), run(fn)
+        torch.testing.assert_close(actual, expected)
+        assert actual_views == expected_views

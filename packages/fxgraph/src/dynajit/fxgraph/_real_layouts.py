@@ -20,13 +20,22 @@ import torch.fx
 __all__ = ["input_view_chain", "view_or_copy", "viewing_real_layouts"]
 
 aten = torch.ops.aten
-_RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default)
+_RESHAPING_VIEWS = {aten.view.default: lambda: view_or_copy, aten._unsafe_view.default: lambda: _unsafe_view_or_copy}
 
 
 def view_or_copy(tensor: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
     """``tensor.view(shape)``, or a copy in that shape when the real layout cannot be viewed so."""
     try:
         return aten.view.default(tensor, shape)
+    except RuntimeError:
+        return aten.reshape.default(tensor, shape)
+
+
+def _unsafe_view_or_copy(tensor: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
+    """``view_or_copy`` of an ``_unsafe_view``, whose result is no view: eager's ``matmul`` returns one (``linear`` of
+    a 3-d input), which ``detach_()`` and in-place writes under autograd treat unlike a view."""
+    try:
+        return aten._unsafe_view.default(tensor, shape)
     except RuntimeError:
         return aten.reshape.default(tensor, shape)
 
@@ -45,7 +54,7 @@ def viewing_real_layouts(compiler: Callable[..., Any], *, inputs_are_callers: bo
                 and node.target in _RESHAPING_VIEWS
                 and not (inputs_are_callers and _of_input(node.args[0]))
             ):
-                node.target = view_or_copy
+                node.target = _RESHAPING_VIEWS[node.target]()
                 changed = True
         if changed:
             graph_module.recompile()

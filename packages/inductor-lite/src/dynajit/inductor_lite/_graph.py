@@ -131,12 +131,15 @@ class OutputRef:
     """One graph output: a buffer view, a graph input, or a Python constant.
 
     ``replay`` is the chain of aten view ops (each with its arguments after the tensor) that makes the output
-    from the real input ``arg`` views, when only those ops know its strides.
+    from the real input ``arg`` views, when only those ops know its strides. ``own`` says eager's output is no
+    view (``linear`` of a 3-d input, an ``_unsafe_view`` of its product): a view the wrapper makes of a buffer
+    for it is returned detached, so ``detach_()`` and writes under autograd treat it as eager's.
     """
 
     arg: ExternArg | None
     constant: Any = None
     replay: tuple[tuple[Any, tuple[Any, ...], dict[str, Any]], ...] = ()
+    own: bool = False
 
 
 @dataclass
@@ -405,7 +408,10 @@ class GraphLowering:
                 self._count_output_storages(node.args[0])
                 descriptions = node.meta.get("desc") or ()
                 outputs = [
-                    self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a, saved=_saved(description))
+                    self._eager_owned(
+                        self._output(self.env[a] if isinstance(a, torch.fx.Node) else a, a, saved=_saved(description)),
+                        a,
+                    )
                     for a, description in itertools.zip_longest(node.args[0], descriptions[: len(node.args[0])])
                 ]
             else:
@@ -467,6 +473,13 @@ class GraphLowering:
         if value.cost > MAX_INLINE_COST or (value.cost > 0 and len(node.users) > 1):
             return self.realize(value, dense_strides(node.meta["val"]))
         return value
+
+    @staticmethod
+    def _eager_owned(ref: OutputRef, node: Any) -> OutputRef:
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if ref.arg is None or ref.replay or not isinstance(val, torch.Tensor) or val._is_view():
+            return ref
+        return replace(ref, own=True)
 
     def _output(self, value: Any, node: Any, saved: bool = False) -> OutputRef:
         """A graph output: a view of a buffer when eager's output is one of the same storage, else a new buffer.

@@ -311,7 +311,8 @@ class WrapperBuilder:
         if output.arg is None:
             return self.arg_text(output.constant)
         if not output.replay:
-            return self.arg_text(output.arg)
+            text = self.arg_text(output.arg)
+            return f"{text}.detach()" if output.own and text != output.arg.buffer else text
         text = output.arg.buffer
         for op, args, kwargs in output.replay:
             texts = [text, *(self.arg_text(a) for a in args), *(f"{k}={self.arg_text(v)}" for k, v in kwargs.items())]
