@@ -7,6 +7,7 @@ sizes, and compares outputs and the inputs afterwards: shape, strides, storage o
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -485,3 +486,20 @@ def test_an_out_the_graph_made_is_resized_inside_the_graph(backend):
     with capture.observe() as seen:
         compiler.compile(_into_a_local, backend=backend)(torch.randn(3))
     assert [brk.reason for frame in seen.frames for brk in frame.graph_breaks] == []
+
+
+def _into_a_view_of_a_local(x):
+    v = x * 3
+    torch.mul(3, 2, out=v[:0])  # a 0-d result: the empty view is resized over v's memory
+    return v
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("shape", [(0,), (0, 8), (2, 8)])
+def test_an_out_view_made_under_inference_mode_is_resized_as_eager_does(backend, shape):
+    """Under inference mode a view records no base (``_is_view()`` is False), so the view ``out=`` was taken for a
+    tensor of the graph's own and resized inside it: the compile failed (fuzz a227:309). What shares the
+    memory of another of the graph's values is a view."""
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's deprecation of resizing a non-empty out
+        calls_agree(_into_a_view_of_a_local, [[torch.randn(shape)], [torch.randn(shape)]], backend=backend)

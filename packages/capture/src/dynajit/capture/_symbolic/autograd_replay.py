@@ -81,10 +81,21 @@ def _check_out_resize(
         example = eager_checks.example_tensor(node)
         found = graph.input_viewed_by(node) or graph.module_tensor_viewed_by(node)
         of = f"the graph's input {found[0].name()}" if found is not None else ""
-        if example is not None and example._is_view():
+        if example is not None and (example._is_view() or _shares_memory(graph, node, example)):
             unsupported(f"{name} resizes its out= tensor, a view{' of ' + of if of else ''}, over its base's memory")
         if found is not None:
             unsupported(f"{name} resizes its out= tensor, {of}, which a copy back into it cannot")
+
+
+def _shares_memory(graph: OutputGraph, node: torch.fx.Node, example: torch.Tensor) -> bool:
+    """Whether another value of the graph is over ``example``'s memory: a view, whether or not the tensor says so
+    (a view made under inference mode records no base)."""
+    key = eager_checks.storage_key(example)
+    for other in graph.builder.graph.nodes:
+        value = eager_checks.example_tensor(other)
+        if other is not node and value is not None and eager_checks.storage_key(value) == key:
+            return True
+    return False
 
 
 def _op_name(node: torch.fx.Node) -> str:
