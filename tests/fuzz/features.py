@@ -45,6 +45,8 @@ class Features:
     dynamic_shapes: bool = True  # compile with automatic dynamic shapes; off: dynamic=False (static recompiles)
     noncontiguous_inputs: bool = True  # transposed and strided arguments
     int_arg: bool = True  # a Python int argument whose value changes between calls
+    big_ints: bool = True  # with int_arg, a last call whose int no narrower dtype holds (2**31, 70000; int64's
+    # bounds and past them): eager converts some numbers checked, and a symbolic int is an int64
     shape_control: bool = True  # if/else on shapes, dims, dtypes and constants
     data_branch: bool = True  # if on tensor values (x.sum() > 0), .item()/float()/int() of tensors
     containers: bool = True  # lists, tuples and dicts built, indexed, unpacked, appended; with graph_breaks,

@@ -30,6 +30,8 @@ from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
 MAX_NUMEL = 4096
 SYMBOLS = ("s0", "s1", "s2")
 ALLOWED_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
+# Ints no narrower dtype holds: past int8/uint8, float16, int32; int64's bounds, and past them (Python's ints).
+BIG_INTS = (300, 70000, 2**31 + 5, -(2**31) - 3, 2**40 + 3, 2**63 - 1, -(2**63), 2**63 + 7, -(2**64))
 CONTEXTS = (
     "torch.no_grad()",
     "torch.enable_grad()",
@@ -164,6 +166,8 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
         self.program.module_grads = not feat.modules or rng.random() < 0.5
         if feat.int_arg and rng.random() < 0.3:
             values = [rng.randint(1, 4)] * 2 + [rng.randint(0 if feat.zero_size else 1, 5) for _ in calls[2:]]
+            if feat.big_ints and len(values) > 2 and rng.random() < 0.3:
+                values[-1] = rng.choice(BIG_INTS)
             self.program.args.append(ArgSpec("n", "int", int_values=values))
         if feat.changed_facts and rng.random() < 0.3:
             self.program.facts = draw_facts(rng, len(calls))
