@@ -20,7 +20,6 @@ import torch.fx
 __all__ = ["input_view_chain", "view_or_copy", "viewing_real_layouts"]
 
 aten = torch.ops.aten
-_RESHAPING_VIEWS = {aten.view.default: lambda: view_or_copy, aten._unsafe_view.default: lambda: _unsafe_view_or_copy}
 
 
 def view_or_copy(tensor: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
@@ -40,6 +39,10 @@ def _unsafe_view_or_copy(tensor: torch.Tensor, shape: Sequence[Any]) -> torch.Te
         return aten.reshape.default(tensor, shape)
 
 
+# Each reshaping view and what a graph calls in its place.
+_RESHAPING_VIEWS = {aten.view.default: view_or_copy, aten._unsafe_view.default: _unsafe_view_or_copy}
+
+
 def viewing_real_layouts(compiler: Callable[..., Any], *, inputs_are_callers: bool = True) -> Callable[..., Any]:
     """Wrap an AOT autograd graph compiler so the graph's views of intermediates copy when they must.
 
@@ -54,7 +57,7 @@ def viewing_real_layouts(compiler: Callable[..., Any], *, inputs_are_callers: bo
                 and node.target in _RESHAPING_VIEWS
                 and not (inputs_are_callers and _of_input(node.args[0]))
             ):
-                node.target = _RESHAPING_VIEWS[node.target]()
+                node.target = _RESHAPING_VIEWS[node.target]
                 changed = True
         if changed:
             graph_module.recompile()
