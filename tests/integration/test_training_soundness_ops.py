@@ -256,3 +256,50 @@ def test_an_output_eager_makes_no_view_is_none_compiled(backend, shape, requires
         (actual, actual_views), (expected, expected_views) = run(compiler.compile(fn, backend=backend)), run(fn)
         torch.testing.assert_close(actual, expected)
         assert actual_views == expected_views
+
+
+def _piece_detached_after_a_break(x):
+    # (the fuzzer's program a229:1942) `float()` of a float tensor is the tensor itself: a piece of `split`
+    piece = (x * 2).split(2, -1)[0].float()
+    print(end="")  # a graph break: the first graph returns the piece
+    piece.detach_()  # eager refuses: the piece is a view
+    return piece
+
+
+def _flattened_and_detached(x):
+    # (the fuzzer's program a228:1454) a view: under inference mode autograd's kernel, which refuses views,
+    # never runs
+    flat = x.flatten()
+    flat.detach_()
+    return flat * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.enable_grad, torch.inference_mode])
+@pytest.mark.parametrize("fn", [_piece_detached_after_a_break, _flattened_and_detached])
+def test_detach_in_place_of_a_view_raises_only_where_eager_does(backend, mode, fn):
+    """A view the graph returns was a tensor of its own from inductor-lite, so ``detach_()`` after the break
+    worked where eager raises; under inference mode the graph's ``detach_`` of a view made the compile fail."""
+
+    def run(f):
+        results = []
+        for shape in [(2, 3), (4, 1, 5)]:
+            x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+            with mode():
+                try:
+                    out = f(x)
+                    results.append((out, out._is_view()))
+                except RuntimeError as err:
+                    results.append(str(err).split(".")[0])
+        return results
+
+    expected = run(fn)
+    assert all(isinstance(r, str) for r in expected) == (mode is not torch.inference_mode)
+    actual = run(compiler.compile(fn, backend=backend))
+    assert [type(a) for a in actual] == [type(e) for e in expected]
+    for a, e in zip(actual, expected):
+        if isinstance(e, str):
+            assert a == e
+        else:
+            torch.testing.assert_close(a[0], e[0])
+            assert a[1] == e[1]

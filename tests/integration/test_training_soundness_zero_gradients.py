@@ -403,3 +403,36 @@ def test_an_unreached_output_beside_a_reached_one_adds_nothing_to_their_input_gr
     torch.testing.assert_close(
         run(compiler.compile(_unreached_beside_reached, backend=backend)), run(_unreached_beside_reached)
     )
+
+
+def _variance_after_a_break_in_a_no_grad_block(x):
+    # (the fuzzer's program a229:2022) the break cuts the graph inside the block: the graph after it starts
+    # without gradients and computes the variance with them
+    with torch.set_grad_enabled(False):
+        x.unbind(0)[0]
+    variance = x.var(0, keepdim=True)  # of one row: NaN, its derivative infinite
+    print(end="")
+    return variance.clamp(min=1)  # clamp's gradient at NaN is a zero the loss reached
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("mode", [torch.enable_grad, torch.no_grad])
+def test_a_graph_leaving_a_no_grad_block_records_eager_derivatives_and_reaches_its_zero_gradients(backend, mode):
+    # Compiled as an inference graph, the variance's decomposition ran under autograd (a zero gradient where
+    # eager's is NaN); compiled with gradients, its output's zero gradient was taken for one the loss never
+    # reached, as the graph ends without gradients.
+    def run(f):
+        leaf = torch.randn(1, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        with mode():  # the graph after the break is compiled in the first call's mode, then reused
+            f(leaf.clone())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # var(): degrees of freedom is <= 0
+            out = f(leaf.clone())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    expected = run(_variance_after_a_break_in_a_no_grad_block)
+    assert expected[1].isnan().all()
+    torch.testing.assert_close(
+        run(compiler.compile(_variance_after_a_break_in_a_no_grad_block, backend=backend)), expected, equal_nan=True
+    )

@@ -340,9 +340,11 @@ def reporting_reached_outputs(forward: Callable[..., Any]) -> Callable[..., Any]
     :func:`skipping_zero_tangents` takes for structural zeros only the outputs the loss never reached."""
 
     def call(*args: Any) -> Any:
+        # the mode the graph starts in: one ending in another (it left a no_grad block) still recorded
+        recording = torch.is_grad_enabled()
         outputs = forward(*args)
         hooked = None
-        for output in outputs if torch.is_grad_enabled() else ():
+        for output in outputs if recording else ():
             node = _graph_node(output, args) if isinstance(output, torch.Tensor) else None
             if node is not None and node is not hooked:
                 hook = _HOOKS.get(type(node))

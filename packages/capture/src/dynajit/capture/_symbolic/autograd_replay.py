@@ -471,7 +471,8 @@ def _dense_ancestor(node: torch.fx.Node) -> torch.fx.Node | None:
 
 def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
     """``compiled``, giving each view it returns the kind eager's view has (its creation meta), and each view
-    whose elements share memory its base (see :func:`overlapping_view_bases`).
+    whose elements share memory its base (see :func:`overlapping_view_bases`). Any other view eager returns that
+    requires no grad is a view too: ``detach_()`` refuses views.
 
     Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
     grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
@@ -482,20 +483,24 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
     """
     rebuilt = []
     for i, example in enumerate(examples):
-        if (kind := _view_kind(example)) is None and not _overlapping_view(example):
+        kind = _view_kind(example)
+        plain = kind is None and not _overlapping_view(example)
+        if plain and not (isinstance(example, torch.Tensor) and example._is_view() and not example.requires_grad):
             continue
         base = _base_of(example, input_examples, examples)
         layout = layout_of(example)
         static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
-        rebuilt.append((i, kind, base, layout if static else None))
+        rebuilt.append((i, kind, base, layout if static else None, plain))
     if not rebuilt:
         return compiled
 
     def run(*args: Any) -> Any:
         results = list(compiled(*args))
-        for i, kind, base, layout in rebuilt:
+        # under inference mode eager's view of a tensor the frame made is no view (inference tensors track none)
+        inference = torch.is_inference_mode_enabled()
+        for i, kind, base, layout, plain in rebuilt:
             result = results[i]
-            if not isinstance(result, torch.Tensor):
+            if not isinstance(result, torch.Tensor) or (plain and inference):
                 continue
             source = None if base is None else args[base[1]] if base[0] == "input" else results[base[1]]
             shared = source is not None and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()

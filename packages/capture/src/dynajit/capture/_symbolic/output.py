@@ -504,7 +504,10 @@ class OutputGraph:
         under no_grad, would refuse the in-place op Python applies to it next. The transformed code sets the
         mode the trace stopped in after the graph (see transform.py). Views made under no_grad are kept only
         by graphs that start without gradients (see _check_no_grad_views); outputs made in both modes cannot
-        share one ending mode, and the frame runs in Python.
+        share one ending mode, and the frame runs in Python. A graph starting without gradients that returns
+        a tensor it made with them is called with gradients too: compiled as an inference graph, its ops'
+        decompositions would run under autograd and their derivatives replace eager's (``var`` of one element:
+        a zero gradient where eager's is NaN).
         """
         made = [tv.example for tv in outputs if tv.node.op != "placeholder"]  # (an input is returned as it is)
         views = [t for t in made if isinstance(t, torch.Tensor) and t._is_view() and t.requires_grad]
@@ -525,7 +528,8 @@ class OutputGraph:
                 mode = bool(node.args[0])
         if mode != wanted:
             self.effect_node(torch._C._set_grad_enabled, (wanted,))
-        if wanted and not self.grad_at_start:
+        recorded = any(isinstance(t, torch.Tensor) and history(t) is not None for t in made)
+        if not self.grad_at_start and (wanted or recorded):
             self._called_with_gradients()
 
     def _called_with_gradients(self) -> None:

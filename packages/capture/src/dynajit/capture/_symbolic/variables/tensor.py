@@ -349,8 +349,8 @@ class TensorMethodVar(VT):
             unsupported(_BREAKING_METHODS[self.name])
         if self.name == "requires_grad_":
             return requires_grad_(tx, self.tensor, args, kwargs)
-        if self.name == "detach_":
-            _check_detach_(tx, self.tensor)
+        if self.name == "detach_" and _detach_changes_nothing(tx, self.tensor, args, kwargs):
+            return self.tensor
         if self.name == "numpy":
             from dynajit.capture._symbolic.variables.ndarrays import tensor_numpy
 
@@ -401,7 +401,8 @@ class TorchFunctionVar(HeldVar):
         if self.value is torch.Tensor.requires_grad_ and args and isinstance(args[0], TensorVar):
             return requires_grad_(tx, args[0], args[1:], kwargs)
         if self.value in (torch.Tensor.detach_, torch.detach_) and args and isinstance(args[0], TensorVar):
-            _check_detach_(tx, args[0])
+            if _detach_changes_nothing(tx, args[0], args[1:], kwargs):
+                return args[0]
         if self.value in _BREAKING_TENSOR_FUNCTIONS:
             unsupported(_BREAKING_TENSOR_FUNCTIONS[self.value])
         from dynajit.capture._symbolic.variables.ndarrays import torch_call_on_ndarrays
@@ -482,11 +483,14 @@ def requires_grad_(tx: Tracer, tensor: TensorVar, args: list[VT], kwargs: dict[s
     return tensor
 
 
-def _check_detach_(tx: Tracer, tensor: TensorVar) -> None:
-    """``tensor.detach_()`` of a tensor that requires grad is a graph break: eager makes that very tensor (the
-    caller's, for an input) a leaf that no longer requires grad, a change a graph's functional copy never makes."""
+def _detach_changes_nothing(tx: Tracer, tensor: TensorVar, args: list[VT], kwargs: dict[str, VT]) -> bool:
+    """Whether ``tensor.detach_()`` is the tensor itself and records nothing: under inference mode, where autograd's
+    kernel (which refuses views) never runs. Of a tensor that requires grad it is a graph break: eager makes that
+    very tensor (the caller's, for an input) a leaf that no longer requires grad, a change a graph's functional
+    copy never makes. Elsewhere the graph records it, its fake refusing views as eager does."""
     if tensor.metadata(tx).requires_grad:
         unsupported("Tensor.detach_ makes a tensor that requires grad stop requiring it, in place")
+    return torch.is_inference_mode_enabled() and not args and not kwargs
 
 
 def _check_data_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
