@@ -471,8 +471,8 @@ def _dense_ancestor(node: torch.fx.Node) -> torch.fx.Node | None:
 
 def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
     """``compiled``, giving each view it returns the kind eager's view has (its creation meta), and each view
-    whose elements share memory its base (see :func:`overlapping_view_bases`). Any other view eager returns that
-    requires no grad is a view too: ``detach_()`` refuses views.
+    whose elements share memory its base (see :func:`overlapping_view_bases`). Any other view eager returns is a
+    view too: ``detach_()`` refuses views.
 
     Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
     grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
@@ -485,7 +485,7 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
     for i, example in enumerate(examples):
         kind = _view_kind(example)
         plain = kind is None and not _overlapping_view(example)
-        if plain and not (isinstance(example, torch.Tensor) and example._is_view() and not example.requires_grad):
+        if plain and not (isinstance(example, torch.Tensor) and example._is_view()):
             continue
         base = _base_of(example, input_examples, examples)
         layout = layout_of(example)

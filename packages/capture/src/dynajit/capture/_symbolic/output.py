@@ -464,6 +464,10 @@ class OutputGraph:
         seconds = time.perf_counter() - start
         if extras:
             compiled = first_outputs(compiled, len(outputs) + len(bases))
+        # the checks hook the graph's own autograd node: a view rebuilt over an output gets a node of its own,
+        # which Python's in-place write on the view replaces
+        checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
+        compiled = checking_saved_outputs(compiled, checks)
         compiled = keeping_view_kinds(
             compiled,
             [node.meta.get("example_value") for node in (*returned, *bases)],
@@ -471,8 +475,6 @@ class OutputGraph:
         )
         if bases:
             compiled = first_outputs(compiled, len(outputs))
-        checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
-        compiled = checking_saved_outputs(compiled, checks)
         if self.grad_at_call is not None or self.changes_grad_mode:
             compiled = called_in_grad_mode(compiled, self.grad_at_call)
         # The record keeps the inputs' fake values (shapes, dtypes, strides), never the caller's tensors: a
