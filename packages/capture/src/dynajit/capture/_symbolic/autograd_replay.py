@@ -483,10 +483,10 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
     """
     rebuilt = []
     for i, example in enumerate(examples):
+        if not (isinstance(example, torch.Tensor) and example._is_view()):
+            continue
         kind = _view_kind(example)
         plain = kind is None and not _overlapping_view(example)
-        if plain and not (isinstance(example, torch.Tensor) and example._is_view()):
-            continue
         base = _base_of(example, input_examples, examples)
         layout = layout_of(example)
         static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
