@@ -258,6 +258,52 @@ def test_an_output_eager_makes_no_view_is_none_compiled(backend, shape, requires
         assert actual_views == expected_views
 
 
+def _product_detached(a, b):
+    y = a @ b
+    y.detach_()  # eager's product is no view (``squeeze_``, ``_unsafe_view``): this works
+    return y * 2
+
+
+def _product_detached_after_a_break(a, b):
+    y = torch.matmul(a, b)
+    print(end="")  # a graph break: the first graph returns y
+    y.detach_()
+    return y
+
+
+def _vector_projection_detached(a, b):
+    # (the fuzzer's program a231:204) ``linear`` of a vector is a ``matmul``
+    y = torch.nn.functional.linear(a, b.mT)
+    y.detach_()
+    return y
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize(
+    "shapes", [((5,), (5, 4)), ((3, 2, 5), (3, 5, 4)), ((2, 5), (3, 5, 4)), ((2, 1, 2, 5), (3, 5, 4))]
+)
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_matmul_product_is_no_view_as_in_eager(backend, shapes, requires_grad, dynamic):
+    """With symbolic sizes the trace ran ``matmul``'s Python kernel, whose product is a view (``squeeze``,
+    ``view``) where eager's is not: ``detach_()`` of it failed the compile (strict: an error), or, returned by a
+    graph, raised in Python where eager's works. AOT autograd's inference graph returned a vector's product as a
+    view whatever the sizes."""
+
+    def run(f):
+        generator = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(shape, generator=generator, requires_grad=requires_grad) for shape in shapes)
+        out = f(a, b)
+        return out, out._is_view(), out.requires_grad
+
+    for fn in (_product_detached, _product_detached_after_a_break):
+        actual, expected = run(compiler.compile(fn, backend=backend, dynamic=dynamic)), run(fn)
+        torch.testing.assert_close(actual, expected)
+    if len(shapes[0]) == 1:
+        fn = _vector_projection_detached
+        torch.testing.assert_close(run(compiler.compile(fn, backend=backend, dynamic=dynamic)), run(fn))
+
+
 def _piece_detached_after_a_break(x):
     # (the fuzzer's program a229:1942) `float()` of a float tensor is the tensor itself: a piece of `split`
     piece = (x * 2).split(2, -1)[0].float()

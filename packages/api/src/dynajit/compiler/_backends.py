@@ -26,6 +26,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     from dynajit.fxgraph import (
         DECOMPOSED_UNLIKE_EAGER,
         EAGER_BRANCH_KERNELS,
+        VIEWED_UNLIKE_EAGER,
         batch_norms_in_eager_layout,
         checking_saved_versions,
         keep_written_strides,
@@ -48,7 +49,8 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     inputs = _symbolic_example_inputs(gm, example_inputs) or example_inputs
     # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them, and
     # the backward formulas that branch on the data take eager's branch
-    with python_kernels_replaced({**dict.fromkeys(DECOMPOSED_UNLIKE_EAGER), **EAGER_BRANCH_KERNELS}):
+    kept_whole = dict.fromkeys((*DECOMPOSED_UNLIKE_EAGER, *VIEWED_UNLIKE_EAGER))
+    with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS}):
         forward = aot_module_simplified(
             keep_written_strides(batch_norms_in_eager_layout(gm)),
             inputs,

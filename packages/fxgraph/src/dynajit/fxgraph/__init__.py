@@ -40,7 +40,12 @@ from dynajit.fxgraph._passes import (
     graph_stats,
 )
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
-from dynajit.fxgraph._python_kernels import DECOMPOSED_UNLIKE_EAGER, python_kernels_replaced
+from dynajit.fxgraph._python_kernels import (
+    DECOMPOSED_UNLIKE_EAGER,
+    VIEWED_UNLIKE_EAGER,
+    python_kernels_replaced,
+    with_eager_views,
+)
 from dynajit.fxgraph._reached_saves import (
     checking_saved_versions,
     conditionally_saved,
@@ -58,6 +63,7 @@ __all__ = [
     "ARTIFACTS",
     "AUGMENTED_OPERATORS",
     "DECOMPOSED_UNLIKE_EAGER",
+    "VIEWED_UNLIKE_EAGER",
     "EAGER_BRANCH_KERNELS",
     "EXAMPLE_VALUE",
     "NN_MODULE_STACK",
@@ -92,6 +98,7 @@ __all__ = [
     "input_view_chain",
     "keep_written_strides",
     "python_kernels_replaced",
+    "with_eager_views",
     "reads_data",
     "line_node_map",
     "matching_eager_backward_formulas",

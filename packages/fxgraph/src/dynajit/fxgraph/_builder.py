@@ -25,6 +25,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
+from dynajit.fxgraph._python_kernels import with_eager_views
 from dynajit.fxgraph._symbolic import is_symbolic
 
 __all__ = ["GraphBuilder", "batch_norms_in_eager_layout", "in_canonical_layout", "in_suggested_layout", "map_nodes"]
@@ -233,9 +234,13 @@ class GraphBuilder:
         mode = self._mode()
         # Some meta kernels are written for concrete sizes (baddbmm expands its input with a C++ ``expand`` that
         # rejects symbolic ones); once the trace has size symbols, ops run through the Python dispatcher, which
-        # takes their symbolic Python kernels.
+        # takes their symbolic Python kernels, but for those whose results are views where eager's are not.
         symbolic = any(is_symbolic(leaf) for leaf in _iter_leaves((fake_args, fake_kwargs)))
-        with mode, enable_python_dispatcher() if symbolic else contextlib.nullcontext():
+        dispatch = contextlib.ExitStack()
+        if symbolic:
+            dispatch.enter_context(enable_python_dispatcher())
+            dispatch.enter_context(with_eager_views())
+        with mode, dispatch:
             result = fn(*fake_args, **fake_kwargs)
             if fn in _SUGGESTED_LAYOUT and fake_args and isinstance(fake_args[0], torch.Tensor):
                 result = in_suggested_layout(result, fake_args[0])

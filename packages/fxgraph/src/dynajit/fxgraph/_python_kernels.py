@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch._C import DispatchKey
 
-__all__ = ["DECOMPOSED_UNLIKE_EAGER", "python_kernels_replaced"]
+__all__ = ["DECOMPOSED_UNLIKE_EAGER", "VIEWED_UNLIKE_EAGER", "python_kernels_replaced", "with_eager_views"]
 
 aten = torch.ops.aten
 
@@ -31,6 +31,12 @@ DECOMPOSED_UNLIKE_EAGER = frozenset({
     *(packet.default for packet in _UPSAMPLING), *(packet.vec for packet in _UPSAMPLING),
     aten.multi_margin_loss.default, aten.multilabel_margin_loss_forward.default,
 })  # fmt: skip
+
+# ``matmul``'s Python kernel, which the Python dispatcher runs once sizes are symbolic, returns a view of the product
+# where eager's C++ kernel returns a tensor of its own (``squeeze`` and ``view`` for ``squeeze_`` and
+# ``_unsafe_view``): ``detach_()`` and in-place writes under autograd refuse or rebase that view. Its C++ kernel,
+# kept whole in its place, takes symbolic sizes too, guarding the sizes it compares.
+VIEWED_UNLIKE_EAGER = frozenset({aten.matmul.default, aten.matmul.out})
 
 _KEYS = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
 
@@ -61,3 +67,8 @@ def python_kernels_replaced(replacements: Mapping[Any, Callable[..., Any] | None
         for overload in added:
             del overload.py_kernels[DispatchKey.Autograd]
             overload._dispatch_cache.clear()
+
+
+def with_eager_views() -> contextlib.AbstractContextManager[None]:
+    """A context within which the ops of :data:`VIEWED_UNLIKE_EAGER` run their C++ kernels, as in eager."""
+    return python_kernels_replaced(dict.fromkeys(VIEWED_UNLIKE_EAGER))

@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from dynajit.fxgraph import (
     DECOMPOSED_UNLIKE_EAGER,
     EAGER_BRANCH_KERNELS,
+    VIEWED_UNLIKE_EAGER,
     in_canonical_layout,
     in_suggested_layout,
     python_kernels_replaced,
@@ -449,8 +450,9 @@ def _below_autograd(overload: Any, decompose: Callable[..., Any]) -> Callable[..
 
 def our_autograd_kernels() -> contextlib.AbstractContextManager[None]:
     """A context within which AOT autograd traces the ops torch decomposes unlike eager at the Autograd keys with
-    this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``), and the
-    ops whose backward formula branches on the data with eager's branch (``dynajit.fxgraph.EAGER_BRANCH_KERNELS``)."""
+    this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``), keeps whole
+    those whose Python kernel returns views where eager's does not (``dynajit.fxgraph.VIEWED_UNLIKE_EAGER``), and
+    the ops whose backward formula branches on the data with eager's branch (``dynajit.fxgraph.EAGER_BRANCH_KERNELS``)."""
     table = decomposition_table()
     ours = {op: None if op in _KEEP else _below_autograd(op, table[op]) for op in DECOMPOSED_UNLIKE_EAGER}
-    return python_kernels_replaced({**ours, **EAGER_BRANCH_KERNELS})
+    return python_kernels_replaced({**ours, **dict.fromkeys(VIEWED_UNLIKE_EAGER), **EAGER_BRANCH_KERNELS})
