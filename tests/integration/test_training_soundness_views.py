@@ -448,3 +448,43 @@ def test_a_write_into_a_piece_of_an_expanded_input_has_eagers_values_and_gradien
         run(compiler.compile(_writes_into_a_piece_of_an_expanded_input, backend=backend)),
         run(_writes_into_a_piece_of_an_expanded_input),
     )
+
+
+def _bits_written_through_a_view_of_a_transpose(x):
+    # (the fuzzer's program a234:1837) the graph returns the copy, its transpose and the int32 view
+    copy = x.clone()
+    transposed = copy.mT
+    transposed.view(torch.int32).add_(1)
+    with torch.enable_grad():
+        print(end="")  # a graph break inside the block: the graph returns what Python holds
+    return copy, transposed
+
+
+def _bits_view_returned_with_its_base(x):
+    transposed = x.clone().mT
+    bits = transposed.view(torch.int32)
+    bits.add_(1)
+    return transposed, bits
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("fn", [_bits_written_through_a_view_of_a_transpose, _bits_view_returned_with_its_base])
+@pytest.mark.parametrize("shape", [(3, 2, 4), (0, 2, 1)])
+def test_an_output_written_through_a_dtype_view_of_a_view_is_rebuilt_as_in_eager(backend, fn, shape):
+    """AOT autograd rebuilt an output aliasing an intermediate by replaying the views functionalization recorded;
+    after a write through a dtype view of a transpose those lacked the transpose, and every call raised
+    "incorrect out shape after application of ViewMeta sequence" (torch.compile's too)."""
+
+    def run(f):
+        x = torch.linspace(-1, 1, math.prod(shape)).view(shape).requires_grad_()
+        outs = f(x * 1)
+        floats = [o for o in outs if o.is_floating_point()]
+        sum((o * torch.linspace(-1, 2, o.numel()).view(o.shape)).sum() for o in floats).backward()
+        # (a stride eager defines: of a dim longer than 1, in a tensor with elements)
+        strides = [[st for st, n in zip(o.stride(), o.shape) if n > 1] if o.numel() else None for o in outs]
+        layouts = [(o.shape, stride, o.dtype, o.requires_grad, o._is_view()) for o, stride in zip(outs, strides)]
+        return [o.detach() for o in outs], x.grad, layouts
+
+    (*actual, actual_layouts), (*expected, expected_layouts) = run(compiler.compile(fn, backend=backend)), run(fn)
+    torch.testing.assert_close(actual, expected)
+    assert actual_layouts == expected_layouts
