@@ -33,7 +33,6 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         matching_eager_backward_formulas,
         python_kernels_replaced,
         recording_saved_versions,
-        replaying_views_by_functions,
         reporting_reached_outputs,
         restoring_view_bits,
         returning_no_views,
@@ -51,7 +50,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them, and
     # the backward formulas that branch on the data take eager's branch
     kept_whole = dict.fromkeys((*DECOMPOSED_UNLIKE_EAGER, *VIEWED_UNLIKE_EAGER))
-    with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS}), replaying_views_by_functions(gm):
+    with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS}):
         forward = aot_module_simplified(
             keep_written_strides(batch_norms_in_eager_layout(gm)),
             inputs,

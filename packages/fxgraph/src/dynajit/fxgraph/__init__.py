@@ -12,7 +12,7 @@ from dynajit.fxgraph._cpu_formulas import (
     matching_eager_backward_formulas,
     rewrite_spread_gradients,
 )
-from dynajit.fxgraph._forward_views import replaying_views_by_functions, returning_no_views
+from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._gc_deferral import full_collections_deferred
 from dynajit.fxgraph._inference import compiling_outside_inference_mode
 from dynajit.fxgraph._inplace import (
@@ -111,7 +111,6 @@ __all__ = [
     "recapture_meta",
     "recording_saved_versions",
     "restoring_view_bits",
-    "replaying_views_by_functions",
     "returning_no_views",
     "running_below_autograd",
     "set_logs",

@@ -44,7 +44,6 @@ from dynajit.fxgraph import (
     matching_eager_backward_formulas,
     reads_data,
     recording_saved_versions,
-    replaying_views_by_functions,
     reporting_reached_outputs,
     restoring_view_bits,
     returning_no_views,
@@ -592,7 +591,7 @@ class _Specialized:
         graph_module = self.gm if symbolic is None else self.dynamic_gm
         try:
             # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
-            with compiling_outside_inference_mode(), our_autograd_kernels(), replaying_views_by_functions(graph_module):
+            with compiling_outside_inference_mode(), our_autograd_kernels():
                 once = (
                     None
                     if symbolic is not None
@@ -715,7 +714,7 @@ def _aten_reading_data(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
     def run_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
 
-    with our_autograd_kernels(), replaying_views_by_functions(gm):
+    with our_autograd_kernels():
         return aot_module_simplified(gm, inputs, fw_compiler=run_as_is, bw_compiler=run_as_is)
 
 
