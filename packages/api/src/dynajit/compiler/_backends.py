@@ -31,6 +31,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         checking_saved_versions,
         keep_written_strides,
         matching_eager_backward_formulas,
+        owning_eager_products,
         python_kernels_replaced,
         recording_saved_versions,
         reporting_reached_outputs,
@@ -63,7 +64,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
             inference_compiler=run_forward,
             partition_fn=stashing_conditional_saves(default_partition),
         )
-    return reporting_reached_outputs(restoring_view_bits(forward, gm))
+    return reporting_reached_outputs(owning_eager_products(restoring_view_bits(forward, gm), gm))
 
 
 def _symbolic_example_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any] | None:

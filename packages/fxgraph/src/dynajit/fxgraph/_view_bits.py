@@ -1,4 +1,10 @@
-"""Outputs AOT autograd rebuilds as views keep eager's negative and conjugate bits.
+"""Outputs AOT autograd returns keep eager's view-ness and eager's negative and conjugate bits.
+
+An output eager makes as a tensor of its own can come back from AOT autograd's inference graph as a view: that
+graph keeps no in-place op, so eager's product of ``x @ w`` with a vector ``x`` (``squeeze_`` of a matrix)
+comes back a ``squeeze`` view, which a later ``detach_()`` refuses. :func:`owning_eager_products` returns such
+an output detached, a tensor of its own over the same memory, as eager's.
+
 
 AOT autograd returns an output that is a view of an input or of another value of the graph by rebuilding it
 from its base at every call. Where it cannot replay the view's functions (their sizes are symbolic), it
@@ -23,7 +29,7 @@ import torch.fx
 from dynajit.fxgraph._inplace import writes_in_place
 from dynajit.fxgraph._targets import mutates
 
-__all__ = ["restoring_view_bits"]
+__all__ = ["owning_eager_products", "restoring_view_bits"]
 
 
 def _bits(t: torch.Tensor) -> tuple[bool, bool]:
@@ -41,6 +47,36 @@ def _storage(value: Any) -> int | None:
     return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else None
 
 
+def _outputs(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return tuple(output.args[0]) if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+
+
+def owning_eager_products(forward: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """Wrap ``forward`` (what AOT autograd returns for ``gm``) so each output traced as a tensor of its own
+    that comes back a view without gradients is returned detached; ``forward`` itself when no output is one."""
+    owned = [
+        i for i, node in enumerate(_outputs(gm)) if isinstance(v := _value(node), torch.Tensor) and not v._is_view()
+    ]
+    if not owned:
+        return forward
+
+    def call(*args: Any) -> Any:
+        outputs = forward(*args)
+        detached = None
+        for index in owned:
+            out = outputs[index]
+            if isinstance(out, torch.Tensor) and out._is_view() and not out.requires_grad:
+                detached = list(outputs) if detached is None else detached
+                detached[index] = out.detach()
+        if detached is None:
+            return outputs
+        return type(outputs)(detached) if isinstance(outputs, tuple) else detached
+
+    call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
+    return call
+
+
 def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
     """Wrap ``forward`` (what AOT autograd returns for ``gm``) so each output traced as a view with a negative or
     conjugate bit, or of a base with one, has the traced value's bits; ``forward`` itself when there is none."""
@@ -54,8 +90,7 @@ def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -
     }
     if None in written:
         return forward
-    output = next(n for n in reversed(nodes) if n.op == "output")
-    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    values = _outputs(gm)
     expected: dict[int, tuple[bool, bool]] = {}
     for index, node in enumerate(values):
         value = _value(node)

@@ -472,8 +472,7 @@ def _dense_ancestor(node: torch.fx.Node) -> torch.fx.Node | None:
 def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[Any]) -> Any:
     """``compiled``, giving each view it returns the kind eager's view has (its creation meta), and each view
     whose elements share memory its base (see :func:`overlapping_view_bases`). Any other view eager returns is a
-    view too: ``detach_()`` refuses views. An output eager makes as a tensor of its own (no view) that the backend
-    returns as a view, without gradients, is returned detached: a tensor of its own sharing that memory.
+    view too: ``detach_()`` refuses views.
 
     Autograd refuses an in-place op on a piece of ``split``/``chunk``/``unbind`` of a tensor that requires
     grad, or on a view made under ``no_grad``, by that kind. A backend returns such an output as a plain view
@@ -482,10 +481,8 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
     the caller's writes would not reach: each becomes a view of its base again (the graph's input or output the
     trace says it views, else itself), of eager's kind.
     """
-    rebuilt, owned = [], []
+    rebuilt = []
     for i, example in enumerate(examples):
-        if isinstance(example, torch.Tensor) and not example._is_view():
-            owned.append(i)
         if not (isinstance(example, torch.Tensor) and example._is_view()):
             continue
         kind = _view_kind(example)
@@ -494,17 +491,11 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
         layout = layout_of(example)
         static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
         rebuilt.append((i, kind, base, layout if static else None, plain))
-    if not rebuilt and not owned:
+    if not rebuilt:
         return compiled
 
     def run(*args: Any) -> Any:
         results = list(compiled(*args))
-        for i in owned:
-            result = results[i]
-            # eager's product of ``x @ w`` (a vector ``x``) is no view; AOT autograd's inference graph, keeping
-            # no in-place ``squeeze_``, returns a view of it, which ``detach_()`` would refuse
-            if isinstance(result, torch.Tensor) and result._is_view() and not result.requires_grad:
-                results[i] = result.detach()
         # under inference mode eager's view of a tensor the frame made is no view (inference tensors track none)
         inference = torch.is_inference_mode_enabled()
         for i, kind, base, layout, plain in rebuilt:
