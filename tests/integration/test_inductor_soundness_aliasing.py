@@ -342,3 +342,70 @@ def test_outputs_sharing_memory_as_another_dtype_are_its_bits(fn, make):
     # Outputs viewing one storage were all returned as views of its base's buffer, in the base's dtype: a float
     # written back through an int32 view became the int's value converted, not its bits.
     differential(fn, make())
+
+
+def _bits_of_a_transpose_beside_it(x):
+    # (the fuzzer's program a234:1837) a dtype view of a view, returned beside that view
+    t = x.clone().mT
+    bits = t.view(torch.int32)
+    bits.add_(1)
+    return t, bits
+
+
+def _bits_of_a_slice_beside_it(x):
+    piece = (x * 2)[1:]
+    return piece, piece.view(torch.int16), piece.view(torch.int32).mT
+
+
+def _bits_of_a_selected_row_after_a_break(x):
+    # the graph ends at the break, returning the row and its bits
+    row = x.clone().permute(2, 0, 1)[0]
+    bits = row.view(torch.int32)
+    with torch.enable_grad():
+        print(end="")
+    bits.add_(2)
+    return row, bits
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize(
+    "fn", [_bits_of_a_transpose_beside_it, _bits_of_a_slice_beside_it, _bits_of_a_selected_row_after_a_break]
+)
+def test_a_dtype_view_of_a_view_is_returned_beside_that_view(backend, requires_grad, fn):
+    """AOT autograd rebuilt the dtype view from the other output by replaying its recorded views, which applied
+    the first view twice: its shape check raised at every call (torch.compile with ``aot_eager`` raises too)."""
+
+    def run(f):
+        x = torch.linspace(-2, 2, 24).reshape(3, 2, 4).requires_grad_(requires_grad)
+        outs = f(x)
+        kinds = [(o.dtype, o.shape, o.stride(), o._is_view(), o.requires_grad) for o in outs]
+        if requires_grad:
+            outs[0].sum().backward()
+        return [o.detach() for o in outs], kinds, x.grad
+
+    compiled = compiler.compile(fn, backend=backend)
+    for _ in range(2):
+        (values, kinds, grad), (expected_values, expected_kinds, expected_grad) = run(compiled), run(fn)
+        assert kinds == expected_kinds
+        torch.testing.assert_close((values, grad), (expected_values, expected_grad), rtol=0, atol=0)
+
+
+def _bits_incremented_beside_a_masked_write_into_an_input_view(x0, x1):
+    # (the fuzzer's program a238:701) AOT autograd must rebuild the input's view from the recorded views: rebuilt
+    # from autograd's view functions, it read the values as they were before the write
+    x0.clone().view(torch.int32).add_(1)
+    row = x1.select(-4, -1)
+    row[row > 0] = 0
+    return row
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_dtype_view_beside_a_write_into_a_view_of_an_input(backend, dynamic):
+    def make():
+        generator = torch.Generator().manual_seed(0)
+        return torch.randn(1, 1, generator=generator), torch.randn(4, 1, 1, 1, generator=generator)[::2]
+
+    fn = _bits_incremented_beside_a_masked_write_into_an_input_view
+    differential(fn, *make(), compiled=compiler.compile(fn, backend=backend, dynamic=dynamic))

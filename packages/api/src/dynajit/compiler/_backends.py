@@ -29,6 +29,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         VIEWED_UNLIKE_EAGER,
         batch_norms_in_eager_layout,
         checking_saved_versions,
+        dtype_views_from_sources,
         keep_written_strides,
         matching_eager_backward_formulas,
         owning_eager_products,
@@ -51,9 +52,10 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     # the ops torch decomposes unlike eager before any table is consulted are kept whole, as eager runs them, and
     # the backward formulas that branch on the data take eager's branch
     kept_whole = dict.fromkeys((*DECOMPOSED_UNLIKE_EAGER, *VIEWED_UNLIKE_EAGER))
+    traced, viewing_as_dtypes = dtype_views_from_sources(keep_written_strides(batch_norms_in_eager_layout(gm)))
     with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS}):
         forward = aot_module_simplified(
-            keep_written_strides(batch_norms_in_eager_layout(gm)),
+            traced,
             inputs,
             fw_compiler=recording_saved_versions(returning_no_views(run_forward)),
             bw_compiler=matching_eager_backward_formulas(
@@ -64,6 +66,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
             inference_compiler=run_forward,
             partition_fn=stashing_conditional_saves(default_partition),
         )
+    forward = viewing_as_dtypes(forward)
     return reporting_reached_outputs(owning_eager_products(restoring_view_bits(forward, gm), gm))
 
 

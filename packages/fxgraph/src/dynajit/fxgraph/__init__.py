@@ -12,6 +12,7 @@ from dynajit.fxgraph._cpu_formulas import (
     matching_eager_backward_formulas,
     rewrite_spread_gradients,
 )
+from dynajit.fxgraph._dtype_views import dtype_views_from_sources
 from dynajit.fxgraph._forward_views import returning_no_views
 from dynajit.fxgraph._gc_deferral import full_collections_deferred
 from dynajit.fxgraph._inference import compiling_outside_inference_mode
@@ -92,6 +93,7 @@ __all__ = [
     "has_side_effects",
     "is_generated_forward",
     "is_random",
+    "dtype_views_from_sources",
     "is_symbolic",
     "in_canonical_layout",
     "in_suggested_layout",

@@ -38,6 +38,7 @@ from dynajit.fxgraph import (
     artifact_logger,
     checking_saved_versions,
     compiling_outside_inference_mode,
+    dtype_views_from_sources,
     full_collections_deferred,
     is_symbolic,
     keep_written_strides,
@@ -589,6 +590,7 @@ class _Specialized:
         if symbolic is not None:
             symbolic = [*symbolic, *(symbolic[i].size(d) for i, d in self.size_args)]
         graph_module = self.gm if symbolic is None else self.dynamic_gm
+        aot_graph, viewing_as_dtypes = dtype_views_from_sources(graph_module)
         try:
             # (a call-time compile runs in the caller's mode: under inference mode, compiled as under no_grad)
             with compiling_outside_inference_mode(), our_autograd_kernels():
@@ -604,8 +606,8 @@ class _Specialized:
                     self._keep(example_inputs, fn)
                     return fn
                 aot_inputs = list(example_inputs if symbolic is None else symbolic)
-                fn = reporting_reached_outputs(restoring_view_bits(aot_module_simplified(
-                    graph_module, aot_inputs,
+                fn = reporting_reached_outputs(restoring_view_bits(viewing_as_dtypes(aot_module_simplified(
+                    aot_graph, aot_inputs,
                     fw_compiler=recording_saved_versions(returning_no_views(compiler)),
                     bw_compiler=matching_eager_backward_formulas(skipping_zero_tangents(checking_saved_versions(
                         running_below_autograd(compiler)
@@ -619,14 +621,14 @@ class _Specialized:
                         layout=settings["layout_optimization"],
                     )),
                     keep_inference_input_mutations=False,
-                ), graph_module))  # fmt: skip
+                )), graph_module))  # fmt: skip
         except EagerError as err:  # a decomposed op eager refuses for these dtypes
             fn = _raiser(err.error)
         if symbolic is not None:
             self.dynamic_kind, self.dynamic_fn = _kind(example_inputs, symbolic), fn
             return fn
         if inferences and (direct := direct_inference(*inferences[-1], example_inputs, graph_module)) is not None:
-            fn = direct
+            fn = viewing_as_dtypes(direct)
             inferences[-1][1].info["called_directly"] = True
         self._keep(example_inputs, fn)
         return fn
