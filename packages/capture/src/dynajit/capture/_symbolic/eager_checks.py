@@ -6,7 +6,8 @@ of bool input, ``x // 0`` on integers. Left to the backend, such an op whose res
 dropped as dead code and the compiled program returns where eager raises. So each pointwise op and
 reduction is run once for real on tensors of its arguments' dtypes and ranks with every size 1 (a
 size 0 stays 0, for the checks of empty reductions), keeping its scalar arguments: those checks hold
-for every input the trace's guards admit. What eager raises there stops the trace before the op
+for every input the trace's guards admit (a symbolic size that may be 0 is checked emptied too, and guarded where
+that raises). What eager raises there stops the trace before the op
 (:class:`RaisesInPython`), so Python runs it and raises it itself. The same holds for the few other ops whose
 meta kernels skip eager's checks of ranks and dims (``sort``, ``bucketize``). Any other op with a degenerate
 operand, 0-d or empty (whose dims, positions and empty reductions the meta kernels do not check:
@@ -240,17 +241,55 @@ def _check_degenerate(target: Any, name: str, args: tuple[Any, ...], kwargs: dic
     examples = [example_tensor(a) for a in (*args, *kwargs.values())]
     if not any(_degenerate(e) for e in examples):
         return
+    err = _eager_error(target, args, kwargs, _zeros_of_its_shape)
+    if err is not None:
+        raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
+
+
+def _eager_error(
+    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], make: Callable[[torch.Tensor], torch.Tensor]
+) -> Exception | None:
+    """What eager raises calling ``target`` with each tensor of ``args`` replaced by ``make(example)``; None when
+    it returns, or when a value is known only symbolically."""
     try:
-        real_args = _real(args, _zeros_of_its_shape)
-        real_kwargs = {k: _real(v, _zeros_of_its_shape) for k, v in kwargs.items()}
+        real_args = _real(args, make)
+        real_kwargs = {k: _real(v, make) for k, v in kwargs.items()}
     except LookupError:
-        return
+        return None
     try:
         with _disable_current_modes(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             target(*real_args, **real_kwargs)
     except (RuntimeError, ValueError, IndexError) as err:
-        raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
+        return err
+    return None
+
+
+def _check_sizes_that_may_be_zero(
+    target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], make: Callable[[torch.Tensor], torch.Tensor]
+) -> None:
+    """Run ``target`` on stand-ins with each symbolic size that may be 0 (``s1 - 2`` of ``x[:, 1:-1]``) emptied in
+    turn; where eager raises then (``v.median(-1)``, ``v.amax(-1)`` over an empty dim), that size is guarded: at 0
+    the op is left to Python, which raises eager's error itself, and elsewhere a later call at 0 recompiles. The
+    checks above see such a size at the value it was traced with, and an unused op's graph is valid at others."""
+    for value in (*args, *kwargs.values()):
+        example = example_tensor(value)
+        if example is None:
+            continue
+        for dim, size in enumerate(example.shape):
+            if not isinstance(size, torch.SymInt) or statically_known_true(size != 0):
+                continue
+
+            def emptied(tensor: torch.Tensor, example: torch.Tensor = example, dim: int = dim) -> torch.Tensor:
+                stand_in = make(tensor)
+                if tensor is not example:
+                    return stand_in
+                return stand_in.new_zeros((*stand_in.shape[:dim], 0, *stand_in.shape[dim + 1 :]))
+
+            err = _eager_error(target, args, kwargs, emptied)
+            # (``size == 0`` guards the size: equal to 0 here, other than 0 wherever the op stays traced)
+            if err is not None and size == 0:
+                raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
 
 
 def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bool = False) -> None:
@@ -278,6 +317,7 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
         target = getattr(torch.Tensor, name, None)
         if target is None:
             return
+    _check_sizes_that_may_be_zero(target, name, args, kwargs, _ones_of_size_one if pointwise else _zeros_of_its_shape)
     if indexing or not pointwise:
         _check_degenerate(target, name, args, kwargs)
         return
