@@ -10,11 +10,14 @@ its place, and a wrapper that takes the dtype view of what comes back, as eager'
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.fx
+
+from dynajit.fxgraph._view_bits import _value, mending_outputs
 
 __all__ = ["dtype_views_from_sources"]
 
@@ -33,8 +36,7 @@ def _dtype_view(node: Any) -> tuple[torch.fx.Node, torch.dtype] | None:
 
 
 def _is_view(node: torch.fx.Node) -> bool:
-    value = node.meta.get("example_value", node.meta.get("val"))
-    return isinstance(value, torch.Tensor) and value._is_view()
+    return isinstance(value := _value(node), torch.Tensor) and value._is_view()
 
 
 def dtype_views_from_sources(
@@ -67,17 +69,5 @@ def dtype_views_from_sources(
             env[node] = graph.node_copy(node, env.__getitem__)
     result = torch.fx.GraphModule(gm, graph, gm.__class__.__name__)
     result.meta = dict(getattr(gm, "meta", {}))
-    dtypes = {i: dtype for i, (_, dtype) in rewritten.items()}
-
-    def viewing_as_dtypes(forward: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any) -> Any:
-            outputs = forward(*args)
-            viewed = list(outputs)
-            for index, dtype in dtypes.items():
-                viewed[index] = viewed[index].view(dtype)
-            return type(outputs)(viewed) if isinstance(outputs, tuple) else viewed
-
-        call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
-        return call
-
-    return result, viewing_as_dtypes
+    mends = {i: functools.partial(torch.Tensor.view, dtype=dtype) for i, (_, dtype) in rewritten.items()}
+    return result, lambda forward: mending_outputs(forward, mends)

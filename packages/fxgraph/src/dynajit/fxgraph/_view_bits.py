@@ -5,7 +5,6 @@ graph keeps no in-place op, so eager's product of ``x @ w`` with a vector ``x`` 
 comes back a ``squeeze`` view, which a later ``detach_()`` refuses. :func:`owning_eager_products` returns such
 an output detached, a tensor of its own over the same memory, as eager's.
 
-
 AOT autograd returns an output that is a view of an input or of another value of the graph by rebuilding it
 from its base at every call. Where it cannot replay the view's functions (their sizes are symbolic), it
 rebuilds it with ``as_strided`` over the base's memory, which carries neither bit: the memory of
@@ -29,7 +28,7 @@ import torch.fx
 from dynajit.fxgraph._inplace import writes_in_place
 from dynajit.fxgraph._targets import mutates
 
-__all__ = ["owning_eager_products", "restoring_view_bits"]
+__all__ = ["mending_outputs", "owning_eager_products", "restoring_view_bits"]
 
 
 def _bits(t: torch.Tensor) -> tuple[bool, bool]:
@@ -58,23 +57,11 @@ def owning_eager_products(forward: Callable[..., Any], gm: torch.fx.GraphModule)
     owned = [
         i for i, node in enumerate(_outputs(gm)) if isinstance(v := _value(node), torch.Tensor) and not v._is_view()
     ]
-    if not owned:
-        return forward
 
-    def call(*args: Any) -> Any:
-        outputs = forward(*args)
-        detached = None
-        for index in owned:
-            out = outputs[index]
-            if isinstance(out, torch.Tensor) and out._is_view() and not out.requires_grad:
-                detached = list(outputs) if detached is None else detached
-                detached[index] = out.detach()
-        if detached is None:
-            return outputs
-        return type(outputs)(detached) if isinstance(outputs, tuple) else detached
+    def detached(out: Any) -> Any:
+        return out.detach() if isinstance(out, torch.Tensor) and out._is_view() and not out.requires_grad else out
 
-    call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
-    return call
+    return mending_outputs(forward, dict.fromkeys(owned, detached))
 
 
 def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
@@ -97,25 +84,34 @@ def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -
         if isinstance(value, torch.Tensor) and value._base is not None and _storage(value) not in written:
             if any(_bits(value)) or any(_bits(value._base)):
                 expected[index] = _bits(value)
-    if not expected:
-        return forward
 
-    def call(*args: Any) -> Any:
-        outputs = forward(*args)
-        restored = None
-        for index, (negative, conjugate) in expected.items():
-            out = outputs[index]
-            if not isinstance(out, torch.Tensor) or out._base is None or _bits(out) == (negative, conjugate):
-                continue
+    def restoring(negative: bool, conjugate: bool) -> Callable[[Any], Any]:
+        def restored(out: Any) -> Any:
+            if not isinstance(out, torch.Tensor) or out._base is None:
+                return out
             if out.is_neg() != negative:
                 out = torch._neg_view(out)
             if out.is_conj() != conjugate and out.is_complex():
                 out = out.conj()
-            restored = list(outputs) if restored is None else restored
-            restored[index] = out
-        if restored is None:
-            return outputs
-        return type(outputs)(restored) if isinstance(outputs, tuple) else restored
+            return out
+
+        return restored
+
+    return mending_outputs(forward, {index: restoring(*bits) for index, bits in expected.items()})
+
+
+def mending_outputs(forward: Callable[..., Any], mends: dict[int, Callable[[Any], Any]]) -> Callable[..., Any]:
+    """Wrap ``forward`` (what AOT autograd returns) so output ``i`` comes back as ``mends[i](output)`` at every
+    call, in a sequence of the type ``forward`` returns; ``forward`` itself when there is nothing to mend."""
+    if not mends:
+        return forward
+
+    def call(*args: Any) -> Any:
+        outputs = forward(*args)
+        mended = list(outputs)
+        for index, mend in mends.items():
+            mended[index] = mend(mended[index])
+        return type(outputs)(mended) if isinstance(outputs, tuple) else mended
 
     call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
     return call
