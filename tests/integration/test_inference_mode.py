@@ -271,3 +271,50 @@ def test_a_copy_into_itself_bumps_the_version_a_later_backward_checks(backend):
             (v * 2).sum().backward()
         results.append((x._version, v._version, x.detach()))
     torch.testing.assert_close(results[1], results[0])
+
+
+def writes_bits_of_a_tensor_made_in_an_inference_block(x):
+    # (the block is a graph break: the write is traced in a resume function, where the tensor is an input)
+    with torch.inference_mode():
+        y = x * 3
+    y.view(torch.int16).add_(1)
+    return y + 1, y
+
+
+def writes_bits_of_an_inference_input(x):
+    x.view(torch.int16).add_(1)
+    return x * 2
+
+
+def writes_an_inference_input(x):
+    x.add_(1)
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize(
+    "fn",
+    [writes_bits_of_a_tensor_made_in_an_inference_block, writes_bits_of_an_inference_input, writes_an_inference_input],
+)
+def test_a_write_outside_inference_mode_into_an_inference_tensor(fn, dtype, backend):
+    # Eager refuses an in-place op on an inference tensor outside inference mode, but not through a dtype view,
+    # which is a normal tensor. AOT autograd copied the new value into the inference input itself: a
+    # RuntimeError eager never raises. Now the write is left to Python, which raises where eager does.
+    compiler.reset()
+    compiled = compiler.compile(fn, backend=backend)
+    for call, size in enumerate(SIZES):
+        results = []
+        for run in (fn, compiled):
+            with torch.inference_mode():
+                x = torch.randn(size, generator=torch.Generator().manual_seed(call)).to(dtype)
+            try:
+                results.append((run(x), x))
+            except RuntimeError as err:
+                results.append((str(err), x))
+        (expected, expected_input), (actual, actual_input) = results
+        torch.testing.assert_close(actual_input, expected_input, equal_nan=True)
+        if isinstance(expected, str) or isinstance(actual, str):
+            assert actual == expected
+            continue
+        _compare(expected, actual)

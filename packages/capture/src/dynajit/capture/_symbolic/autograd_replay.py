@@ -125,7 +125,9 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
     an input that requires grad and is not a leaf: eager keeps its history, where AOT autograd's inference
     graph copies the new value into it after the graph, with gradients recorded, and cuts it. Any in-place
     op on a view made without gradients of a tensor that requires grad, an input or not, is left to Python
-    too: AOT autograd replays it with gradients recorded, where autograd refuses it.
+    too: AOT autograd replays it with gradients recorded, where autograd refuses it. So is a write, outside
+    inference mode, into an input that is an inference tensor: eager allows it through a dtype view
+    (``x.view(torch.int32)`` is a normal tensor), but AOT autograd copies the new value into the input itself.
     """
     name = getattr(target, "__name__", target)
     if "out" in kwargs:
@@ -190,6 +192,12 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
             unsupported(
                 f"{name} writes into the graph input {path.name()}, a view made under inference_mode of a normal "
                 "tensor: graphs are compiled outside inference mode, where autograd refuses that write"
+            )
+        if effect == "data" and value.is_inference() and not torch.is_inference_mode_enabled():
+            unsupported(
+                f"{name} writes into the graph input {path.name()}, an inference tensor, outside inference_mode (eager "
+                "allows it through a dtype view): AOT autograd copies the new value into the input itself, which "
+                "autograd refuses outside inference mode"
             )
         if effect == "data" and value.requires_grad and not value.is_leaf and not torch.is_grad_enabled():
             unsupported(
