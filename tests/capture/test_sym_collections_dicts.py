@@ -214,3 +214,30 @@ def test_a_defaultdict_argument_calls_its_factory_for_a_missing_key_and_is_writt
     assert type(groups) is collections.defaultdict and groups.default_factory is list
     assert list(groups) == list(eager_groups) and [len(v) for v in groups.values()] == [2, 1]
     assert counter.frame_count == 1
+
+
+CASTS = {torch.float32: torch.float64, torch.float16: torch.float32}
+
+
+class Casts(dict):
+    """A dict subclass keyed by dtypes, read through the dict base's own methods."""
+
+
+def casts_by_dtype(x, table):
+    wider = x.to(CASTS[x.dtype]) * 2
+    return wider, table[x.dtype], x.dtype in table, table.get(torch.bfloat16, "none"), CASTS.get(x.dtype)
+
+
+@pytest.mark.parametrize("table_type", [dict, Casts])
+def test_a_table_keyed_by_dtypes_is_read_in_one_graph(check, t, table_type):
+    # A key of a type other than str, int, class or function was a graph break (the table was read in Python).
+    table = table_type({torch.float32: "single", torch.float16: "half"})
+    with capture.observe() as seen:
+        check(casts_by_dtype, t(3), table, graphs=1, calls=2)
+        check(casts_by_dtype, t(3, dtype=torch.float16), table, calls=2)
+    assert not [b.reason for f in seen.frames for b in f.graph_breaks]
+    CASTS[torch.bfloat16] = torch.float32  # a new key: the keys guard recompiles
+    try:
+        check(casts_by_dtype, t(3, dtype=torch.bfloat16), table, graphs=1)
+    finally:
+        del CASTS[torch.bfloat16]

@@ -7,6 +7,7 @@ the stack, and the resume function takes it as an argument: its appends must rea
 """
 
 import pytest
+import torch
 
 import dynajit.capture as capture
 
@@ -83,3 +84,18 @@ def test_zero_argument_super_after_a_break_binds_the_method_s_object(check, t, c
     obj = cls()
     check(obj.scale, t(3), calls=2)
     check(lambda x: obj.scale(x) * 3, t(3), calls=2)
+
+
+def tensor_methods_across_a_break(x, weight):
+    y = x * 2
+    return y.reshape(broken((-1,))) + 1, y.view(broken((2, -1))), weight.mul(broken(3)), x.add_(broken(1))
+
+
+def test_a_tensor_s_method_on_the_stack_across_a_break_is_traced(check, t):
+    # `y.reshape` crossed the break as a bound method holding the real tensor: calling it in the resume function
+    # handed that tensor to fake mode, so each resume function broke again and ran in Python. Now it is the
+    # method of the tensor reached as its `__self__`, traced as `y.reshape` is, and guarded by its name.
+    weight = torch.nn.Parameter(torch.randn(3))
+    counter = check(tensor_methods_across_a_break, t(4, 3), weight, calls=3)
+    assert counter.frame_count == 5, "the first graph and one per resume function, each compiled once"
+    assert counter.op_count == 6

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import inspect
 import os
 import types
 import weakref
@@ -47,7 +48,7 @@ from dynajit.capture._symbolic.variables.contexts import (
 )
 from dynajit.capture._symbolic.variables.ndarrays import wrap_numpy_value
 from dynajit.capture._symbolic.variables.objects import EnvironVar, WeakRefVar
-from dynajit.capture._symbolic.variables.tensor import is_graphable_torch_function
+from dynajit.capture._symbolic.variables.tensor import TensorMethodVar, TensorVar, is_graphable_torch_function
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.output import OutputGraph
@@ -220,6 +221,9 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
     if isinstance(value, types.FunctionType) and value in CONTEXT_MANAGER_CALLS:
         output.guard("function_match", path, value)
         return TorchFunctionVar(value, path)
+    tensor_method = _tensor_method(output, value, path)
+    if tensor_method is not None:
+        return tensor_method
     if is_graphable_torch_function(value) and not isinstance(value, types.MethodType):
         output.guard("function_match", path, value)
         return TorchFunctionVar(value, path)
@@ -261,6 +265,27 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         return ObjectVar(value, path)
     output.guard("type_match", path, value)
     return UserObjectVar(value, path)
+
+
+def _tensor_method(output: OutputGraph, value: Any, path: Path | None) -> VT | None:
+    """``x.view`` handed over as an object (on the stack across a graph break, ``x.view(shape())`` with a break in
+    ``shape``): the method of the tensor reached as ``value.__self__``, traced as ``x.view`` is; None for any
+    other value. Guarded by its name, not its identity (a bound method is a new object at every read)."""
+    owner = getattr(value, "__self__", None) if isinstance(value, _C_METHOD_TYPES) else None
+    if path is None or not isinstance(owner, torch.Tensor):
+        return None
+    name = value.__name__
+    if inspect.getattr_static(type(owner), name, None) is not inspect.getattr_static(torch.Tensor, name, None):
+        return None  # a subclass's own C method: not Tensor's
+    output.guard("type_match", path, value)
+    output.guard("equals_match", _attr(path, "__name__"), name)
+    tensor = wrap_value(output, owner, _attr(path, "__self__"))
+    if not isinstance(tensor, TensorVar):
+        unsupported(f"Tensor.{name} of a tensor traced as {type(tensor).__name__}")
+    return TensorMethodVar(tensor, name)
+
+
+_C_METHOD_TYPES = (types.BuiltinMethodType, types.MethodWrapperType)
 
 
 def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:

@@ -123,10 +123,10 @@ __all__ += ["fold"]
 
 
 def constant_key(key: Any) -> bool:
-    """A dict key the trace may hold as a constant: a str or int, or a class or function, hashed and compared by
-    identity (pytree's registry of node types, ``SUPPORTED_NODES``, holds both): guards look such a key up by a
-    bound reference."""
-    if isinstance(key, (str, int)):
+    """A dict key the trace may hold as a constant: a str or int, or a dtype, class or function, hashed and compared
+    by identity (pytree's registry of node types, ``SUPPORTED_NODES``, holds classes and functions; a table of
+    casts, ``{torch.float16: ...}[x.dtype]``, dtypes): guards look such a key up by a bound reference."""
+    if isinstance(key, (str, int, torch.dtype)):
         return True
     if isinstance(key, types.FunctionType):
         return True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from dynajit.capture._symbolic.paths import Item
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
-from dynajit.capture._symbolic.variables.constant import ConstVar
+from dynajit.capture._symbolic.variables.constant import ConstVar, constant_key
 
 if TYPE_CHECKING:
     from dynajit.capture._symbolic.tracer import Tracer
@@ -78,7 +78,7 @@ class DictRead(VT):
         if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1) or not args[0].is_const():
             unsupported(f"dict.{self.name} with these arguments")
         key = args[0].const()
-        if type(key) not in (str, int, bool, type(None)) and not isinstance(key, type):  # a class: by identity
+        if key is not None and not constant_key(key):
             unsupported(f"dict.{self.name} with a {type(key).__name__} key")
         tx.output.guard("dict_keys", self.obj.source, self.instance)
         present = dict.__contains__(self.instance, key)

@@ -299,7 +299,7 @@ class UserObjectVar(ObjectVar):
         keys = list(dict.keys(self.value))
         if not all(constant_key(key) for key in keys):
             unsupported(
-                f"reading a {type(self.value).__name__} object with keys other than str, int, classes and functions"
+                f"reading a {type(self.value).__name__} object with keys other than str, int, dtypes, classes and functions"
             )
         return {key: tx.wrap(dict.__getitem__(self.value, key), Item(self.source, key)) for key in keys}
 
