@@ -56,6 +56,8 @@ class Features:
     helpers: bool = True  # calls of module-level helper functions
     nested_helpers: bool = True  # nested defs (closures over locals) and their calls
     graph_breaks: bool = True  # print(end="") and dynajit.capture.graph_break()
+    call_breaks: bool = True  # a graph break while a call's arguments are evaluated (``x.view(brk(shape))``,
+    # ``brk`` a helper that breaks): the callee, a tensor's bound method among them, crosses the break
     contexts: bool = True  # no_grad/enable_grad/inference_mode/autocast(bfloat16) blocks, a break inside some
     aliasing: bool = True  # r = x; x = f(x): locals aliasing arguments and rebinding
     objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after

@@ -12,6 +12,7 @@ program.
 
 from __future__ import annotations
 
+import ast
 import random
 import warnings
 from collections.abc import Callable
@@ -272,6 +273,8 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
         if made is None:
             return False
         code, simpler = made
+        if self.features.call_breaks and self.rng.random() < 0.1:
+            code = _break_in_a_call(code, self.rng) or code
         target = self.fresh()
         alts = [[Stmt([f"{target} = {s}"])] for s in simpler]
         return self._try(Stmt([f"{target} = {code}"], alts=alts))
@@ -294,7 +297,8 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
         # Writes that change what the written tensor is: its bits read as an int of the same size, an out= of
         # another shape (eager resizes it, a view over its base's memory), and detach_ (refused for a view).
         if t.dtype in _BITS_AS_INT:
-            ops.append(f"{target}.view({_BITS_AS_INT[t.dtype]}).add_(1)")
+            bits = rng.choice([_BITS_AS_INT[t.dtype], f"BITS[{target}.dtype]"])
+            ops.append(f"{target}.view({bits}).add_(1)")
         if t.dim() >= 1:
             ops.append(f"torch.mul({b}, 2, out={target}[:0])")
         ops.append(f"{target}.detach_()")
@@ -667,6 +671,22 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
                 kept += 1
         self._returns()
         return self.program
+
+
+def _break_in_a_call(code: str, rng: random.Random) -> str | None:
+    """``code`` with one argument of one of its calls passed through ``brk`` (None if it makes no call)."""
+    tree = ast.parse(code, mode="eval")
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and [a for a in node.args if not isinstance(a, ast.Starred)]
+    ]
+    if not calls:
+        return None
+    call = rng.choice(calls)
+    index = rng.choice([i for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)])
+    call.args[index] = ast.Call(ast.Name("brk", ast.Load()), [call.args[index]], [])
+    return ast.unparse(tree)
 
 
 def _tensors_in(values: list[Any], depth: int = 3) -> list[torch.Tensor]:

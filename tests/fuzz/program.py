@@ -35,6 +35,17 @@ class Window(collections.abc.Sequence):
     def __getitem__(self, i):
         return self.data[i]
 
+
+# A float dtype's bits read as the int of its size, looked up by dtype as casting tables do.
+BITS = {torch.float32: torch.int32, torch.float64: torch.int64}
+
+
+def brk(value):
+    # The value itself, after a graph break: in a call's arguments, the callee and the arguments before it
+    # cross the break (a tensor's bound method among them).
+    print(end="")
+    return value
+
 """
 
 # The classes of a ``state`` argument (the ``objects`` feature, see objects.py).

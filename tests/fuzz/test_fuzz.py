@@ -737,3 +737,18 @@ def test_a_bare_ledger_option_is_passed_on_to_the_jobs_without_its_neighbours() 
 
     argv = ["--ledger", "--minutes", "5", "--ledger=x", "--seed", "s", "--disable", "modules"]
     assert _without_options(argv, {"--ledger", "--seed"}) == ["--minutes", "5", "--disable", "modules"]
+
+
+def test_breaks_inside_a_call_s_arguments_and_tables_keyed_by_dtype_are_fuzzed():
+    # A tensor's bound method crossing a break (`x.view(brk(shape))`) called the real tensor in fake mode, and a
+    # table keyed by dtypes was a graph break: both are now traced, so both are generated. brk returns its value.
+    body = [Stmt(["v1 = x0.reshape(brk((-1, 1))).mul(brk(2))", "v1.view(BITS[v1.dtype]).add_(1)"])]
+    program = _loop_program("calls", body, lambda x: (x.reshape(-1, 1) * 2).view(torch.int32).add(1).view(x.dtype))
+    assert check(program) == []
+
+    def bodies(features: Features) -> list[str]:
+        return [generate(f"calls:{i}", features).source().split("def fn(")[1] for i in range(100)]
+
+    made = bodies(Features())
+    assert sum("brk(" in s for s in made) > 10 and any("(BITS[" in s for s in made)
+    assert not any("brk(" in s for s in bodies(Features().without("call_breaks")))
