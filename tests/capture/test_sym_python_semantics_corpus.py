@@ -10,6 +10,7 @@ cross a graph break (``_break``), where a resume function must carry every local
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import enum
 import functools
@@ -19,6 +20,8 @@ import typing
 
 import pytest
 import torch
+
+import dynajit.capture as capture
 
 
 def _break() -> None:
@@ -502,3 +505,33 @@ def test_lists_of_constants_from_the_caller_are_grown_in_place(check):
 
 def test_out_results_are_the_tensors_they_wrote(check):
     check(out_results_are_their_tensors, torch.randn(2, 3), calls=2)
+
+
+def joined_names(x, names):
+    label = "-".join(name.upper() for name in names)
+    return x * len(label), label, ",".join([str(size) for size in x.shape]), b"".join([b"a", b"b"])
+
+
+def container_methods_taken_from_their_class(x, items, table):
+    copied = copy.copy(items)  # copy.copy calls list.copy, taken from its table of copiers
+    copied.append(x)
+    list.append(items, x * 2)
+    shallow = copy.copy(table)
+    shallow["b"] = x
+    dict.update(table, c=1)
+    seen = {1}
+    set.add(seen, 2)
+    return len(items), copied, shallow, dict.get(table, "z", 5), tuple.count((1, 1, 2), 1) + len(seen)
+
+
+@pytest.mark.parametrize(
+    "fn, args",
+    [(joined_names, (["a", "bb"],)), (container_methods_taken_from_their_class, ([1, 2], {"a": 1}))],
+    ids=["str.join", "list.append"],
+)
+def test_builtin_methods_over_what_the_trace_holds_are_traced(check, fn, args):
+    # str.join of a generator and a container's method taken from its class (list.append, copy.copy's
+    # list.copy) were graph breaks.
+    with capture.observe() as seen:
+        check(fn, torch.randn(2, 3), *args, graphs=1, calls=2)
+    assert not [b.reason for f in seen.frames for b in f.graph_breaks]

@@ -260,6 +260,11 @@ def _wrap(output: OutputGraph, value: Any, path: Path | None) -> VT:
         self_vt = wrap_value(output, value.__self__, _attr(path, "__self__"))
         func_vt = wrap_value(output, value.__func__, _attr(path, "__func__"))
         return BoundMethodVar(func_vt, self_vt, path)
+    if isinstance(value, types.MethodDescriptorType) and value.__objclass__ in _CONTAINER_CLASSES:
+        from dynajit.capture._symbolic.variables.functions import UnboundMethodVar
+
+        output.guard("id_match", path, value)
+        return UnboundMethodVar(value, path)
     if callable(value) and not hasattr(value, "__dict__"):
         output.guard("id_match", path, value)
         return ObjectVar(value, path)
@@ -286,6 +291,7 @@ def _tensor_method(output: OutputGraph, value: Any, path: Path | None) -> VT | N
 
 
 _C_METHOD_TYPES = (types.BuiltinMethodType, types.MethodWrapperType)
+_CONTAINER_CLASSES = (list, dict, set, tuple, frozenset)
 
 
 def module_tensor(output: OutputGraph, value: torch.Tensor, path: Path) -> VT:

@@ -58,6 +58,11 @@ class BuiltinVar(HeldVar):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.builtins_table import call_builtin
 
+        if self.pure and _joins(self.value) and len(args) == 1 and not kwargs and not args[0].is_const():
+            # "-".join(name.upper() for name in names): the iterable is consumed as Python would, then joined
+            items = args[0].unpack(tx)
+            if all(item.is_const() for item in items):
+                args = [ConstVar(tuple(item.const() for item in items))]
         if self.pure and all(a.is_const() for a in [*args, *kwargs.values()]):
             from dynajit.capture._symbolic.variables.constant import fold
 
@@ -70,6 +75,28 @@ class BuiltinVar(HeldVar):
 
     def __repr__(self) -> str:
         return f"BuiltinVar({getattr(self.value, '__name__', self.value)})"
+
+
+def _joins(method: Any) -> bool:
+    """Whether ``method`` is ``join`` of a str or bytes constant."""
+    return getattr(method, "__name__", None) == "join" and type(getattr(method, "__self__", None)) in (str, bytes)
+
+
+class UnboundMethodVar(HeldVar):
+    """A builtin container's method taken from its class (``list.append``, ``dict.get``; ``copy.copy`` calls
+    ``list.copy``): a call with a container of exactly that class is that container's method call."""
+
+    def truth(self, tx: Tracer) -> bool:
+        return True
+
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        owner, name = self.value.__objclass__, self.value.__name__
+        if not args or args[0].python_type() is not owner or not hasattr(args[0], "method"):
+            unsupported(f"{owner.__name__}.{name} called on other than a {owner.__name__} the trace holds")
+        return args[0].method(tx, name, args[1:], kwargs)  # type: ignore[attr-defined]
+
+    def reconstruct(self, cg: CodeGen) -> None:
+        self.reconstruct_object(cg, self.value)
 
 
 class MethodOf(VT):
