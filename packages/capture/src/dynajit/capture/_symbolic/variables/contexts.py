@@ -274,8 +274,40 @@ def _exit_autocast_call(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT
     return ConstVar(None)
 
 
+# ----------------------------------------------------------------- profiler ranges
+
+
+class ProfilerRangeVar(ContextManagerVar):
+    """``torch.profiler.record_function(name)`` before ``with`` enters it: a profiler range. A compiled graph
+    records none of the ranges traced into it (the compiled call is profiled as a whole), so its block is
+    traced as if the range were not there; ``__enter__`` returns the range object, as torch's does."""
+
+    def python_type(self) -> type:
+        return torch.autograd.profiler.record_function
+
+    def enter(self, tx: Tracer) -> tuple[VT, VT]:
+        return _ProfilerRangeExit(), self
+
+
+class _ProfilerRangeExit(VT):
+    def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        _leaving_normally(args, "a profiler range")
+        return ConstVar(None)
+
+
+def _record_function(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if not all(a.is_const() for a in [*args, *kwargs.values()]):
+        unsupported("torch.profiler.record_function(...) with arguments that are not constants while tracing")
+    try:  # made for real, so its argument checks are torch's own
+        torch.autograd.profiler.record_function(*[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()})
+    except Exception as exc:
+        raises_in_python(f"torch.profiler.record_function(...) raises {type(exc).__name__}: {exc}", exc)
+    return ProfilerRangeVar()
+
+
 # What calling each of these gives while tracing (a graph's own generated code calls the last two).
 CONTEXT_MANAGER_CALLS: dict[Any, Any] = {
+    torch.autograd.profiler.record_function: _record_function,
     torch.no_grad: _no_grad,
     torch.enable_grad: _enable_grad,
     torch.set_grad_enabled: _set_grad_enabled,
