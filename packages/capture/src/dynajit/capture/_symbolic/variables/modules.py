@@ -84,9 +84,14 @@ class NNModuleVar(UserObjectVar):
     def call_impl(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """What ``nn.Module.__call__`` does: the module's hooks (a graph break if any), then its forward."""
         module = self.value
-        hooks = [(name, getattr(module, name, None)) for name in _MODULE_HOOKS]
-        if any(hook_dict for _, hook_dict in hooks):
-            unsupported(f"{type(module).__name__} has hooks, which are not traced")
+        hooks = {name: getattr(module, name, None) for name in _MODULE_HOOKS}
+        if any(hooks.values()) and not any(_global_hooks()):
+            if hooks.get("_backward_hooks") or hooks.get("_backward_pre_hooks"):
+                unsupported(f"{type(module).__name__} has backward hooks, which are not traced")
+            # Forward hooks: nn.Module's own _call_impl is traced, the hooks' dicts read (and their keys guarded)
+            impl = torch.nn.Module._call_impl
+            with tx.output.module_scope(self):  # (torch's own code: what it reads is guarded where read)
+                return tx.inline_call(UserFunctionVar(impl, None), [self, *args], kwargs)
         if any(_global_hooks()):
             unsupported("global nn.Module hooks are not traced")
         # Hooks registered later would run around forward: the entry holds only while there are none.
