@@ -228,6 +228,34 @@ def test_detach_in_place_stops_the_tensor_requiring_grad_as_in_eager(backend, fn
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))  # (strict: no fallback)
 
 
+def _detaches_its_argument(x):
+    x.detach_()
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+@pytest.mark.parametrize("view", [True, False])
+def test_detach_in_place_of_an_argument_refuses_a_view_at_every_size(backend, view):
+    """(a246:1286) Eager refuses ``detach_`` of a view. An input's fake is a view only while its sizes are static:
+    at the recompile for new sizes, inductor's graph dropped the detach and the call returned where eager
+    raises. A detach of a graph input now runs in Python."""
+    compiled = compiler.compile(_detaches_its_argument, backend=backend)
+    for sizes in [(0, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3)]:
+        results = []
+        for run in (_detaches_its_argument, compiled):
+            x = torch.randn(sizes, generator=torch.Generator().manual_seed(0))
+            x = x.mT if view else x
+            try:
+                results.append(run(x))
+            except RuntimeError as error:
+                results.append(str(error))
+        assert type(results[1]) is type(results[0])
+        if isinstance(results[0], str):
+            assert results[1] == results[0]
+        else:
+            torch.testing.assert_close(results[1], results[0])
+
+
 def _projection_detached_after_a_break(x):
     y = torch.nn.functional.linear(x, x.new_ones(2, x.shape[-1]))
     print(end="")  # a graph break: the first graph returns y

@@ -487,10 +487,15 @@ def _detach_changes_nothing(tx: Tracer, tensor: TensorVar, args: list[VT], kwarg
     """Whether ``tensor.detach_()`` is the tensor itself and records nothing: under inference mode, where autograd's
     kernel (which refuses views) never runs. Of a tensor that requires grad it is a graph break: eager makes that
     very tensor (the caller's, for an input) a leaf that no longer requires grad, a change a graph's functional
-    copy never makes. Elsewhere the graph records it, its fake refusing views as eager does."""
+    copy never makes. Of a graph input it is a graph break too: eager refuses a view, and an input's fake is one
+    only while its sizes are static (a symbolic one is a tensor of its own). Elsewhere the graph records it, its
+    fake refusing views as eager does."""
     if tensor.metadata(tx).requires_grad:
         unsupported("Tensor.detach_ makes a tensor that requires grad stop requiring it, in place")
-    return torch.is_inference_mode_enabled() and not args and not kwargs
+    inference = torch.is_inference_mode_enabled()
+    if not inference and tensor.node.op in ("placeholder", "get_attr"):
+        unsupported("Tensor.detach_ of a graph input: eager refuses it for a view, which the input's fake may not be")
+    return inference and not args and not kwargs
 
 
 def _check_data_value(tx: Tracer, tensor: TensorVar, value: VT) -> None:
