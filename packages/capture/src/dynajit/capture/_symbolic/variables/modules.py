@@ -82,21 +82,9 @@ class NNModuleVar(UserObjectVar):
         return self.call_impl(tx, args, kwargs)
 
     def call_impl(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        """What ``nn.Module.__call__`` does: the module's hooks (a graph break if any), then its forward."""
+        """What ``nn.Module.__call__`` does: the module's forward hooks (nn.Module's own ``_call_impl`` traced), then
+        its forward; backward hooks and global hooks leave the call to Python."""
         module = self.value
-        hooks = {name: getattr(module, name, None) for name in _MODULE_HOOKS}
-        if any(hooks.values()) and not any(_global_hooks()):
-            if hooks.get("_backward_hooks") or hooks.get("_backward_pre_hooks"):
-                unsupported(f"{type(module).__name__} has backward hooks, which are not traced")
-            # Forward hooks: nn.Module's own _call_impl is traced, the hooks' dicts read (and their keys guarded)
-            impl = torch.nn.Module._call_impl
-            with tx.output.module_scope(self):  # (torch's own code: what it reads is guarded where read)
-                return tx.inline_call(UserFunctionVar(impl, None), [self, *args], kwargs)
-        if any(_global_hooks()):
-            unsupported("global nn.Module hooks are not traced")
-        # Hooks registered later would run around forward: the entry holds only while there are none.
-        tx.output.guard("no_module_hooks", self.source, module)
-        tx.output.guard("global_module_hooks", SOURCELESS)
         if isinstance(module, torch.jit.ScriptModule):
             # (its class's ``forward`` is a descriptor that raises when read from the class)
             unsupported(f"{type(module).__name__} is a TorchScript module, which runs as it is")
@@ -104,6 +92,18 @@ class NNModuleVar(UserObjectVar):
             # Their fused kernels leave outputs undefined that AOT autograd must save for backward,
             # and they are one aten call each anyway: run them as Python, as torch.compile does.
             unsupported(f"{type(module).__name__} modules run eagerly (a fused recurrent kernel per call)")
+        if any(_global_hooks()):
+            unsupported("global nn.Module hooks are not traced")
+        hooks = {name: getattr(module, name, None) for name in _MODULE_HOOKS}
+        if hooks["_backward_hooks"] or hooks["_backward_pre_hooks"]:
+            unsupported(f"{type(module).__name__} has backward hooks, which are not traced")
+        if hooks["_forward_hooks"] or hooks["_forward_pre_hooks"]:
+            # nn.Module's own code, whose reads of the hook dicts are guarded (a hook added or removed recompiles)
+            with tx.output.module_scope(self):
+                return tx.inline_call(UserFunctionVar(torch.nn.Module._call_impl, None), [self, *args], kwargs)
+        # Hooks registered later would run around forward: the entry holds only while there are none.
+        tx.output.guard("no_module_hooks", self.source, module)
+        tx.output.guard("global_module_hooks", SOURCELESS)
         if "forward" in vars(module):
             # ``self.forward = self.forward_split_cat`` in __init__: Module.__call__ reads the instance's own
             with tx.output.module_scope(self):
