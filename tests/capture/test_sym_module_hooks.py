@@ -68,3 +68,14 @@ def test_backward_hooks_leave_the_call_to_python(t):
     torch.testing.assert_close(actual, expected)
     assert len(grads) == 2 and torch.equal(grads[0], grads[1])
     assert any("backward hooks" in reason for reason in breaks)
+
+
+def test_a_recurrent_module_with_a_forward_hook_still_runs_in_python(t):
+    # Its fused kernel is not traced (see modules.py); the hook changes nothing of that.
+    capture.reset()
+    rnn = torch.nn.LSTM(3, 4, batch_first=True)
+    rnn.register_forward_hook(lambda m, args, out: (out[0] * 2, out[1]))
+    x = t(2, 5, 3)
+    actual, breaks = _run(lambda v: rnn(v)[0].sum(), x, CompileCounter())
+    torch.testing.assert_close(actual, rnn(x)[0].sum())
+    assert any("LSTM modules run eagerly" in reason for reason in breaks)
