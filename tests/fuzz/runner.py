@@ -24,7 +24,7 @@ import os
 import re
 import signal
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -420,22 +420,29 @@ def _within_rounding(expected: list[Any], actual: list[Any], reference: Any, nud
     return True
 
 
-def _eager_in_float64(source: str, call: int, tag: str, weights: list[torch.dtype] | None) -> Any:
-    """Eager's outputs and gradients at ``call`` with the modules and the float32 arguments in float64 (the
-    calls before it replayed, for the modules' state); the leaves' gradients come back through the casts, and
-    the outputs are weighted by the noise drawn in ``weights``' dtypes. None when the float64 run raises."""
-    ns = _load(source, f"{tag}-float64")
-    modules = ns.get("MODS")
-    if modules is not None:
-        modules.double()
+def _eager_replayed(
+    source: str,
+    call: int,
+    tag: str,
+    weights: list[torch.dtype] | None,
+    modules: Callable[[torch.nn.Module], Any],
+    argument: Callable[[torch.Tensor], torch.Tensor],
+) -> Any:
+    """Eager's outputs and gradients at ``call`` of a twin of the program: ``modules(MODS)`` applied once, each
+    float32 argument replaced by ``argument(a)``, the calls before it replayed (for the modules' state). The
+    leaves' gradients come back through the replacement, and the outputs are weighted by the noise drawn in
+    ``weights``' dtypes. None when the twin raises."""
+    ns = _load(source, tag)
     result = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if "MODS" in ns:
+            modules(ns["MODS"])
         for i in range(call + 1):
             args = ns["make_args"](ns["CALLS"][i], i)
             leaves = _leaves(ns)
-            wide = [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
-            out, error, _ = _call(ns["fn"], wide, ns, i)
+            args = [argument(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
+            out, error, _ = _call(ns["fn"], args, ns, i)
             if error is not None:
                 return None
             grads, error = backward(out, leaves, weights)
@@ -443,6 +450,17 @@ def _eager_in_float64(source: str, call: int, tag: str, weights: list[torch.dtyp
                 return None
             result = out, grads
     return result
+
+
+def _eager_in_float64(source: str, call: int, tag: str, weights: list[torch.dtype] | None) -> Any:
+    """Eager's outputs and gradients at ``call`` with the modules and the float32 arguments in float64 (see
+    :func:`_eager_replayed`)."""
+    return _eager_replayed(source, call, f"{tag}-float64", weights, torch.nn.Module.double, torch.Tensor.double)
+
+
+def _grad_weights(expected: Any) -> list[torch.dtype]:
+    """The dtypes of eager's outputs that require grad: the weights of a twin's backward are drawn in them."""
+    return [t.dtype for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
 # How far each float32 argument and parameter is moved for eager's nudged run: a few ulps.
@@ -453,43 +471,29 @@ def eager_grads_nudged(source: str, call: int, tag: str, expected: Any) -> list[
     """Eager's gradients at ``call`` in float32, with every float32 argument and module parameter moved by
     ``_NUDGE`` up or down elementwise (a fixed draw), the outputs weighted as eager's (``expected``): a second
     sample of eager's rounding. None when that run raises or an argument cannot be moved in place."""
-    weights = [t.dtype for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor) and t.requires_grad]
-    ns = _load(source, f"{tag}-nudged")
     draw = torch.Generator().manual_seed(0)
 
-    def nudge(t: torch.Tensor) -> None:
+    def nudged(t: torch.Tensor) -> torch.Tensor:
         signs = torch.randint(0, 2, t.shape, generator=draw).to(t.dtype) * 2 - 1
         with torch.no_grad():
-            t.mul_(1 + _NUDGE * signs)
+            return t.mul_(1 + _NUDGE * signs)
 
-    result = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            for parameter in ns["MODS"].parameters() if "MODS" in ns else []:
-                if parameter.dtype == torch.float32:
-                    nudge(parameter)
-            for i in range(call + 1):
-                args = ns["make_args"](ns["CALLS"][i], i)
-                leaves = _leaves(ns)
-                for a in args:
-                    if isinstance(a, torch.Tensor) and a.dtype == torch.float32:
-                        nudge(a)
-                out, error, _ = _call(ns["fn"], args, ns, i)
-                grads, grad_error = backward(out, leaves, weights) if error is None else (None, error)
-                if error is not None or grad_error is not None:
-                    return None
-                result = grads
-        except RuntimeError:  # an argument whose elements share memory (an expanded tensor) cannot be moved
-            return None
-    return result
+    def nudge_parameters(modules: torch.nn.Module) -> None:
+        for parameter in modules.parameters():
+            if parameter.dtype == torch.float32:
+                nudged(parameter)
+
+    try:
+        result = _eager_replayed(source, call, f"{tag}-nudged", _grad_weights(expected), nudge_parameters, nudged)
+    except RuntimeError:  # an argument whose elements share memory (an expanded tensor) cannot be moved
+        return None
+    return None if result is None else result[1]
 
 
 def eager_grads_in_float64(source: str, call: int, tag: str, expected: Any) -> list[Any] | None:
     """Eager's gradients at ``call`` in float64 (see :func:`_eager_in_float64`), the outputs weighted by the
     noise drawn for eager's outputs (``expected``)."""
-    weights = [t.dtype for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor) and t.requires_grad]
-    result = _eager_in_float64(source, call, tag, weights)
+    result = _eager_in_float64(source, call, tag, _grad_weights(expected))
     return None if result is None else result[1]
 
 
