@@ -32,7 +32,7 @@ import functools
 import operator
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.fx
@@ -243,7 +243,11 @@ def _check_degenerate(target: Any, name: str, args: tuple[Any, ...], kwargs: dic
         return
     err = _eager_error(target, args, kwargs, _zeros_of_its_shape)
     if err is not None:
-        raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
+        _raise_eager_error(name, err)
+
+
+def _raise_eager_error(name: str, err: Exception) -> NoReturn:
+    raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
 
 
 def _eager_error(
@@ -289,7 +293,7 @@ def _check_sizes_that_may_be_zero(
             err = _eager_error(target, args, kwargs, emptied)
             # (``size == 0`` guards the size: equal to 0 here, other than 0 wherever the op stays traced)
             if err is not None and size == 0:
-                raises_in_python(f"{name} raises in eager for these sizes ({type(err).__name__}: {str(err)[:200]})")
+                _raise_eager_error(name, err)
 
 
 def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bool = False) -> None:
