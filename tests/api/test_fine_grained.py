@@ -11,6 +11,7 @@ show as XPASS and the mark should go).
 from __future__ import annotations
 
 import functools
+import operator
 import types
 
 import pytest
@@ -92,6 +93,56 @@ def test_disable_as_a_call_returns_a_function_that_compiled_code_leaves_alone():
     counter = CompileCounter()
     torch.testing.assert_close(compiler.compile(disabled, backend=counter)(x), traced_twice(x))
     assert counter.frame_count == 0
+
+
+class Scaler:
+    """Marks on methods apply to every instance, whether the method is called bound or through the class."""
+
+    @compiler.disable
+    def eager_scale(self, x):
+        return x * (2 if compiler.is_compiling() else 3)  # 3 eagerly: a disabled method is never traced
+
+    @compiler.allow_in_graph
+    def opaque_scale(self, x):
+        return x * 5
+
+    def run(self, x):
+        return self.eager_scale(torch.relu(x)) + Scaler.eager_scale(self, x)
+
+    def run_opaque(self, x):
+        return self.opaque_scale(x) + 1
+
+
+def test_a_method_marked_disable_runs_in_python_when_called_bound():
+    counter = run_both(Scaler().run, torch.randn(4))
+    assert torch.relu in graph_targets(counter)
+    assert all(node.target is not operator.mul for gm in counter.graphs for node in gm.graph.nodes)
+
+
+def test_a_method_marked_allow_in_graph_is_not_traced_into_when_called_bound():
+    """Its ``self``, a plain object, cannot be a graph node's argument: the call runs in Python, and says why."""
+    run_both(Scaler().run_opaque, torch.randn(4))
+    explained = compiler.explain(Scaler().run_opaque)(torch.randn(4))
+    assert [r.reason for r in explained.break_reasons] == ["passing UserObjectVar(Scaler) to a torch operation"]
+
+
+@torch._disable_dynamo
+def torch_disabled_scale(x):
+    return x * (2 if compiler.is_compiling() else 3)
+
+
+def test_a_function_torch_marks_with_disable_dynamo_runs_in_python_with_that_reason():
+    """``torch._disable_dynamo`` is how torch keeps ``Optimizer.zero_grad`` and ``checkpoint`` out of graphs."""
+
+    def calls_torch_disabled(x):
+        return torch_disabled_scale(torch.relu(x)) - 1
+
+    counter = run_both(calls_torch_disabled, torch.randn(4))
+    assert torch.relu in graph_targets(counter) and counter.frame_count == 2
+    explained = compiler.explain(calls_torch_disabled)(torch.randn(4))
+    assert [r.reason for r in explained.break_reasons] == [
+        "torch_disabled_scale is marked by torch with torch._disable_dynamo: it runs in Python"
+    ]
 
 
 # disallow_in_graph / allow_in_graph ---------------------------------------------------------

@@ -40,6 +40,7 @@ __all__ = [
     "is_exporting",
     "is_marked_static",
     "is_nonstrict_traced",
+    "is_torch_disabled",
     "mark_dynamic",
     "mark_static",
     "mark_static_address",
@@ -131,11 +132,23 @@ def disable(fn: _F | None = None, *, recursive: bool = True) -> Any:
     return fn
 
 
+# The code of the wrapper ``torch._disable_dynamo(fn)`` returns: torch marks functions it keeps out of compiled
+# graphs this way (``Optimizer.zero_grad``, ``torch.utils.checkpoint.checkpoint``). Tracing into the wrapper
+# would read compiler state of torch's own; the mark means the call runs in Python.
+_TORCH_DISABLED_CODE = torch._disable_dynamo(lambda: None).__code__
+
+
+def is_torch_disabled(fn: Any) -> bool:
+    """True when ``fn`` is a wrapper made by ``torch._disable_dynamo``: it and everything it calls run eagerly."""
+    return getattr(_target(fn), "__code__", None) is _TORCH_DISABLED_CODE
+
+
 def is_disabled(fn: Any) -> bool:
-    """True when ``fn`` was marked with ``disable(fn)``: never trace it or anything it calls."""
+    """True when ``fn`` was marked with ``disable(fn)``, or by torch with ``torch._disable_dynamo``: never trace
+    it or anything it calls."""
     target = _target(fn)
     members = _disabled._members
-    if id(target) in members:
+    if id(target) in members or is_torch_disabled(target):
         return True
     if isinstance(target, torch.nn.Module):
         return id(type(target).__dict__.get("forward")) in members

@@ -20,6 +20,7 @@ __all__ = [
     "is_disallowed_in_graph",
     "is_marked",
     "is_nonstrict_traced",
+    "is_torch_disabled",
     "nonstrict_trace_function",
     "substitute_for",
 ]
@@ -60,6 +61,10 @@ def _ask(name: str, fn: Any, default: Any = False) -> Any:
 
 def is_disabled(fn: Any) -> bool:
     return bool(_ask("is_disabled", fn))
+
+
+def is_torch_disabled(fn: Any) -> bool:
+    return bool(_ask("is_torch_disabled", fn))
 
 
 def is_disabled_frame_only(fn: Any) -> bool:

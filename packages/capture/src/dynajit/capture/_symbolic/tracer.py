@@ -203,7 +203,8 @@ class Tracer:
                 self.output.compile_only_answers |= answer  # see _convert: a trace that then raises
                 return ConstVar(answer)
             if marks.is_disabled(target):
-                unsupported(f"{getattr(target, '__qualname__', target)} is marked disable(): it runs in Python")
+                how = "by torch with torch._disable_dynamo" if marks.is_torch_disabled(target) else "disable()"
+                unsupported(f"{getattr(target, '__qualname__', target)} is marked {how}: it runs in Python")
             if marks.is_disabled_frame_only(target):
                 name = getattr(target, "__qualname__", target)
                 unsupported(f"{name} is marked disable(recursive=False): its frame runs in Python")

@@ -444,7 +444,8 @@ class BoundMethodVar(VT):
         self.source = source
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        return self.func.call(tx, [self.obj, *args], kwargs)
+        # Through the tracer, which honours the function's marks (a method marked ``disable`` runs in Python).
+        return tx.call(self.func, [self.obj, *args], kwargs)
 
     def children(self) -> list[VT]:
         return [self.obj]
