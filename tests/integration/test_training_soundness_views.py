@@ -237,6 +237,54 @@ def test_an_in_place_op_on_a_view_autograd_refuses_raises_as_in_eager(backend, f
     assert "inplace" in str(eager) and "inplace" in str(compiled), (eager, compiled)
 
 
+def _squeezed_in_place(x):
+    x.squeeze_()  # no size-1 dim: the layout stays as it is
+    return x * 2
+
+
+def _a_result_of_autograd(n):
+    return torch.linspace(-1, 1, 2 * n).view(2, n).requires_grad_() * 1
+
+
+def _a_leaf(n):
+    return torch.linspace(-1, 1, 2 * n).view(2, n).requires_grad_()
+
+
+def _a_piece_of_unbind(n):
+    return torch.linspace(-1, 1, 6 * n).view(3, 2, n).requires_grad_().unbind(0)[0]
+
+
+def _a_view_made_under_no_grad(n):
+    base = torch.linspace(-1, 1, 4 * n).view(2, 2, n).requires_grad_() * 1
+    with torch.no_grad():
+        return base[0]
+
+
+_KINDS = [_a_result_of_autograd, _a_leaf, _a_piece_of_unbind, _a_view_made_under_no_grad]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+@pytest.mark.parametrize("first", _KINDS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("then", _KINDS, ids=lambda f: f.__name__)
+def test_an_in_place_no_op_raises_as_in_eager_whatever_tensor_came_first(backend, first, then):
+    # Autograd refuses any in-place op, even one that changes nothing, on a leaf requiring grad and on views
+    # it cannot rebase. Whether a tensor is a leaf or a view is not in its guards, and an input's fake is a
+    # view only while its sizes are static: the graph of the first call dropped the op as a no-op and then
+    # answered calls with tensors eager refuses (a later size too, compiled with symbolic sizes).
+    compiled = compiler.compile(_squeezed_in_place, backend=backend)
+    for make, n in ((first, 3), (then, 3), (then, 4), (then, 5)):
+        outcomes = []
+        for f in (_squeezed_in_place, compiled):
+            try:
+                outcomes.append(f(make(n)).detach())
+            except RuntimeError as err:
+                outcomes.append(type(err))
+        if isinstance(outcomes[0], type):
+            assert outcomes[1] is outcomes[0], (make.__name__, n, outcomes)
+        else:
+            torch.testing.assert_close(outcomes[1], outcomes[0])
+
+
 def _pieces_kept_across_a_break(x):
     y = x * 2
     a, b = y.chunk(2)

@@ -508,8 +508,11 @@ def _layout_kept(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     plain = all(isinstance(a, (int, tuple, list)) for a in (*args[1:], *kwargs.values()))
     if example is None or not plain or metadata_change(target, args) != "view":
         return False
-    if torch.is_grad_enabled() and example.requires_grad and example._is_view():
-        return False  # autograd's check of in-place ops on views (a piece of `unbind`) comes first: it may raise
+    if torch.is_grad_enabled() and example.requires_grad:
+        # Autograd's checks of in-place ops come first and may raise: on a leaf, on a view (a piece of `unbind`,
+        # a view made under no_grad). Whether a tensor is a leaf or a view is not guarded: such a call is not
+        # dropped, whatever this trace's input was.
+        return False
     if example.is_inference() and not torch.is_inference_mode_enabled():
         return False  # so does the refusal of an in-place op on an inference tensor outside inference mode
     if torch.is_inference_mode_enabled() and not example.is_inference():
