@@ -121,6 +121,44 @@ def tensor_leaf_status_changed():
 
 
 @case
+def tensor_storage_offset_changed():
+    state = {"offset": 0}
+
+    def f(x):
+        return x * x.storage_offset()
+
+    return f, lambda: (torch.ones(state["offset"] + 3)[state["offset"] :],), lambda: state.update(offset=2)
+
+
+@case
+def tensor_view_status_changed():
+    state = {"view": False}
+
+    def f(x):
+        return x * 2 if x._is_view() else x + 100
+
+    def make():
+        base = torch.ones(3, 2)
+        return (base[1] if state["view"] else base[1].clone(),)
+
+    return f, make, lambda: state.update(view=True)
+
+
+@case
+def tensor_view_status_changed_to_plain():
+    state = {"view": True}
+
+    def f(x):
+        return x * 2 if x._is_view() else x + 100
+
+    def make():
+        base = torch.ones(3, 2)
+        return (base[1] if state["view"] else base[1].clone(),)
+
+    return f, make, lambda: state.update(view=False)
+
+
+@case
 def finfo_of_a_changed_dtype():
     state = {"dtype": torch.float32}
 

@@ -360,3 +360,22 @@ def test_an_absence_on_a_module_sees_a_buffer_parameter_or_submodule_registered_
     else:
         m.add_module("extra", torch.nn.ReLU())
     assert torch.equal(g(x), f(x)) and counter.frame_count == 2
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_where_a_tensor_lies_in_memory_is_read_from_the_real_tensor(compile_counted, dynamic):
+    """``storage_offset()`` and ``_is_view()``: a fake with symbolic sizes is a dense tensor of its own, and a tensor
+    the graph computes inherits both from its inputs, which no guard covers: the second is a graph break."""
+
+    def f(x):
+        y = x[1:]
+        return x * x.storage_offset() + int(x._is_view()), y * y.storage_offset()
+
+    g, _ = compile_counted(f, dynamic=dynamic)
+    with capture.observe() as seen:
+        for n in (5, 6, 7):
+            base = torch.arange(2.0 * n)
+            for x in (base[n:], base[:n], base[n:].clone()):
+                torch.testing.assert_close(g(x), f(x))
+    reasons = {b.reason for frame in seen.frames for b in frame.graph_breaks}
+    assert reasons == {"Tensor.storage_offset() of a tensor the graph computes depends on how its inputs lie in memory"}

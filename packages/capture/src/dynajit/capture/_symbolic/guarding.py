@@ -39,6 +39,11 @@ _SOURCELESS_FACTORIES: dict[str, Any] = {
 }
 
 
+def _tensor_fact(source: guards.Source, method: str, value: Any) -> guards.Guard:
+    """The answer of ``tensor.method()`` the trace read, for a fact TENSOR_MATCH leaves out (``storage_offset``)."""
+    return guards.expression(f"{source.name()}.{method}() == {value!r}", [source], f"the trace read {method}()")
+
+
 _FACTORIES: dict[str, Any] = {
     "tensor_match": guards.tensor_match,
     "layout_match": guards.layout_match,
@@ -55,6 +60,7 @@ _FACTORIES: dict[str, Any] = {
     "nn_module": partial(guards.nn_module, weak=True),
     "hasattr_match": guards.hasattr_match,
     "no_module_hooks": guards.no_module_hooks,
+    "tensor_fact": _tensor_fact,
 }
 
 

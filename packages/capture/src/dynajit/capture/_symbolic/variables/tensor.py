@@ -40,6 +40,9 @@ _CONSTANT_ATTRS = frozenset(
 )
 # Properties that say how the real tensor was made (TENSOR_MATCH does not cover them): read and guarded.
 _HISTORY_ATTRS = frozenset({"is_leaf", "retains_grad", "output_nr"})
+# Methods answering a fact of the tensor object that neither its fake nor TENSOR_MATCH holds faithfully: read from
+# the real tensor and guarded by value (see ``TensorVar.object_fact``).
+_OBJECT_FACTS = frozenset({"storage_offset", "_is_view"})
 # Tensor attributes computed by the graph.
 _GRAPH_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 
@@ -257,6 +260,21 @@ class TensorVar(VT):
             unsupported(f"Tensor.{name} of a tensor that cannot be reached from the frame")
         return tx.wrap(getattr(real, name), Attr(self.source, name))
 
+    def object_fact(self, tx: Tracer, name: str) -> VT:
+        """``x.storage_offset()`` or ``x._is_view()``: where the tensor object lies in its storage, and whether
+        autograd sees it as a view. A fake with symbolic sizes is a dense tensor of its own (offset 0, no view)
+        and TENSOR_MATCH checks neither, so the real tensor answers and its answer is guarded. A tensor the graph
+        computes inherits them from its inputs, unguarded: there it is a graph break, after which that tensor is
+        an input of the next graph."""
+        real = self.real(tx)
+        if real is None or self.source is None:
+            unsupported(f"Tensor.{name}() of a tensor the graph computes depends on how its inputs lie in memory")
+        if tx.output.changed_layout_of(real):
+            unsupported(f"Tensor.{name}() of {self.source.name()}, whose layout the graph changed in place")
+        value = getattr(real, name)()
+        tx.output.guard("tensor_fact", self.source, name, value)
+        return ConstVar(value)
+
     def instance_attr(self, tx: Tracer, name: str) -> VT:
         """A Python attribute of the tensor object itself (``x.tag = ...``), which lives in its ``__dict__``.
 
@@ -349,6 +367,8 @@ class TensorMethodVar(VT):
             unsupported(_BREAKING_METHODS[self.name])
         if self.name == "requires_grad_":
             return requires_grad_(tx, self.tensor, args, kwargs)
+        if self.name in _OBJECT_FACTS and not args and not kwargs:
+            return self.tensor.object_fact(tx, self.name)
         if self.name == "detach_" and _detach_changes_nothing(tx, self.tensor, args, kwargs):
             return self.tensor
         if self.name == "numpy":
