@@ -190,7 +190,6 @@ breaks(
     "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS",
     "LOAD_FROM_DICT_OR_DEREF", "LOAD_CLASSDEREF", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS", "IMPORT_STAR",
 )  # fmt: skip
-breaks("pattern matching is not traced", "MATCH_CLASS", "MATCH_KEYS", "MATCH_MAPPING", "MATCH_SEQUENCE", "GET_LEN")
 breaks("deleting attributes, globals and cells is not traced", "DELETE_ATTR", "DELETE_GLOBAL", "DELETE_DEREF")
 breaks("super() is not traced", "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "LOAD_ZERO_SUPER_METHOD")
 breaks("type-parameter intrinsics (CALL_INTRINSIC_2) are not traced", "CALL_INTRINSIC_2")

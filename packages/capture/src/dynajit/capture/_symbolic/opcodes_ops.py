@@ -34,7 +34,12 @@ from dynajit.capture._symbolic.variables.enums import enum_getitem, is_enum_clas
 from dynajit.capture._symbolic.variables.iterators import iterator_of
 from dynajit.capture._symbolic.variables.ndarrays import NdarrayVar, ndarray_getitem, ndarray_operator, ndarray_setitem
 from dynajit.capture._symbolic.variables.new_objects import NewObjectVar
-from dynajit.capture._symbolic.variables.object_protocols import equality, format_object, text_of_object
+from dynajit.capture._symbolic.variables.object_protocols import (
+    equality,
+    format_object,
+    object_identity_equality,
+    text_of_object,
+)
 from dynajit.capture._symbolic.variables.objects import EnvironVar
 from dynajit.capture._symbolic.variables.operator_protocols import object_operator, object_unary_operator
 from dynajit.capture._symbolic.variables.symbolic import SymIntVar
@@ -94,6 +99,8 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     """``op(*args)`` on trackers: a graph node for tensors, folded for constants, traced for containers."""
     if op in (operator.eq, operator.ne) and any(isinstance(a, NewObjectVar) for a in args):
         return equality(tx, op, *args)
+    if op in (operator.eq, operator.ne) and (by_identity := object_identity_equality(tx, op, *args)) is not None:
+        return by_identity
     if len(args) == 2 and op not in (operator.eq, operator.ne):
         through_methods = object_operator(tx, op, args[0], args[1])  # the classes' Python __add__, __radd__, ...
         if through_methods is not None:
@@ -107,6 +114,10 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     if any(isinstance(a, NdarrayVar) for a in args):
         return ndarray_operator(tx, op, args)
     if any(isinstance(a, TensorVar) for a in args):
+        if op in (operator.eq, operator.ne) and _foreign_to_tensor_equality(args):
+            # Tensor.__eq__ answers NotImplemented for what is not a number (None, a str, an enum member, a tuple),
+            # and the other side's object.__eq__ too: Python compares identities, which differ.
+            return ConstVar(op is operator.ne)
         return tx.output.call_function(op, args, {})
     if any(isinstance(a, SymIntVar) for a in args) and all(isinstance(a, SymIntVar) or _number(a) for a in args):
         return symbolic_operator(tx, op, args)
@@ -120,6 +131,18 @@ def apply_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
 
 
 _SET_IN_PLACE = (operator.ior, operator.iand, operator.isub, operator.ixor)
+
+
+def _foreign_to_tensor_equality(args: list[VT]) -> bool:
+    tensor, other = args if isinstance(args[0], TensorVar) else args[::-1]
+    if not isinstance(tensor, TensorVar) or tensor.python_type().__eq__ is not torch.Tensor.__eq__:
+        return False
+    if isinstance(other, TensorVar) or not other.is_const():
+        return False
+    kind = type(other.const())
+    return kind in (str, bytes, tuple, list, dict, type(None)) or (
+        kind.__eq__ is object.__eq__ and not issubclass(kind, (int, float, complex))
+    )
 
 
 def _number(vt: VT) -> bool:

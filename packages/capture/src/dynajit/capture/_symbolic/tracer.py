@@ -23,6 +23,7 @@ from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic import opcodes_build as _opcodes_build  # noqa: F401  (registers handlers)
 from dynajit.capture._symbolic import opcodes_call as _opcodes_call  # noqa: F401
 from dynajit.capture._symbolic import opcodes_control as _opcodes_control  # noqa: F401
+from dynajit.capture._symbolic import opcodes_match as _opcodes_match  # noqa: F401
 from dynajit.capture._symbolic import opcodes_ops as _opcodes_ops  # noqa: F401
 from dynajit.capture._symbolic import opcodes_stack as _opcodes_stack  # noqa: F401
 from dynajit.capture._symbolic.blocks import GRAD_EXITS

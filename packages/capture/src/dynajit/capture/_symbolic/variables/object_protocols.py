@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from dynajit.capture._symbolic.paths import Path
     from dynajit.capture._symbolic.tracer import Tracer
 
-__all__ = ["equality", "format_object", "hash_object", "text_of_object"]
+__all__ = ["equality", "format_object", "hash_object", "object_identity_equality", "text_of_object"]
 
 # Constants whose own __eq__/__ne__ answer NotImplemented for an object of another class.
 _FOREIGN_TO_EQUALITY = (int, float, complex, bool, str, bytes, tuple, type(None))
@@ -63,6 +63,27 @@ def equality(tx: Tracer, op: Any, left: VT, right: VT) -> VT:
         result = _compare_slot(tx, name, obj, other)
         if not (result.is_const() and result.const() is NotImplemented):
             return result
+    same = identical(left, right, tx)
+    return ConstVar(same if op is operator.eq else not same)
+
+
+def object_identity_equality(tx: Tracer, op: Any, left: VT, right: VT) -> VT | None:
+    """``obj == constant`` (or ``!=``, either order) for an object of the frame whose class and the constant's
+    both keep ``object``'s ``__eq__`` and ``__ne__`` (a value pattern, ``case Color.RED``, against another
+    object): Python falls back to identity. The object's class keeping them is guarded; None otherwise."""
+    from dynajit.capture._symbolic.opcodes_ops import identical
+    from dynajit.capture._symbolic.paths import Attr, class_path
+    from dynajit.capture._symbolic.variables.objects import UserObjectVar
+
+    obj, constant = (left, right) if isinstance(left, UserObjectVar) else (right, left)
+    if not isinstance(obj, UserObjectVar) or obj.source is None or not constant.is_const():
+        return None
+    kinds = (type(obj.value), type(constant.const()))
+    if not all(kind.__eq__ is object.__eq__ and kind.__ne__ is object.__ne__ for kind in kinds):
+        return None
+    cls_path = class_path(obj.source, obj.value)
+    for name, slot in (("__eq__", object.__eq__), ("__ne__", object.__ne__)):
+        tx.output.guard("id_match", Attr(cls_path, name), slot)
     same = identical(left, right, tx)
     return ConstVar(same if op is operator.eq else not same)
 
