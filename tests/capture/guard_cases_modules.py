@@ -413,3 +413,81 @@ def plain_list_of_modules_grows():
         return stack(x)
 
     return f, _ones(2), lambda: stack.scales.append(torch.nn.Identity())
+
+
+def _walked_sum(model, walk):
+    def f(x):
+        total = x
+        for item in walk(model):
+            total = total + (item[1].sum() if isinstance(item, tuple) else item.sum())
+        return total
+
+    return f
+
+
+@case
+def module_parameters_walk_sees_a_registered_parameter():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+    def mutate():
+        model[0].register_parameter("extra", torch.nn.Parameter(torch.full((1,), 100.0)))
+
+    return _walked_sum(model, lambda m: m.named_parameters()), _ones(2), mutate
+
+
+@case
+def module_parameters_walk_sees_an_added_submodule():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    return _walked_sum(model, lambda m: m.parameters()), _ones(2), lambda: model.append(torch.nn.Linear(2, 1))
+
+
+@case
+def module_parameters_walk_sees_a_parameter_set_to_none():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    return _walked_sum(model, lambda m: m.parameters()), _ones(2), lambda: setattr(model[0], "bias", None)
+
+
+@case
+def module_parameters_walk_sees_a_shared_parameter_unshared():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    model[1].weight = model[0].weight  # shared: yielded once
+
+    def mutate():
+        model[1].weight = torch.nn.Parameter(torch.full((2, 2), 100.0))
+
+    return _walked_sum(model, lambda m: m.parameters()), _ones(2), mutate
+
+
+@case
+def module_buffers_walk_sees_a_registered_buffer():
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(2))
+    model.eval()
+    return (
+        _walked_sum(model, lambda m: [b.float() for b in m.buffers()]),
+        _ones(2),
+        lambda: model[0].register_buffer("extra", torch.full((1,), 100.0)),
+    )
+
+
+@case
+def module_modules_walk_sees_an_added_submodule():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+    def f(x):
+        return x * len(list(model.modules()))
+
+    return f, _ones(2), lambda: model[0].add_module("inner", torch.nn.ReLU())
+
+
+@case
+def module_tied_weights_untied():
+    embedding, head = torch.nn.Embedding(3, 2), torch.nn.Linear(2, 3, bias=False)
+    head.weight = embedding.weight  # tied, as language models tie their input and output embeddings
+
+    def f(x):
+        return head(embedding(torch.tensor([0, 2])) + x)
+
+    def mutate():
+        head.weight = torch.nn.Parameter(torch.full((3, 2), 5.0))
+
+    return f, _ones(2), mutate

@@ -59,6 +59,7 @@ _FACTORIES: dict[str, Any] = {
     "function_match": partial(guards.function_match, weak=True),
     "nn_module": partial(guards.nn_module, weak=True),
     "hasattr_match": guards.hasattr_match,
+    "is_none": guards.is_none,
     "no_module_hooks": guards.no_module_hooks,
     "tensor_fact": _tensor_fact,
 }

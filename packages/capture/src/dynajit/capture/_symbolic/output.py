@@ -213,6 +213,10 @@ class OutputGraph:
         LAYOUT_MATCH."""
         known = self._attr_names.get(id(value))
         if known is not None:
+            # Reached again by another path (weights tied between two modules): the graph holds one tensor for both
+            # only while both paths reach it, so untying them recompiles.
+            if known.source is not None and path is not None and path.name() != known.source.name():
+                self.aliases.append((known.source, path))
             return known
         if path is None:
             unsupported("a module parameter that cannot be reached from the frame")

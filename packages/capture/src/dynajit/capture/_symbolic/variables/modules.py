@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynajit.capture._symbolic.guarding import SOURCELESS
-from dynajit.capture._symbolic.paths import Attr
+from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
 from dynajit.capture._symbolic.variables.constant import ConstVar
 from dynajit.capture._symbolic.variables.functions import UserFunctionVar
@@ -228,6 +228,39 @@ _MODULE_ITERATORS = {
 }
 
 
+# The table of each module a walk reads its items from (named_modules and named_children read ``_modules``).
+_WALKED_TABLES = {"named_parameters": "_parameters", "named_buffers": "_buffers"}
+
+
+def _guard_walk(tx: Tracer, root: NNModuleVar, walker: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Guard what ``root.<walker>(...)`` reads besides the items it yields: for each module it goes through, the
+    names and order of its submodules and of the parameters or buffers it yields, and which of them are None;
+    each such module by identity. A parameter added anywhere in the tree (``register_parameter``, a new
+    submodule) recompiles; one yielded once though reached twice (shared) is guarded as the same object there."""
+    if root.source is None:
+        return
+    bound = inspect.signature(getattr(torch.nn.Module, walker)).bind(root.value, *args, **kwargs)
+    bound.apply_defaults()
+    recurse = walker == "named_modules" or bound.arguments.get("recurse", False)
+    reached = list(root.value.named_modules(remove_duplicate=False)) if recurse else [("", root.value)]
+    table = _WALKED_TABLES.get(walker)
+    for qualname, module in reached:
+        path = root.source
+        for part in qualname.split(".") if qualname else ():
+            path = Attr(path, part)
+        if qualname:
+            tx.wrap(module, path)
+        tables = ["_modules"] if recurse or walker == "named_children" else []
+        for name in [*tables, *([table] if table else [])]:
+            entries = getattr(module, name)
+            tx.output.guard("dict_keys", Attr(path, name), entries)
+            for key, entry in entries.items():
+                if entry is None:
+                    tx.output.guard("is_none", Item(Attr(path, name), key))
+                elif name != "_modules" and qualname:
+                    tx.wrap(entry, Attr(path, key))  # (yielded once when shared: the same object at each path)
+
+
 class _ModuleIterator(VT):
     """``module.modules`` / ``parameters`` / ... before the call."""
 
@@ -242,6 +275,7 @@ class _ModuleIterator(VT):
         walker, named = _MODULE_ITERATORS[self.name]
         const_args = [a.const() for a in args]
         const_kwargs = {k: v.const() for k, v in kwargs.items()}
+        _guard_walk(tx, self.module, walker, const_args, const_kwargs)
         items = []
         for qualname, value in getattr(self.module.value, walker)(*const_args, **const_kwargs):
             path = self.module.source
