@@ -1,7 +1,9 @@
 """The fuzzer's changed facts: module-level state a program reads, changed between calls, so guards are tested.
 
-A program with the ``changed_facts`` feature reads a global int ``K`` and a module-level ``FACTS`` object (a flag,
-a scale, a dict ``table``, an attribute ``extra`` that is there on some calls only) in arithmetic, conditions,
+A program with the ``changed_facts`` feature reads a global int ``K``, a module-level ``FACTS`` object (a flag,
+a scale, a dict ``table``, an attribute ``extra`` that is there on some calls only) and a module tree ``NET``
+(its parameters walked, its second layer's weight tied to the first's on some calls, an extra parameter
+registered on some calls) in arithmetic, conditions,
 loops, ``getattr``/``hasattr`` and ``in``, and through two autograd Functions whose forward and backward read
 them (their own backward rule gives the gradients, so a backward traced with an old fact shows). Before each
 call ``make_args`` runs ``set_facts(call)`` (:data:`tests.fuzz.program.FACTS_SOURCE`): ``K`` is rebound, the
@@ -18,6 +20,15 @@ from typing import Any
 
 from .program import Stmt
 
+# What reads NET's shape: the walk of its parameters (a registered or tied parameter changes what it yields), and
+# both layers' weights read by their own paths (tied, one tensor reached twice).
+_NET_READS = [
+    "sum(p.sum() for p in NET.parameters())",
+    "NET[1].weight.sum()",
+    "(NET[0].weight.sum() + NET[1].weight.sum())",
+    "len(list(NET.named_parameters()))",
+]
+
 
 def draw_facts(rng: random.Random, calls: int) -> list[dict[str, Any]]:
     """Per call, the facts ``set_facts`` sets: the first call's, then each later one changes one or two."""
@@ -28,6 +39,8 @@ def draw_facts(rng: random.Random, calls: int) -> list[dict[str, Any]]:
         "keys": tuple(rng.sample(["a", "b", "c"], rng.randint(0, 2))),
         "extra": rng.choice([None, 2, 3]),
         "training": None,
+        "tied": rng.random() < 0.5,
+        "extra_param": rng.random() < 0.5,
     }
     facts = [first]
     for _ in range(calls - 1):
@@ -46,6 +59,8 @@ def _other(rng: random.Random, name: str, value: Any) -> Any:
         "keys": [(), ("a",), ("b",), ("a", "b"), ("c", "a")],
         "extra": [None, 2, 3],
         "training": [True, False],
+        "tied": [True, False],
+        "extra_param": [True, False],
     }[name]
     others = [c for c in choices if c != value]
     return rng.choice(others) if others else value
@@ -76,6 +91,7 @@ class FactsMixin:
                     "len(FACTS.table) > 1",
                     "K > 2",
                     "FACTS.scale > 0",
+                    "len(list(NET.parameters())) > 4",
                 ]
             )
             bodies = self._branch_bodies()
@@ -90,6 +106,9 @@ class FactsMixin:
             acc = self.fresh()
             lines = [f"{acc} = {a}", "for _ in range(K):", f"    {acc} = {acc} * 0.5 + 1", f"{name} = {acc}"]
             return self._try(Stmt(lines))
+        if rng.random() < 0.3:  # the module tree's shape: its parameters walked, or read by a path tied weights share
+            walk = rng.choice(_NET_READS)
+            return self._try(Stmt([f"{name} = {a} * {walk}"]))
         factor = rng.choice(
             [
                 "K",

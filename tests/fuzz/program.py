@@ -136,6 +136,14 @@ class Facts:
 FACTS = Facts()
 K = 0
 
+# A module tree whose shape the facts change: its two layers' weights tied or not, and an extra parameter
+# registered on some calls only. Built the same in every run: its values come from linspace, not a seed.
+NET = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)).requires_grad_(False)
+for _i, _p in enumerate(NET.parameters()):
+    _p.copy_(torch.linspace(0, 1, _p.numel()).view(_p.shape) * (_i + 1))  # (sums differ: a tie shows)
+UNTIED = NET[1].weight
+EXTRA = torch.nn.Parameter(torch.full((1,), 3.0), requires_grad=False)
+
 
 class ScaledByK(torch.autograd.Function):
     @staticmethod
@@ -170,6 +178,11 @@ def set_facts(call):
         FACTS.extra = f["extra"]
     if f["training"] is not None and "MODS" in globals():
         MODS.train(f["training"])
+    NET[1].weight = NET[0].weight if f.get("tied") else UNTIED
+    if f.get("extra_param"):
+        NET[0].extra = EXTRA
+    else:
+        NET[0]._parameters.pop("extra", None)
 """
 
 

@@ -437,21 +437,28 @@ def _facts_program() -> Program:
         Stmt(['v3 = v2 * getattr(FACTS, "extra", 1)']),
         Stmt(clauses=[('if "a" in FACTS.table:', [Stmt(["v4 = v3 * 2"])]), ("else:", [Stmt(["v4 = v3"])])]),
         Stmt(["v5 = v4 * len(FACTS.table) + FACTS.scale", "v5 = MODS[0](v5)"]),
+        Stmt(["v6 = v5 * sum(p.sum() for p in NET.parameters()) + NET[1].weight.sum()"]),
     ]
-    fact = {"K": 1, "flag": True, "scale": 0.5, "keys": ("a",), "extra": None, "training": True}
-    changes = [{}, {"K": 2}, {"flag": False, "extra": 3}, {"keys": ("b", "c"), "training": False}]
+    fact = {"K": 1, "flag": True, "scale": 0.5, "keys": ("a",), "extra": None, "training": True, "tied": True}
+    changes = [
+        {},
+        {"K": 2, "extra_param": True},
+        {"flag": False, "extra": 3, "keys": ("b", "c"), "training": False},
+        {"tied": False},  # alone: untied after the compiles that saw them tied
+    ]
     facts = []
     for change in changes:
         fact = {**fact, **change}
         facts.append(fact)
     program = Program(seed="facts", args=[ArgSpec("x0", "tensor", dims=[2, 3])], calls=[{"s0": 2}] * 4, body=body)
-    program.modules, program.facts, program.returns = ["torch.nn.BatchNorm1d(3)"], facts, ["v5"]
+    program.modules, program.facts, program.returns = ["torch.nn.BatchNorm1d(3)"], facts, ["v6"]
     return program
 
 
 def test_every_changed_fact_is_guarded() -> None:
     # Each call changes facts the trace read (a rebound global, an attribute, a dict's keys, an attribute
-    # added, the module's train mode): an entry answering for the old facts fails the comparison with eager.
+    # added, the module's train mode, a parameter registered, tied weights untied): an entry answering for the
+    # old facts fails the comparison with eager.
     program = _facts_program()
     source = program.source()
     namespace: dict = {}
