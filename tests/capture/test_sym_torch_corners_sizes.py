@@ -1,5 +1,6 @@
 """torch.Size with symbolic sizes (concatenation, comparison, containment), finfo/iinfo, in-place ops on literals."""
 
+import pytest
 import torch
 from torch_corners import run_both
 
@@ -77,3 +78,19 @@ def test_size_operations_with_symbolic_sizes():
             else:
                 assert g == w, (g, w)
     assert counter.frame_count == 1
+
+
+def new_from_sizes(x):
+    # Tensor.new reads a torch.Size as a shape and a tuple or list as data.
+    made = (x.new(x.shape), torch.Tensor.new(x, x.shape[1:]), x.new(torch.Size([2, 1])), x.new((5, 8)), x.new([5]))
+    return [t.fill_(1.5) * 2 for t in made]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_new_takes_a_size_as_a_shape_and_a_tuple_as_data(dynamic):
+    capture.reset()
+    compiled = capture.optimize(CompileCounter(), fullgraph=True, dynamic=dynamic)(new_from_sizes)
+    for shape in ((2, 3), (4, 5)):
+        x = torch.randn(shape, dtype=torch.float64)
+        for got, want in zip(compiled(x), new_from_sizes(x), strict=True):
+            torch.testing.assert_close(got, want)

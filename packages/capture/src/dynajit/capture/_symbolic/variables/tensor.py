@@ -351,6 +351,18 @@ class TensorVar(VT):
         return f"TensorVar({self.node.name})"
 
 
+def _sizes_spread(args: list[VT]) -> list[VT]:
+    """``x.new(size)``'s arguments as graph ops can take them: the legacy constructor reads a ``torch.Size`` as a
+    shape and a tuple as data, and a graph op receives a Size as a tuple, so a Size is spread into its sizes."""
+    from dynajit.capture._symbolic.variables.containers import SizeVar
+
+    if len(args) == 1 and isinstance(args[0], SizeVar):
+        return list(args[0].items)
+    if len(args) == 1 and args[0].is_const() and type(args[0].const()) is torch.Size:
+        return [ConstVar(size) for size in args[0].const()]
+    return args
+
+
 class TensorMethodVar(VT):
     """``tensor.method`` before the call."""
 
@@ -369,6 +381,8 @@ class TensorMethodVar(VT):
             return requires_grad_(tx, self.tensor, args, kwargs)
         if self.name in _OBJECT_FACTS and not args and not kwargs:
             return self.tensor.object_fact(tx, self.name)
+        if self.name == "new":
+            args = _sizes_spread(args)
         if self.name == "detach_" and _detach_changes_nothing(tx, self.tensor, args, kwargs):
             return self.tensor
         if self.name == "numpy":
@@ -418,6 +432,8 @@ class TorchFunctionVar(HeldVar):
             return CONTEXT_MANAGER_CALLS[self.value](tx, args, kwargs)
         if self.value in _NOT_IN_GRAPH:
             unsupported(_NOT_IN_GRAPH[self.value])
+        if self.value is torch.Tensor.new and args:
+            args = [args[0], *_sizes_spread(args[1:])]
         if self.value is torch.Tensor.requires_grad_ and args and isinstance(args[0], TensorVar):
             return requires_grad_(tx, args[0], args[1:], kwargs)
         if self.value in (torch.Tensor.detach_, torch.detach_) and args and isinstance(args[0], TensorVar):
