@@ -524,14 +524,32 @@ def container_methods_taken_from_their_class(x, items, table):
     return len(items), copied, shallow, dict.get(table, "z", 5), tuple.count((1, 1, 2), 1) + len(seen)
 
 
+def operator_functions_and_tensor_types(x, items, other):
+    half = x.to(torch.float16)
+    return (
+        operator.truth(items) and operator.truth(x.shape),
+        operator.is_(x, x),
+        operator.is_not(x, other),
+        operator.is_(items, None),
+        half.type(),
+        other.type(half.type()),  # a cast named by the type string
+        f"{x.__class__.__name__} of {x.type()}",
+        x.__class__ is torch.Tensor,
+    )
+
+
 @pytest.mark.parametrize(
     "fn, args",
-    [(joined_names, (["a", "bb"],)), (container_methods_taken_from_their_class, ([1, 2], {"a": 1}))],
-    ids=["str.join", "list.append"],
+    [
+        (joined_names, (["a", "bb"],)),
+        (container_methods_taken_from_their_class, ([1, 2], {"a": 1})),
+        (operator_functions_and_tensor_types, ([1], torch.ones(2, dtype=torch.float64))),
+    ],
+    ids=["str.join", "list.append", "operator.truth"],
 )
 def test_builtin_methods_over_what_the_trace_holds_are_traced(check, fn, args):
-    # str.join of a generator and a container's method taken from its class (list.append, copy.copy's
-    # list.copy) were graph breaks.
+    # str.join of a generator, a container's method taken from its class (list.append, copy.copy's list.copy),
+    # operator.truth/is_/is_not, Tensor.type() and a tensor's __class__ were graph breaks.
     with capture.observe() as seen:
         check(fn, torch.randn(2, 3), *args, graphs=1, calls=2)
     assert not [b.reason for f in seen.frames for b in f.graph_breaks]

@@ -187,6 +187,28 @@ def _bool(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     return ConstVar(args[0].truth(tx))
 
 
+@builtin(operator.truth)
+def _truth(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+    if kwargs or len(args) != 1:
+        raises_in_python("truth() takes exactly one argument (TypeError)")
+    return _bool(tx, args, kwargs)
+
+
+def _identity_test(expected: bool) -> Handler:
+    def handler(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
+        from dynajit.capture._symbolic.opcodes_ops import identical
+
+        if kwargs or len(args) != 2:
+            name = "is_" if expected else "is_not"
+            raises_in_python(f"{name}() takes exactly two arguments (TypeError)")
+        return ConstVar(identical(args[0], args[1], tx) == expected)
+
+    return handler
+
+
+BUILTINS[operator.is_], BUILTINS[operator.is_not] = _identity_test(True), _identity_test(False)
+
+
 @builtin(tuple.__new__)
 def _tuple_new(tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
     from dynajit.capture._symbolic.variables.containers import NamedTupleVar, is_named_tuple_class

@@ -202,6 +202,10 @@ class TensorVar(VT):
             return self.grad_attr(tx)
         if name in ("_version", "grad_fn", "_base", "untyped_storage"):
             unsupported(f"Tensor.{name} is not traced")
+        if name == "__class__":  # the class TENSOR_MATCH checks: what type(x) answers
+            from dynajit.capture._symbolic.builtins_table import BUILTINS
+
+            return BUILTINS[type](tx, [self], {})
         if name in _HISTORY_ATTRS:
             return self.history_attr(tx, name)
         static = inspect.getattr_static(torch.Tensor, name, None)
@@ -383,6 +387,8 @@ class TensorMethodVar(VT):
             return self.tensor.object_fact(tx, self.name)
         if self.name == "new":
             args = _sizes_spread(args)
+        if self.name == "type" and not args and not kwargs:
+            return ConstVar(self.tensor.metadata(tx).type())  # ("torch.HalfTensor": of the guarded dtype and device)
         if self.name == "detach_" and _detach_changes_nothing(tx, self.tensor, args, kwargs):
             return self.tensor
         if self.name == "numpy":
