@@ -228,6 +228,14 @@ _MODULE_ITERATORS = {
 }
 
 
+def _member_path(root: Any, qualname: str) -> Any:
+    """The path of the submodule, parameter or buffer ``qualname`` (``"layers.0.weight"``) under ``root``."""
+    path = root
+    for part in qualname.split(".") if qualname else ():
+        path = Attr(path, part) if path is not None else None
+    return path
+
+
 # The table of each module a walk reads its items from (named_modules and named_children read ``_modules``).
 _WALKED_TABLES = {"named_parameters": "_parameters", "named_buffers": "_buffers"}
 
@@ -245,9 +253,7 @@ def _guard_walk(tx: Tracer, root: NNModuleVar, walker: str, args: list[Any], kwa
     reached = list(root.value.named_modules(remove_duplicate=False)) if recurse else [("", root.value)]
     table = _WALKED_TABLES.get(walker)
     for qualname, module in reached:
-        path = root.source
-        for part in qualname.split(".") if qualname else ():
-            path = Attr(path, part)
+        path = _member_path(root.source, qualname)
         if qualname:
             tx.wrap(module, path)
         tables = ["_modules"] if recurse or walker == "named_children" else []
@@ -278,10 +284,7 @@ class _ModuleIterator(VT):
         _guard_walk(tx, self.module, walker, const_args, const_kwargs)
         items = []
         for qualname, value in getattr(self.module.value, walker)(*const_args, **const_kwargs):
-            path = self.module.source
-            for part in qualname.split(".") if qualname else ():
-                path = Attr(path, part) if path is not None else None
-            item = tx.wrap(value, path)
+            item = tx.wrap(value, _member_path(self.module.source, qualname))
             items.append(TupleVar([ConstVar(qualname), item]) if named else item)
         return IteratorVar(items)
 
