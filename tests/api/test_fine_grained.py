@@ -126,6 +126,49 @@ def test_a_method_marked_allow_in_graph_is_not_traced_into_when_called_bound():
     assert [r.reason for r in explained.break_reasons] == ["passing UserObjectVar(Scaler) to a torch operation"]
 
 
+@compiler.disable
+def disabled_scale(x, k=1):
+    return x * (2 if compiler.is_compiling() else 3) * k  # 3 eagerly: a disabled function is never traced
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x):
+        return x * (2 if compiler.is_compiling() else 3)
+
+
+class DisabledForward(torch.nn.Module):
+    @compiler.disable
+    def forward(self, x):
+        return x * (2 if compiler.is_compiling() else 3)
+
+
+class HoldsDisabledModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.by_class = DisabledForward()
+        self.by_instance = compiler.disable(Scaled())
+
+    def forward(self, x):
+        return self.by_class(torch.relu(x)) + self.by_instance(x) * 10
+
+
+def calls_disabled_indirectly(x):
+    halved = functools.partial(disabled_scale, k=0.5)
+    return halved(x) + sum(map(disabled_scale, [x, x * 2])) + sorted([x], key=lambda t: 0)[0]
+
+
+@pytest.mark.parametrize("program", ["partial_and_map", "modules"])
+def test_disable_holds_however_the_function_or_module_is_called(program):
+    # A disabled function reached through functools.partial or map, a submodule whose class's forward is
+    # disabled, and a module instance marked disable() were traced: is_compiling() answered True inside.
+    if program == "modules":
+        fn, x = HoldsDisabledModules(), torch.randn(4)
+    else:
+        fn, x = calls_disabled_indirectly, torch.randn(4)
+    counter = run_both(fn, x)
+    assert program != "modules" or torch.relu in graph_targets(counter)
+
+
 @torch._disable_dynamo
 def torch_disabled_scale(x):
     return x * (2 if compiler.is_compiling() else 3)

@@ -193,46 +193,54 @@ class Tracer:
     # ----------------------------------------------------------------- calls
 
     def call(self, fn: VT, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        if fn.is_const():
-            # (a function guarded by its code is called, not compared: its identity is not read here)
-            target = fn.value if isinstance(fn, UserFunctionVar) else fn.const()
-            if target is marks.graph_break_function() and target is not None:
-                unsupported("graph_break() was called")
-            query = marks.is_compile_query(target)
-            if query is not None:
-                answer = self.output.ctx.export if query == "is_exporting" else True
-                self.output.compile_only_answers |= answer  # see _convert: a trace that then raises
-                return ConstVar(answer)
-            if marks.is_disabled(target):
-                how = "by torch with torch._disable_dynamo" if marks.is_torch_disabled(target) else "disable()"
-                unsupported(f"{getattr(target, '__qualname__', target)} is marked {how}: it runs in Python")
-            if marks.is_disabled_frame_only(target):
-                name = getattr(target, "__qualname__", target)
-                unsupported(f"{name} is marked disable(recursive=False): its frame runs in Python")
-            if marks.is_disallowed_in_graph(target):
-                unsupported(f"{getattr(target, '__qualname__', target)} is disallowed in the graph")
-            substitute = marks.substitute_for(target)
-            if substitute is not None:
-                return self.wrap(substitute, None).call(self, args, kwargs)
-            if marks.is_allowed_in_graph(target):
-                return self.output.call_function(target, args, kwargs)
-            if marks.has_constant_result(target):
-                return self._constant_result(target, args, kwargs)
-            if target is marks.nonstrict_trace_function() and target is not None and len(args) == 1:
-                if not args[0].is_const():
-                    unsupported(f"nonstrict_trace() of {args[0]}, which is not known while tracing")
-                target(args[0].const())  # the mark is global, as in eager code; the call returns its argument
-                return args[0]
-            if marks.is_nonstrict_traced(target):
-                return call_nonstrict(self, target, args, kwargs)
-            if target is sys.exception and not args and not kwargs:
-                return handled_exception(self)
-            if target is inspect.signature and len(args) == 1 and not kwargs:
-                real = _real_callable(args[0])
-                if real is not None:
-                    # The callable is guarded (by identity, or through its object), so its signature is fixed.
-                    return ConstVar(inspect.signature(real))
+        if fn.is_const() and not isinstance(fn, UserFunctionVar):  # (a user function asks its marks when called)
+            handled = self.marked_call(fn.const(), args, kwargs)
+            if handled is not None:
+                return handled
         return fn.call(self, args, kwargs)
+
+    def marked_call(self, target: Any, args: list[VT], kwargs: dict[str, VT]) -> VT | None:
+        """The call of ``target`` as its marks (``disable``, ``allow_in_graph``, a substitute, ...) or its special
+        meaning (``graph_break()``, ``is_compiling()``, ``sys.exception()``) make it; None when none applies.
+        Every call of a known callable asks this first, however it is reached (bound, through a partial, by
+        ``map``), so a mark holds wherever the function is called."""
+        if target is marks.graph_break_function() and target is not None:
+            unsupported("graph_break() was called")
+        query = marks.is_compile_query(target)
+        if query is not None:
+            answer = self.output.ctx.export if query == "is_exporting" else True
+            self.output.compile_only_answers |= answer  # see _convert: a trace that then raises
+            return ConstVar(answer)
+        if marks.is_disabled(target):
+            how = "by torch with torch._disable_dynamo" if marks.is_torch_disabled(target) else "disable()"
+            unsupported(f"{getattr(target, '__qualname__', target)} is marked {how}: it runs in Python")
+        if marks.is_disabled_frame_only(target):
+            name = getattr(target, "__qualname__", target)
+            unsupported(f"{name} is marked disable(recursive=False): its frame runs in Python")
+        if marks.is_disallowed_in_graph(target):
+            unsupported(f"{getattr(target, '__qualname__', target)} is disallowed in the graph")
+        substitute = marks.substitute_for(target)
+        if substitute is not None:
+            return self.wrap(substitute, None).call(self, args, kwargs)
+        if marks.is_allowed_in_graph(target):
+            return self.output.call_function(target, args, kwargs)
+        if marks.has_constant_result(target):
+            return self._constant_result(target, args, kwargs)
+        if target is marks.nonstrict_trace_function() and target is not None and len(args) == 1:
+            if not args[0].is_const():
+                unsupported(f"nonstrict_trace() of {args[0]}, which is not known while tracing")
+            target(args[0].const())  # the mark is global, as in eager code; the call returns its argument
+            return args[0]
+        if marks.is_nonstrict_traced(target):
+            return call_nonstrict(self, target, args, kwargs)
+        if target is sys.exception and not args and not kwargs:
+            return handled_exception(self)
+        if target is inspect.signature and len(args) == 1 and not kwargs:
+            real = _real_callable(args[0])
+            if real is not None:
+                # The callable is guarded (by identity, or through its object), so its signature is fixed.
+                return ConstVar(inspect.signature(real))
+        return None
 
     def _constant_result(self, target: Any, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """Call an ``assume_constant_result`` function now and bake its result in, unguarded."""

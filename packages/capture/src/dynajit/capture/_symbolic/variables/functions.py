@@ -214,6 +214,10 @@ class UserFunctionVar(HeldVar):
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         from dynajit.capture._symbolic.variables.modules import NNModuleVar
 
+        # (read from ``value``: a function guarded by its code is called, not compared, so its identity is not read)
+        handled = tx.marked_call(self.value, args, kwargs)
+        if handled is not None:
+            return handled
         if self.value in _MODULE_CALLS and args and isinstance(args[0], NNModuleVar):
             # nn.Module.__call__(module, ...) from an overriding __call__: what calling the module does.
             return args[0].call_impl(tx, args[1:], kwargs)
@@ -444,7 +448,6 @@ class BoundMethodVar(VT):
         self.source = source
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
-        # Through the tracer, which honours the function's marks (a method marked ``disable`` runs in Python).
         return tx.call(self.func, [self.obj, *args], kwargs)
 
     def children(self) -> list[VT]:

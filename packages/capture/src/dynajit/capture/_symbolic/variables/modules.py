@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynajit.capture._symbolic import marks
 from dynajit.capture._symbolic.guarding import SOURCELESS
 from dynajit.capture._symbolic.paths import Attr, Item
 from dynajit.capture._symbolic.variables.base import VT, raises_in_python, unsupported
@@ -70,6 +71,8 @@ class NNModuleVar(UserObjectVar):
 
     def call(self, tx: Tracer, args: list[VT], kwargs: dict[str, VT]) -> VT:
         """``module(...)``: its class's ``__call__``, which is nn.Module's (hooks, then forward) unless overridden."""
+        if marks.is_disabled(self.value):  # the instance, or its class's forward, marked disable()
+            unsupported(f"{type(self.value).__qualname__} is marked disable(): the module's call runs in Python")
         call = inspect.getattr_static(type(self.value), "__call__")
         class_path = _attr_path(self, "__class__")
         if call is not torch.nn.Module.__call__:
