@@ -1,5 +1,9 @@
-"""Kernels g++ 12 miscompiled: each built with inductor-lite's default flags runs as eager does."""
+"""Kernels g++ 12 miscompiled or its toolchain refused: each built with inductor-lite's default flags runs as eager
+does."""
 
+import warnings
+
+import pytest
 import torch
 
 import dynajit.compiler
@@ -29,3 +33,27 @@ def test_a_short_loops_first_element_is_written_when_its_value_and_index_are_zer
         torch.testing.assert_close(actual, expected, equal_nan=True)
         torch.testing.assert_close(compiled_in, eager_in)
         assert actual[0] is compiled_in
+
+
+def _cpu_has_fp16_vectors() -> bool:
+    try:
+        with open("/proc/cpuinfo") as info:
+            return "avx512_fp16" in info.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _cpu_has_fp16_vectors(), reason="the CPU has no AVX512-FP16: g++ emits no vmovsh")
+def test_a_float16_kernel_builds_where_the_assembler_rejects_masked_fp16_moves(tmp_path):
+    # g++ 12 -march=native emitted masked vmovsh for this float16 kernel, which binutils 2.40's assembler
+    # rejects: the build failed and the graph ran its aten ops eagerly, with a warning (fuzz class a256:99).
+    def fn(x0, x1):
+        return torch.maximum(x1, x0)
+
+    x0, x1 = torch.randn(3, 3).to(torch.float16).mT, torch.randint(-4, 5, (1, 3))
+    dynajit.compiler.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        compiled = dynajit.compiler.compile(fn, backend="inductor", options={"cache_dir": str(tmp_path)})
+        actual = compiled(x0, x1)
+    torch.testing.assert_close(actual, fn(x0, x1))

@@ -254,6 +254,13 @@ def _produce(future: Future[ctypes.CDLL], memory_key: str, build_args: tuple) ->
     future.set_result(lib)
 
 
+# g++ 12 with -march=native on a CPU with AVX512-FP16 emits masked ``vmovsh`` for float16 loads, which the
+# assembler of binutils 2.40 rejects ("unsupported masking for `vmovsh'"): such a build is made again without
+# those instructions (float16 values are then converted through float32 registers, rounding as before).
+_ASSEMBLER_REJECTS_FP16 = "unsupported masking for `vmovsh'"
+_NO_FP16 = "-mno-avx512fp16"
+
+
 def _build(source: str, cxx: str, flags: str, folder: Path, key: str, so_path: Path, meta_path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=folder, prefix=f".{key}.") as tmp:
         src = Path(tmp) / "kernels.cpp"
@@ -261,6 +268,9 @@ def _build(source: str, cxx: str, flags: str, folder: Path, key: str, so_path: P
         out = Path(tmp) / "kernels.so"
         cmd = [cxx, *flags.split(), "-shared", "-fPIC", "-o", str(out), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 and _ASSEMBLER_REJECTS_FP16 in proc.stderr:
+            cmd = [cxx, *flags.split(), _NO_FP16, "-shared", "-fPIC", "-o", str(out), str(src)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"inductor-lite: {' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
         digest = _sha256_file(out)
