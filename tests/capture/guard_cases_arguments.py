@@ -130,9 +130,8 @@ def tensor_storage_offset_changed():
     return f, lambda: (torch.ones(state["offset"] + 3)[state["offset"] :],), lambda: state.update(offset=2)
 
 
-@case
-def tensor_view_status_changed():
-    state = {"view": False}
+def _view_status_case(first_a_view: bool):
+    state = {"view": first_a_view}
 
     def f(x):
         return x * 2 if x._is_view() else x + 100
@@ -141,21 +140,17 @@ def tensor_view_status_changed():
         base = torch.ones(3, 2)
         return (base[1] if state["view"] else base[1].clone(),)
 
-    return f, make, lambda: state.update(view=True)
+    return f, make, lambda: state.update(view=not first_a_view)
+
+
+@case
+def tensor_view_status_changed():
+    return _view_status_case(first_a_view=False)
 
 
 @case
 def tensor_view_status_changed_to_plain():
-    state = {"view": True}
-
-    def f(x):
-        return x * 2 if x._is_view() else x + 100
-
-    def make():
-        base = torch.ones(3, 2)
-        return (base[1] if state["view"] else base[1].clone(),)
-
-    return f, make, lambda: state.update(view=False)
+    return _view_status_case(first_a_view=True)
 
 
 @case

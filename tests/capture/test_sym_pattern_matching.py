@@ -188,9 +188,6 @@ class NotATuple:
     a = 1
 
 
-KEY = "k"
-
-
 def duplicate_keys(x, subject):
     match subject:
         case {"k": a, Color.RED: b} if False:  # (never reached: the literal keys differ)
