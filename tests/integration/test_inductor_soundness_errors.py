@@ -567,3 +567,28 @@ def test_a_check_returning_nothing_is_called_and_raises_as_in_eager(backend, cla
         with pytest.raises(RuntimeError) as raised:
             compiled(w, i)
     assert str(eager.value) in str(raised.value)
+
+
+# ------------------------------------------------------------------ views eager's kernel refuses
+
+
+_VIEWS_ACROSS_A_SIZE_ONE_DIM = {
+    "unused": lambda x: (x.chunk(2, -2)[-1].view(1, -1), None)[1],
+    "used": lambda x: x.chunk(2, -2)[-1].view(1, -1) * 1,
+    "view_as": lambda x: x.chunk(2, -2)[-1].view_as(torch.empty(1, 4)) * 1,
+    "viewable": lambda x: x.chunk(2, -1)[-1].view(2, -1) * 1,
+}
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("case", list(_VIEWS_ACROSS_A_SIZE_ONE_DIM))
+def test_a_view_across_a_size_one_dim_raises_as_in_eager(case, backend, dynamic):
+    """A chunk of a ``(1, 2, 2, 2)`` tensor, sizes ``(1, 2, 1, 2)`` and strides ``(8, 4, 2, 1)``, does not view as
+    ``(1, 4)``: eager raises. Fake tensors' reference ``view`` let the size-1 dim join its neighbours, and the
+    compiled function returned a view (or, unused, nothing). With ``dynamic``, a later call of sizes that do view
+    compiles again and returns eager's values."""
+    fn = _VIEWS_ACROSS_A_SIZE_ONE_DIM[case]
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
+    for shape in ((1, 2, 2, 2), (1, 3, 2, 2), (1, 2, 2, 4), (1, 1, 2, 2)):
+        differential(fn, torch.arange(float(torch.Size(shape).numel())).reshape(shape), compiled=compiled)

@@ -646,6 +646,26 @@ def test_an_integer_overflow_wraps_as_in_eager(name):
     differential(fn, x)
 
 
+_BEYOND_INT64 = {
+    "copy_": lambda a, n: a.copy_(n) * 1,
+    "fill_": lambda a, n: a.fill_(n) * 1,
+    "full_like": lambda a, n: torch.full_like(a, n),
+    "masked_fill": lambda a, n: a.masked_fill(a > 0, n),
+    "arange": lambda a, n: torch.arange(n - 2, n) + a[:1].to(torch.int64),
+    "add": lambda a, n: a + n,
+}
+
+
+@pytest.mark.parametrize("name", list(_BEYOND_INT64))
+@pytest.mark.parametrize("number", [2**63 + 7, 2**64 - 1, 2**64 + 5, -(2**63) - 3], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_an_integer_beyond_int64_is_read_as_eagers_kernel_reads_it(dtype, number, name):
+    """Eager reads an int past int64 as uint64 (``x.copy_(2**63 + 7)`` writes 9.2e18), rejects one past uint64
+    (OverflowError), and ``arange`` rejects a bound past int64; the kernels held it in int64, wrapped
+    (``copy_`` wrote -9.2e18, ``arange`` counted on from -2**63), and the fill check let OverflowError through."""
+    differential(_BEYOND_INT64[name], torch.tensor([1, 0, 3], dtype=dtype), number)
+
+
 _NUMBERS_WRITTEN_OUT = {
     "where": lambda a: torch.where(a > 0.5, 0.1, a) * 3,
     "masked_fill": lambda a: a.masked_fill(a > 0.5, 0.1) * 7,

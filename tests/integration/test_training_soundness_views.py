@@ -285,6 +285,40 @@ def test_an_in_place_no_op_raises_as_in_eager_whatever_tensor_came_first(backend
             torch.testing.assert_close(outcomes[1], outcomes[0])
 
 
+def _a_slice_of_a_result(n):
+    return (torch.linspace(-1, 1, 6 * n).view(3, 2, n).requires_grad_() * 1)[0]
+
+
+def _viewed_then_written_after_a_break(x):
+    v = x.view(-1)
+    print(end="")
+    return v.mul_(2)
+
+
+_VIEW_KINDS = [_a_slice_of_a_result, _a_piece_of_unbind, _a_view_made_under_no_grad, _a_result_of_autograd]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+@pytest.mark.parametrize("first", _VIEW_KINDS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("then", _VIEW_KINDS, ids=lambda f: f.__name__)
+def test_a_view_of_an_input_written_after_a_break_is_refused_as_eager_refuses_it(backend, first, then):
+    # The view the graph returns takes the kind of the input it views (a piece of unbind: autograd refuses to
+    # write it; a slice: allowed). A slice of the layout of the piece traced first passed its guards and was
+    # refused too, where eager writes it.
+    compiled = compiler.compile(_viewed_then_written_after_a_break, backend=backend)
+    for make, n in ((first, 3), (then, 3), (then, 4)):
+        outcomes = []
+        for f in (_viewed_then_written_after_a_break, compiled):
+            try:
+                outcomes.append(f(make(n)).detach())
+            except RuntimeError as err:
+                outcomes.append(type(err))
+        if isinstance(outcomes[0], type):
+            assert outcomes[1] is outcomes[0], (make.__name__, n, outcomes)
+        else:
+            torch.testing.assert_close(outcomes[1], outcomes[0])
+
+
 def _pieces_kept_across_a_break(x):
     y = x * 2
     a, b = y.chunk(2)

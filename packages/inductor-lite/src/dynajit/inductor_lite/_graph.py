@@ -113,6 +113,7 @@ def _last_dim_unit_stride(example: Any) -> bool:
 
 # Realize a lazy value whose expression grew past this many ops, so loaders stay small.
 MAX_INLINE_COST = 48
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -436,6 +437,9 @@ class GraphLowering:
             isinstance(v, torch.Tensor) and v.dtype.is_complex for v in flat([val])
         ):
             return self.fallback("complex numbers have no generated kernel")
+        if any(type(v) is int and not _INT64_MIN <= v <= _INT64_MAX for v in flat([*args, *kwargs.values()])):
+            # Generated code holds numbers in int64: eager's kernel reads a larger one as uint64 (or rejects it).
+            return self.fallback("an integer argument beyond int64")
         if getattr(node.target, "_opname", None) in self.unrenderable:
             return self.fallback("no kernel rendering on this code generator")
         _eager_check(node)

@@ -40,6 +40,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 
+from dynajit.capture._symbolic import view_checks
 from dynajit.capture._symbolic.variables import raises_in_python, unsupported
 from dynajit.fxgraph import passes_inplace, writes_elements
 
@@ -310,6 +311,8 @@ def check(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: bo
     _check_fill_value(name, args, kwargs)
     _check_dim_in_range(name, args, kwargs)
     _check_index_in_range(name, args, kwargs)
+    if name in ("view", "view_as") and args:
+        view_checks.check_view(name, example_tensor(args[0]), torch.fx.node.map_aggregate(args[1:], example_value))
     indexing, pointwise = name.rstrip("_") in _INDEXING, _checked(name)
     if name in _KERNEL_REFUSES_BOOLS:
         dtypes = [e.dtype for a in (*args, *kwargs.values()) if (e := example_tensor(a)) is not None]
@@ -467,7 +470,7 @@ def _fits(value: Any, dtype: torch.dtype) -> bool:
     try:
         with _disable_current_modes():
             torch.empty((2,), dtype=dtype).fill_(value)  # (two elements: one is filled unchecked)
-    except RuntimeError:
+    except (RuntimeError, OverflowError):  # (an int beyond uint64 does not convert at all)
         return False
     return True
 

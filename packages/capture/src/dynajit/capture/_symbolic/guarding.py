@@ -44,6 +44,19 @@ def _tensor_fact(source: guards.Source, method: str, value: Any) -> guards.Guard
     return guards.expression(f"{source.name()}.{method}() == {value!r}", [source], f"the trace read {method}()")
 
 
+def _view_kind(source: guards.Source, kind: Any) -> guards.Guard:
+    """The input is a view that autograd made the way it made the traced one (``kind``, its creation meta: a piece
+    of ``split``, a view made under ``no_grad``): the trace gives the views it returns of it that kind, which
+    decides whether autograd allows in-place ops on them."""
+    name = source.name()
+    return guards.expression(
+        f"{name}._is_view() and _creation_meta({name}) == _kind",
+        [source],
+        f"the trace read how autograd made this view ({kind.name})",
+        {"_creation_meta": torch._C._autograd._get_creation_meta, "_kind": kind},
+    )
+
+
 _FACTORIES: dict[str, Any] = {
     "tensor_match": guards.tensor_match,
     "layout_match": guards.layout_match,
@@ -62,6 +75,7 @@ _FACTORIES: dict[str, Any] = {
     "is_none": guards.is_none,
     "no_module_hooks": guards.no_module_hooks,
     "tensor_fact": _tensor_fact,
+    "view_kind": _view_kind,
 }
 
 

@@ -194,6 +194,8 @@ class OutputGraph:
         self._by_id[id(value)] = tv
         self.inputs.append((path, value, tv))
         self.guard("tensor_match", path, value, dynamic_dims)
+        if example._is_view():  # (a fake of static sizes is a view as the input is, of its kind)
+            self.guard("view_kind", path, torch._C._autograd._get_creation_meta(value))
         return tv
 
     def input_int(self, value: int, path: Path) -> VT:
