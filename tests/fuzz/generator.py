@@ -156,7 +156,7 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
                     dims.append(rng.choice([2, 3, 4]))
             layout = "contiguous"
             if feat.noncontiguous_inputs and ndim and rng.random() < 0.25:
-                layout = rng.choice(["transposed", "strided"]) if ndim >= 2 else "strided"
+                layout = rng.choice(["transposed", "strided", "offset", "piece"][ndim < 2 :])
             self.program.args.append(ArgSpec(f"x{i}", "tensor", rng.choice(dtypes), dims, layout))
         if feat.special_values and rng.random() < 0.15:
             for arg in self.program.args:

@@ -223,8 +223,11 @@ class ArgSpec:
     """One argument of ``fn``: a tensor (``dims`` are ints or size-symbol names), a Python int, or a ``State``
     (``kind == "state"``: the object of :data:`STATE_SOURCE` built around a float32 tensor of ``dims``).
 
-    ``layout`` is ``contiguous``, ``transposed`` (made as the transpose of a contiguous tensor) or
-    ``strided`` (every other row of a tensor twice as long), so inputs need not be dense. ``grad``: a float
+    ``layout`` is ``contiguous``, ``transposed`` (made as the transpose of a contiguous tensor), ``strided``
+    (every other row of a tensor twice as long), ``offset`` (rows of a longer tensor, starting at a row that
+    changes from call to call) or ``piece`` (the second of two stacked tensors: a piece of ``unbind`` on even
+    calls, a ``select`` of the same layout on odd ones, which autograd lets be written in place), so inputs need
+    not be dense, nor start where their storage does, nor be views of one kind. ``grad``: a float
     tensor built from a leaf that requires grad (a clone of it, so in-place ops on it are allowed, as on any
     activation); ``make_args`` records the leaves in ``LEAVES``.
     """
@@ -251,6 +254,11 @@ class ArgSpec:
             dims[-1], dims[-2] = dims[-2], dims[-1]
         elif self.layout == "strided" and dims:
             dims[0] = f"2 * {dims[0]}"
+        rows = dims[0] if dims else None
+        if self.layout == "offset" and dims:
+            dims[0] = f"{dims[0]} + 2"
+        elif self.layout == "piece":
+            dims.insert(0, 2)
         shape = "(" + "".join(f"{d}, " for d in dims) + ")"
         if self.dtype in ("float32", "float64"):
             expr = f"torch.randn({shape}, generator=g, dtype=torch.{self.dtype})"
@@ -268,7 +276,18 @@ class ArgSpec:
             expr += ".mT"
         elif self.layout == "strided" and dims:
             expr += "[::2]"
+        elif self.layout == "offset" and rows is not None:
+            expr += f".narrow(0, {call_var} % 3, {rows})"
+        elif self.layout == "piece":
+            expr = f"piece({expr}, {call_var})"
         return expr
+
+
+PIECE_SOURCE = """
+def piece(t, call):
+    # One layout, two kinds of view: autograd refuses in-place ops on a piece of unbind of a tensor requiring grad.
+    return t.unbind(0)[1] if call % 2 == 0 else t[1]
+"""
 
 
 SPECIALS_SOURCE = """
@@ -381,6 +400,8 @@ class Program:
         lines.append("")
         if any(a.specials for a in self.args):
             lines += [*SPECIALS_SOURCE.strip("\n").splitlines(), "", ""]
+        if any(a.layout == "piece" for a in self.args):
+            lines += [*PIECE_SOURCE.strip("\n").splitlines(), "", ""]
         lines.append("def make_args(s, call):")
         lines.append("    g = torch.Generator().manual_seed(call)")
         lines.append("    LEAVES.clear()")

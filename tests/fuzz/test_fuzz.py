@@ -653,6 +653,26 @@ def test_autograd_functions_reading_changed_facts_are_fuzzed():
     assert any("ScaledByK.apply(" in s for s in sources) and any("ScaledByFacts.apply(" in s for s in sources)
 
 
+@pytest.mark.parametrize(
+    ("layout", "lines", "returned"),
+    [
+        # The piece was rebuilt at the storage offset of the first call's input: other rows of a later one.
+        ("offset", ["x0.mul_(2)", "v1 = x0.unbind(0)[1]"], "v1"),
+        # A select of a piece's layout was given the piece's kind: writing its view raised where eager writes it.
+        ("piece", ["v0 = x0.view(-1)", 'print(end="")', "v1 = v0.mul_(2)"], "v1"),
+    ],
+)
+def test_inputs_that_start_inside_their_storage_or_are_pieces_are_fuzzed(layout, lines, returned):
+    program = Program(
+        seed=layout, args=[ArgSpec("x0", "tensor", dims=[3, 2], layout=layout, grad=True)], calls=[{"s0": 2}] * 3
+    )
+    program.body, program.returns, program.return_style = [Stmt(lines)], [returned], "single"
+    assert check(program, backends=("aot_eager",)) == []
+    features = Features().only("noncontiguous_inputs", "pointwise")
+    sources = [generate(f"layouts:{i}", features).source() for i in range(300)]
+    assert any(".narrow(0, call % 3, " in s for s in sources) and any("= piece(" in s for s in sources)
+
+
 def test_lists_and_sets_grown_in_place_are_fuzzed():
     # `+=` on a list of constants made a copy: the caller's list and the aliases made before kept their length.
     lines = ["c1 = [1, 2]", "c2 = c1", "l1 = [x0, x0 + 1]", "l2 = l1", 'print(end="")']

@@ -390,6 +390,30 @@ def test_a_piece_of_an_input_the_graph_wrote_is_a_view_of_that_input(backend, fn
     torch.testing.assert_close(run(compiler.compile(fn, backend=backend)), run(fn))
 
 
+def _second_row_of_a_written_input(x):
+    x.mul_(2)
+    return x.unbind(0)[1]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_a_piece_of_a_written_input_is_rebuilt_where_each_calls_input_starts(backend):
+    # The piece is rebuilt as a view of the input at the offset the trace saw: an input of the same layout that
+    # starts further into its tensor (``b[3:7]`` after ``b[1:5]``) got a view of other rows of ``b``, and
+    # returned their values.
+    compiled = compiler.compile(_second_row_of_a_written_input, backend=backend)
+
+    def run(f, start, rows):
+        b = torch.linspace(-1, 1, rows * 4).view(rows, 4).requires_grad_() * 1
+        x = b[start : start + 4]
+        piece = f(x)
+        with torch.no_grad():
+            piece.add_(100)  # reaches the row of ``b`` it views
+        return piece.detach(), b.detach()
+
+    for start, rows in ((1, 6), (3, 8), (0, 4)):
+        torch.testing.assert_close(run(compiled, start, rows), run(_second_row_of_a_written_input, start, rows))
+
+
 def _transposes_a_piece_of_unbind(x):
     piece = x.unbind(1)[0]
     piece.t_()  # a vector: the layout stays, but autograd refuses in-place ops on a piece of unbind first

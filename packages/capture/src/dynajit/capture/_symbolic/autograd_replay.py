@@ -497,6 +497,11 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
         plain = kind is None and not _overlapping_view(example)
         base = _base_of(example, input_examples, examples)
         layout = layout_of(example)
+        # The offset counted from the base's own: TENSOR_MATCH leaves an input's storage offset free, and a later
+        # input of the same layout may start elsewhere in its storage (``b[3:7]`` after ``b[1:5]``).
+        anchor = None if base is None else (input_examples if base[0] == "input" else examples)[base[1]]
+        if anchor is not None:
+            layout = (layout[0], layout[1], layout[2] - anchor.storage_offset())
         static = all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2]))
         rebuilt.append((i, kind, base, layout if static else None, plain))
     if not rebuilt:
@@ -514,7 +519,7 @@ def keeping_view_kinds(compiled: Any, examples: list[Any], input_examples: list[
             shared = source is not None and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
             if source is not None and not shared and layout is not None:
                 # a view of a buffer of the backend's (the value it wrote into an input): eager's is of the base
-                result = results[i] = source.as_strided(*layout)
+                result = results[i] = source.as_strided(layout[0], layout[1], source.storage_offset() + layout[2])
             elif not result._is_view():
                 # (with no base among them, a view of the result itself: its in-place ops are refused as eager's)
                 owner = source if shared and source is not None else result

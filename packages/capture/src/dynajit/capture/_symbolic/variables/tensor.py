@@ -42,7 +42,7 @@ _CONSTANT_ATTRS = frozenset(
 _HISTORY_ATTRS = frozenset({"is_leaf", "retains_grad", "output_nr"})
 # Methods answering a fact of the tensor object that neither its fake nor TENSOR_MATCH holds faithfully: read from
 # the real tensor and guarded by value (see ``TensorVar.object_fact``).
-_OBJECT_FACTS = frozenset({"storage_offset", "_is_view"})
+_OBJECT_FACTS = frozenset({"storage_offset", "_is_view", "is_shared", "is_pinned"})
 # Tensor attributes computed by the graph.
 _GRAPH_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 
@@ -67,6 +67,7 @@ _BREAKING_METHODS = {
     "tolist": "Tensor.tolist() reads the tensor's data",
     "__bool__": "the truth value of a tensor depends on its data",
     "data_ptr": "Tensor.data_ptr() depends on the real storage",
+    "is_set_to": "Tensor.is_set_to() compares real storages, which fake tensors do not share",
     "backward": "Tensor.backward() runs autograd",
     "register_hook": "tensor hooks are not traced",
     "register_post_accumulate_grad_hook": "tensor hooks are not traced",
@@ -265,8 +266,8 @@ class TensorVar(VT):
         return tx.wrap(getattr(real, name), Attr(self.source, name))
 
     def object_fact(self, tx: Tracer, name: str) -> VT:
-        """``x.storage_offset()`` or ``x._is_view()``: where the tensor object lies in its storage, and whether
-        autograd sees it as a view. A fake with symbolic sizes is a dense tensor of its own (offset 0, no view)
+        """``x.storage_offset()``, ``x._is_view()``, ``x.is_shared()`` or ``x.is_pinned()``: where the tensor
+        object lies in its storage, whether autograd sees it as a view, what memory holds it. A fake with symbolic sizes is a dense tensor of its own (offset 0, no view)
         and TENSOR_MATCH checks neither, so the real tensor answers and its answer is guarded. A tensor the graph
         computes inherits them from its inputs, unguarded: there it is a graph break, after which that tensor is
         an input of the next graph."""
