@@ -503,3 +503,28 @@ def test_an_out_view_made_under_inference_mode_is_resized_as_eager_does(backend,
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch's deprecation of resizing a non-empty out
         calls_agree(_into_a_view_of_a_local, [[torch.randn(shape)], [torch.randn(shape)]], backend=backend)
+
+
+def _returns_its_argument_scaled(x):
+    return x.mul_(3)
+
+
+def _returns_its_argument_after_a_break(x):
+    y = x.add_(1)
+    print(end="")
+    return y.mul_(3), y
+
+
+@pytest.mark.parametrize("fn", [_returns_its_argument_scaled, _returns_its_argument_after_a_break])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_an_in_place_ops_result_on_an_argument_is_that_argument(fn, backend, dynamic):
+    # Eager's ``x.mul_(3)`` returns ``x`` itself; AOT autograd with symbolic sizes returned a new tensor over its
+    # memory (``is`` false, not a view, its attributes not ``x``'s).
+    compiled = compiler.compile(fn, backend=backend, dynamic=dynamic)
+    for start in (1, 2):
+        x = torch.zeros(6, 4)[start : start + 4]
+        x.tag = "mine"
+        results = compiled(x)
+        for result in results if isinstance(results, tuple) else (results,):
+            assert result is x and result.tag == "mine"

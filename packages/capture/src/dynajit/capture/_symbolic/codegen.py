@@ -172,7 +172,7 @@ class CodeGen:
         self.emit("LOAD_FAST", name)
 
     def load_tensor(self, tv: TensorVar) -> None:
-        if tv.node in self.outputs:
+        if tv.node in self.outputs and tv.source is None:
             self.emit("LOAD_FAST", GRAPH_OUT)
             self.load_const(self.outputs[tv.node])
             self.subscr()
@@ -200,7 +200,8 @@ def collect_tensors(values: list[VT]) -> list[TensorVar]:
             continue
         seen.add(id(vt))
         if isinstance(vt, TensorVar):
-            if vt.node.op not in ("placeholder", "get_attr") and vt.node not in found:
+            # (a frame tensor written in place is reached by its path, as the object eager returns)
+            if vt.node.op not in ("placeholder", "get_attr") and vt.source is None and vt.node not in found:
                 found[vt.node] = vt
             continue
         pending.extend(vt.children())

@@ -613,8 +613,15 @@ def _check_derivative(target: Any, result: VT) -> None:
 def _argument_returned(target: Any, args: list[VT], result: VT) -> VT:
     """The argument's own variable when an out-of-place op returned that very tensor (``contiguous`` of a
     contiguous tensor, ``to`` its own dtype): eager's result *is* the argument, so a later in-place layout
-    change (``unsqueeze_``) of either name shows through the other. In-place ops keep their own node."""
-    if not isinstance(result, TensorVar) or str(getattr(target, "__name__", target)).endswith("_"):
+    change (``unsqueeze_``) of either name shows through the other. In-place ops keep their own node, and the
+    result of one on a frame's tensor is that tensor object, reached by its path: eager's ``x.mul_(3)`` returns
+    ``x`` itself (``is``, its attributes), where a backend may return a new tensor over its memory."""
+    if not isinstance(result, TensorVar):
+        return result
+    if str(getattr(target, "__name__", target)).endswith("_"):
+        written = args[0] if args else None
+        if isinstance(written, TensorVar) and written.source is not None and written.example is result.example:
+            return TensorVar(result.node, result.example, written.source, written.cls)
         return result
     return next((a for a in args if isinstance(a, TensorVar) and a.example is result.example), result)
 
