@@ -447,6 +447,17 @@ def storages(out, args):
     return labels
 
 
+def identities(out, args):
+    # Per output tensor, the input or the earlier output it is (the same object), as the fuzzer compares them.
+    leaves = torch.utils._pytree.tree_leaves(out)
+    return [
+        next((("input", k) for k, a in enumerate(args) if a is t), None)
+        or next((("output", j) for j in range(i) if leaves[j] is t), None)
+        if isinstance(t, torch.Tensor) else None
+        for i, t in enumerate(leaves)
+    ]
+
+
 def grads(out, leaves):
     # The leaves' gradients after a backward of the outputs that require grad, each weighted by fixed noise.
     outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -531,6 +542,10 @@ REPRO_EXTRA = {
     "alias": (
         "assert storages(expected, eager_args) == storages(actual, compiled_args), "
         "(storages(expected, eager_args), storages(actual, compiled_args))"
+    ),
+    "identity": (
+        "assert identities(expected, eager_args) == identities(actual, compiled_args), "
+        "(identities(expected, eager_args), identities(actual, compiled_args))"
     ),
     "input_metadata": (
         "for e, a in zip(eager_args, compiled_args):\n"

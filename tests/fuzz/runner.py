@@ -194,6 +194,13 @@ def compare_outputs(
             return "stride", f"output[{i}] {tuple(e.shape)}: eager strides {e.stride()}, compiled {a.stride()}"
         if e_alias is not None and e.storage_offset() != a.storage_offset():
             return "stride", f"output[{i}]: eager storage offset {e.storage_offset()}, compiled {a.storage_offset()}"
+    # The same objects: an in-place op's result is its tensor (``x.mul_(2) is x``), a value returned twice is one.
+    e_objects, a_objects = _object_identities(e_leaves, e_args), _object_identities(a_leaves, a_args)
+    if e_objects != a_objects:
+        return (
+            "identity",
+            f"outputs as objects (an input's or an earlier output's): eager {e_objects}, compiled {a_objects}",
+        )
     # Outputs aliasing each other (a view returned with its base) must alias the same way.
     e_groups = [_storage(t) if isinstance(t, torch.Tensor) and t.numel() else None for t in e_leaves]
     a_groups = [_storage(t) if isinstance(t, torch.Tensor) and t.numel() else None for t in a_leaves]
@@ -206,6 +213,18 @@ def compare_outputs(
                     return "alias", f"outputs {j} and {i} share memory in eager, not in compiled"
                 return "alias", f"outputs {j} and {i} share memory in compiled, not in eager"
     return compare_inputs(e_args, a_args)
+
+
+def _object_identities(leaves: list[Any], args: list[Any]) -> list[tuple[str, int] | None]:
+    """Per output tensor, the input or the earlier output it is (the same Python object), else None."""
+    found: list[tuple[str, int] | None] = []
+    for i, t in enumerate(leaves):
+        same = None
+        if isinstance(t, torch.Tensor):
+            same = next((("input", k) for k, a in enumerate(args) if a is t), None)
+            same = same or next((("output", j) for j in range(i) if leaves[j] is t), None)
+        found.append(same)
+    return found
 
 
 def compare_inputs(e_args: list[Any], a_args: list[Any]) -> tuple[str, str] | None:

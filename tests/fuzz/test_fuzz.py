@@ -69,6 +69,8 @@ def test_comparison_catches_each_kind_of_difference() -> None:
     assert compare_outputs((x,), [x], [], [])[0] == "structure"
     y = x.clone()
     assert compare_outputs((x[0],), (y.clone()[0],), [x], [y])[0] == "alias"
+    assert compare_outputs((x,), (y[:],), [x], [y])[0] == "identity"  # (``x.mul_(2)`` returns ``x`` itself)
+    assert compare_outputs((x, x), (y, y.clone()), [], [])[0] == "identity"
     assert compare_outputs((), (), [x], [x + 1])[0] == "input_value"
     assert compare_outputs((), (), [x], [x.t()])[0] == "input_metadata"
     nan = torch.tensor([float("nan")])
