@@ -113,6 +113,7 @@ class ExpressionMixin:
             ("index", 1, feat.indexing),
             ("cast", 1, feat.dtypes),
             ("model", 3, feat.model_ops),
+            ("random", 1, feat.random),
         ):
             if on:
                 kinds.append((name, weight))
@@ -381,6 +382,17 @@ class ExpressionMixin:
                 f"torch.arange({a}.numel()).view({a}.shape)",
             ]
         return rng.choice(forms)
+
+    def _e_random(self, a: str) -> str:
+        forms = [f"{a} + torch.rand({a}.shape)", f"torch.where(torch.rand({a}.shape) < 0.5, {a}, 0)"]
+        forms += [
+            f"torch.randn({a}.shape) * 2",
+            f"torch.randint(0, 3, {a}.shape)",
+            f"torch.rand({a}.shape).bernoulli()",
+        ]
+        if self.value(a).dim() >= 1:
+            forms.append(f"{a}[torch.randperm({a}.shape[0])]")
+        return self.rng.choice(forms)
 
     def _e_index(self, a: str) -> str | None:
         rng, t = self.rng, self.value(a)

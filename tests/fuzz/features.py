@@ -29,6 +29,8 @@ class Features:
     dtypes: bool = True  # int64/bool/float64 arguments and casts (dtype promotion)
     half_dtypes: bool = True  # bfloat16/float16 arguments and casts, compared within their own precision
     special_values: bool = True  # float arguments holding NaN, infinities and signed zeros, in some programs
+    random: bool = True  # draws of the global generator (rand, randn, randint, randperm, bernoulli), in float32
+    # whatever the operands' dtype (a float64 twin draws the same numbers), seeded alike before each run
     model_ops: bool = True  # what models add: masked_fill, tril, flip/roll/repeat/pad, einsum/addmm, sdpa, topk, ...
     inplace_input: bool = True  # add_/mul_/copy_/index assignment on the arguments themselves
     inplace_view: bool = True  # in-place ops on views of arguments (mutating the argument through the view)

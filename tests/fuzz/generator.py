@@ -213,6 +213,7 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
                     module["set_facts"](call)
                 ns = dict(module)
                 ns.update(zip([a.name for a in self.program.args], maker["make_args"](sizes, call), strict=True))
+                torch.manual_seed(call)  # (random draws take the values the runs will: each run is seeded so)
                 for i, (frame, code) in enumerate(zip(chain, codes, strict=True)):
                     if i:
                         inner = dict(ns) if frame.closure else dict(module)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import logging
+import re
 from typing import Any
 from unittest import mock
 
@@ -675,6 +676,18 @@ def test_inputs_that_start_inside_their_storage_or_are_pieces_are_fuzzed(layout,
     assert any(".narrow(0, call % 3, " in s for s in sources) and any("= piece(" in s for s in sources)
 
 
+def test_random_draws_are_fuzzed_and_drawn_alike_on_each_side_of_a_break():
+    body = [
+        Stmt(["v1 = x0 + torch.rand(x0.shape)", 'print(end="")', "v2 = torch.where(torch.rand(x0.shape) < 0.5, v1, 0)"])
+    ]
+    program = Program(seed="random", args=[ArgSpec("x0", "tensor", dims=[2, 3])], calls=[{"s0": 2}] * 2, body=body)
+    program.returns, program.return_style = ["v2"], "single"
+    assert check(program, backends=("aot_eager", "inductor")) == []
+    drawn = re.compile(r"torch\.(rand|randn)\(\w+\.shape\)|randint\(0, 3|randperm\(")
+    sources = [generate(f"random:{i}", Features().only("random", "pointwise")).source() for i in range(50)]
+    assert sum(bool(drawn.search(s)) for s in sources) > 10
+
+
 def test_lists_and_sets_grown_in_place_are_fuzzed():
     # `+=` on a list of constants made a copy: the caller's list and the aliases made before kept their length.
     lines = ["c1 = [1, 2]", "c2 = c1", "l1 = [x0, x0 + 1]", "l2 = l1", 'print(end="")']
@@ -807,5 +820,5 @@ def test_breaks_inside_a_call_s_arguments_and_tables_keyed_by_dtype_are_fuzzed()
 def test_a_write_through_a_floats_bits_is_not_generated_for_a_nan():
     # (a248:1607) `torch.minimum(x1, x1).view(torch.int32).add_(1)` of a NaN: eager's vectorised minimum returns
     # the NaN of all ones bits (+1 gives 0.0), the compiled one the input's NaN. Which NaN is the kernel's choice.
-    source = generate("a248:1607").source()
+    source = generate("a248:1607", Features(random=False)).source()  # (the program as generated before draws)
     assert "torch.minimum(x1, x1)" in source and ".view(torch.int32).add_(1)" not in source
