@@ -272,9 +272,14 @@ def test_an_in_place_no_op_raises_as_in_eager_whatever_tensor_came_first(backend
     # view only while its sizes are static: the graph of the first call dropped the op as a no-op and then
     # answered calls with tensors eager refuses (a later size too, compiled with symbolic sizes).
     compiled = compiler.compile(_squeezed_in_place, backend=backend)
-    for make, n in ((first, 3), (then, 3), (then, 4), (then, 5)):
+    _assert_outcomes_as_eagers(_squeezed_in_place, compiled, ((first, 3), (then, 3), (then, 4), (then, 5)))
+
+
+def _assert_outcomes_as_eagers(fn, compiled, calls):
+    """Per ``(make, n)`` of ``calls``, ``fn`` and ``compiled`` on ``make(n)``: the same RuntimeError, or close values."""
+    for make, n in calls:
         outcomes = []
-        for f in (_squeezed_in_place, compiled):
+        for f in (fn, compiled):
             try:
                 outcomes.append(f(make(n)).detach())
             except RuntimeError as err:
@@ -306,17 +311,7 @@ def test_a_view_of_an_input_written_after_a_break_is_refused_as_eager_refuses_it
     # write it; a slice: allowed). A slice of the layout of the piece traced first passed its guards and was
     # refused too, where eager writes it.
     compiled = compiler.compile(_viewed_then_written_after_a_break, backend=backend)
-    for make, n in ((first, 3), (then, 3), (then, 4)):
-        outcomes = []
-        for f in (_viewed_then_written_after_a_break, compiled):
-            try:
-                outcomes.append(f(make(n)).detach())
-            except RuntimeError as err:
-                outcomes.append(type(err))
-        if isinstance(outcomes[0], type):
-            assert outcomes[1] is outcomes[0], (make.__name__, n, outcomes)
-        else:
-            torch.testing.assert_close(outcomes[1], outcomes[0])
+    _assert_outcomes_as_eagers(_viewed_then_written_after_a_break, compiled, ((first, 3), (then, 3), (then, 4)))
 
 
 def _pieces_kept_across_a_break(x):
