@@ -154,6 +154,38 @@ def test_in_place_ops_on_inputs_with_odd_layouts(layout, fn):
     differential(fn, LAYOUTS[layout]())
 
 
+_PIECES_WRITTEN = {
+    "chunk_relu_": lambda x: torch.relu_(x.chunk(2, 1)[-1]),
+    "split_add_": lambda x: x.split(1, 1)[-1].add_(1),
+    "unbind_mul_": lambda x: x.unbind(0)[-1].mul_(2),
+    "slice_then_input_written": lambda x: (x[:, 1:], x.mul_(2))[0],
+}
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("fn", list(_PIECES_WRITTEN))
+def test_a_piece_of_a_written_input_at_an_offset_is_eagers_view(fn, rows, dynamic):
+    # a261.2:190. The graph's new value of the input came from an aten kernel (`slice_scatter` taking symbolic
+    # sizes) whose result starts part-way into a storage of its own; AOT autograd counted the returned view's
+    # offset from the input's start on top of that: the view landed past eager's (offset 8 for 5), or out of
+    # the storage (a RuntimeError). Each call's input is a row of a larger tensor at another offset.
+    compiled = compiler.compile(_PIECES_WRITTEN[fn], backend="inductor", dynamic=dynamic)
+    for call, (start, cols) in enumerate([(0, 3), (1, 3), (2, 3), (1, 4), (2, 5)]):
+        eager_base = torch.randn(4, cols, generator=torch.Generator().manual_seed(call))
+        base = eager_base.clone()
+        expected = _PIECES_WRITTEN[fn](eager_base.narrow(0, start, rows))
+        actual = compiled(base.narrow(0, start, rows))
+        assert (actual.shape, actual.stride(), actual.storage_offset()) == (
+            expected.shape,
+            expected.stride(),
+            expected.storage_offset(),
+        ), call
+        assert actual.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(), call
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        torch.testing.assert_close(base, eager_base, equal_nan=True)
+
+
 # ------------------------------------------------------------------ dynamic sizes: every input the guards accept
 
 

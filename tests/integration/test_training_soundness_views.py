@@ -275,6 +275,54 @@ def test_an_in_place_no_op_raises_as_in_eager_whatever_tensor_came_first(backend
     _assert_outcomes_as_eagers(_squeezed_in_place, compiled, ((first, 3), (then, 3), (then, 4), (then, 5)))
 
 
+def _detached_then_squeezed(x):
+    v = x[..., :]
+    x.detach_()  # (a graph break: eager cuts the history of the caller's tensor in place)
+    x.squeeze_()  # no size-1 dim: only the version moves on, and `v`'s history is rebuilt from `x`'s, now none
+    return v.clamp(min=-0.5)
+
+
+def _squeezed_beside_a_view(x, v):
+    x.squeeze_()
+    return v * 2
+
+
+def _detached_input_and_its_view(n):
+    x = torch.linspace(-1, 1, 4 * n).view(2, 2, n).requires_grad_() * 1
+    v = x[1:]
+    x.detach_()
+    return x, v
+
+
+def _saved_then_squeezed(n):
+    # `b`, which needs no grad, saved by `w * b` before the compiled call changes nothing of its layout
+    w, b = torch.linspace(-1, 1, 4 * n).view(2, 2, n).requires_grad_(), torch.ones(2, 2, n)
+    return w * b, b
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+def test_an_in_place_no_op_moves_the_version_on_as_in_eager(backend):
+    # a261.3:120. The graph dropped `x.squeeze_()` with no size-1 dim as changing nothing; eager moves the
+    # version of `x`'s memory on, which rebuilds the history of a view taken before `x.detach_()` (no gradient
+    # then reaches the leaf) and makes a backward that saved `x` refuse. Compiled, the leaf got a gradient.
+    for f in (_detached_then_squeezed, compiler.compile(_detached_then_squeezed, backend=backend)):
+        leaf = torch.linspace(-1, 1, 16).view(2, 2, 2, 2).requires_grad_()
+        f(leaf.clone()).sum().backward()
+        assert leaf.grad is None, f
+    expected, actual = _detached_input_and_its_view(3), _detached_input_and_its_view(3)
+    eager_out = _squeezed_beside_a_view(*expected)
+    compiled_out = compiler.compile(_squeezed_beside_a_view, backend=backend)(*actual)
+    assert (compiled_out.grad_fn is None) == (eager_out.grad_fn is None)
+    assert type(actual[1].grad_fn) is type(expected[1].grad_fn), (actual[1].grad_fn, expected[1].grad_fn)
+    for f in (_squeezed_in_place, compiler.compile(_squeezed_in_place, backend=backend)):
+        product, b = _saved_then_squeezed(3)
+        version = b._version
+        f(b)
+        assert b._version > version, f
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            product.sum().backward()
+
+
 def _assert_outcomes_as_eagers(fn, compiled, calls):
     """Per ``(make, n)`` of ``calls``, ``fn`` and ``compiled`` on ``make(n)``: the same RuntimeError, or close values."""
     for make, n in calls:

@@ -11,6 +11,7 @@ their meaning: their layout is the caller's, the same in eager. A backward's inp
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -71,16 +72,23 @@ def _of_input(node: Any) -> bool:
     return input_view_chain(node) is not None
 
 
+def _is_view_op(node: Any) -> bool:
+    target = getattr(node, "target", None)
+    return isinstance(target, torch._ops.OpOverload) and target.is_view and bool(node.args)
+
+
 def input_view_chain(
     node: Any, roots: Collection[torch.fx.Node] = ()
 ) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
     """The graph input ``node`` views and the aten view nodes that make it from that input, the input's first
-    (none for the input itself), or None when ``node`` is not a chain of views of an input. With ``roots``, the
+    (none for the input itself; a piece of a ``split`` is the split and its ``getitem``), or None when ``node`` is not a chain of views of an input. With ``roots``, the
     chain also ends at the first of those nodes it reaches (an input's new value, which stands for the input)."""
     chain = []
     while isinstance(node, torch.fx.Node) and node.op == "call_function" and node not in roots:
-        target = node.target
-        if not (isinstance(target, torch._ops.OpOverload) and target.is_view) or not node.args:
+        if node.target is operator.getitem and _is_view_op(node.args[0]) and isinstance(node.args[1], int):
+            chain.append(node)  # one piece of a view op returning several (`split`, `unbind`)
+            node = node.args[0]
+        if not _is_view_op(node):
             return None
         chain.append(node)
         node = node.args[0]

@@ -571,22 +571,31 @@ class GraphLowering:
         return tuple(chain)
 
     def _view_of_written_input(self, node: Any) -> OutputRef | None:
-        """An output of a dynamic graph viewing the new value of an input it writes (``v = x.view(...)``, then
-        ``torch.add(v, 1, out=v)``), as eager's view ops replayed on the real input.
+        """An output viewing the new value of an input the graph writes (``v = x.view(...)``, then
+        ``torch.add(v, 1, out=v)``): the same view of the real input, as eager's.
 
         AOT autograd copies the new value into the input after the graph, then rebuilds the output from the
-        input with the strides returned here (its view replay skips ops taking symbolic sizes). The computed
-        value's strides on size-1 dims are the fake kernel's, not eager's, which follows the real input's
-        there (eager's kernel copies a dense input's strides): rebuilt from them, the view and its input would
+        input with the layout returned here. A view of another storage would have its offset read as counted
+        from the input's start by one torch release and from its storage's start by another (an aten kernel's
+        result, ``slice_scatter``'s, may start part-way into a storage of its own); in the input's storage
+        both agree. The view replays eager's view ops on the input when they are known: a dynamic graph's
+        value has the fake kernel's strides on size-1 dims, not eager's, which follows the real input's there
+        (eager's kernel copies a dense input's strides); rebuilt from them, the view and its input would
         partially overlap for eager's in-place ops (``x.mul_(v)``).
         """
-        found = input_view_chain(node, self.written_values) if self.dynamic else None
-        if found is None or found[0] not in self.written_values or not found[1]:
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not self.written_values or not isinstance(val, torch.Tensor):
             return None
-        buffer = self.written_values[found[0]]
-        if 1 not in buffer.size or not (replay := self._replayed(found[1])):
+        found = input_view_chain(node, self.written_values)
+        if found is not None and found[0] in self.written_values and found[1] and (replay := self._replayed(found[1])):
+            buffer = self.written_values[found[0]]
+            return OutputRef(ExternArg(buffer.name, buffer.size, buffer.stride, 0, natural=True), replay=replay)
+        root = alias_root(node, storage_of(val))
+        if root is node or root not in self.written_values:
             return None
-        return OutputRef(ExternArg(buffer.name, buffer.size, buffer.stride, 0, natural=True), replay=replay)
+        offset = _sym.norm(val.storage_offset()) - _sym.norm(root.meta["val"].storage_offset())
+        view = self.storage_value(self.written_values[root], _sym.strides_of(val), offset, _sym.shape_of(val))
+        return OutputRef(replace(_with_eager_strides(self.extern_arg(view), val), natural=False))
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
         """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).

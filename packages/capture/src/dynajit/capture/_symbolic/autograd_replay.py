@@ -11,7 +11,8 @@ for the views a graph returns (``check_returned_views``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,10 +22,13 @@ from dynajit.capture._symbolic import eager_checks
 from dynajit.capture._symbolic.variables import TensorVar, unsupported
 
 if TYPE_CHECKING:
+    from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.output import OutputGraph
+    from dynajit.capture._symbolic.paths import Path
 
 __all__ = [
     "check_input_effects",
+    "check_kept_layout",
     "check_new_leaf",
     "check_no_grad_view",
     "check_returned_views",
@@ -218,6 +222,57 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
         done.add(effect)
         if done == {"data", "view"}:
             unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
+
+
+def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) -> None:
+    """An in-place layout change that leaves the layout as it is (``squeeze_`` with no size-1 dim), which the
+    graph drops: eager still moves the tensor's version on, which its views and the tensors saved of it see.
+
+    A view that requires grad of a tensor that does not (``x.detach_()`` after ``v = x[1:]``) then has its
+    history rebuilt from its base's, now none; a tensor saved for a backward makes that backward refuse. On
+    a graph input or module tensor the version moves on after the graph, unless another input viewing its
+    memory requires grad (the graph would build that view's history first): then, and on a tensor the graph
+    saved for its backward, it is left to Python.
+    """
+    name = getattr(target, "__name__", target)
+    example = eager_checks.example_tensor(args[0])
+    if example is not None and graph.saved_for_backward.get(eager_checks.storage_key(example)):
+        unsupported(f"{name} changes nothing of a tensor saved for the backward, but eager's backward refuses it")
+    found = graph.input_viewed_by(args[0]) or graph.module_tensor_viewed_by(args[0])
+    if found is None:
+        return
+    path, value = found
+    key = eager_checks.storage_key(value)
+    for other_path, other, _ in [*graph.inputs, *graph.module_tensors]:
+        if isinstance(other, torch.Tensor) and other.requires_grad and eager_checks.storage_key(other) == key:
+            unsupported(
+                f"{name} changes nothing of {path.name()}, but eager moves its version on, which rebuilds the "
+                f"history of {other_path.name()}, a view of its memory that requires grad"
+            )
+    graph.side_effects.record_custom(("version", key), _VersionBump(path))
+
+
+class _VersionBump:
+    """The version of a frame's tensor moved on after the graph, as eager's dropped in-place op moved it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def values(self) -> list[Any]:
+        return []
+
+    def prepare(self, cg: CodeGen, saved: Callable[[Callable[[], None]], str]) -> Callable[[], None]:
+        real = saved(functools.partial(self.path.emit, cg))
+
+        def apply() -> None:
+            def emit_args() -> int:
+                cg.emit("LOAD_FAST", real)
+                return 1
+
+            cg.call_helper(torch.autograd.graph.increment_version, emit_args)
+            cg.emit("POP_TOP")
+
+        return apply
 
 
 def _note_module_tensor_write(graph: OutputGraph, name: str, node: Any, effect: str | None) -> None:

@@ -25,6 +25,7 @@ from dynajit.capture._frame import CompiledGraph, FrameContext, SkipFrame, Unsup
 from dynajit.capture._symbolic import eager_checks, shapes
 from dynajit.capture._symbolic.autograd_replay import (
     check_input_effects,
+    check_kept_layout,
     check_new_leaf,
     check_no_grad_view,
     check_returned_views,
@@ -304,6 +305,7 @@ class OutputGraph:
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
         if eager_checks.is_no_op(fn, proxies, kw):
+            check_kept_layout(self, fn, proxies)
             return args[0]
         eager_checks.check_write(fn, proxies, kw)
         check_input_effects(self, fn, proxies, kw)
@@ -342,6 +344,7 @@ class OutputGraph:
         proxies = tuple(self.to_proxy(a) for a in args)
         kw = {k: self.to_proxy(v) for k, v in kwargs.items()}
         if eager_checks.is_no_op(name, proxies, kw):
+            check_kept_layout(self, name, proxies)
             return args[0]
         eager_checks.check_write(name, proxies, kw)
         check_input_effects(self, name, proxies, kw)
