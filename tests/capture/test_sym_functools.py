@@ -93,3 +93,17 @@ def test_wraps_keeps_the_wrapped_function_callable():
         return t * 2
 
     _same(lambda t: (body(t), body.__name__), torch.randn(3))
+
+
+@pytest.mark.parametrize("wrapped", [torch.sin, torch.Tensor.cos, torch.nn.functional.relu], ids=lambda f: f.__name__)
+def test_wraps_of_a_torch_function_reads_the_attributes_it_has(wrapped):
+    # A builtin lacks `__wrapped__` and `__dict__`, which `wraps` reads in a try block: the missing attribute
+    # raised out of the trace, and the frame ran eagerly.
+    def fn(t):
+        @functools.wraps(wrapped)
+        def shifted(x):
+            return wrapped(x) + 1
+
+        return shifted(t) * 2, shifted.__name__, shifted.__doc__ == wrapped.__doc__
+
+    _same(fn, torch.randn(3))

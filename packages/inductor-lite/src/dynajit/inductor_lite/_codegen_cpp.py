@@ -42,6 +42,10 @@ from dynajit.inductor_lite._scheduler import Kernel, Placed, loads, walk
 __all__ = ["CppOptions", "PRELUDE", "kernel_source", "storage_ctype", "math_declarations"]
 
 
+# Values a float sum adds in float before its block's sum joins the row's in double (a multiple of any lanes).
+SUM_BLOCK = 256
+
+
 @dataclass(frozen=True)
 class CppOptions:
     parallel_threshold: int = 32768
@@ -425,13 +429,28 @@ class _KernelWriter(ColumnReductions):
             and _sym.hint(k.inner[0].size) >= 2 * lanes
         )
         var = k.inner
+        block = self._sum_block(reductions)
+        lo, hi = ("0", size_text(var[0].size)) if len(var) == 1 else ("", "")
+        if block:
+            # A long float sum adds blocks' sums into a double: a float accumulator per lane took in up to n / lanes
+            # values, each addition rounding (4M values summed 40x further from the exact sum than eager's cascade).
+            r = var[0]
+            for p in reductions:
+                self.emit(depth, f"{self._block_ctype(p)} {accs[p.buf.name]}_blocks = {initial_value(p)};")
+            self.emit(depth, f"for (int64_t {r.name}_lo = 0; {r.name}_lo < {hi}; {r.name}_lo += {block}) {{")
+            depth += 1
+            lo, hi = f"{r.name}_lo", f"{r.name}_hi"
+            end = size_text(r.size)
+            self.emit(depth, f"const int64_t {hi} = {r.name}_lo + {block} < {end} ? {r.name}_lo + {block} : {end};")
+            for p in reductions:
+                self.emit(depth, f"{accs[p.buf.name]} = {initial_value(p)};")
         if use_lanes:
             r = var[0]
             for p in reductions:
                 self.emit(depth, f"{compute_ctype(p.expr.dtype)} {accs[p.buf.name]}_l[{lanes}];")
                 self.emit(depth, f"for (int l = 0; l < {lanes}; l++) {accs[p.buf.name]}_l[l] = {accs[p.buf.name]};")
-            self.emit(depth, f"const int64_t {r.name}_end = {size_text(r.size)} - {size_text(r.size)} % {lanes};")
-            self.emit(depth, f"for (int64_t {r.name}_b = 0; {r.name}_b < {r.name}_end; {r.name}_b += {lanes}) {{")
+            self.emit(depth, f"const int64_t {r.name}_end = {hi} - ({hi} - {lo}) % {lanes};")
+            self.emit(depth, f"for (int64_t {r.name}_b = {lo}; {r.name}_b < {r.name}_end; {r.name}_b += {lanes}) {{")
             self.emit(depth + 1, f"for (int64_t {r.name}_l = 0; {r.name}_l < {lanes}; {r.name}_l++) {{")
             self.emit(depth + 2, f"const int64_t {r.name} = {r.name}_b + {r.name}_l;")
             self._body(nodes, group_scope, depth + 2, accs, lane=f"{r.name}_l")
@@ -444,7 +463,7 @@ class _KernelWriter(ColumnReductions):
                 self.emit(
                     depth, f"for (int l = 0; l < {lanes}; l++) {acc} = {combine.format(a=acc, v=acc + '_l[l]', T=t)};"
                 )
-            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {size_text(r.size)}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = {r.name}_end; {r.name} < {hi}; {r.name}++) {{")
             self._body(nodes, group_scope, depth + 1, accs, lane=None)
             self.emit(depth, "}")
         elif len(k.inner) == 1 and all(p.buf.reduction_type in SIMD_REDUCE for p in reductions):
@@ -459,7 +478,7 @@ class _KernelWriter(ColumnReductions):
                     clauses.append(f"reduction(|:{acc}_nan)")
             r = var[0]
             self.emit(depth, f"#pragma omp simd {' '.join(clauses)}")
-            self.emit(depth, f"for (int64_t {r.name} = 0; {r.name} < {size_text(r.size)}; {r.name}++) {{")
+            self.emit(depth, f"for (int64_t {r.name} = {lo}; {r.name} < {hi}; {r.name}++) {{")
             self._body(nodes, group_scope, depth + 1, accs, lane=None, simd=True)
             self.emit(depth, "}")
             for p in reductions:
@@ -476,6 +495,15 @@ class _KernelWriter(ColumnReductions):
             for _ in var:
                 d -= 1
                 self.emit(d, "}")
+        if block:
+            for p in reductions:
+                acc, t = accs[p.buf.name], self._block_ctype(p)
+                combine = REDUCE[p.buf.reduction_type][1].format(a=f"{acc}_blocks", v=f"({t}){acc}", T=t)
+                self.emit(depth, f"{acc}_blocks = {combine};")
+            depth -= 1
+            self.emit(depth, "}")
+            for p in reductions:
+                self.emit(depth, f"{accs[p.buf.name]} = ({compute_ctype(p.expr.dtype)}){accs[p.buf.name]}_blocks;")
         self.hoist = None
         finals = []
         for p in reductions:
@@ -493,6 +521,23 @@ class _KernelWriter(ColumnReductions):
             self.row_results.add(final)
             if p.stored:
                 self.store(p, final, depth)
+
+    def _sum_block(self, reductions: list[Placed]) -> int:
+        """The block length of a row whose float sums add blocks' sums in double, or 0 to reduce the row whole:
+        rows of one loop with a float sum, whose reductions all combine blockwise, and not known to be short."""
+        var = self.kernel.inner
+        if len(var) != 1 or not any(self._block_ctype(p) == "double" for p in reductions):
+            return 0
+        if any(p.buf.reduction_type not in REDUCE for p in reductions):
+            return 0
+        size = _sym.norm(var[0].size)
+        return 0 if isinstance(size, int) and size <= 2 * SUM_BLOCK else SUM_BLOCK
+
+    @staticmethod
+    def _block_ctype(p: Placed) -> str:
+        """The type the blocks of a reduction combine in: double for a float sum, else its own."""
+        floats = (torch.float32, torch.float16, torch.bfloat16)
+        return "double" if p.buf.reduction_type == "sum" and p.expr.dtype in floats else compute_ctype(p.expr.dtype)
 
     def _body(
         self,

@@ -465,7 +465,11 @@ class TorchFunctionVar(HeldVar):
         from dynajit.capture._symbolic.paths import Attr
 
         source = Attr(self.source, name) if self.source is not None else None
-        return tx.wrap(getattr(self.value, name), source)
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:  # (`functools.wraps(torch.sin)` reads `__wrapped__`, which a builtin lacks)
+            attribute_missing(tx, self.source, name, f"{self.value!r} has no attribute {name!r}")
+        return tx.wrap(value, source)
 
     def reconstruct(self, cg: CodeGen) -> None:
         self.reconstruct_object(cg, self.value)
