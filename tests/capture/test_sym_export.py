@@ -163,3 +163,15 @@ def test_export_of_a_function_writing_into_its_tensor_arguments_replays_the_writ
     ax, ay = x.clone(), y.clone()
     torch.testing.assert_close(exported.graph_module(ax, ay), writes(ex, ey))
     torch.testing.assert_close((ax, ay), (ex, ey))
+
+
+def test_export_of_an_in_place_layout_change_that_changes_nothing_exports_the_graph(t):
+    # The compiled code moves such a tensor's version on after the graph, as eager's no-op does; an exported
+    # graph runs on other tensors later, and drops the no-op.
+    def squeezes(x):
+        x.squeeze_()
+        return x * 2
+
+    x = t(3)
+    exported = capture.export(squeezes)(x.clone())
+    torch.testing.assert_close(exported.graph_module(x.clone()), squeezes(x.clone()))

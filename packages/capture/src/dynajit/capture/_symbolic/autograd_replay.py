@@ -232,8 +232,10 @@ def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) ->
     history rebuilt from its base's, now none; a tensor saved for a backward makes that backward refuse. On
     a graph input or module tensor the version moves on after the graph, unless another input viewing its
     memory requires grad (the graph would build that view's history first): then, and on a tensor the graph
-    saved for its backward, it is left to Python.
+    saved for its backward, it is left to Python. An exported graph, run on other tensors later, drops it.
     """
+    if graph.ctx.export:
+        return
     name = getattr(target, "__name__", target)
     example = eager_checks.example_tensor(args[0])
     if example is not None and graph.saved_for_backward.get(eager_checks.storage_key(example)):
