@@ -179,6 +179,24 @@ def user_context_manager_raising(x, w, log):
     return y
 
 
+class Suppressing(Recorder):
+    """A context manager whose ``__exit__`` suppresses the exception leaving its block."""
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        return True
+
+
+def suppressed_raise_after_a_break(x, w, log):
+    # The code after the block is reached only through the handler that suppresses the raise: the resume
+    # function's stack-size analysis walked it as if it started empty and failed to build the function.
+    with Suppressing(log):
+        y = x * w
+        brk()
+        raise ValueError("suppressed")
+    return y * 2
+
+
 CASES = [
     (no_grad_block, 2),
     (enable_inside_no_grad, 3),
@@ -192,6 +210,7 @@ CASES = [
     (nested_try, 1),
     (user_context_manager, 2),
     (user_context_manager_raising, 1),
+    (suppressed_raise_after_a_break, 2),
 ]
 
 

@@ -255,11 +255,17 @@ def resume_code(
     new.qualname = name
     # The depths come from the original table: the prologue jumps into the middle of a region, past its
     # TryBegin, where the bytecode package's flow analysis would never reach it (and left it unset).
-    made = new.to_code(compute_exception_stack_depths=False)
     # The flow analysis behind co_stacksize starts at the prologue and misses handlers reached only by an
     # exception from the prologue's raise; the original code's bound (plus the prologue's iterator
     # rebuilding: a NULL, the rebuilding function and its three arguments) holds for every instruction of the copy.
-    made = made.replace(co_stacksize=max(made.co_stacksize, code.co_stacksize + 5))
+    bound = code.co_stacksize + 5
+    try:
+        made = new.to_code(compute_exception_stack_depths=False)
+    except RuntimeError:
+        # The analysis also walks blocks it never reached from the prologue as if they started empty: the code
+        # after a `with` block that always raises, reached only through the handler that suppresses the raise.
+        made = new.to_code(stacksize=bound, compute_exception_stack_depths=False)
+    made = made.replace(co_stacksize=max(made.co_stacksize, bound))
     result = (name, made)
     _origins[result[1]] = (code, tuple(indices))
     _cache[key] = result
