@@ -81,8 +81,9 @@ def input_view_chain(
     node: Any, roots: Collection[torch.fx.Node] = ()
 ) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
     """The graph input ``node`` views and the aten view nodes that make it from that input, the input's first
-    (none for the input itself; a piece of a ``split`` is the split and its ``getitem``), or None when ``node`` is not a chain of views of an input. With ``roots``, the
-    chain also ends at the first of those nodes it reaches (an input's new value, which stands for the input)."""
+    (none for the input itself; a piece of a ``split`` is the split and its ``getitem``), or None when ``node``
+    is not a chain of views of an input. With ``roots``, the chain also ends at the first of those nodes it
+    reaches (an input's new value, which stands for the input)."""
     chain = []
     while isinstance(node, torch.fx.Node) and node.op == "call_function" and node not in roots:
         if node.target is operator.getitem and _is_view_op(node.args[0]) and isinstance(node.args[1], int):

@@ -433,7 +433,7 @@ class _KernelWriter(ColumnReductions):
         lo, hi = ("0", size_text(var[0].size)) if len(var) == 1 else ("", "")
         if block:
             # A long float sum adds blocks' sums into a double: a float accumulator per lane took in up to n / lanes
-            # values, each addition rounding (4M values summed 40x further from the exact sum than eager's cascade).
+            # values, each addition rounding (4M values summed 80x further from the exact sum than eager's cascade).
             r = var[0]
             for p in reductions:
                 self.emit(depth, f"{self._block_ctype(p)} {accs[p.buf.name]}_blocks = {initial_value(p)};")
