@@ -90,6 +90,22 @@ def test_delattr_of_a_copy_then_a_renamed_write(check):
     assert counter.frame_count == 1
 
 
+def test_del_statement_on_an_object_made_while_tracing(check):
+    # `del obj.name` (DELETE_ATTR, as contextlib's __enter__ deletes its arguments) was a graph break whatever
+    # the object; of one made while tracing it is part of the state the object is rebuilt with.
+    def fn(x, config):
+        copied = copy.deepcopy(config)
+        del copied.name
+        try:
+            del copied.name
+        except AttributeError:
+            missing = True
+        return x + 1, hasattr(copied, "name"), missing, copied
+
+    counter = check(fn, torch.randn(3), Config(), fullgraph=True)
+    assert counter.frame_count == 1
+
+
 def test_deepcopy_of_a_copy_made_while_tracing(check):
     def fn(x, config):
         first = copy.deepcopy(config)

@@ -54,6 +54,16 @@ def _store_attr(tx: Tracer, inst: Inst) -> None:
     obj.setattr(tx, inst.arg, value)
 
 
+@handler("DELETE_ATTR")
+def _delete_attr(tx: Tracer, inst: Inst) -> None:
+    """``del obj.name``: of an object made while tracing, part of the state it is rebuilt with
+    (``contextlib.contextmanager``'s ``__enter__`` deletes its arguments); of another, a graph break."""
+    from dynajit.capture._symbolic.variables.attribute_reads import call_delattr
+    from dynajit.capture._symbolic.variables.constant import ConstVar
+
+    call_delattr(tx, [tx.pop(), ConstVar(inst.arg)], {})
+
+
 def _callable_and_args(tx: Tracer, first: VT, second: VT, args: list[VT]) -> tuple[VT, list[VT]]:
     """Sort out the two slots below a call's arguments (their order changed in 3.13)."""
     if tx.version >= (3, 13):

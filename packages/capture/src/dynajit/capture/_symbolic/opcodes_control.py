@@ -190,7 +190,7 @@ breaks(
     "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS",
     "LOAD_FROM_DICT_OR_DEREF", "LOAD_CLASSDEREF", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS", "IMPORT_STAR",
 )  # fmt: skip
-breaks("deleting attributes, globals and cells is not traced", "DELETE_ATTR", "DELETE_GLOBAL", "DELETE_DEREF")
+breaks("deleting globals and cells is not traced", "DELETE_GLOBAL", "DELETE_DEREF")
 breaks("super() is not traced", "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "LOAD_ZERO_SUPER_METHOD")
 breaks("type-parameter intrinsics (CALL_INTRINSIC_2) are not traced", "CALL_INTRINSIC_2")
 breaks("printing expressions is interactive-mode only", "PRINT_EXPR")
