@@ -133,6 +133,27 @@ def test_fullgraph_graph_break_names_reason_and_line() -> None:
     assert "tensor's value" in str(info.value) and f"{__file__}:" in str(info.value)
 
 
+def _raising_step_then_a_live_closure(x):
+    # torch.func.grad's switch of saved-tensor hooks raised on fake tensors, seeing tracing's own hook: a step
+    # left to Python as one raising eager's error, even under fullgraph, where it does not raise. The frame ran
+    # in Python with the break, under fullgraph, where a break is an error.
+    return torch.func.grad(lambda r: r.sin().sum())(x)
+
+
+def test_fullgraph_never_runs_a_frame_with_a_graph_break() -> None:
+    from dynajit.capture._frame import Unsupported
+
+    x = torch.randn(3)
+    compiled = capture.optimize(CompileCounter(), fullgraph=True)(_raising_step_then_a_live_closure)
+    try:
+        with capture.observe() as seen:
+            actual = compiled(x)
+    except Unsupported:
+        return
+    assert [b for frame in seen.frames for b in frame.graph_breaks] == []
+    torch.testing.assert_close(actual, _raising_step_then_a_live_closure(x))
+
+
 def test_stance_fail_on_recompile_with_real_guards() -> None:
     compiled = capture.optimize(CompileCounter())(scale_by)
     compiled(torch.ones(2), 2)

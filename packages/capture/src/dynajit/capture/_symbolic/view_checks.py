@@ -64,8 +64,9 @@ def _requested_shape(args: tuple[Any, ...], numel: Any) -> list[Any] | None:
 
 
 def check_view(name: str, example: torch.Tensor | None, args: tuple[Any, ...]) -> None:
-    """Raise in Python (eager's error) where ``example.view(*args)`` (or ``view_as``) raises in eager."""
-    if example is None or name not in ("view", "view_as"):
+    """Raise in Python (eager's error) where ``example.view(*args)`` (``name`` "view") or ``view_as`` raises in
+    eager."""
+    if example is None:
         return
     if name == "view_as":
         if not args or not isinstance(args[0], torch.Tensor):

@@ -89,6 +89,8 @@ _NOT_IN_GRAPH = {
     torch.set_rng_state: "torch.set_rng_state changes global state",
     torch.save: "torch.save does I/O",
     torch.load: "torch.load does I/O",
+    # Run on fake tensors, the switch sees tracing's own saved-tensor hook and raises, where eager does not.
+    torch._C._autograd._saved_tensors_hooks_disable: "disabling saved-tensor hooks (torch.func's grad and vjp do)",
 }
 
 # torch functions answered at trace time.
@@ -267,10 +269,10 @@ class TensorVar(VT):
 
     def object_fact(self, tx: Tracer, name: str) -> VT:
         """``x.storage_offset()``, ``x._is_view()``, ``x.is_shared()`` or ``x.is_pinned()``: where the tensor
-        object lies in its storage, whether autograd sees it as a view, what memory holds it. A fake with symbolic sizes is a dense tensor of its own (offset 0, no view)
-        and TENSOR_MATCH checks neither, so the real tensor answers and its answer is guarded. A tensor the graph
-        computes inherits them from its inputs, unguarded: there it is a graph break, after which that tensor is
-        an input of the next graph."""
+        object lies in its storage, whether autograd sees it as a view, what memory holds it. A fake with symbolic
+        sizes is a dense tensor of its own (offset 0, no view) and TENSOR_MATCH checks neither, so the real tensor
+        answers and its answer is guarded. A tensor the graph computes inherits them from its inputs, unguarded:
+        there it is a graph break, after which that tensor is an input of the next graph."""
         real = self.real(tx)
         if real is None or self.source is None:
             unsupported(f"Tensor.{name}() of a tensor the graph computes depends on how its inputs lie in memory")
