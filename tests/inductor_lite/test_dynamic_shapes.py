@@ -437,3 +437,15 @@ def test_a_slice_of_a_dynamic_intermediate_is_a_view_of_it_as_in_eager(fn) -> No
         for actual, expected in zip(pytree.tree_leaves(compiled(x.clone())), pytree.tree_leaves(fn(x.clone()))):
             assert actual.stride() == expected.stride(), (shape, actual.stride(), expected.stride())
             torch.testing.assert_close(actual, expected)
+
+
+def test_a_view_into_whole_rows_of_a_dynamic_vector_reads_it_without_a_modulo() -> None:
+    # `x.view(8, -1)` of a vector of `s` elements reads `x[(s // 8) * i + j]`, below `s`: intervals bounded
+    # `s - 8 * (s // 8)` as if `s // 8` could be anything, so each read also took `% s` (one more division per
+    # element). Written with `s % 8` the bound is [0, 7].
+    def fn(x):
+        return x.view(8, -1).sum(1)
+
+    c = check_sizes(fn, lambda n: [_x(8 * n)], [{0: None}], sizes=(5, 3, 9), atol=1e-5, rtol=1e-5)
+    source = compiled_graphs(c)[0].kernel_source
+    assert not re.search(r"% s\d+\)?\]", source), source

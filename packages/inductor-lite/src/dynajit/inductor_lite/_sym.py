@@ -209,10 +209,21 @@ def _bounds(value: Size) -> ValueRanges:
     ranges = {s: _current.ranges.get(s, ValueRanges(0, sympy.oo)) for s in value.free_symbols}
     try:
         found = bound_sympy(value, ranges)
+        # Intervals bound `s - 100 * (s // 100)` as if `s // 100` could be anything: written with `s % 100`
+        # (`a // c == (a - a % c) / c` for c > 0), the same value is bounded by [0, 99].
+        quotients = {
+            q: (q.args[0] - PythonMod(*q.args)) / q.args[1] for q in value.atoms(FloorDiv) if _positive(q.args[1])
+        }
+        if quotients:
+            found = found & bound_sympy(sympy.expand(value.xreplace(quotients)), ranges)
     except Exception:  # an expression bound_sympy cannot bound is not provably anything
         found = ValueRanges.unknown_int()
     _current.bounds[value] = found
     return found
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, sympy.Integer)) and int(value) > 0
 
 
 def provably_lt(a: Size, b: Size) -> bool:
