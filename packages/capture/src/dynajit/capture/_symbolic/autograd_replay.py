@@ -220,6 +220,10 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
                     unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
         done = graph.input_effects.setdefault(key, set())
         done.add(effect)
+        if effect == "view":
+            # Changes that cancel out (`x.t_()` twice) leave AOT autograd no change to apply, which would have
+            # moved the version on as eager's changes did.
+            _move_version_on(graph, path, key)
         if done == {"data", "view"}:
             unsupported(f"{name}: the graph would both write into {path.name()} and change its layout in place")
 
@@ -251,7 +255,13 @@ def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) ->
                 f"{name} changes nothing of {path.name()}, but eager moves its version on, which rebuilds the "
                 f"history of {other_path.name()}, a view of its memory that requires grad"
             )
-    graph.side_effects.record_custom(("version", key), _VersionBump(path))
+    _move_version_on(graph, path, key)
+
+
+def _move_version_on(graph: OutputGraph, path: Path, key: int) -> None:
+    """Move the version of the frame's tensor at ``path`` (whose memory is ``key``) on after the graph."""
+    if not graph.ctx.export:
+        graph.side_effects.record_custom(("version", key), _VersionBump(path))
 
 
 class _VersionBump:
