@@ -236,6 +236,8 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.native_layer_norm.default] = _normalized_as_eager(table[aten.native_layer_norm.default])
     table[aten.take.default] = _take_by_a_flat_index
     table[aten.resize_as.default] = _resize_as_eager_does
+    backward = aten.native_layer_norm_backward.default
+    table[backward] = _layer_norm_input_gradient_as_eager(table[backward])
     for op in _KEEP:
         table.pop(op, None)
     for op, decompose in table.items():
@@ -266,6 +268,50 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table[aten.logit.default] = _logit_bounds_as_eager(table[aten.logit.default])
     table.update(upsampling_decompositions())
     return table
+
+
+def _layer_norm_input_gradient_as_eager(decompose: Callable[..., Any]) -> Callable[..., Any]:
+    """``native_layer_norm_backward`` whose input gradient is eager's kernel's algebra: with ``g`` the output's
+    gradient times the weight and the row's sums ``db = sum(g)``, ``ds = sum(g * x)``, it is ``rstd * g + b * x + c``
+    where ``b = (db * mean - ds) * rstd**3 / n`` and ``c = -b * mean - db * rstd / n``.
+
+    torch's decomposition computes ``rstd / n * (n * g - db - x_hat * sum(g * x_hat))``: the same number for finite
+    values, but another pattern of infinities and NaNs where the gradient holds an infinity (eager's is NaN
+    throughout such a row, the decomposition's kept an infinity beside NaNs). The weight's and the bias's
+    gradients are the decomposition's.
+    """
+
+    def run(
+        grad_out: torch.Tensor,
+        input: torch.Tensor,
+        normalized_shape: list[int],
+        mean: torch.Tensor,
+        rstd: torch.Tensor,
+        weight: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        output_mask: list[bool],
+    ) -> Any:
+        axis = input.dim() - len(normalized_shape)
+        n, rows = math.prod(input.shape[axis:]), math.prod(input.shape[:axis])
+        if not output_mask[0] or statically_known_true(n == 0) or statically_known_true(rows == 0):
+            return decompose(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
+        _, d_weight, d_bias = decompose(
+            grad_out, input, normalized_shape, mean, rstd, weight, bias, [False, *output_mask[1:]]
+        )
+        dtype = torch._prims_common.get_computation_dtype(input.dtype)
+        x, g = input.to(dtype), grad_out.to(dtype)
+        if weight is not None:
+            g = g * weight.to(dtype)
+        while mean.dim() < x.dim():
+            mean, rstd = mean.unsqueeze(-1), rstd.unsqueeze(-1)
+        dims = list(range(axis, x.dim()))
+        db, ds = g.sum(dims, keepdim=True), (g * x).sum(dims, keepdim=True)
+        scale = 1.0 / n
+        b = (db * mean - ds) * rstd * rstd * rstd * scale
+        c = -b * mean - db * rstd * scale
+        return (rstd * g + b * x + c).to(input.dtype), d_weight, d_bias
+
+    return run
 
 
 def _resize_as_eager_does(
