@@ -332,6 +332,24 @@ def test_an_in_place_no_op_moves_the_version_on_as_in_eager(backend):
                 product.sum().backward()
 
 
+def _squeezed_then_saved(x, linear):
+    x.squeeze_()  # no size-1 dim: eager moves the version on here, before `linear` saves `x`
+    return linear(x)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+def test_the_version_an_in_place_no_op_moves_on_is_moved_before_the_graph_saves_the_tensor(backend):
+    # a272.0:103. Moved on after the graph, the version had changed under the tensor the graph saved for its
+    # backward, which then refused ("modified by an inplace operation") where eager's runs.
+    linear = torch.nn.Linear(2, 3)
+    grads = []
+    for f in (_squeezed_then_saved, compiler.compile(_squeezed_then_saved, backend=backend)):
+        linear.zero_grad()
+        f(torch.linspace(-1, 1, 8).view(2, 2, 2), linear).sum().backward()
+        grads.append(linear.weight.grad.clone())
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 def _assert_outcomes_as_eagers(fn, compiled, calls):
     """Per ``(make, n)`` of ``calls``, ``fn`` and ``compiled`` on ``make(n)``: the same RuntimeError, or close values."""
     for make, n in calls:

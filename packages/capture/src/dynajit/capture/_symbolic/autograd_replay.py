@@ -11,8 +11,7 @@ for the views a graph returns (``check_returned_views``).
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,7 +21,6 @@ from dynajit.capture._symbolic import eager_checks
 from dynajit.capture._symbolic.variables import TensorVar, unsupported
 
 if TYPE_CHECKING:
-    from dynajit.capture._symbolic.codegen import CodeGen
     from dynajit.capture._symbolic.output import OutputGraph
     from dynajit.capture._symbolic.paths import Path
 
@@ -234,9 +232,10 @@ def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) ->
 
     A view that requires grad of a tensor that does not (``x.detach_()`` after ``v = x[1:]``) then has its
     history rebuilt from its base's, now none; a tensor saved for a backward makes that backward refuse. On
-    a graph input or module tensor the version moves on after the graph, unless another input viewing its
-    memory requires grad (the graph would build that view's history first): then, and on a tensor the graph
-    saved for its backward, it is left to Python. An exported graph, run on other tensors later, drops it.
+    a graph input or module tensor the version moves on before the graph runs (the graph's later ops may save
+    the tensor, as eager's did after the change), unless another input viewing its memory requires grad (the
+    graph could read that view's history before the change too): then, and on a tensor the graph saved for its
+    backward before the change, it is left to Python. An exported graph, run on other tensors later, drops it.
     """
     if graph.ctx.export:
         return
@@ -259,32 +258,10 @@ def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) ->
 
 
 def _move_version_on(graph: OutputGraph, path: Path, key: int) -> None:
-    """Move the version of the frame's tensor at ``path`` (whose memory is ``key``) on after the graph."""
+    """Move the version of the frame's tensor at ``path`` (whose memory is ``key``) on before the graph runs, as
+    eager's op did before the graph's later ops saved the tensor for a backward (which checks its version)."""
     if not graph.ctx.export:
-        graph.side_effects.record_custom(("version", key), _VersionBump(path))
-
-
-class _VersionBump:
-    """The version of a frame's tensor moved on after the graph, as eager's dropped in-place op moved it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def values(self) -> list[Any]:
-        return []
-
-    def prepare(self, cg: CodeGen, saved: Callable[[Callable[[], None]], str]) -> Callable[[], None]:
-        real = saved(functools.partial(self.path.emit, cg))
-
-        def apply() -> None:
-            def emit_args() -> int:
-                cg.emit("LOAD_FAST", real)
-                return 1
-
-            cg.call_helper(torch.autograd.graph.increment_version, emit_args)
-            cg.emit("POP_TOP")
-
-        return apply
+        graph.versions_moved_on.setdefault(key, path)
 
 
 def _note_module_tensor_write(graph: OutputGraph, name: str, node: Any, effect: str | None) -> None:

@@ -142,6 +142,9 @@ class OutputGraph:
         self.grad_at_start = torch.is_grad_enabled()  # the frame's grad mode when it starts
         self.grad_at_call: bool | None = None  # the grad mode the graph is compiled and called in, if not that one
         self.changes_grad_mode = False  # whether the compiled graph holds grad-mode changes (set by ``compile``)
+        # Frame tensors an in-place op the graph drops, or undoes, moved the version of in eager (see
+        # autograd_replay.check_kept_layout): by memory, their paths; the version moves on before the graph runs.
+        self.versions_moved_on: dict[int, Path] = {}
         self.made_no_grad_views = False  # see autograd_replay.check_no_grad_view
         self.n_ops = 0
         # Whether the trace took an answer only tracing gives (``torch.compiler.is_compiling()`` is True).

@@ -40,7 +40,7 @@ from dynajit.capture._symbolic.generators import LazyGeneratorVar
 from dynajit.capture._symbolic.instructions import PY, Inst
 from dynajit.capture._symbolic.itertools_traced import PythonIteratorVar
 from dynajit.capture._symbolic.output import OutputGraph
-from dynajit.capture._symbolic.paths import Local
+from dynajit.capture._symbolic.paths import Local, Path
 from dynajit.capture._symbolic.resume import (
     ENUMERATE,
     ENUMERATE_GLOBAL,
@@ -143,6 +143,9 @@ class _FrameEmitter:
         end_data_replacements(self.output)  # replayed after the graph: the outputs may describe those tensors
         needed = collect_tensors([*values, *self.output.side_effects.values(), *(c.contents for c in cells.values())])
         compiled = self.output.compile(needed)
+        for path in self.output.versions_moved_on.values():
+            self.cg.call_helper(torch.autograd.graph.increment_version, functools.partial(_emitted, path, self.cg))
+            self.cg.emit("POP_TOP")
         if compiled is not None:
             name, graph = compiled
             self.result.graphs.append(graph)
@@ -626,3 +629,9 @@ def transform_branch(tracer: RootTracer, output: OutputGraph) -> Transformed:
     emitter.call_resume(jumped, tuple(layout[:jump_stack]), saved[:jump_stack], live["jump"])
     protected.handle(layout[:-1], saved[:-1])
     return emitter.finish()
+
+
+def _emitted(path: Path, cg: CodeGen) -> int:
+    """Emit the value at ``path``, one argument of a helper call."""
+    path.emit(cg)
+    return 1
