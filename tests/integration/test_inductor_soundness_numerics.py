@@ -731,3 +731,23 @@ def test_a_long_float_sum_is_as_close_to_the_exact_sum_as_eagers(fn, dynamic):
     eager_error = (expected.double() - exact).abs().max().item()
     error = (actual.double() - exact).abs().max().item()
     assert error <= 2 * eager_error + 1e-7 * exact.abs().max().item(), (error, eager_error)
+
+
+def test_the_input_gradient_of_a_row_holding_an_infinity_is_eagers():
+    # a270.1:59. Eager's kernel forms the input gradient as `rstd * g + b * x + c` from the row's sums; torch's
+    # decomposition as `rstd / n * (n * g - sum(g) - x_hat * sum(g * x_hat))`. Equal for finite values, they
+    # differ where the output's gradient holds an infinity (a division by a False): eager's row is NaN
+    # throughout, the decomposition's kept an infinity beside NaNs.
+    for affine in (True, False):
+        for where in ([(0, 2)], [(1, 0), (1, 3)], []):
+            ln = torch.nn.LayerNorm(4, elementwise_affine=affine)
+            upstream = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+            for row, col in where:
+                upstream[row, col] = float("inf") if col % 2 == 0 else float("-inf")
+            grads = []
+            for f in (ln, compiler.compile(ln, backend="inductor", fullgraph=True)):
+                x = torch.randn(3, 4, generator=torch.Generator().manual_seed(len(where))).requires_grad_()
+                f(x).backward(upstream)
+                grads.append(x.grad)
+            torch.testing.assert_close(grads[1], grads[0], equal_nan=True, atol=1e-5, rtol=1e-5)
+            assert torch.equal(grads[1].isnan(), grads[0].isnan()), (affine, where)
