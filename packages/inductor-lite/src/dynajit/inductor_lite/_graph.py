@@ -593,9 +593,14 @@ class GraphLowering:
         root = alias_root(node, storage_of(val))
         if root is node or root not in self.written_values:
             return None
-        offset = _sym.norm(val.storage_offset()) - _sym.norm(root.meta["val"].storage_offset())
-        view = self.storage_value(self.written_values[root], _sym.strides_of(val), offset, _sym.shape_of(val))
+        view = self._view_as_eagers(self.written_values[root], val, root.meta["val"])
         return OutputRef(replace(_with_eager_strides(self.extern_arg(view), val), natural=False))
+
+    def _view_as_eagers(self, buffer: Buffer, val: torch.Tensor, base: torch.Tensor) -> TensorValue:
+        """The view of ``buffer`` (holding the tensor ``base``) that eager's ``val``, a view of ``base``, is: its
+        strides and shape, at its offset from ``base``'s."""
+        offset = _sym.norm(val.storage_offset()) - _sym.norm(base.storage_offset())
+        return self.storage_value(buffer, _sym.strides_of(val), offset, _sym.shape_of(val))
 
     def _input_view(self, val: Any, storage: Any) -> TensorValue | None:
         """Eager's output as the view of an input it is, when the loads do not say so (a slice of a reshape).
@@ -608,8 +613,7 @@ class GraphLowering:
         for name, base in self.input_vals.items():
             owner = self.storages.get(name)
             if owner is not None and owner == storage:
-                offset = _sym.norm(val.storage_offset()) - _sym.norm(base.storage_offset())
-                return self.storage_value(self.buffers[name], _sym.strides_of(val), offset, _sym.shape_of(val))
+                return self._view_as_eagers(self.buffers[name], val, base)
         return None
 
     def _count_output_storages(self, results: Sequence[Any]) -> None:

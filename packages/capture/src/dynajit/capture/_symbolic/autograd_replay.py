@@ -213,8 +213,8 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
                 "autograd would write into a dense copy of it, and later ops would choose by the copy's strides"
             )
         if effect == "data":
-            for other_path, other, _ in [*graph.inputs, *graph.module_tensors]:
-                if isinstance(other, torch.Tensor) and other is not value and eager_checks.storage_key(other) == key:
+            for other_path, other in _in_memory([*graph.inputs, *graph.module_tensors], key):
+                if other is not value:
                     unsupported(f"{name} writes into {path.name()}, whose memory {other_path.name()} shares")
         done = graph.input_effects.setdefault(key, set())
         done.add(effect)
@@ -248,13 +248,18 @@ def check_kept_layout(graph: OutputGraph, target: Any, args: tuple[Any, ...]) ->
         return
     path, value = found
     key = eager_checks.storage_key(value)
-    for other_path, other, _ in [*graph.inputs, *graph.module_tensors]:
-        if isinstance(other, torch.Tensor) and other.requires_grad and eager_checks.storage_key(other) == key:
+    for other_path, other in _in_memory([*graph.inputs, *graph.module_tensors], key):
+        if other.requires_grad:
             unsupported(
                 f"{name} changes nothing of {path.name()}, but eager moves its version on, which rebuilds the "
                 f"history of {other_path.name()}, a view of its memory that requires grad"
             )
     _move_version_on(graph, path, key)
+
+
+def _in_memory(entries: list[tuple[Path, Any, Any]], key: int) -> list[tuple[Path, torch.Tensor]]:
+    """The paths and tensors of ``entries`` (a graph's inputs or module tensors) that lie in the memory ``key``."""
+    return [(path, t) for path, t, _ in entries if isinstance(t, torch.Tensor) and eager_checks.storage_key(t) == key]
 
 
 def _move_version_on(graph: OutputGraph, path: Path, key: int) -> None:
@@ -272,9 +277,8 @@ def _note_module_tensor_write(graph: OutputGraph, name: str, node: Any, effect: 
         return
     path, value = found
     key = eager_checks.storage_key(value)
-    for other_path, other, _ in graph.inputs:
-        if isinstance(other, torch.Tensor) and eager_checks.storage_key(other) == key:
-            unsupported(f"{name} writes into {path.name()}, whose memory the input {other_path.name()} shares")
+    for other_path, _ in _in_memory(graph.inputs, key):
+        unsupported(f"{name} writes into {path.name()}, whose memory the input {other_path.name()} shares")
     graph.input_effects.setdefault(key, set()).add("data")
 
 
@@ -369,10 +373,7 @@ def _check_views_of_no_grad_leaf_inputs(graph: OutputGraph, outputs: list[Tensor
         if found is None or not _no_grad_leaf_view(found[1]):
             continue
         key = eager_checks.storage_key(found[1])
-        if any(
-            isinstance(other, torch.Tensor) and other is not found[1] and eager_checks.storage_key(other) == key
-            for _, other, _ in graph.inputs
-        ):
+        if any(other is not found[1] for _, other in _in_memory(graph.inputs, key)):
             unsupported(
                 f"the graph returns a view of {found[0].name()}, a view made under no_grad of a tensor that "
                 "requires grad, whose memory another input shares: AOT autograd may rebuild it from that input, "
