@@ -230,3 +230,23 @@ def test_resume_code_is_reused_across_conversions(t):
     second = convert_frame(b_print_like, (t(4),), FrameContext(backend=CompileCounter()))
     names = {n for n in first.new_globals if n.startswith("__resume")}
     assert names == {n for n in second.new_globals if n.startswith("__resume")}
+
+
+def passed_through_a_break(value):
+    print(end="")  # a break before the argument is read: nothing of it is guarded
+    return value
+
+
+def test_an_argument_read_only_after_a_break_is_not_guarded_before_it():
+    # a270.0:34. Arguments were wrapped, and guarded, at the frame's entry: a helper that breaks before reading its
+    # argument compiled once per tensor dtype, int value and grad mode, reaching the cache size limit (strict: an
+    # error; else it ran eagerly), where TorchDynamo reads arguments when they are loaded.
+    counter = CompileCounter()
+    compiled = capture.optimize(counter)(passed_through_a_break)
+    values = [torch.randn(3), torch.randn(2, dtype=torch.float64), torch.ones(1, dtype=torch.int32), 3, 4, None]
+    with capture.config.patch(strict=True, cache_size_limit=3):
+        for mode in (torch.enable_grad, torch.no_grad, torch.inference_mode):
+            for value in values:
+                with mode():
+                    assert compiled(value) is passed_through_a_break(value)
+    assert counter.frame_count == 0  # (no graph: nothing before the break)

@@ -11,6 +11,7 @@ for the views a graph returns (``check_returned_views``).
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "keeping_view_kinds",
     "layout_of",
     "noting_saved_tensors",
+    "own_tensors_as_eagers",
     "overlapping_view_bases",
 ]
 
@@ -134,6 +136,8 @@ def check_input_effects(graph: OutputGraph, target: Any, args: tuple[Any, ...], 
     name = getattr(target, "__name__", target)
     if "out" in kwargs:
         _check_out_resize(graph, name, target, args, kwargs)
+    if isinstance(args[0] if args else None, torch.fx.Node) and eager_checks.metadata_change(target, args) == "view":
+        graph.relaid.add(args[0])
     for node in eager_checks.written(target, args, kwargs):
         example = eager_checks.example_tensor(node)
         savers = graph.saved_for_backward.get(eager_checks.storage_key(example)) if example is not None else None
@@ -345,6 +349,42 @@ def check_returned_views(graph: OutputGraph, outputs: list[TensorVar]) -> None:
     _check_written_views_without_history(outputs)
     _check_views_of_no_grad_leaf_inputs(graph, outputs)
     _check_symbolic_views_of_written_inputs(graph, outputs)
+    _check_relaid_tensors_with_gradients(graph, outputs)
+
+
+def _check_relaid_tensors_with_gradients(graph: OutputGraph, outputs: list[TensorVar]) -> None:
+    """Leave to Python a graph returning a tensor it made, requiring grad, whose layout it changed in place
+    (``v = x * 2; v.t_()``): eager's is no view, AOT autograd returns a view of its own tensor, whose
+    ``detach_()`` autograd refuses, and which no tensor without the history could stand for (see
+    :func:`own_tensors_as_eagers`)."""
+    for tv in outputs:
+        example = tv.example
+        if tv.node in graph.relaid and isinstance(example, torch.Tensor) and example.requires_grad:
+            if not example._is_view():
+                unsupported(
+                    "the graph returns a tensor it made that requires grad, whose layout it changed in place: "
+                    "AOT autograd would return a view where eager's tensor is none"
+                )
+
+
+def own_tensors_as_eagers(compiled: Any, indices: list[int]) -> Any:
+    """``compiled``, returning each tensor at ``indices`` (one the graph made and changed the layout of in place,
+    ``v.transpose_(0, 1)``) as no view when eager's is none: AOT autograd returns it as a view of the graph's own
+    tensor, whose ``detach_()`` autograd refuses. Without gradients nothing but the memory is to keep (with them
+    the graph is left to Python, see ``_check_relaid_tensors_with_gradients``)."""
+    if not indices:
+        return compiled
+
+    def run(*args: Any) -> Any:
+        results = list(compiled(*args))
+        for i in indices:
+            result = results[i]
+            if isinstance(result, torch.Tensor) and result._is_view() and not result.requires_grad:
+                own = result.new_empty(0)
+                results[i] = own.set_(result.untyped_storage(), result.storage_offset(), result.size(), result.stride())
+        return results
+
+    return run
 
 
 def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
@@ -400,11 +440,22 @@ def _check_symbolic_views_of_written_inputs(graph: OutputGraph, outputs: list[Te
                 "grad) with symbolic sizes after writing into it: AOT autograd returns that piece in memory of its "
                 "own, and it would not see the caller's later writes as eager's view does"
             )
-        if _ALIASES_REBUILT_FROM_STORAGE_START:
+        if _ALIASES_REBUILT_FROM_STORAGE_START or (torch.is_inference_mode_enabled() and _piece_of(tv.node)):
             unsupported(
                 f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
                 "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
+                " (under inference mode, a piece of chunk or tensor_split, with any torch)"
             )
+
+
+def _piece_of(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s tensor is, or views, one of the tensors an op returns together (``chunk``, ``split``)."""
+    while isinstance(node, torch.fx.Node) and node.op != "placeholder":
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+            if isinstance(node.args[0].meta.get("example_value"), (tuple, list)):
+                return True
+        node = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
+    return False
 
 
 def history(value: torch.Tensor) -> Any:

@@ -52,7 +52,8 @@ def _load_fast(tx: Tracer, inst: Inst) -> None:
 
 @handler("LOAD_FAST_AND_CLEAR")
 def _load_fast_and_clear(tx: Tracer, inst: Inst) -> None:
-    tx.push(tx.locals.pop(inst.arg, NullVar()))
+    tx.push(tx.load_local(inst.arg) if inst.arg in tx.locals else NullVar())
+    tx.locals.pop(inst.arg, None)
 
 
 @handler("LOAD_FAST_LOAD_FAST", since=(3, 13))
@@ -109,7 +110,8 @@ def _store_global(tx: Tracer, inst: Inst) -> None:
 @handler("MAKE_CELL")
 def _make_cell(tx: Tracer, inst: Inst) -> None:
     name = inst.arg
-    tx.cells[name] = CellVar(tx.locals.pop(name, None))
+    tx.cells[name] = CellVar(tx.load_local(name) if name in tx.locals else None)
+    tx.locals.pop(name, None)
 
 
 @handler("COPY_FREE_VARS")

@@ -35,6 +35,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     layout_of,
     noting_saved_tensors,
     overlapping_view_bases,
+    own_tensors_as_eagers,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
@@ -118,6 +119,8 @@ class OutputGraph:
         # frame received it): an in-place metadata op (``x.t_()``) later changes its example value's, which the
         # node must not show to backends (see compile).
         self._recorded_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
+        # Nodes the graph made whose layout an in-place op changed later (see autograd_replay.own_tensors_as_eagers)
+        self.relaid: set[torch.fx.Node] = set()
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
         self.input_effects: dict[int, set[str]] = {}
@@ -458,6 +461,10 @@ class OutputGraph:
         bases = overlapping_view_bases(returned, self.builder.graph)
         extras = unused_value_checks(self.builder.graph, [*returned, *bases])
         self.builder.output((*returned, *bases, *extras))
+        # What the graph returns and reads as it leaves them: a tensor the graph made and transposed in place is
+        # no view (its recorded layout, restored below for the backend, is one of the same memory)
+        returned_examples = [node.meta.get("example_value") for node in (*returned, *bases)]
+        input_examples = [v.node.meta.get("example_value") for (_, _, v) in self.inputs]
         self._restore_recorded_layouts()
         gm = self.builder.build(class_name="GraphModule")
         example_inputs = [value for (_, value, _) in self.inputs]
@@ -480,11 +487,8 @@ class OutputGraph:
         # which Python's in-place write on the view replaces
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
-        compiled = keeping_view_kinds(
-            compiled,
-            [node.meta.get("example_value") for node in (*returned, *bases)],
-            [v.node.meta.get("example_value") for (_, _, v) in self.inputs],
-        )
+        compiled = keeping_view_kinds(compiled, returned_examples, input_examples)
+        compiled = own_tensors_as_eagers(compiled, [i for i, node in enumerate(returned) if node in self.relaid])
         if bases:
             compiled = first_outputs(compiled, len(outputs))
         if self.grad_at_call is not None or self.changes_grad_mode:

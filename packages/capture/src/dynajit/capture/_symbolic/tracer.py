@@ -141,7 +141,10 @@ class Tracer:
 
     def load_local(self, name: str) -> VT:
         if name in self.locals:
-            return self.locals[name]
+            value = self.locals[name]
+            if isinstance(value, UnreadArgument):
+                value = self.locals[name] = self.wrap(value.value, value.source)
+            return value
         message = f"cannot access local variable {name!r} where it is not associated with a value"
         raises_in_python(f"{message} (UnboundLocalError)", UnboundLocalError(message))
 
@@ -362,6 +365,8 @@ class RootTracer(Tracer):
             if name in passed:  # a resume function's argument that is its frame's cell itself
                 self.cells[name] = output.cell_for(value, PassedCell(name))
                 output.cell_paths.append((value, Local(name), None))
+            elif _read_when_loaded(value) and not output.ctx.export:
+                self.locals[name] = UnreadArgument(value, Local(name))
             else:
                 self.locals[name] = self.wrap(value, Local(name))
         if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
@@ -399,6 +404,29 @@ class RootTracer(Tracer):
             raise
         finally:
             self.grad_at_stop = torch.is_grad_enabled()
+
+
+class UnreadArgument(VT):
+    """An argument of the converted frame the trace has not loaded yet: wrapped (its guards installed, a tensor
+    made a graph input) when first loaded, so a frame that breaks before reading it is not guarded on it (a
+    helper that prints first compiles once for every argument it is given, as in Python). Left unread, it is
+    passed on as the frame holds it."""
+
+    def __init__(self, value: Any, source: Local) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+
+# Arguments read lazily: tensors and scalars, whose guards (a tensor's sizes and strides, an int's value) would
+# recompile a frame that never reads them. An object is wrapped at once: ``self`` decides how methods bind.
+_LAZY_SCALARS = (int, float, bool, complex, str, type(None))
+
+
+def _read_when_loaded(value: Any) -> bool:
+    return type(value) in _LAZY_SCALARS or isinstance(value, torch.Tensor)
 
 
 def config_value(name: str, default: Any) -> Any:

@@ -390,7 +390,7 @@ def make_super(tx: Tracer, args: list[VT]) -> SuperVar:
     if "__class__" not in tx.cells or not code.co_argcount:
         raises_in_python("super(): __class__ cell not found (RuntimeError)")
     first = code.co_varnames[0]
-    obj = tx.cells[first].get(tx) if first in tx.cells else tx.locals.get(first)
+    obj = tx.cells[first].get(tx) if first in tx.cells else tx.load_local(first) if first in tx.locals else None
     if obj is None:
         unsupported("super() before its first argument is known")
     return SuperVar(tx.cells["__class__"].get(tx).const(), obj)
