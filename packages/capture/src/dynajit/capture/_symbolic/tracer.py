@@ -421,12 +421,13 @@ class UnreadArgument(VT):
 
 
 # Arguments read lazily: tensors and scalars, whose guards (a tensor's sizes and strides, an int's value) would
-# recompile a frame that never reads them. An object is wrapped at once: ``self`` decides how methods bind.
-_LAZY_SCALARS = (int, float, bool, complex, str, type(None))
+# recompile a frame that never reads them. An object is wrapped at once (``self`` decides how methods bind), and
+# so is a tensor subclass (one with its own ``__torch_function__`` makes the whole frame run in Python).
+_READ_WHEN_LOADED = frozenset({int, float, bool, complex, str, type(None), torch.Tensor, torch.nn.Parameter})
 
 
 def _read_when_loaded(value: Any) -> bool:
-    return type(value) in _LAZY_SCALARS or isinstance(value, torch.Tensor)
+    return type(value) in _READ_WHEN_LOADED
 
 
 def config_value(name: str, default: Any) -> Any:
