@@ -359,12 +359,12 @@ def _check_relaid_tensors_with_gradients(graph: OutputGraph, outputs: list[Tenso
     :func:`own_tensors_as_eagers`)."""
     for tv in outputs:
         example = tv.example
-        if tv.node in graph.relaid and isinstance(example, torch.Tensor) and example.requires_grad:
-            if not example._is_view():
-                unsupported(
-                    "the graph returns a tensor it made that requires grad, whose layout it changed in place: "
-                    "AOT autograd would return a view where eager's tensor is none"
-                )
+        relaid = tv.node in graph.relaid and isinstance(example, torch.Tensor)
+        if relaid and example.requires_grad and not example._is_view():
+            unsupported(
+                "the graph returns a tensor it made that requires grad, whose layout it changed in place: "
+                "AOT autograd would return a view where eager's tensor is none"
+            )
 
 
 def own_tensors_as_eagers(compiled: Any, indices: list[int]) -> Any:
@@ -439,11 +439,15 @@ def _check_symbolic_views_of_written_inputs(graph: OutputGraph, outputs: list[Te
                 "grad) with symbolic sizes after writing into it: AOT autograd returns that piece in memory of its "
                 "own, and it would not see the caller's later writes as eager's view does"
             )
-        if _ALIASES_REBUILT_FROM_STORAGE_START or (torch.is_inference_mode_enabled() and _piece_of(tv.node)):
+        if _ALIASES_REBUILT_FROM_STORAGE_START:
             unsupported(
                 f"the graph returns a view with symbolic sizes of {found[0].name()}, which it writes into: this "
                 "torch's AOT autograd rebuilds it from the wrong offset when the input starts inside its storage"
-                " (under inference mode, a piece of chunk or tensor_split, with any torch)"
+            )
+        if torch.is_inference_mode_enabled() and _piece_of(tv.node):
+            unsupported(
+                f"the graph returns a piece (of chunk, tensor_split) with symbolic sizes of {found[0].name()}, "
+                "which it writes into, under inference mode: AOT autograd rebuilds it at its offset counted twice"
             )
 
 

@@ -408,9 +408,9 @@ class RootTracer(Tracer):
 
 class UnreadArgument(VT):
     """An argument of the converted frame the trace has not loaded yet: wrapped (its guards installed, a tensor
-    made a graph input) when first loaded, so a frame that breaks before reading it is not guarded on it (a
-    helper that prints first compiles once for every argument it is given, as in Python). Left unread, it is
-    passed on as the frame holds it."""
+    made a graph input) when first loaded, so a frame that breaks before reading it is not guarded on it: a
+    helper that prints first compiles once, whatever it is given, as TorchDynamo's lazy trackers make it. Left
+    unread, it is passed on as the frame holds it."""
 
     def __init__(self, value: Any, source: Local) -> None:
         self.value = value
