@@ -398,3 +398,18 @@ def test_a_shape_condition_on_an_int_as_a_float_is_a_guard_python_evaluates() ->
     for n in (3, 4, 5, 6):
         torch.testing.assert_close(fn(torch.ones(2, dtype=torch.float16), n), torch.full((2,), n + 1.0).half())
     assert counter.frame_count == 1
+
+
+def _arange_of_a_count_across_a_break(x: torch.Tensor) -> torch.Tensor:
+    print(end="")  # the count crosses a break as an int argument of the resume function
+    n = x.numel()
+    print(end="")
+    return torch.arange(n).view(x.shape)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_an_int_equal_to_a_product_of_sizes_compiles():
+    # a279.0:130. A dynamic int argument was bounded by int64; equated with `5 * size`, the shape env solved the
+    # size's bound through a float ((2**63 - 1) / 5 rounded up) and refused the product as out of the int's range:
+    # the compile failed ("tgt_bound ... not a subset of src_bound"). Ints are now bounded by 2**53.
+    _compare(_arange_of_a_count_across_a_break, [lambda s=s: (torch.ones(5, s),) for s in (0, 2, 3, 7)])

@@ -377,3 +377,27 @@ def test_a_frame_entered_under_no_grad_writing_a_view_made_with_gradients_compil
             _run_writing(writes_a_view_of_its_input_with_gradients, torch.no_grad),
         )
     assert counter.frame_count == 2  # the graph before the write, and the resume function's after it
+
+
+def chunks_a_view_made_under_inference_mode(x):
+    with torch.inference_mode():
+        v = x.unsqueeze(-2)
+    also = x  # the input read after the block: the graph's first input in the view's memory
+    return v.chunk(2, -3)[-1], also * 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_made_without_gradients_beside_its_base_keeps_the_gradient_from_the_base(backend):
+    # a278.1:136. The graph after the block took `x` and the view `v` as inputs; read in the order the code loads
+    # them, `x` came first, and the check asked only the first input in the view's memory: it saw `x`, not the
+    # leaf view, and AOT autograd rebuilt the returned piece from `x`, whose gradient eager's view keeps back.
+    compiler.reset()
+    compiled = compiler.compile(chunks_a_view_made_under_inference_mode, backend=backend)
+    grads = []
+    for run in (chunks_a_view_made_under_inference_mode, compiled):
+        leaf = torch.randn(1, 1, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        piece, _ = run(leaf * 1)
+        assert piece.requires_grad
+        piece.sum().backward()
+        grads.append(leaf.grad)
+    assert grads[0] is None and grads[1] is None

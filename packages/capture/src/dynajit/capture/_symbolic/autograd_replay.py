@@ -404,18 +404,18 @@ def _check_written_views_without_history(outputs: list[TensorVar]) -> None:
 def _check_views_of_no_grad_leaf_inputs(graph: OutputGraph, outputs: list[TensorVar]) -> None:
     """Leave to Python a graph returning a view of an input that is a view made under no_grad of a tensor that
     requires grad (a leaf of its own in eager) when another input shares its memory (its base, say): AOT
-    autograd may rebuild the output from that other input, and gradients would flow into it past the leaf."""
+    autograd may rebuild the output from that other input, and gradients would flow into it past the leaf.
+    Every input in the view's memory is asked, whichever the graph took first (arguments are read when loaded)."""
     for tv in outputs:
         if tv.node.op == "placeholder" or not isinstance(tv.example, torch.Tensor):
             continue
         found = graph.input_viewed_by(tv.node)
-        if found is None or not _no_grad_leaf_view(found[1]):
-            continue
-        key = eager_checks.storage_key(found[1])
-        if any(other is not found[1] for _, other in _in_memory(graph.inputs, key)):
+        sharing = [] if found is None else _in_memory(graph.inputs, eager_checks.storage_key(found[1]))
+        leaf = next((path for path, tensor in sharing if _no_grad_leaf_view(tensor)), None)
+        if leaf is not None and len(sharing) > 1:
             unsupported(
-                f"the graph returns a view of {found[0].name()}, a view made under no_grad of a tensor that "
-                "requires grad, whose memory another input shares: AOT autograd may rebuild it from that input, "
+                f"the graph returns a view of the memory of {leaf.name()}, a view made under no_grad of a tensor "
+                "that requires grad, which another input shares: AOT autograd may rebuild it from that input, "
                 "and gradients would reach what eager's leaf view keeps them from"
             )
 

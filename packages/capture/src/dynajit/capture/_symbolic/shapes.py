@@ -138,8 +138,8 @@ class ShapePlan:
         """True when the int ``value`` should be a graph input rather than a constant: an argument under
         ``dynamic=True`` or once seen to change; an int reached through an attribute or an item once an earlier
         compile of this code read another value there."""
-        if type(value) is not int or path is None or not _INT64_MIN <= value <= _INT64_MAX:
-            return False  # (a graph's ints are int64, as its kernels take them: a larger int stays a constant)
+        if type(value) is not int or path is None or not _SYMBOLIC_INT_MIN <= value <= _SYMBOLIC_INT_MAX:
+            return False  # (a graph's ints are within int64, as its kernels take them: a larger int stays a constant)
         from dynajit.capture.config import config
 
         if config.specialize_int:
@@ -155,8 +155,8 @@ class ShapePlan:
         name = path.to_source().name()
         example = symbolic_int(self.shape_env, value, name)
         if isinstance(example, torch.SymInt):
-            # its guards keep it an int64: a value past that misses the entry and compiles as a constant
-            self.shape_env.constrain_symbol_range(example.node.expr, _INT64_MIN, _INT64_MAX)
+            # its guards keep it within int64: a value past that misses the entry and compiles as a constant
+            self.shape_env.constrain_symbol_range(example.node.expr, _SYMBOLIC_INT_MIN, _SYMBOLIC_INT_MAX)
             self.origins.setdefault(example.node.expr, (path, None))
             self.values.setdefault(name, _Symbolic(path.to_source()))
         return example
@@ -268,7 +268,10 @@ class ShapePlan:
         return list(made.values())
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# The range of an int made symbolic: within int64, and held exactly by a float, since the shape env refines a
+# symbol's range through floats when it solves an equation (an int equal to `5 * size` got the bound of
+# `(2**63 - 1) / 5` rounded up, then refused the product as out of the int's range: a failed compile).
+_SYMBOLIC_INT_MIN, _SYMBOLIC_INT_MAX = -(2**53), 2**53
 _GUARD_NAMES = {"math": math}  # what printed shape conditions call (``math.floor``, ``math.inf``)
 
 

@@ -143,7 +143,7 @@ class Tracer:
         if name in self.locals:
             value = self.locals[name]
             if isinstance(value, UnreadArgument):
-                value = self.locals[name] = self.wrap(value.value, value.source)
+                value = self.locals[name] = value.read(self)
             return value
         message = f"cannot access local variable {name!r} where it is not associated with a value"
         raises_in_python(f"{message} (UnboundLocalError)", UnboundLocalError(message))
@@ -361,12 +361,13 @@ class RootTracer(Tracer):
         n_args = code.co_argcount + code.co_kwonlyargcount
         n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
         passed = passed_cells(code)
+        entry_modes = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
         for name, value in zip(code.co_varnames[:n_args], args):
             if name in passed:  # a resume function's argument that is its frame's cell itself
                 self.cells[name] = output.cell_for(value, PassedCell(name))
                 output.cell_paths.append((value, Local(name), None))
             elif _read_when_loaded(value) and not output.ctx.export:
-                self.locals[name] = UnreadArgument(value, Local(name))
+                self.locals[name] = UnreadArgument(value, Local(name), entry_modes)
             else:
                 self.locals[name] = self.wrap(value, Local(name))
         if args and isinstance(self.locals.get(code.co_varnames[0]), (UserObjectVar, NNModuleVar)):
@@ -412,12 +413,21 @@ class UnreadArgument(VT):
     helper that prints first compiles once, whatever it is given, as TorchDynamo's lazy trackers make it. Left
     unread, it is passed on as the frame holds it."""
 
-    def __init__(self, value: Any, source: Local) -> None:
+    def __init__(self, value: Any, source: Local, modes: tuple[bool, bool]) -> None:
         self.value = value
         self.source = source
+        self.modes = modes  # grad and inference mode at the frame's entry
 
     def python_type(self) -> type:
         return type(self.value)
+
+    def read(self, tx: Tracer) -> VT:
+        """The argument wrapped as at the frame's entry: a tensor first loaded inside an ``inference_mode`` or
+        ``no_grad`` block the frame entered is still the tensor the caller passed (faked under that block, an
+        input made a view under it too, and gradients flowed where eager's view cuts them)."""
+        grad, inference = self.modes
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return tx.wrap(self.value, self.source)
 
 
 # Arguments read lazily: tensors and scalars, whose guards (a tensor's sizes and strides, an int's value) would
