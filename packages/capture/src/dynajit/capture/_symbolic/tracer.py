@@ -422,9 +422,8 @@ class UnreadArgument(VT):
         return type(self.value)
 
     def read(self, tx: Tracer) -> VT:
-        """The argument wrapped as at the frame's entry: a tensor first loaded inside an ``inference_mode`` or
-        ``no_grad`` block the frame entered is still the tensor the caller passed (faked under that block, an
-        input made a view under it too, and gradients flowed where eager's view cuts them)."""
+        """The argument wrapped in the grad and inference modes of the frame's entry, where every argument was
+        wrapped before: its fake and its guards do not depend on the block the trace first loads it in."""
         grad, inference = self.modes
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
             return tx.wrap(self.value, self.source)
