@@ -57,7 +57,7 @@ from dynajit.fxgraph._real_layouts import input_view_chain, view_or_copy, viewin
 from dynajit.fxgraph._recapture import is_generated_forward, line_node_map, recapture_meta
 from dynajit.fxgraph._symbolic import SizeName, is_symbolic, reads_data, symbolic_fake, symbolic_int, symbols_of
 from dynajit.fxgraph._targets import has_side_effects, is_random, mutates, target_name
-from dynajit.fxgraph._view_bits import owning_eager_products, restoring_view_bits
+from dynajit.fxgraph._view_bits import detaching_outputs, owning_eager_products, restoring_view_bits
 from dynajit.fxgraph._zero_tangents import prune_zero_tangents, reporting_reached_outputs, skipping_zero_tangents
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "has_side_effects",
     "is_generated_forward",
     "is_random",
+    "detaching_outputs",
     "dtype_views_from_sources",
     "is_symbolic",
     "in_canonical_layout",

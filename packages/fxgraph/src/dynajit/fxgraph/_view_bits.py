@@ -28,7 +28,7 @@ import torch.fx
 from dynajit.fxgraph._inplace import writes_in_place
 from dynajit.fxgraph._targets import mutates
 
-__all__ = ["mending_outputs", "owning_eager_products", "restoring_view_bits"]
+__all__ = ["detaching_outputs", "mending_outputs", "owning_eager_products", "restoring_view_bits"]
 
 
 def _bits(t: torch.Tensor) -> tuple[bool, bool]:
@@ -57,11 +57,18 @@ def owning_eager_products(forward: Callable[..., Any], gm: torch.fx.GraphModule)
     owned = [
         i for i, node in enumerate(_outputs(gm)) if isinstance(v := _value(node), torch.Tensor) and not v._is_view()
     ]
+    return detaching_outputs(forward, owned)
 
-    def detached(out: Any) -> Any:
-        return out.detach() if isinstance(out, torch.Tensor) and out._is_view() and not out.requires_grad else out
 
-    return mending_outputs(forward, dict.fromkeys(owned, detached))
+def _detached(out: Any) -> Any:
+    return out.detach() if isinstance(out, torch.Tensor) and out._is_view() and not out.requires_grad else out
+
+
+def detaching_outputs(forward: Callable[..., Any], indices: list[int]) -> Callable[..., Any]:
+    """Wrap ``forward`` so each output at ``indices`` that comes back a view without gradients is returned
+    detached (the same memory, no view: eager's tensor of its own, whose ``detach_()`` autograd allows); with
+    gradients a detached tensor cannot stand for it, and it is returned as it comes."""
+    return mending_outputs(forward, dict.fromkeys(indices, _detached))
 
 
 def restoring_view_bits(forward: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
@@ -113,5 +120,5 @@ def mending_outputs(forward: Callable[..., Any], mends: dict[int, Callable[[Any]
             mended[index] = mend(mended[index])
         return type(outputs)(mended) if isinstance(outputs, tuple) else mended
 
-    call.__dict__.update(forward.__dict__)  # AOT autograd's zero_grad, named_parameters, named_buffers
+    call.__dict__.update(getattr(forward, "__dict__", {}))  # AOT autograd's zero_grad, named_parameters, named_buffers
     return call

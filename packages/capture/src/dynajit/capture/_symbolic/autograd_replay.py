@@ -36,7 +36,6 @@ __all__ = [
     "keeping_view_kinds",
     "layout_of",
     "noting_saved_tensors",
-    "own_tensors_as_eagers",
     "overlapping_view_bases",
 ]
 
@@ -355,8 +354,8 @@ def check_returned_views(graph: OutputGraph, outputs: list[TensorVar]) -> None:
 def _check_relaid_tensors_with_gradients(graph: OutputGraph, outputs: list[TensorVar]) -> None:
     """Leave to Python a graph returning a tensor it made, requiring grad, whose layout it changed in place
     (``v = x * 2; v.t_()``): eager's is no view, AOT autograd returns a view of its own tensor, whose
-    ``detach_()`` autograd refuses, and which no tensor without the history could stand for (see
-    :func:`own_tensors_as_eagers`)."""
+    ``detach_()`` autograd refuses, and which no tensor without the history could stand for (without gradients,
+    ``OutputGraph.compile`` returns it detached)."""
     for tv in outputs:
         example = tv.example
         relaid = tv.node in graph.relaid and isinstance(example, torch.Tensor)
@@ -365,25 +364,6 @@ def _check_relaid_tensors_with_gradients(graph: OutputGraph, outputs: list[Tenso
                 "the graph returns a tensor it made that requires grad, whose layout it changed in place: "
                 "AOT autograd would return a view where eager's tensor is none"
             )
-
-
-def own_tensors_as_eagers(compiled: Any, indices: list[int]) -> Any:
-    """``compiled``, returning each tensor at ``indices`` (one the graph made and changed the layout of in place,
-    ``v.transpose_(0, 1)``) as no view when eager's is none: AOT autograd returns it as a view of the graph's own
-    tensor, whose ``detach_()`` autograd refuses. Without gradients nothing but the memory is to keep (with them
-    the graph is left to Python, see ``_check_relaid_tensors_with_gradients``)."""
-    if not indices:
-        return compiled
-
-    def run(*args: Any) -> Any:
-        results = list(compiled(*args))
-        for i in indices:
-            result = results[i]
-            if isinstance(result, torch.Tensor) and result._is_view() and not result.requires_grad:
-                results[i] = result.detach()  # (the same memory, no view)
-        return results
-
-    return run
 
 
 def _check_written_views_without_history(outputs: list[TensorVar]) -> None:

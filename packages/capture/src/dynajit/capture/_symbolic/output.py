@@ -35,7 +35,6 @@ from dynajit.capture._symbolic.autograd_replay import (
     layout_of,
     noting_saved_tensors,
     overlapping_view_bases,
-    own_tensors_as_eagers,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
 from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
@@ -61,6 +60,7 @@ from dynajit.fxgraph import (
     artifact_enabled,
     artifact_logger,
     compiling_outside_inference_mode,
+    detaching_outputs,
     format_stack_trace,
 )
 
@@ -119,7 +119,7 @@ class OutputGraph:
         # frame received it): an in-place metadata op (``x.t_()``) later changes its example value's, which the
         # node must not show to backends (see compile).
         self._recorded_layouts: dict[torch.fx.Node, tuple[Any, ...]] = {}
-        # Nodes the graph made whose layout an in-place op changed later (see autograd_replay.own_tensors_as_eagers)
+        # Nodes the graph made whose layout an in-place op changed later (returned detached, see compile)
         self.relaid: set[torch.fx.Node] = set()
         # What the graph does to each input's memory (by real storage: "data" written, "view" changed in
         # place); see check_input_effects.
@@ -488,7 +488,10 @@ class OutputGraph:
         checks = saved_output_checks(gm.graph, _output_nodes(gm)[: len(outputs)], self.saved_for_backward)
         compiled = checking_saved_outputs(compiled, checks)
         compiled = keeping_view_kinds(compiled, returned_examples, input_examples)
-        compiled = own_tensors_as_eagers(compiled, [i for i, node in enumerate(returned) if node in self.relaid])
+        # AOT autograd returns a tensor the graph made and relaid in place (``v.transpose_(0, 1)``) as a view of
+        # its own tensor; eager's is none (with gradients the graph is left to Python, see
+        # ``_check_relaid_tensors_with_gradients``)
+        compiled = detaching_outputs(compiled, [i for i, node in enumerate(returned) if node in self.relaid])
         if bases:
             compiled = first_outputs(compiled, len(outputs))
         if self.grad_at_call is not None or self.changes_grad_mode:
