@@ -28,7 +28,20 @@ from typing import Any
 
 import torch
 
-from dynajit.guards import GuardSet, LocalSource, backend_match, global_state, tensor_aliasing, tensor_match
+from dynajit.guards import (
+    GuardSet,
+    LocalSource,
+    ParamSource,
+    SubmoduleSource,
+    _program,
+    backend_match,
+    global_state,
+    id_match,
+    layout_match,
+    tensor_aliasing,
+    tensor_match,
+)
+from dynajit.guards._native import machine_module, tensor_facts_module
 
 REPEATS = 201
 SAMPLE_SECONDS = 0.001
@@ -94,7 +107,32 @@ def guard_figures() -> dict[str, tuple[float, float]]:
         figures[label] = timed_us(lambda check=check: check(x))
     empty = GuardSet().compile(("x",), {}).check
     figures["  empty check (call cost)"] = timed_us(lambda: empty(x))
+    figures.update(layout_figures())
     return figures
+
+
+def layout_figures(count: int = 40) -> dict[str, tuple[float, float]]:
+    """Microseconds per check of a module's parameters' guards (identity and LAYOUT_MATCH, as capture records
+    them for a module it reads), with the tensor facts reader answering the layout checks and without it."""
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(count // 2)])
+    guards = GuardSet()
+    for name, param in model.named_parameters():
+        layer, member = name.split(".")
+        source = ParamSource(SubmoduleSource(LocalSource("m"), layer), member)
+        guards.add(id_match(source, param))
+        guards.add(layout_match(source, param))
+    with_reader = guards.compile(("m",), {}).check
+    original = _program.tensor_facts_module
+    _program.tensor_facts_module = lambda: None  # type: ignore[assignment]
+    try:
+        without = guards.compile(("m",), {}).check
+    finally:
+        _program.tensor_facts_module = original
+    label = f"guards of {count} module parameters (identity, layout)"
+    return {
+        label: timed_us(lambda: with_reader(model)),
+        "  the same, without the tensor facts reader": timed_us(lambda: without(model)),
+    }
 
 
 def add_one(x: torch.Tensor) -> torch.Tensor:
@@ -174,6 +212,7 @@ def overhead_figures() -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
 def main() -> dict[str, Any]:
     """Print a Markdown table of the figures and return them (microseconds)."""
     torch.set_num_threads(1)
+    machine_module(wait=True), tensor_facts_module(wait=True)  # (a first run builds them: not what is measured)
     figures = guard_figures()
     overheads, notes = overhead_figures()
     figures.update(overheads)

@@ -29,7 +29,7 @@ from types import CellType
 from typing import Any
 
 from ._guard import Check, Guard
-from ._native import machine_module
+from ._native import machine_module, tensor_facts_module
 from ._program import Program
 from ._shortcuts import Rebaser, pinned_modules, representatives, shortcuts
 from ._sources import Source
@@ -37,6 +37,7 @@ from ._sources import Source
 __all__ = ["CompiledGuards", "GuardCompileError", "compile_guards"]
 
 machine_module()  # (starts building or loading the guard machine, so it is ready by the first guard set)
+tensor_facts_module()
 
 _CHECK_NAME = "___guard_check"
 _EXPLAIN_NAME = "___guard_explain"

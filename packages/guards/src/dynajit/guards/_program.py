@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._guard import Check
+from ._native import tensor_facts_module
 from ._sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source, _is_literal, _ModuleMemberSource
 
 __all__ = ["Program"]
@@ -37,7 +38,8 @@ __all__ = ["Program"]
     OP_LEN_EQ,
     OP_METHOD,
     OP_TRUTHY,
-) = range(18)
+    OP_TENSOR_FACT,
+) = range(19)
 
 # Check templates that are single instructions: (opcode, the constant's name, or None for a second source).
 _INSTRUCTIONS = {
@@ -63,6 +65,15 @@ _READ_COMPARED = re.compile(
 _READ_TRUE = re.compile(r"\{0\}\.(\w+)")
 _CALL_FALSE = re.compile(r"not \{(\w+)\}\(\)")
 _COMPARISONS = {"is": OP_IS, "==": OP_EQ}
+# Reads the tensor facts reader (``_tensor_facts.cpp``) answers: (attribute, called, comparison) -> its fact.
+_TENSOR_FACTS = {
+    ("dtype", False, "is"): 1,
+    ("is_cpu", False, None): 2,
+    ("requires_grad", False, "is"): 3,
+    ("shape", False, "=="): 4,
+    ("stride", True, "=="): 5,
+    ("storage_offset", True, "=="): 6,
+}
 
 
 class Program:
@@ -155,10 +166,18 @@ class Program:
         piece = self._python_piece(params, expr)
         self._emit(OP_PYCHECK, 0, piece, self.const(tuple(registers)))
 
+    def _tensor_fact(self, register: int, read: tuple[str, bool, str | None], expected: Any) -> None:
+        """Ask the tensor facts reader first, when ``read`` is one it answers: the two instructions that follow
+        (the read and the comparison) run only when it cannot."""
+        fact = _TENSOR_FACTS.get(read)
+        if fact is not None:
+            self._emit(OP_TENSOR_FACT, fact << 8 | 2, register, self.const(expected))
+
     def _read_compared(self, check: Check, registers: list[int]) -> bool:
         """The instructions of a check reading one value and comparing it with a constant (or testing its truth),
         if ``check`` is one."""
         if (truth := _READ_TRUE.fullmatch(check.template)) is not None and len(registers) == 1:
+            self._tensor_fact(registers[0], (truth[1], False, None), None)
             value = self._register(object())
             self._emit(OP_ATTR, value, registers[0], self.const(truth[1]))
             self._emit(OP_TRUTHY, 0, value)
@@ -177,6 +196,8 @@ class Program:
             value = self._register(object())
             self._emit(OP_PYLOAD, value, self.const(check.constants[found["fn"]]), -1)
         elif found["attr"] is not None and len(registers) == 1:
+            expected = check.constants[found["const"]]
+            self._tensor_fact(registers[0], (found["attr"], bool(found["call"]), found["op"]), expected)
             value = self._register(object())
             self._emit(OP_METHOD if found["call"] else OP_ATTR, value, registers[0], self.const(found["attr"]))
         else:
@@ -185,11 +206,15 @@ class Program:
         return True
 
     def make(self, machine: Any) -> Any:
-        """The machine's callable for this program (the Python pieces compiled in the check function's namespace)."""
+        """The machine's callable for this program (the Python pieces compiled in the check function's namespace;
+        the tensor facts reader, when it is built by now, answering the tensor checks)."""
         if self._python:
             source = "\n".join(f"___piece{index} = {text}" for index, text in self._python)
             namespace = self.ctx.namespace
             exec(compile(source, "<dynajit guard pieces>", "exec"), namespace)
             for index, _ in self._python:
                 self.consts[index] = namespace.pop(f"___piece{index}")
-        return machine.make(self.code.tobytes(), tuple(self.consts), len(self.registers), len(self.arg_index))
+        reader = tensor_facts_module()
+        return machine.make(
+            self.code.tobytes(), tuple(self.consts), len(self.registers), len(self.arg_index), reader and reader.reader
+        )

@@ -6,6 +6,9 @@
  * checks compare registers with constants, or call a Python function with registers and test its truth.
  * Any exception derived from Exception makes the check answer False, as the generated Python function's
  * ``try`` does; others (KeyboardInterrupt) propagate.
+ *
+ * A tensor's fact (dtype, sizes, ...) is asked of the tensor facts reader (``_tensor_facts.cpp``) when the
+ * machine was given one: its answer replaces the Python check that follows, which runs when it has none.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,7 +33,10 @@ enum {
     OP_LEN_EQ = 15,   /* len(reg[a]) == const[b] */
     OP_METHOD = 16,   /* reg[dst] = reg[a].const[b]() */
     OP_TRUTHY = 17,   /* reg[a] is true */
+    OP_TENSOR_FACT = 18, /* fact dst >> 8 of reg[a] against const[b]; known, it skips the dst & 0xff that follow */
 };
+
+typedef int (*fact_reader)(PyObject *value, int fact, PyObject *expected); /* 1, 0, or -1: not known */
 
 typedef struct {
     int op, dst, a, b;
@@ -42,6 +48,8 @@ typedef struct {
     Py_ssize_t n_instr, n_regs, n_args;
     Instr *code;
     PyObject *consts; /* tuple */
+    PyObject *reader_capsule;
+    fact_reader read_fact; /* NULL: the Python checks answer */
 } Machine;
 
 static PyTypeObject MachineType;
@@ -121,6 +129,15 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
         case OP_IS:
             result = regs[in->a] == PyTuple_GET_ITEM(consts, in->b);
             continue;
+        case OP_TENSOR_FACT: {
+            int known = m->read_fact == NULL ? -1
+                                             : m->read_fact(regs[in->a], in->dst >> 8, PyTuple_GET_ITEM(consts, in->b));
+            if (known >= 0) {
+                result = known;
+                pc += in->dst & 0xff;
+            }
+            continue;
+        }
         case OP_TRUTHY: {
             int truth = PyObject_IsTrue(regs[in->a]);
             result = truth < 0 ? swallow() : truth;
@@ -221,6 +238,7 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
 static void machine_dealloc(Machine *m) {
     PyObject_GC_UnTrack(m);
     Py_CLEAR(m->consts);
+    Py_CLEAR(m->reader_capsule);
     PyMem_Free(m->code);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
@@ -235,11 +253,17 @@ static int machine_clear(Machine *m) {
     return 0;
 }
 
-/* make(code: bytes of int32 quadruples, consts: tuple, n_regs: int, n_args: int) -> machine */
+/* make(code: bytes of int32 quadruples, consts: tuple, n_regs: int, n_args: int, reader: capsule | None)
+ * -> machine */
 static PyObject *make(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "make(code: bytes, consts: tuple, n_regs: int, n_args: int)");
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "make(code: bytes, consts: tuple, n_regs: int, n_args: int, reader)");
         return NULL;
+    }
+    fact_reader read_fact = NULL;
+    if (args[4] != Py_None) {
+        read_fact = (fact_reader)PyCapsule_GetPointer(args[4], "dynajit_tensor_facts.reader");
+        if (read_fact == NULL) return NULL;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
     Py_ssize_t n_regs = PyLong_AsSsize_t(args[2]), n_args = PyLong_AsSsize_t(args[3]);
@@ -256,6 +280,8 @@ static PyObject *make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     m->n_args = n_args;
     m->code = PyMem_Malloc((size_t)size + 1);
     m->consts = Py_NewRef(args[1]);
+    m->reader_capsule = args[4] == Py_None ? NULL : Py_NewRef(args[4]);
+    m->read_fact = read_fact;
     if (m->code == NULL) {
         Py_DECREF(m);
         return PyErr_NoMemory();
