@@ -300,3 +300,61 @@ def test_tensor_metadata_and_global_state_run_no_python():
     finally:
         sys.setprofile(None)
     assert called == []
+
+
+class _Fallback:
+    """A missing attribute is answered by ``__getattr__``, as nn.Module's members are."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "member":
+            return "from __getattr__"
+        raise AttributeError(name)
+
+
+class _Described(_Fallback):
+    @property
+    def value(self) -> str:  # (a data descriptor comes before the instance's dict)
+        return "from the property"
+
+
+class _Looked(_Fallback):
+    def __getattribute__(self, name: str) -> Any:
+        return "from __getattribute__" if name == "value" else object.__getattribute__(self, name)
+
+
+class _Slotted:
+    __slots__ = ("value",)
+
+
+class _ClassLevel:
+    value = "from the class"  # (an instance's dict comes before a plain class attribute)
+
+
+def _with_dict_value(cls: type) -> Any:
+    obj = cls()
+    if hasattr(obj, "__dict__"):
+        obj.__dict__["value"] = "from the dict"
+    else:
+        obj.value = "from the slot"
+    return obj
+
+
+@pytest.mark.parametrize("cls", [Settings, _Fallback, _Described, _Looked, _Slotted, _ClassLevel])
+def test_attribute_reads_are_getattrs_whichever_way_the_class_looks_them_up(cls):
+    # The machine reads an instance's dict itself where getattr would (a class keeping object's lookup, with no
+    # attribute of that name); every other read is getattr's own.
+    obj = _with_dict_value(cls)
+    expected = getattr(obj, "value")
+    compiled = GuardSet([equals_match(AttrSource(X, "value"), expected)]).compile(("x",), {})
+    assert _agree(compiled, obj)
+    other = _with_dict_value(cls)
+    if hasattr(other, "__dict__"):
+        other.__dict__["value"] = "another"
+    else:
+        other.value = "another"
+    assert _agree(compiled, other) is (getattr(other, "value") == expected)
+    if hasattr(other, "__dict__"):
+        del other.__dict__["value"]
+        assert _agree(compiled, other) is (getattr(other, "value", None) == expected)
+    member = GuardSet([equals_match(AttrSource(X, "member"), "from __getattr__")]).compile(("x",), {})
+    assert _agree(member, obj) is isinstance(obj, _Fallback)

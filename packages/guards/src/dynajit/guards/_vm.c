@@ -56,6 +56,30 @@ static PyTypeObject MachineType;
 
 #define MAX_PY_ARGS 64
 
+/* What getattr does for an instance of a class that keeps object's attribute lookup (and maybe adds a
+ * ``__getattr__``, as nn.Module does): set at import. */
+static getattrofunc hook_getattro;           /* a class with a __getattr__ gets this slot */
+static PyObject *getattribute_name = NULL;   /* "__getattribute__" */
+static PyObject *object_getattribute = NULL; /* object.__getattribute__, as classes find it */
+
+/* getattr(obj, name), reading the instance's dict directly where getattr would: the class keeps object's
+ * lookup and has no attribute of that name (no descriptor could come first). */
+static PyObject *get_attribute(PyObject *obj, PyObject *name) {
+    PyTypeObject *type = Py_TYPE(obj);
+    int generic = type->tp_getattro == PyObject_GenericGetAttr ||
+                  (type->tp_getattro == hook_getattro &&
+                   _PyType_Lookup(type, getattribute_name) == object_getattribute);
+    if (generic && PyUnicode_CheckExact(name) && _PyType_Lookup(type, name) == NULL) {
+        PyObject **dict = _PyObject_GetDictPtr(obj);
+        if (dict != NULL && *dict != NULL) {
+            PyObject *value = PyDict_GetItemWithError(*dict, name);
+            if (value != NULL) return Py_NewRef(value);
+            if (PyErr_Occurred()) return NULL;
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 /* 0: an exception derived from Exception was cleared (the check fails); -1: another one is pending. */
 static int swallow(void) {
     if (PyErr_ExceptionMatches(PyExc_Exception)) {
@@ -91,7 +115,7 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
             value = Py_NewRef(args[in->a]);
             break;
         case OP_ATTR:
-            value = PyObject_GetAttr(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
+            value = get_attribute(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
             break;
         case OP_ITEM: {
             PyObject *container = regs[in->a], *key = PyTuple_GET_ITEM(consts, in->b);
@@ -311,5 +335,24 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "dynajit_guard_ma
 
 PyMODINIT_FUNC PyInit_dynajit_guard_machine(void) {
     if (PyType_Ready(&MachineType) < 0) return NULL;
+    PyObject *globals = PyDict_New();
+    if (globals == NULL || PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) {
+        Py_XDECREF(globals);
+        return NULL;
+    }
+    PyObject *ran = PyRun_String("class WithGetattr:\n    def __getattr__(self, name):\n        raise AttributeError(name)\n",
+                                 Py_file_input, globals, globals);
+    PyObject *probe = ran == NULL ? NULL : PyDict_GetItemString(globals, "WithGetattr");
+    Py_XDECREF(ran);
+    if (probe == NULL || !PyType_Check(probe)) {
+        Py_DECREF(globals);
+        return NULL;
+    }
+    hook_getattro = ((PyTypeObject *)probe)->tp_getattro;
+    Py_DECREF(globals);
+    getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    if (getattribute_name == NULL) return NULL;
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute_name); /* (lives as long as object) */
+    if (object_getattribute == NULL) return NULL;
     return PyModule_Create(&module_def);
 }
