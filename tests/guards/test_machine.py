@@ -358,3 +358,35 @@ def test_attribute_reads_are_getattrs_whichever_way_the_class_looks_them_up(cls)
         assert _agree(compiled, other) is (getattr(other, "value", None) == expected)
     member = GuardSet([equals_match(AttrSource(X, "member"), "from __getattr__")]).compile(("x",), {})
     assert _agree(member, obj) is isinstance(obj, _Fallback)
+
+
+class _Meta(type):
+    @property
+    def on_the_metaclass(cls) -> int:
+        return 1
+
+    @property
+    def raising(cls) -> int:
+        raise AttributeError("computed, then refused")
+
+
+class _WithMeta(metaclass=_Meta):
+    on_the_class = 2
+
+
+class _Missing:
+    def __getattr__(self, name: str) -> Any:
+        raise ValueError(name)  # (not an AttributeError: hasattr raises it, and the check fails)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [_WithMeta, _WithMeta(), Settings, Settings(), _Fallback(), _Missing(), torch.nn.Linear(2, 2), torch.nn.Linear],
+    ids=lambda obj: obj.__name__ if isinstance(obj, type) else f"{type(obj).__name__}()",
+)
+@pytest.mark.parametrize("name", ["on_the_metaclass", "raising", "on_the_class", "flag", "member", "weight", "nope"])
+def test_hasattr_checks_are_hasattr(obj, name):
+    for expected in (True, False):
+        compiled = GuardSet([hasattr_match(X, name, expected)]).compile(("x",), {})
+        assert compiled.check is not compiled.python_check
+        _agree(compiled, obj)

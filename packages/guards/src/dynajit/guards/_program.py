@@ -39,7 +39,9 @@ __all__ = ["Program"]
     OP_METHOD,
     OP_TRUTHY,
     OP_TENSOR_FACT,
-) = range(19)
+    OP_HAS_ATTR,
+    OP_LACKS_ATTR,
+) = range(21)
 
 # Check templates that are single instructions: (opcode, the constant's name, or None for a second source).
 _INSTRUCTIONS = {
@@ -52,6 +54,8 @@ _INSTRUCTIONS = {
     "not ({member} in {0})": (OP_LACKS, "member"),
     "{0} == {value}": (OP_EQ, "value"),
     "len({0}) == {length}": (OP_LEN_EQ, "length"),
+    "hasattr({0}, {member})": (OP_HAS_ATTR, "member"),
+    "not (hasattr({0}, {member}))": (OP_LACKS_ATTR, "member"),
 }
 _NONE_CHECKS = {"{0} is None": OP_IS, "{0} is not None": OP_IS_NOT}
 # ``not ({0}.a or {0}.b ...)``: no module hooks.

@@ -34,6 +34,8 @@ enum {
     OP_METHOD = 16,   /* reg[dst] = reg[a].const[b]() */
     OP_TRUTHY = 17,   /* reg[a] is true */
     OP_TENSOR_FACT = 18, /* fact dst >> 8 of reg[a] against const[b]; known, it skips the dst & 0xff that follow */
+    OP_HAS_ATTR = 19,   /* hasattr(reg[a], const[b]) */
+    OP_LACKS_ATTR = 20, /* not hasattr(reg[a], const[b]) */
 };
 
 typedef int (*fact_reader)(PyObject *value, int fact, PyObject *expected); /* 1, 0, or -1: not known */
@@ -78,6 +80,24 @@ static PyObject *get_attribute(PyObject *obj, PyObject *name) {
         }
     }
     return PyObject_GetAttr(obj, name);
+}
+
+/* hasattr(obj, name): 1 or 0, -1 with an exception set. A class (of a metaclass keeping type's lookup) lacks a
+ * name neither it nor its metaclass defines without getattr building the AttributeError (3.11's type lookup
+ * always builds it; formatting its message cost more than the rest of a check). */
+static int has_attribute(PyObject *obj, PyObject *name) {
+    if (PyType_Check(obj) && Py_TYPE(obj)->tp_getattro == PyType_Type.tp_getattro && PyUnicode_CheckExact(name) &&
+        _PyType_Lookup(Py_TYPE(obj), name) == NULL && _PyType_Lookup((PyTypeObject *)obj, name) == NULL) {
+        return 0;
+    }
+    PyObject *value = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    int found = PyObject_GetOptionalAttr(obj, name, &value);
+#else
+    int found = _PyObject_LookupAttr(obj, name, &value);
+#endif
+    Py_XDECREF(value);
+    return found;
 }
 
 /* 0: an exception derived from Exception was cleared (the check fails); -1: another one is pending. */
@@ -160,6 +180,12 @@ static PyObject *machine_call(PyObject *callable, PyObject *const *args, size_t 
                 result = known;
                 pc += in->dst & 0xff;
             }
+            continue;
+        }
+        case OP_HAS_ATTR:
+        case OP_LACKS_ATTR: {
+            int found = has_attribute(regs[in->a], PyTuple_GET_ITEM(consts, in->b));
+            result = found < 0 ? swallow() : (found == (in->op == OP_HAS_ATTR));
             continue;
         }
         case OP_TRUTHY: {
