@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+from typing import Any
 
+import pytest
 import torch
 
 from dynajit import compiler
@@ -63,3 +65,26 @@ def test_pickle_and_deepcopy_give_working_compiled_modules():
         assert restored._orig_mod is not block
         assert list(restored.state_dict()) == list(block.state_dict())
         torch.testing.assert_close(restored(x), expected)
+
+
+def _run_with_backward_hooks(wrap: Any) -> tuple[Any, ...]:
+    """A training step of a module with a full backward hook and a backward pre-hook (which scales the output's
+    gradient): the output, what the hooks received, and the gradients."""
+    torch.manual_seed(0)
+    block = Block().train()
+    received = []
+    block.register_full_backward_pre_hook(lambda module, grad_out: (grad_out[0] * 3,))
+    block.register_full_backward_hook(lambda module, grad_in, grad_out: received.append((grad_in, grad_out)))
+    x = torch.randn(2, 4, requires_grad=True)
+    torch.manual_seed(1)
+    out = wrap(block)(x)
+    out.sum().backward()
+    return out, received, x.grad, block.linear.weight.grad
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+def test_module_backward_hooks_run_as_in_eager(backend):
+    expected = _run_with_backward_hooks(lambda block: block)
+    got = _run_with_backward_hooks(lambda block: compiler.compile(block, backend=backend, fullgraph=True))
+    assert len(got[1]) == 1
+    torch.testing.assert_close(got, expected)

@@ -7,6 +7,9 @@ compiled path. Whole-flow tests with capture live in test_module_compiled.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 
@@ -136,11 +139,38 @@ def test_forward_hooks_of_the_original_run_around_the_compiled_forward():
     assert seen == [{"shift": 1.0}, {"shift": 1.0}]
 
 
-def test_backward_hooks_are_refused_with_a_clear_error():
+def _backward_hooks_seen(call: Callable[[torch.nn.Module], Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """What a module's full backward hook and backward pre-hook receive, and the input's gradient, when
+    ``call(module)`` runs the module and a backward (the pre-hook scales the output's gradient by 3)."""
+    net = Net()
+    torch.manual_seed(0)
+    for parameter in net.parameters():
+        torch.nn.init.normal_(parameter)
+    grads_in, grads_out = [], []
+    net.register_full_backward_pre_hook(lambda module, grad_out: (grad_out[0] * 3,))
+
+    def record(module: torch.nn.Module, grad_in: Any, grad_out: Any) -> None:
+        grads_in.append(grad_in)
+        grads_out.append(grad_out)
+
+    net.register_full_backward_hook(record)
+    x = torch.randn(2, 3, requires_grad=True)
+    call(net)(x).sum().backward()
+    return grads_in, grads_out, [x.grad]
+
+
+def test_full_backward_hooks_of_the_original_run_as_in_eager():
+    eager = _backward_hooks_seen(lambda net: net)
+    compiled = _backward_hooks_seen(lambda net: wrap(net)[0])
+    assert len(eager[0]) == len(compiled[0]) == 1
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_deprecated_backward_hooks_are_refused_with_a_clear_error():
     net = Net()
     wrapped, _ = wrap(net)
-    net.register_full_backward_hook(lambda module, grad_in, grad_out: None)
-    with pytest.raises(NotImplementedError, match="backward hooks"):
+    net.register_backward_hook(lambda module, grad_in, grad_out: None)
+    with pytest.raises(NotImplementedError, match="register_full_backward_hook"):
         wrapped(torch.randn(2, 3))
 
 

@@ -7,10 +7,12 @@ original module plus the compile settings, so unpickling compiles afresh.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import torch
+from torch.utils.hooks import BackwardHook
 
 from dynajit.compiler._compile import CompileSettings
 
@@ -32,7 +34,8 @@ class OptimizedModule(torch.nn.Module):
     parameter objects; ``state_dict()`` and ``load_state_dict()`` use the original
     keys; ``.to()``, ``.train()`` and ``.eval()`` change the original module, and
     capture's guards recompile when that changes what the graph relied on. The
-    original module's forward hooks run around the compiled forward, in Python.
+    original module's forward hooks, and its full backward and backward pre-hooks,
+    run around the compiled forward as nn.Module runs them, in Python.
     ``bool``, ``len``, iteration, ``in`` and indexing (reading, setting, deleting
     items) are the original's, so a compiled container behaves as the container.
     """
@@ -73,14 +76,30 @@ class OptimizedModule(torch.nn.Module):
         return self._forward_function(module)(*args, **kwargs)
 
     def _forward_with_hooks(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if module._backward_hooks or module._backward_pre_hooks:
+        # In nn.Module's order: forward pre-hooks, the backward hooks' wrapping of the inputs, forward, forward
+        # hooks, the wrapping of the outputs. (Global hooks are the wrapper's: nn.Module runs them once, for it.)
+        if module._backward_hooks and module._is_full_backward_hook is False:
             raise NotImplementedError(
-                "OptimizedModule does not run module backward hooks yet; register them on a tensor "
-                "(tensor.register_hook) or call the module without compiling it"
+                "OptimizedModule does not run hooks registered with the deprecated register_backward_hook; "
+                "register them with register_full_backward_hook, or call the module without compiling it"
             )
         args, kwargs = _run_pre_hooks(module, args, kwargs)
+        backward = None
+        if module._backward_hooks or module._backward_pre_hooks:
+            full, before = list(module._backward_hooks.values()), list(module._backward_pre_hooks.values())
+            backward = BackwardHook(module, full, before)
+            args = backward.setup_input_hook(args)
         result = self._forward_function(module)(*args, **kwargs)
-        return _run_forward_hooks(module, args, kwargs, result)
+        result = _run_forward_hooks(module, args, kwargs, result)
+        if backward is not None:
+            if not isinstance(result, (torch.Tensor, tuple)):
+                warnings.warn(
+                    "For backward hooks to be called, module output should be a Tensor or a tuple of Tensors"
+                    f" but received {type(result)}",
+                    stacklevel=3,
+                )
+            result = backward.setup_output_hook(result)
+        return result
 
     @property
     def _original(self) -> torch.nn.Module:
