@@ -702,3 +702,15 @@ def test_objects_escaping_through_lists_dict_arguments_and_globals(t):
     assert registry["first"] is points[0] and LAST_POINT is points[1]
     assert [vars(p).keys() for p in points] == [{"x", "n"}, {"x", "n"}] and [p.n for p in points] == [0, 10]
     LAST_POINT = None
+
+
+def test_a_class_of_a_library_named_like_torch_is_built_in_the_graph(check, t):
+    # (only torch's own classes are left to Python: torchvision's ImageList, made by every detection model's
+    # transform, is a plain class)
+    image_list = pytest.importorskip("torchvision.models.detection.image_list")
+
+    def batch(x):
+        images = image_list.ImageList(x * 2, [(3, 4)])
+        return images.tensors + 1, images.image_sizes
+
+    check(batch, t(2, 3, 4), graphs=1, fullgraph=True)

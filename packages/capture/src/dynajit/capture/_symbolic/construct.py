@@ -64,7 +64,8 @@ def constructs_instances(cls: type) -> bool:
 
     Exceptions are not: the builtins table makes them (rebuilt by calling their class), so ``raise`` works.
     """
-    return _written_in_python(cls) and not cls.__module__.startswith("torch") and not issubclass(cls, BaseException)
+    inside_torch = cls.__module__ == "torch" or cls.__module__.startswith("torch.")  # (not torchvision's)
+    return _written_in_python(cls) and not inside_torch and not issubclass(cls, BaseException)
 
 
 def _python_metaclass(meta: type) -> bool:
