@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import torch
+
 __all__ = ["machine_module", "tensor_facts_module"]
 
 _log = logging.getLogger("dynajit.guards")
@@ -51,15 +53,11 @@ def _machine_command(cc: str, source: Path, out: Path) -> list[str]:
 
 
 def _torch_dirs() -> tuple[Path, Path]:
-    import torch
-
     root = Path(torch.__file__).parent
     return root / "include", root / "lib"
 
 
 def _reader_command(cxx: str, source: Path, out: Path) -> list[str]:
-    import torch
-
     include, lib = _torch_dirs()
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
@@ -70,8 +68,6 @@ def _reader_command(cxx: str, source: Path, out: Path) -> list[str]:
 
 
 def _reader_key() -> bytes:
-    import torch
-
     return f"{torch.__version__} {_torch_dirs()[0]}".encode()
 
 
