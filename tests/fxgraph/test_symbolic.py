@@ -29,6 +29,28 @@ def test_strides_follow_memory_order_of_a_transposed_value() -> None:
     assert fake.stride()[0] == 1 and fake.stride()[1] == fake.shape[0]
 
 
+@pytest.mark.parametrize(
+    ("strides", "channel_stride"),
+    [((9, 9, 3, 1), "H*W"), ((9, 1, 3, 1), 1), ((9, 100, 3, 1), 100)],
+    ids=["contiguous", "channels_last", "odd"],
+)
+def test_a_size_one_dims_stride_is_the_values_where_no_product_of_sizes_gives_it(strides, channel_stride) -> None:
+    # The stride addresses nothing, but a convolution lays its output out by it: the fake must hold the value's.
+    value, mode = torch.empty_strided((2, 1, 3, 3), strides), _mode()
+    fake = symbolic_fake(mode, value, "L['x']", {0: None, 2: None, 3: None}, duck=False)
+    height, width = fake.shape[2], fake.shape[3]
+    stride = fake.stride()[1]
+    if channel_stride == "H*W":
+        assert stride.node.expr == (height * width).node.expr
+    elif channel_stride == 1:
+        assert stride == 1 and not isinstance(stride, torch.SymInt)
+    else:  # no product of sizes gives it: a symbol of its own, as guards name it
+        assert is_symbolic(stride)
+        (symbol,) = symbols_of(stride)
+        assert [s.name for s in mode.shape_env.var_to_sources[symbol]] == ["L['x'].stride()[1]"]
+    assert [int(s) for s in fake.stride()] == list(strides)
+
+
 def test_non_dense_values_are_refused() -> None:
     with pytest.raises(ValueError, match="not dense"):
         symbolic_fake(_mode(), torch.randn(4, 6)[:, ::2], "L['x']", {0: None})

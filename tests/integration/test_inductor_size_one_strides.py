@@ -146,19 +146,69 @@ def test_a_view_of_an_input_whose_layout_the_graph_changes_is_made_from_its_new_
         assert y.shape == x.shape and y.stride() == x.stride()
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="a size-1 dim's stride is not guarded under dynamic sizes (a288.17:187)"
-)
-def test_a_one_channel_input_in_another_layout_gets_eagers_output_strides():
-    # The compiled entry for a one-channel channels-last input must not answer for a contiguous one: with dynamic
-    # sizes the guard asks only is_contiguous(), which the channel dim's stride does not change, but eager's
-    # convolution lays its output out by that stride. Pinned as a strict expected failure until it is fixed.
+def _one_channel(layout, height, width):
+    if layout == "contiguous":
+        return torch.randn(2, 1, height, width)
+    if layout == "channels_last":  # the channel dim's stride is 1, as channels-last gives it
+        return torch.randn(2, height, width, 1).permute(0, 3, 1, 2)
+    # a stride no dense layout gives: the fake keeps the number, so its entry must not recompile on each call
+    return torch.empty_strided((2, 1, height, width), (height * width, 100, width, 1)).normal_()
+
+
+_LAYOUTS = ("contiguous", "channels_last", "odd")
+
+
+@pytest.mark.parametrize("first", _LAYOUTS)
+def test_a_one_channel_input_in_another_layout_gets_eagers_output_strides(first):
+    # a288.17:187. The compiled entry for a one-channel input in one layout must not answer for another: with
+    # dynamic sizes the guard asks is_contiguous(), which the channel dim's stride does not change, but eager's
+    # convolution lays its output out by that stride. Each layout is compiled once, whatever its sizes.
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(1, 5, 1, bias=False)
-    compiled = compiler.compile(conv, dynamic=True)
-    channels_last = torch.randn(2, 3, 3, 1).permute(0, 3, 1, 2)
-    contiguous = torch.randn(2, 1, 3, 3)
-    for x in (channels_last, contiguous):
-        expected, actual = conv(x), compiled(x)
-        assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
-        torch.testing.assert_close(actual, expected)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = compiler.compile(conv, dynamic=True, backend=backend)
+    default = compiler.compile(conv, dynamic=True)
+    order = [first, *(layout for layout in _LAYOUTS if layout != first)]
+    for height, width in ((3, 3), (4, 5), (6, 2)):
+        for layout in order:
+            x = _one_channel(layout, height, width)
+            expected = conv(x)
+            for actual in (compiled(x), default(x)):
+                assert actual.stride() == expected.stride(), (layout, actual.stride(), expected.stride())
+                torch.testing.assert_close(actual, expected)
+    assert len(graphs) <= len(_LAYOUTS)  # an entry per layout at most, whatever the sizes
+
+
+_OF_A_SLICE = {
+    "clone": lambda x: x.clone(),
+    "scaled": lambda x: x * 2,
+    "permuted": lambda x: x.permute(2, 0, 1) * 1,
+    "transposed view": lambda x: x.transpose(0, 1),
+    "sliced view": lambda x: x[:, 1:],
+}
+
+
+@pytest.mark.parametrize("op", list(_OF_A_SLICE))
+def test_a_batch_of_one_cut_from_a_longer_sequence_keeps_its_own_batch_stride(op):
+    # The last three steps of a sequence of one: the batch dim's stride is the length before the cut, which no
+    # product of the sizes gives. A clone keeps it, as eager's does, for every length from one graph.
+    fn = _OF_A_SLICE[op]
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    counted, default = compiler.compile(fn, dynamic=True, backend=backend), compiler.compile(fn, dynamic=True)
+    for length in (5, 6, 9):
+        x = torch.randn(1, length, 4)[:, -3:]
+        expected = fn(x)
+        for actual in (counted(x), default(x)):
+            assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
+            torch.testing.assert_close(actual, expected)
+    assert len(graphs) == 1

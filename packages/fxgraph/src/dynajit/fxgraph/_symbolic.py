@@ -92,7 +92,10 @@ def symbolic_fake(
     ``torch.fx.experimental._config.backed_size_oblivious``); with ``duck``
     equal sizes share one symbol. Strides
     follow the value's memory order, so the value must be dense
-    (``ValueError`` otherwise: the caller keeps such a tensor static).
+    (``ValueError`` otherwise: the caller keeps such a tensor static); a
+    size-1 dim's stride is the product of the sizes inside it where the
+    value's is, and a symbol of its own where not, named
+    ``{name}.stride()[{dim}]`` (0 and 1 stay static).
     """
     shape_env = fake_mode.shape_env
     if shape_env is None:
@@ -108,9 +111,16 @@ def symbolic_fake(
             sizes.append(size)
     strides: list[torch.SymInt | int] = [1] * value.dim()
     running: torch.SymInt | int = 1
+    running_value = 1
     for dim in order:  # innermost first
-        strides[dim] = running
-        running = running * sizes[dim]
+        # A size-1 dim's stride addresses nothing, yet ops read it (a convolution lays its output out by it, a
+        # clone copies it): one that is not the product of the dims inside it is a symbol of its own, as a batch
+        # of one sliced from a longer sequence has (its stride follows the length before the slice).
+        if value.shape[dim] != 1 or value.stride(dim) == running_value:
+            strides[dim] = running
+        else:
+            strides[dim] = _symbol(shape_env, value.stride(dim), f"{name}.stride()[{dim}]", None, duck=False)
+        running, running_value = running * sizes[dim], running_value * value.shape[dim]
     # An inference tensor stays one and a normal tensor stays normal, whatever mode the caller is in (a
     # tensor made under inference_mode is an inference tensor; views of it follow, and lose requires_grad).
     with fake_mode, torch.inference_mode(value.is_inference()):

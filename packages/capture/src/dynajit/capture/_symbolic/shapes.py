@@ -123,11 +123,27 @@ class ShapePlan:
                 self.origins.setdefault(_expr(sizes[dim]), (path, dim))
                 source = guards.SizeSource(tensor_source, dim)
                 self.values.setdefault(source.name(), _Symbolic(source, strict.get(dim)))
+            # a size-1 dim's stride that no product of sizes gives is a symbol of its own (symbolic_fake): only
+            # the conditions the trace puts on it are guarded
+            free = [
+                d for d in range(value.dim()) if _is_stride_symbol(strides[d], guards.StrideSource(tensor_source, d))
+            ]
+            for dim in free:
+                source = guards.StrideSource(tensor_source, dim)
+                self.values.setdefault(source.name(), _Symbolic(source))
             if sized and value.is_contiguous():
-                return fake, tuple(sized)  # TENSOR_MATCH checks contiguity instead of each stride
+                # TENSOR_MATCH checks contiguity instead of each stride, and contiguity ignores a size-1 dim's
+                # stride, which ops read (a convolution lays its output out by it): it is guarded as the fake has it
+                for dim in range(value.dim()):
+                    if value.shape[dim] == 1 and dim not in free:
+                        stride = strides[dim]
+                        expected = _expr(stride) if isinstance(stride, torch.SymInt) else stride
+                        self.layout.append((guards.StrideSource(tensor_source, dim), expected))
+                return fake, tuple(sized)
             strided = [d for d in range(value.dim()) if isinstance(strides[d], torch.SymInt)]
             for dim in strided:
-                self.layout.append((guards.StrideSource(tensor_source, dim), _expr(strides[dim])))
+                if dim not in free:
+                    self.layout.append((guards.StrideSource(tensor_source, dim), _expr(strides[dim])))
                 if dim not in sized:
                     self.layout.append((guards.SizeSource(tensor_source, dim), value.shape[dim]))
             if sized or strided:
@@ -278,6 +294,14 @@ _GUARD_NAMES = {"math": math}  # what printed shape conditions call (``math.floo
 def _expr(value: Any) -> sympy.Expr:
     """The sympy expression behind a SymInt."""
     return value.node.expr
+
+
+def _is_stride_symbol(stride: Any, source: guards.StrideSource) -> bool:
+    """Whether ``stride`` is the symbol ``symbolic_fake`` made for this stride itself."""
+    if not isinstance(stride, torch.SymInt) or not isinstance(_expr(stride), sympy.Symbol):
+        return False
+    sources = stride.node.shape_env.var_to_sources.get(_expr(stride), [])
+    return any(s.name == source.name() for s in sources)
 
 
 def _under_a_local(path: Path) -> bool:
