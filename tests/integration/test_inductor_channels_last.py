@@ -503,3 +503,31 @@ def test_an_integer_convolution_is_timed_on_integers():
 
     x, w = torch.randint(-3, 3, (1, 2, 5, 5)), torch.randint(-3, 3, (3, 2, 3, 3))
     torch.testing.assert_close(compiler.compile(fn)(x, w), fn(x, w))  # (strict: no fallback)
+
+
+class OneChannel(nn.Module):
+    """A convolution with one output channel, returned and read by another (fuzz a288.17:187)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 1, 3, padding=1)
+        self.mix = nn.Conv2d(1, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y, self.mix(y)
+
+
+def test_a_one_channel_output_gets_back_eagers_stride_of_its_channel_dim(monkeypatch, caplog):
+    # In channels-last the channel dim of a one-channel output has stride 1 where eager's is H*W: the same
+    # elements, but a convolution reading it after the graph (past a graph break) lays its own output out
+    # channels-last where eager's is contiguous.
+    monkeypatch.setattr(layout, "_peak_bytes", lambda *args: 0)
+    torch.manual_seed(0)
+    # (every other image: the copy into channels-last gives the channel dim stride 1)
+    model, x = OneChannel().eval(), torch.randn(4, 1, 8, 8)[::2]
+    decisions = _run(model, x, True, monkeypatch, caplog)  # (compares every stride, the channel dim's too)
+    assert decisions and decisions[0].startswith("inductor-lite: convolutions run channels-last")
+    with torch.no_grad():
+        returned, expected = compiler.compile(model, options={"layout_optimization": True})(x)[0], model(x)[0]
+        assert model.mix(returned).stride() == model.mix(expected).stride()

@@ -34,11 +34,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._prims_common import make_contiguous_strides_for
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_leaves, tree_map
 
 from dynajit.inductor_lite._autotune import example_tensor
-from dynajit.inductor_lite._strides import same_strides, storage_of
+from dynajit.inductor_lite._strides import storage_of
 
 __all__ = ["channels_last"]
 
@@ -457,9 +458,11 @@ def _eager_layout(graph: torch.fx.Graph, node: torch.fx.Node, eager: Any) -> tor
     value = _val(node)
     if not isinstance(eager, torch.Tensor) or not isinstance(value, torch.Tensor):
         return node
-    if same_strides(value.stride(), eager.stride(), eager.shape):
+    # A size-1 dim's stride counts too: it addresses nothing, but the next convolution reading the output lays its
+    # own result out by it (a one-channel output in channels-last strides makes the next one's channels-last).
+    if tuple(value.stride()) == tuple(eager.stride()) or eager.numel() == 0:
         return node
-    if not eager.is_contiguous() or _views_an_input(graph, value):
+    if tuple(eager.stride()) != make_contiguous_strides_for(eager.shape) or _views_an_input(graph, value):
         return None
     with graph.inserting_after(node):
         copy = graph.call_function(aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
