@@ -151,7 +151,7 @@ def _one_channel(layout, height, width):
         return torch.randn(2, 1, height, width)
     if layout == "channels_last":  # the channel dim's stride is 1, as channels-last gives it
         return torch.randn(2, height, width, 1).permute(0, 3, 1, 2)
-    # a stride no dense layout gives: the fake keeps the number, so its entry must not recompile on each call
+    # a stride no product of sizes gives: a symbol of the fake's, so its entry must not recompile on each call
     return torch.empty_strided((2, 1, height, width), (height * width, 100, width, 1)).normal_()
 
 
@@ -160,9 +160,9 @@ _LAYOUTS = ("contiguous", "channels_last", "odd")
 
 @pytest.mark.parametrize("first", _LAYOUTS)
 def test_a_one_channel_input_in_another_layout_gets_eagers_output_strides(first):
-    # a288.17:187. The compiled entry for a one-channel input in one layout must not answer for another: with
-    # dynamic sizes the guard asks is_contiguous(), which the channel dim's stride does not change, but eager's
-    # convolution lays its output out by that stride. Each layout is compiled once, whatever its sizes.
+    # (Found beside fuzz a288.17:187.) The compiled entry for a one-channel input in one layout must not answer for
+    # another: with dynamic sizes the guard asks is_contiguous(), which the channel dim's stride does not change,
+    # but eager's convolution lays its output out by that stride. Each layout is compiled once, whatever its sizes.
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(1, 5, 1, bias=False)
     graphs = []
