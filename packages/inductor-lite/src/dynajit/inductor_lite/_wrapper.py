@@ -370,10 +370,12 @@ class WrapperBuilder:
                 found.append((names[i], g.scalars.get(i), None))
             elif _sym.free_symbols([*buf.size, *buf.stride]):
                 found += [(f"{names[i]}.size({d})", s, None) for d, s in enumerate(buf.size)]
+                # (a size-1 dim's stride indexes nothing, but one of its own symbol is bound here: a batch of one
+                # cut from a longer sequence has one, and a clone's output keeps it)
                 found += [
                     (f"{names[i]}.stride({d})", s, f"{names[i]}.size({d}) < 2 or {names[i]}.numel() == 0")
                     for d, s in enumerate(buf.stride)
-                    if buf.size[d] != 1
+                    if buf.size[d] != 1 or isinstance(s, sympy.Symbol)
                 ]
         checks = []
         for text, value, unless in found:
