@@ -65,6 +65,8 @@ class Features:
     objects: bool = True  # a State argument (attributes, lists, dicts, boxes) read and rewritten, compared after
     shared_objects: bool = True  # on some calls the State's list ``more`` is its list ``items``: one object, two names
     return_views: bool = True  # returning arguments, views of arguments and containers
+    exceptions: bool = True  # try/except around a step raising on some calls' sizes (index, view, n // (n - k)),
+    # sometimes with a break inside, an else or a finally
     errors: bool = True  # a last statement that raises on some call (eager and compiled must agree)
     autograd: bool = True  # float arguments requiring grad; a backward after each call, the leaves' grads compared
     ambient_modes: bool = True  # calls made under no_grad or inference_mode, per call; outputs' autograd state compared

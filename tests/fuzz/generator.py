@@ -25,6 +25,7 @@ from .containers import ContainerMixin
 from .expressions import ExpressionMixin, near_ties, rounding, sign_conditioned
 from .facts import FactsMixin, draw_facts
 from .features import Features
+from .flow import FlowMixin
 from .objects import ObjectsMixin
 from .program import HEADER, STATE_SOURCE, ArgSpec, Program, Stmt, render_body
 
@@ -98,7 +99,7 @@ FLOATS = ("float32", "float64", "bfloat16", "float16")
 _BITS_AS_INT = {torch.float32: "torch.int32", torch.float64: "torch.int64"}
 
 
-class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
+class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin, FlowMixin):
     """Builds one :class:`Program` from a seed and a :class:`Features`."""
 
     def __init__(self, seed: str, features: Features, max_statements: int = 12):
@@ -613,6 +614,7 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
             ("state", 3, feat.objects and self.program.takes_state),
             ("fact", 2, feat.changed_facts and bool(self.program.facts)),
             ("context", 1, feat.contexts),
+            ("try", 1, feat.exceptions),
         ]
         names = [n for n, _, on in choices if on]
         weights = [w for _, w, on in choices if on]
@@ -634,6 +636,7 @@ class Generator(ExpressionMixin, ContainerMixin, ObjectsMixin, FactsMixin):
             "state": self.state_statement,
             "fact": self.fact_statement,
             "context": self.context,
+            "try": self.try_statement,
         }[kind]()
 
     def _returns(self) -> None:

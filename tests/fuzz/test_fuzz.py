@@ -20,6 +20,7 @@ import torch
 
 from .cli import fuzz
 from .features import CI_EXCLUDED, Features
+from .flow import HANDLED
 from .generator import generate
 from .program import ArgSpec, Program, Stmt, repro_script
 from .runner import Failure, _compare_grads, check, compare_outputs, layout_timings_restored
@@ -822,3 +823,18 @@ def test_a_write_through_a_floats_bits_is_not_generated_for_a_nan():
     # the NaN of all ones bits (+1 gives 0.0), the compiled one the input's NaN. Which NaN is the kernel's choice.
     source = generate("a248:1607", Features(random=False)).source()  # (the program as generated before draws)
     assert "torch.minimum(x1, x1)" in source and ".view(torch.int32).add_(1)" not in source
+
+
+def test_try_statements_whose_body_raises_on_some_calls_sizes_are_fuzzed():
+    # n // (n - 3) traced once n was dynamic (n == 4) also took n == 3: its graph divided by zero when it ran,
+    # outside the try that catches the ZeroDivisionError
+    risky = Stmt(["v1 = x0 * (x0.shape[0] // (x0.shape[0] - 3))"])
+    body = [Stmt(clauses=[("try:", [risky]), (f"except {HANDLED}:", [Stmt(["v1 = x0 - 1"])])])]
+    calls = [{"s0": n} for n in (3, 4, 6, 3)]
+    program = Program(seed="try", args=[ArgSpec("x0", "tensor", dims=["s0"])], calls=calls, body=body)
+    program.returns, program.return_style = ["v1"], "single"
+    assert check(program, backends=("aot_eager",)) == []
+    features = Features().only("exceptions", "pointwise", "new_sizes", "dynamic_shapes")
+    sources = [generate(f"try:{i}", features).source() for i in range(100)]
+    assert any(f"except {HANDLED}:" in s and "//" in s for s in sources)
+    assert any(f"except {HANDLED}:" in s and ".view(" in s for s in sources)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from dynajit.fxgraph import GraphBuilder, format_stack_trace
+from dynajit.fxgraph import GraphBuilder, format_stack_trace, spelled_as_calls
 
 
 @pytest.fixture
@@ -30,6 +30,27 @@ def test_builds_a_graph_module_that_matches_eager(mode):
     torch.testing.assert_close(got[0], torch.relu(inp @ lin.weight.t()))
     torch.testing.assert_close(got[1], lin(inp))
     assert isinstance(gm, torch.fx.GraphModule)
+
+
+@pytest.mark.parametrize("base", [-2, -2.5, -0.0, float("-inf"), 3])
+def test_a_power_of_a_number_runs_in_the_graphs_code_as_python_computes_it(mode, base):
+    # torch.fx writes operator.pow(-2, x) as "-2 ** x", which Python reads as -(2 ** x)
+    b = GraphBuilder(mode)
+    x = b.placeholder("x", example_value=mode.from_tensor(torch.randn(3)))
+    b.output(b.call_function(operator.pow, (base, x)))
+    gm = b.build()
+    inp = torch.tensor([2.0, 3.0, 0.0])
+    torch.testing.assert_close(gm(inp), base**inp, equal_nan=True)
+
+
+def test_spelled_as_calls_mends_the_powers_of_a_graph_made_elsewhere():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output((graph.call_function(operator.pow, (-2, x)), graph.call_function(operator.pow, (x, -2))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert gm(2.0) == (-4.0, 0.25)  # the code as torch.fx writes it
+    assert spelled_as_calls(gm)(2.0) == (4.0, 0.25)
+    assert "pow(-2, x)" in gm.code
 
 
 def test_example_values_are_propagated_on_fake_tensors(mode):

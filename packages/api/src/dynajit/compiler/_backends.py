@@ -39,12 +39,13 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
         restoring_view_bits,
         returning_no_views,
         skipping_zero_tangents,
+        spelled_as_calls,
         stashing_conditional_saves,
         viewing_real_layouts,
     )
 
     def run_graph_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
-        return make_boxed_func(graph.forward)
+        return make_boxed_func(spelled_as_calls(graph).forward)
 
     run_forward = viewing_real_layouts(run_graph_as_is)
 

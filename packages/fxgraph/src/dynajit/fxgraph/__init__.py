@@ -40,6 +40,7 @@ from dynajit.fxgraph._passes import (
     fold_constants,
     graph_stats,
 )
+from dynajit.fxgraph._powers import spelled_as_calls, written_as_call
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
 from dynajit.fxgraph._python_kernels import (
     DECOMPOSED_UNLIKE_EAGER,
@@ -120,6 +121,7 @@ __all__ = [
     "set_logs",
     "skipping_zero_tangents",
     "source_meta",
+    "spelled_as_calls",
     "stashing_conditional_saves",
     "view_or_copy",
     "viewing_real_layouts",
@@ -128,6 +130,7 @@ __all__ = [
     "symbols_of",
     "writes_elements",
     "writes_in_place",
+    "written_as_call",
     "target_name",
     "user_source_line",
 ]

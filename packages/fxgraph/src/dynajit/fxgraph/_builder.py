@@ -25,6 +25,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from dynajit.fxgraph._meta import EXAMPLE_VALUE, SOURCE_FN_STACK, copy_meta_value
+from dynajit.fxgraph._powers import written_as_call
 from dynajit.fxgraph._python_kernels import with_eager_views
 from dynajit.fxgraph._symbolic import is_symbolic
 
@@ -332,6 +333,8 @@ class GraphBuilder:
         kwargs = dict(kwargs or {})
         if example_value is _MISSING:
             example_value = self._run_fake(run, tuple(args), kwargs)
+        if op == "call_function":
+            target = written_as_call(target, tuple(args))
         node = self.graph.create_node(op, target, tuple(args), kwargs, name=name and _identifier(name))
         return self._fill_meta(node, meta, example_value, source_fn)
 

@@ -50,6 +50,7 @@ from dynajit.fxgraph import (
     returning_no_views,
     running_below_autograd,
     skipping_zero_tangents,
+    spelled_as_calls,
     stashing_conditional_saves,
 )
 from dynajit.inductor_lite import _autotune, _sym
@@ -214,6 +215,8 @@ def _raising_graph(error: Exception) -> CompiledGraph:
 
 def _aten_call(gm: torch.fx.GraphModule) -> Callable[[list[Any]], Any]:
     """The boxed call running ``gm``'s aten ops eagerly."""
+
+    spelled_as_calls(gm)
 
     def call(args: list[Any]) -> Any:
         values = list(args)
@@ -714,7 +717,7 @@ def _aten_reading_data(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
     ]  # fmt: skip
 
     def run_as_is(graph: torch.fx.GraphModule, _inputs: Any) -> Callable[..., Any]:
-        return make_boxed_func(graph.forward)
+        return make_boxed_func(spelled_as_calls(graph).forward)
 
     with our_autograd_kernels():
         return aot_module_simplified(gm, inputs, fw_compiler=run_as_is, bw_compiler=run_as_is)

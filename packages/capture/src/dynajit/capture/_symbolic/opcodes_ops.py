@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import operator
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -154,7 +155,31 @@ def symbolic_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
     if op in COMPARE_OPS.values() and not any(isinstance(a, DataScalarVar) for a in args):
         values = [a.example if isinstance(a, SymIntVar) else a.const() for a in args]
         return ConstVar(bool(op(*values)))
+    if op in _RAISES_WHEN:
+        _raise_where_python_raises(op, args)
     return tx.output.call_function(op, args, {})  # an in-place operator is recorded out of place there
+
+
+# Where Python raises for an int operator, by its right operand: the graph's node would not (its symbolic
+# expression gives a number, ``1 << -2`` reads as ``2 ** -2``), or would raise when the graph runs, outside any
+# ``try`` of the traced code (and a C++ kernel's integer division by zero kills the process).
+_RAISES_WHEN: dict[Any, tuple[str, Callable[[Any], Any], int]] = {
+    **dict.fromkeys((operator.floordiv, operator.mod, operator.ifloordiv, operator.imod), ("0", lambda v: v == 0, 0)),
+    **dict.fromkeys(
+        (operator.lshift, operator.rshift, operator.ilshift, operator.irshift), ("negative", lambda v: v < 0, -1)
+    ),
+}
+
+
+def _raise_where_python_raises(op: Any, args: list[VT]) -> None:
+    """Raise as Python does when the right operand makes ``op`` raise on this call; otherwise guard that it does
+    not (a size symbol ``s - 3`` is 0 only for ``s == 3``, which the entry must then not accept)."""
+    left, right = args
+    what, raises, example = _RAISES_WHEN[op]
+    if isinstance(right, DataScalarVar):
+        unsupported(f"operator {op.__name__} on a number read from tensor data: it may be {what}, where Python raises")
+    if bool(raises(right.example if isinstance(right, SymIntVar) else right.const())):  # a guard on a symbol
+        fold(op, left.const() if left.is_const() else 1, example)
 
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
