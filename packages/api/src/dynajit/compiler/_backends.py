@@ -26,6 +26,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     from dynajit.fxgraph import (
         DECOMPOSED_UNLIKE_EAGER,
         EAGER_BRANCH_KERNELS,
+        EAGER_MESSAGE_KERNELS,
         VIEWED_UNLIKE_EAGER,
         batch_norms_in_eager_layout,
         checking_saved_versions,
@@ -54,7 +55,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> C
     # the backward formulas that branch on the data take eager's branch
     kept_whole = dict.fromkeys((*DECOMPOSED_UNLIKE_EAGER, *VIEWED_UNLIKE_EAGER))
     traced, viewing_as_dtypes = dtype_views_from_sources(keep_written_strides(batch_norms_in_eager_layout(gm)))
-    with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS}):
+    with python_kernels_replaced({**kept_whole, **EAGER_BRANCH_KERNELS, **EAGER_MESSAGE_KERNELS}):
         forward = aot_module_simplified(
             traced,
             inputs,

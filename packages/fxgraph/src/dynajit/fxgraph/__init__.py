@@ -44,6 +44,7 @@ from dynajit.fxgraph._powers import spelled_as_calls, written_as_call
 from dynajit.fxgraph._printers import format_readable, format_tabular, user_source_line
 from dynajit.fxgraph._python_kernels import (
     DECOMPOSED_UNLIKE_EAGER,
+    EAGER_MESSAGE_KERNELS,
     VIEWED_UNLIKE_EAGER,
     python_kernels_replaced,
     with_eager_views,
@@ -67,6 +68,7 @@ __all__ = [
     "DECOMPOSED_UNLIKE_EAGER",
     "VIEWED_UNLIKE_EAGER",
     "EAGER_BRANCH_KERNELS",
+    "EAGER_MESSAGE_KERNELS",
     "EXAMPLE_VALUE",
     "NN_MODULE_STACK",
     "SOURCE_FN_STACK",

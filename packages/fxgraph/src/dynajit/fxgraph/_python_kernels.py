@@ -18,7 +18,13 @@ from typing import Any
 import torch
 from torch._C import DispatchKey
 
-__all__ = ["DECOMPOSED_UNLIKE_EAGER", "VIEWED_UNLIKE_EAGER", "python_kernels_replaced", "with_eager_views"]
+__all__ = [
+    "DECOMPOSED_UNLIKE_EAGER",
+    "EAGER_MESSAGE_KERNELS",
+    "VIEWED_UNLIKE_EAGER",
+    "python_kernels_replaced",
+    "with_eager_views",
+]
 
 aten = torch.ops.aten
 
@@ -39,6 +45,20 @@ DECOMPOSED_UNLIKE_EAGER = frozenset({
 VIEWED_UNLIKE_EAGER = frozenset({aten.matmul.default, aten.matmul.out})
 
 _KEYS = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
+
+
+def _one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    """torch's Python kernel of ``one_hot`` (its checks run when the graph does), with eager's messages: torch's
+    say ``one_hot: Class values ...``, which a ``try`` comparing the message sees."""
+    if num_classes == -1:
+        num_classes = int(self.max().item()) + 1
+    aten._assert_async.msg(torch.all(self >= 0), "Class values must be non-negative.")
+    aten._assert_async.msg(torch.all(self < num_classes), "Class values must be smaller than num_classes.")
+    return (self.unsqueeze(-1) == torch.arange(num_classes, dtype=self.dtype, device=self.device)).to(torch.int64)
+
+
+# Kernels raising what eager's raise, word for word, where torch's Python kernels word it otherwise.
+EAGER_MESSAGE_KERNELS: dict[Any, Callable[..., Any]] = {aten.one_hot.default: _one_hot}
 
 
 @contextlib.contextmanager

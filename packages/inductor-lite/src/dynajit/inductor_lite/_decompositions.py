@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from dynajit.fxgraph import (
     DECOMPOSED_UNLIKE_EAGER,
     EAGER_BRANCH_KERNELS,
+    EAGER_MESSAGE_KERNELS,
     VIEWED_UNLIKE_EAGER,
     in_canonical_layout,
     in_suggested_layout,
@@ -498,7 +499,9 @@ def our_autograd_kernels() -> contextlib.AbstractContextManager[None]:
     """A context within which AOT autograd traces the ops torch decomposes unlike eager at the Autograd keys with
     this table's decompositions, or keeps them whole (see ``dynajit.fxgraph.python_kernels_replaced``), keeps whole
     those whose Python kernel returns views where eager's does not (``dynajit.fxgraph.VIEWED_UNLIKE_EAGER``), and
-    the ops whose backward formula branches on the data with eager's branch (``dynajit.fxgraph.EAGER_BRANCH_KERNELS``)."""
+    the ops whose backward formula branches on the data with eager's branch (``dynajit.fxgraph.EAGER_BRANCH_KERNELS``),
+    and raises eager's messages where torch words them otherwise (``dynajit.fxgraph.EAGER_MESSAGE_KERNELS``)."""
     table = decomposition_table()
     ours = {op: None if op in _KEEP else _below_autograd(op, table[op]) for op in DECOMPOSED_UNLIKE_EAGER}
-    return python_kernels_replaced({**ours, **dict.fromkeys(VIEWED_UNLIKE_EAGER), **EAGER_BRANCH_KERNELS})
+    kept = {**dict.fromkeys(VIEWED_UNLIKE_EAGER), **EAGER_BRANCH_KERNELS, **EAGER_MESSAGE_KERNELS}
+    return python_kernels_replaced({**ours, **kept})

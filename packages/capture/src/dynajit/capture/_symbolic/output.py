@@ -37,6 +37,7 @@ from dynajit.capture._symbolic.autograd_replay import (
     overlapping_view_bases,
 )
 from dynajit.capture._symbolic.data_dependent import DataScalarVar, bind_unbacked, is_data_dependent
+from dynajit.capture._symbolic.data_errors import check_data_error_handled
 from dynajit.capture._symbolic.dead_checks import first_outputs, unused_value_checks
 from dynajit.capture._symbolic.preserved_state import preserved_process_state
 from dynajit.capture._symbolic.saved_outputs import checking_saved_outputs, saved_output_checks
@@ -316,6 +317,7 @@ class OutputGraph:
         eager_checks.check_write(fn, proxies, kw)
         check_input_effects(self, fn, proxies, kw)
         eager_checks.check(fn, proxies, kw)
+        check_data_error_handled(self.current_tx, fn, proxies, kw)
         result = self._record(lambda meta: self.builder.call_function(fn, proxies, kw, meta=meta), fn)
         _check_derivative(fn, result)
         return _argument_returned(fn, args, result)
@@ -355,6 +357,7 @@ class OutputGraph:
         eager_checks.check_write(name, proxies, kw)
         check_input_effects(self, name, proxies, kw)
         eager_checks.check(name, proxies, kw, method=True)
+        check_data_error_handled(self.current_tx, name, proxies, kw)
         result = self._record(lambda meta: self.builder.call_method(name, proxies, kw, meta=meta), name)
         _check_derivative(name, result)
         return _argument_returned(name, args, result)
