@@ -6,11 +6,12 @@ index out of range (``gather``, ``embedding``, ``x[idx]``), an integer
 division by zero or a failed ``torch._assert_async`` shows only when the
 graph runs: after the traced ``try`` statement has been left, so the handler
 never sees it and the compiled call raises where eager returned. Such an
-operation inside a block whose handler catches (``except`` or ``finally``, in
-the frame or a caller inlined into it) is a graph break, and Python runs it
-under its handler. The ``with`` blocks' cleanups and the compiler's own
-regions (an inlined comprehension's, a generator's StopIteration guard) pass
-the exception on; the block around them decides.
+operation inside a block whose ``except`` clause may catch it (in the frame
+or a caller inlined into it) is a graph break, and Python runs it under its
+handler. A ``finally`` body, a ``with`` block's cleanup and the compiler's
+own regions (an inlined comprehension's, a generator's StopIteration guard)
+re-raise: the block around them decides. (transformers wraps every model's
+forward in ``try``/``finally``: those stay one graph.)
 """
 
 from __future__ import annotations
@@ -81,20 +82,34 @@ def raises_on_data(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bo
     return False
 
 
+def _catches(insts: list[Any], handler: int) -> bool:
+    """Whether the handler starting at index ``handler`` is an ``except`` clause: a bare one pops the exception at
+    once, a typed one loads its classes and matches them. A ``finally`` body and a ``with`` block's cleanup let
+    the exception go on (their effects when a graph raises are not this check's business)."""
+    if insts[handler].opname != "PUSH_EXC_INFO":
+        return False
+    for inst in insts[handler + 1 : handler + 16]:
+        if inst.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH"):
+            return True
+        if inst.opname == "POP_TOP" and inst.index == handler + 1:
+            return True  # a bare ``except:``
+        if not inst.opname.startswith(("LOAD_", "BUILD_TUPLE", "PUSH_NULL", "COPY")):
+            return False
+    return False
+
+
 def _caught_in(tx: Tracer) -> bool:
-    """Whether an exception raised at ``tx``'s current instruction reaches an ``except`` or ``finally`` of its
-    code (through the cleanups of ``with`` blocks and inlined comprehensions around it)."""
+    """Whether an exception raised at ``tx``'s current instruction reaches an ``except`` clause of its code
+    (through the ``finally`` bodies, ``with`` cleanups and inlined comprehensions around it, which re-raise)."""
     inst, seen = tx.current, set()
     while inst is not None and inst.index not in seen:
         seen.add(inst.index)
         region = region_of(tx.code, tx.insts, inst)
         if region is None:
             return False
-        handler = tx.insts[region.handler]
-        following = tx.insts[region.handler + 1] if region.handler + 1 < len(tx.insts) else None
-        if handler.opname == "PUSH_EXC_INFO" and (following is None or following.opname != "WITH_EXCEPT_START"):
+        if _catches(tx.insts, region.handler):
             return True
-        inst = handler  # the cleanup re-raises: the region around it decides
+        inst = tx.insts[region.handler]  # the handler re-raises: the region around it decides
     return False
 
 
