@@ -54,15 +54,35 @@ def test_a_refused_size_arithmetic_raises_where_python_raises_and_the_try_catche
         differential(fn, torch.randn(n), compiled=compiled)
 
 
-def _uncaught(x):
-    return x * (x.shape[0] // (x.shape[0] - 3))
+def _message_read(x):
+    try:
+        z = x.shape[0] // 0.0
+    except ZeroDivisionError as error:
+        z = len(str(error))  # "float floor division by zero", not the int's "integer division or modulo by zero"
+    return x * z
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_uncaught_division_by_a_size_that_is_zero_raises_eagers_zero_division_error(fresh_compiler, backend):
-    compiled = compiler.compile(_uncaught, backend=backend)
+def test_a_caught_division_by_zero_has_pythons_message(fresh_compiler, backend):
+    compiled = compiler.compile(_message_read, backend=backend)
+    for n in [4, 6, 5]:
+        differential(_message_read, torch.randn(n), compiled=compiled)
+
+
+UNCAUGHT = {
+    "by a size that is 0": lambda x: x * (x.shape[0] // (x.shape[0] - 3)),
+    "by the float 0.0": lambda x: x * (x.shape[0] // 0.0),  # (float floor division by zero)
+    "by the int 0": lambda x: x * (x.shape[0] % 0),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(UNCAUGHT))
+def test_an_uncaught_division_by_zero_raises_eagers_zero_division_error(fresh_compiler, backend, case):
+    fn = UNCAUGHT[case]
+    compiled = compiler.compile(fn, backend=backend)
     for n in [4, 6, 3, 5, 3]:
-        differential(_uncaught, torch.randn(n), compiled=compiled)  # n == 3: the same ZeroDivisionError
+        differential(fn, torch.randn(n), compiled=compiled)  # the same ZeroDivisionError, message and all
 
 
 POWERS = {

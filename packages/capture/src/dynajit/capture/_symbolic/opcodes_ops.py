@@ -179,7 +179,7 @@ def _raise_where_python_raises(op: Any, args: list[VT]) -> None:
     if isinstance(right, DataScalarVar):
         unsupported(f"operator {op.__name__} on a number read from tensor data: it may be {what}, where Python raises")
     if bool(raises(right.example if isinstance(right, SymIntVar) else right.const())):  # a guard on a symbol
-        fold(op, left.const() if left.is_const() else 1, example)
+        fold(op, left.const() if left.is_const() else 1, right.const() if right.is_const() else example)
 
 
 def _sequence_operator(tx: Tracer, op: Any, args: list[VT]) -> VT:
