@@ -751,3 +751,23 @@ def test_the_input_gradient_of_a_row_holding_an_infinity_is_eagers():
                 grads.append(x.grad)
             torch.testing.assert_close(grads[1], grads[0], equal_nan=True, atol=1e-5, rtol=1e-5)
             assert torch.equal(grads[1].isnan(), grads[0].isnan()), (affine, where)
+
+
+SIZED_NUMBERS = {
+    "added": lambda x, sized: x + sized.numel(),
+    "compared": lambda x, sized: x == sized.numel() - 1,
+    "where": lambda x, sized: torch.where(x > 1.2, x, sized.numel()) + 1,
+    "filled": lambda x, sized: x.masked_fill(x > 1.2, sized.numel()) * 1,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", list(SIZED_NUMBERS))
+def test_a_symbolic_size_meeting_a_half_tensor_is_rounded_to_its_type_first(dtype, case):
+    # (fuzz a301.1:150) eager converts the number to the tensor's type: bfloat16(525) is 524, so 1.0 + 525 is 524
+    # in eager; the kernel added the exact 525 and rounded once, to 528
+    fn = SIZED_NUMBERS[case]
+    x = torch.tensor([0.99609375, 1.0, 1.5, 2.0, 1.25], dtype=dtype)
+    compiled = compiler.compile(fn, dynamic=True)
+    for n in (525, 1027, 2049, 4099):
+        differential(fn, x, torch.empty(n), compiled=compiled)

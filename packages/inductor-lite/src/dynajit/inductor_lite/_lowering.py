@@ -45,8 +45,18 @@ def to_value(ctx: Any, x: Any, dtype: torch.dtype) -> TensorValue:
     """A TensorValue for a tensor or a Python scalar (a 0-d constant)."""
     if isinstance(x, TensorValue):
         return x
-    expr = size_value(x, dtype) if isinstance(x, sympy.Expr) else const(x, dtype)
+    expr = number_expr(x, dtype)
     return TensorValue((), dtype, lambda idx: expr, ctx.device)
+
+
+def number_expr(x: Any, dtype: torch.dtype) -> Expr:
+    """A Python number, or a symbolic one computed per call, as a value of ``dtype``: a symbolic number of a 16-bit
+    float type is rounded to it, as eager converts the number (``in_dtype`` rounds a constant while compiling)."""
+    if not isinstance(x, sympy.Expr):
+        return const(x, dtype)
+    if dtype in (torch.float16, torch.bfloat16):
+        return op("cast", dtype, size_value(x, torch.float32))
+    return size_value(x, dtype)
 
 
 def broadcast_loader(value: TensorValue, size: Sequence[int]) -> Callable[[Sequence[Index]], Expr]:
@@ -85,7 +95,11 @@ def make_pointwise(
     size = _sym.shape_of(val)
     out_dtype = out_dtype or val.dtype
     compute = compute or out_dtype
-    values = [to_value(ctx, in_dtype(x, numbers), compute) for x in inputs]
+    # (a symbolic number takes ``numbers``' nearest value per call: ``to_value`` in that type)
+    values = [
+        to_value(ctx, *((x, numbers) if _symbolic_in_half(x, numbers) else (in_dtype(x, numbers), compute)))
+        for x in inputs
+    ]
     loaders = [broadcast_loader(v, size) for v in values]
 
     def loader(indices: Sequence[Index]) -> Expr:
@@ -94,6 +108,10 @@ def make_pointwise(
 
     cost = 1 + sum(v.cost for v in values if v.buffer is None)
     return TensorValue(size, out_dtype, loader, ctx.device, cost=cost)
+
+
+def _symbolic_in_half(number: Any, dtype: torch.dtype | None) -> bool:
+    return isinstance(number, sympy.Expr) and dtype in (torch.float16, torch.bfloat16)
 
 
 def in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
@@ -375,9 +393,7 @@ def _constant_tensor(ctx: Any, value: Any) -> TensorValue:
         # Eager converts the number with a check ("value cannot be converted to type int without overflow"), which
         # a symbolic one defers to each call: aten's kernel makes it there, where code generation would wrap.
         return ctx.fallback(f"a symbolic number may not fit {val.dtype}")
-    expr = (
-        size_value(value, val.dtype) if isinstance(value, sympy.Expr) else const(in_dtype(value, val.dtype), val.dtype)
-    )
+    expr = number_expr(value if isinstance(value, sympy.Expr) else in_dtype(value, val.dtype), val.dtype)
     return TensorValue(_sym.shape_of(val), val.dtype, lambda idx: expr, ctx.device)
 
 
