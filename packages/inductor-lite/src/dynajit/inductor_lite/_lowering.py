@@ -54,7 +54,7 @@ def number_expr(x: Any, dtype: torch.dtype) -> Expr:
     float type is rounded to it, as eager converts the number (``in_dtype`` rounds a constant while compiling)."""
     if not isinstance(x, sympy.Expr):
         return const(x, dtype)
-    if dtype in (torch.float16, torch.bfloat16):
+    if dtype in _HALF_FLOATS:
         return op("cast", dtype, size_value(x, torch.float32))
     return size_value(x, dtype)
 
@@ -97,7 +97,7 @@ def make_pointwise(
     compute = compute or out_dtype
     # (a symbolic number takes ``numbers``' nearest value per call: ``to_value`` in that type)
     values = [
-        to_value(ctx, *((x, numbers) if _symbolic_in_half(x, numbers) else (in_dtype(x, numbers), compute)))
+        to_value(ctx, x, numbers) if _symbolic_in_half(x, numbers) else to_value(ctx, in_dtype(x, numbers), compute)
         for x in inputs
     ]
     loaders = [broadcast_loader(v, size) for v in values]
@@ -110,8 +110,11 @@ def make_pointwise(
     return TensorValue(size, out_dtype, loader, ctx.device, cost=cost)
 
 
+_HALF_FLOATS = (torch.float16, torch.bfloat16)
+
+
 def _symbolic_in_half(number: Any, dtype: torch.dtype | None) -> bool:
-    return isinstance(number, sympy.Expr) and dtype in (torch.float16, torch.bfloat16)
+    return isinstance(number, sympy.Expr) and dtype in _HALF_FLOATS
 
 
 def in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
@@ -123,7 +126,7 @@ def in_dtype(number: Any, dtype: torch.dtype | None) -> Any:
     ``numbers``.) A number an op writes out (``where``, ``masked_fill``, a clamp bound, a fill) is its output's
     type too: a later op of the same loop reads it rounded, as it reads eager's stored result.
     """
-    if dtype not in (torch.float16, torch.bfloat16) or type(number) not in (int, float):
+    if dtype not in _HALF_FLOATS or type(number) not in (int, float):
         return number
     if isinstance(number, float) and not math.isfinite(number):
         return number
